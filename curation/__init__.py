@@ -1,0 +1,1 @@
+"""The stage library: plain Python, no Prefect and no Label Studio imports."""

@@ -1,0 +1,48 @@
+"""The one cache of the pipeline: a sqlite key-value store shared by all runs under an output folder.
+
+Stages reach it through their context (`ctx.cache`) and never invent cache files of their own.
+Namespaces in use: `image_fingerprint` (by content sha256). Later: model replies, MinHash signatures.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+from pydantic import JsonValue
+
+
+class Cache:
+    """Thread-safe; safe across processes thanks to WAL mode and short transactions."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._connection() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS entries (namespace TEXT, key TEXT, value TEXT, "
+                       "PRIMARY KEY (namespace, key))")
+
+    def _connection(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=60)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._local.db = db
+        return db
+
+    def get(self, namespace: str, key: str) -> JsonValue | None:
+        row = self._connection().execute(
+            "SELECT value FROM entries WHERE namespace=? AND key=?", (namespace, key)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def put(self, namespace: str, key: str, value: JsonValue) -> None:
+        with self._connection() as db:
+            db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", (namespace, key, json.dumps(value)))
+
+    def count(self, namespace: str) -> int:
+        return self._connection().execute(
+            "SELECT COUNT(*) FROM entries WHERE namespace=?", (namespace,)).fetchone()[0]

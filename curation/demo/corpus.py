@@ -1,0 +1,147 @@
+"""The bundled demo corpus, materialised on demand into `<out>/demo-corpus/` (nothing is downloaded).
+
+Contents: openly licensed photos shipped in `curation/demo/photos/` (CC0 or public domain, see its
+LICENSES.jsonl), images rendered deterministically by `curation.demo.render` (CC0, ours), near-duplicates and
+exact copies derived from both, and a few broken files, so every stage of the funnel has something to do.
+A `manifest.jsonl` gives every file's source, license and, for derived files, the original.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+from PIL import Image, ImageEnhance
+
+from curation.demo.render import render_demo_images
+from curation.fingerprint import sha256_json
+
+CORPUS_VERSION = 1
+COMPLETE_MARKER = ".complete"
+PHOTO_SOURCE = "scikit-image-sample-data"
+RENDERED_SOURCE = "benchcurate-rendered"
+DERIVED_SOURCE = "benchcurate-derived"
+MIRROR_SOURCE = "benchcurate-mirror"
+OUR_LICENSE = "CC0-1.0"
+
+
+def _save_jpeg(quality: int) -> Callable[[Image.Image, Path], None]:
+    return lambda image, path: image.convert("RGB").save(path, format="JPEG", quality=quality)
+
+
+def _save_png(image: Image.Image, path: Path) -> None:
+    image.save(path, format="PNG")
+
+
+def _scaled(factor: float) -> Callable[[Image.Image], Image.Image]:
+    return lambda image: image.resize((round(image.width * factor), round(image.height * factor)), Image.LANCZOS)
+
+
+def _cropped(fraction: float) -> Callable[[Image.Image], Image.Image]:
+    def crop(image: Image.Image) -> Image.Image:
+        dx, dy = round(image.width * fraction), round(image.height * fraction)
+        return image.crop((dx, dy, image.width - dx, image.height - dy))
+    return crop
+
+
+# (original relative path, derived file name, edit, writer, what the edit is)
+DERIVATIONS = (
+    ("photos/chelsea.png", "chelsea-small.jpg", _scaled(0.6), _save_jpeg(85), "resized to 60%, JPEG q85"),
+    ("photos/coffee.png", "coffee-q40.jpg", lambda image: image, _save_jpeg(40), "re-encoded as JPEG q40"),
+    ("photos/rocket.jpg", "rocket-70.png", _scaled(0.7), _save_png, "resized to 70%, PNG"),
+    ("photos/astronaut.png", "astronaut-contrast.jpg", lambda image: ImageEnhance.Contrast(image.convert("RGB"))
+     .enhance(1.15), _save_jpeg(90), "contrast +15%, JPEG q90"),
+    ("rendered/bar_chart-01.png", "bar_chart-01-bright.png", lambda image: ImageEnhance.Brightness(
+        image.convert("RGB")).enhance(1.08), _save_png, "brightness +8%"),
+    ("rendered/document-01.jpg", "document-01-crop.jpg", _cropped(0.02), _save_jpeg(88), "2% border crop"),
+    ("rendered/flowchart-01.png", "flowchart-01-gray.png", lambda image: image.convert("L"), _save_png,
+     "converted to grayscale"),
+    ("rendered/ui_screenshot-01.png", "ui_screenshot-01-q75.jpg", lambda image: image, _save_jpeg(75),
+     "re-encoded as JPEG q75"),
+)
+EXACT_COPIES = ("photos/camera.png", "rendered/pie_chart-01.png", "rendered/table-01.png")
+
+
+def _photos(root: Path) -> list[dict]:
+    folder = resources.files("curation.demo") / "photos"
+    rows = []
+    (root / "photos").mkdir()
+    for line in (folder / "LICENSES.jsonl").read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        (root / "photos" / entry["file"]).write_bytes((folder / entry["file"]).read_bytes())
+        rows.append({"path": f"photos/{entry['file']}", "source_dataset": PHOTO_SOURCE, "source_id": entry["file"],
+                     "license": entry["license"], "attribution": entry["attribution"]})
+    return rows
+
+
+def _rendered(root: Path) -> list[dict]:
+    rows = []
+    for image in render_demo_images(root / "rendered"):
+        rows.append({"path": f"rendered/{image.path.name}", "source_dataset": RENDERED_SOURCE,
+                     "source_id": image.path.name, "license": OUR_LICENSE,
+                     "attribution": f"benchcurate demo generator: {image.description}"})
+    return rows
+
+
+def _derived(root: Path, originals: dict[str, dict]) -> list[dict]:
+    rows = []
+    (root / "derived").mkdir()
+    for original, name, edit, write, what in DERIVATIONS:
+        with Image.open(root / original) as opened:
+            write(edit(opened), root / "derived" / name)
+        source = originals[original]
+        rows.append({"path": f"derived/{name}", "source_dataset": DERIVED_SOURCE, "source_id": name,
+                     "license": source["license"], "derived_from": source["source_id"],
+                     "attribution": f"{what}; original: {source['attribution']}"})
+    (root / "copies").mkdir()
+    for original in EXACT_COPIES:
+        name = Path(original).name
+        shutil.copyfile(root / original, root / "copies" / name)
+        source = originals[original]
+        rows.append({"path": f"copies/{name}", "source_dataset": MIRROR_SOURCE, "source_id": name,
+                     "license": source["license"], "derived_from": source["source_id"],
+                     "attribution": f"byte-identical copy; original: {source['attribution']}"})
+    return rows
+
+
+def _broken(root: Path) -> list[dict]:
+    folder = root / "broken"
+    folder.mkdir()
+    whole = (root / "rendered" / "document-02.jpg").read_bytes()
+    (folder / "truncated.jpg").write_bytes(whole[: len(whole) * 2 // 5])
+    (folder / "empty.png").write_bytes(b"")
+    (folder / "not-an-image.png").write_text("this file has a .png name but holds text\n", encoding="utf-8")
+    (folder / "notes.txt").write_text("a stray text file in an image folder\n", encoding="utf-8")
+    return [{"path": f"broken/{name}", "source_dataset": RENDERED_SOURCE, "source_id": f"broken/{name}",
+             "license": OUR_LICENSE, "attribution": f"deliberately broken demo file: {what}"}
+            for name, what in (("truncated.jpg", "first 40% of a JPEG"), ("empty.png", "zero bytes"),
+                               ("not-an-image.png", "text with an image extension"),
+                               ("notes.txt", "not an image file"))]
+
+
+def corpus_signature() -> str:
+    photos = (resources.files("curation.demo") / "photos" / "LICENSES.jsonl").read_text(encoding="utf-8")
+    return sha256_json({"version": CORPUS_VERSION, "photos": photos})
+
+
+def build_demo_corpus(dest: Path) -> Path:
+    """Write the demo corpus to `dest` unless an identical one is already there; return `dest`."""
+    marker = dest / COMPLETE_MARKER
+    signature = corpus_signature()
+    if marker.exists() and marker.read_text(encoding="utf-8") == signature:
+        return dest
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    rows = _photos(partial) + _rendered(partial)
+    rows += _derived(partial, {row["path"]: row for row in rows}) + _broken(partial)
+    with open(partial / "manifest.jsonl", "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    (partial / COMPLETE_MARKER).write_text(signature, encoding="utf-8")
+    shutil.rmtree(dest, ignore_errors=True)
+    partial.rename(dest)
+    return dest

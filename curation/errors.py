@@ -1,0 +1,17 @@
+"""The three kinds of failure the pipeline distinguishes."""
+
+
+class UserError(Exception):
+    """A user mistake (bad recipe, missing folder, bad parameter): one line that says what to do, no traceback."""
+
+
+class BackendUnavailable(Exception):
+    """A model server that cannot be reached or refuses the credentials: the stage fails and a rerun resumes it."""
+
+
+class ModelOutputInvalid(Exception):
+    """A reply that does not match its schema: the item becomes a recorded drop with the raw reply kept."""
+
+    def __init__(self, message: str, raw: str | None = None):
+        super().__init__(message)
+        self.raw = raw

@@ -1,0 +1,74 @@
+"""Decode an image file into what every image step sees: RGB, upright, alpha flattened on white, first frame.
+
+Each way a file can fail maps to one reason code, so a drop says what was wrong with the file.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+DEFAULT_MAX_PIXELS = 89_478_485  # Pillow's own decompression-bomb limit
+BACKGROUND_RGB = (255, 255, 255)
+
+DECODE_REASONS = ("image_empty", "image_unreadable", "image_truncated", "image_too_large", "image_missing")
+
+
+class ImageDecodeError(Exception):
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class DecodedImage:
+    image: Image.Image
+    format: str
+    width: int
+    height: int
+
+
+def _flatten(image: Image.Image) -> Image.Image:
+    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        canvas = Image.new("RGB", rgba.size, BACKGROUND_RGB)
+        canvas.paste(rgba, mask=rgba.getchannel("A"))
+        return canvas
+    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+        return image.point(lambda value: value / 256).convert("L").convert("RGB")
+    return image.convert("RGB")
+
+
+def decode_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> DecodedImage:
+    """Decode `path`; raise ImageDecodeError with a reason code when it cannot be used."""
+    if not path.exists():
+        raise ImageDecodeError("image_missing", f"{path} does not exist")
+    if path.stat().st_size == 0:
+        raise ImageDecodeError("image_empty", f"{path} is empty (0 bytes)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our own limit applies below
+            with Image.open(path) as opened:
+                fmt = opened.format or "unknown"
+                if opened.width * opened.height > max_pixels:
+                    raise ImageDecodeError("image_too_large",
+                                           f"{opened.width}x{opened.height} exceeds the {max_pixels}-pixel limit")
+                opened.seek(0)
+                upright = ImageOps.exif_transpose(opened)
+                upright.load()
+                rgb = _flatten(upright)
+    except ImageDecodeError:
+        raise
+    except Image.DecompressionBombError as error:
+        raise ImageDecodeError("image_too_large", str(error)) from error
+    except UnidentifiedImageError as error:
+        raise ImageDecodeError("image_unreadable", f"not an image Pillow can identify: {error}") from error
+    except OSError as error:
+        reason = "image_truncated" if "truncated" in str(error).lower() else "image_unreadable"
+        raise ImageDecodeError(reason, f"{type(error).__name__}: {error}") from error
+    except (ValueError, SyntaxError) as error:
+        raise ImageDecodeError("image_unreadable", f"{type(error).__name__}: {error}") from error
+    return DecodedImage(image=rgb, format=fmt, width=rgb.width, height=rgb.height)

@@ -1,0 +1,37 @@
+"""image_exact_dedup: items whose image bytes are identical (same sha256) keep one member.
+
+The kept member follows the near-duplicate rule (`curation.images.near_dedup.preference`); for identical bytes
+that reduces to source priority, then the smallest id.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from curation.grouping import pick_kept
+from curation.images.near_dedup import preference
+from curation.stage import SetStage, StageConfig, StageContext
+from schemas import Drop, Keep, Sample, Verdict
+
+
+class ExactDedupConfig(StageConfig):
+    source_priority: tuple[str, ...] = Field((), description="source datasets to prefer, most preferred first")
+
+
+def select(items: list[Sample], cfg: ExactDedupConfig, ctx: StageContext) -> list[Verdict]:
+    by_hash: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        by_hash.setdefault(item.images[0].sha256, []).append(index)
+    verdicts: list[Verdict] = [Keep()] * len(items)
+    for group in by_hash.values():
+        if len(group) < 2:
+            continue
+        kept = pick_kept(group, items, lambda item: preference(item, cfg.source_priority))
+        for index in group:
+            if index != kept:
+                verdicts[index] = Drop(reason="exact_duplicate", detail={
+                    "duplicate_of": items[kept].id, "sha256": items[index].images[0].sha256})
+    return verdicts
+
+
+STAGE = SetStage(name="image_exact_dedup", config=ExactDedupConfig, select=select, reasons=("exact_duplicate",))

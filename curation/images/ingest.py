@@ -1,0 +1,132 @@
+"""image_ingest: every file under a folder becomes an item with provenance, content hash and pHash.
+
+Provenance comes from an optional `manifest.jsonl` at the folder's root, one row per file:
+`{"path": "<relative path>", "source_dataset": ..., "source_id": ..., "license": ..., "attribution": ...,
+"derived_from": ...}`; files it does not list get the folder name as source, their relative path as source id
+and `default_license`. A file that cannot be used is dropped with the reason its decode gave.
+Fingerprints are cached by content sha256, so a rerun decodes nothing it already hashed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+
+import imagehash
+from pydantic import Field
+
+from curation.errors import UserError
+from curation.fingerprint import sha256_bytes, sha256_json
+from curation.images.decode import DECODE_REASONS, DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
+from curation.stage import SourceStage, StageConfig, StageContext
+from schemas import Drop, ImageRef, Keep, Provenance, Sample, Verdict
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff")
+PHASH_ALGORITHM = f"imagehash.phash hash_size=8 (ImageHash {version('ImageHash')})"
+FINGERPRINT_NAMESPACE = "image_fingerprint"
+
+
+class IngestConfig(StageConfig):
+    input_dir: str = Field(description="absolute path of the folder to ingest (set from --input)")
+    manifest_name: str = Field("manifest.jsonl", description="per-file provenance file at the folder's root")
+    default_license: str = Field("unknown", description="license of files the manifest does not list")
+    source_dataset: str | None = Field(None, description="source name for unlisted files; default: folder name")
+    extensions: tuple[str, ...] = Field(IMAGE_EXTENSIONS, description="lower-case file suffixes taken as images")
+    max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1, description="larger images are dropped as image_too_large")
+
+
+def _root(cfg: IngestConfig) -> Path:
+    root = Path(cfg.input_dir)
+    if not root.is_dir():
+        raise UserError(f"input folder {root} does not exist or is not a folder; pass --input with a folder of "
+                        f"images, or leave --input out to run the bundled demo corpus")
+    return root
+
+
+def _files(cfg: IngestConfig) -> list[Path]:
+    root = _root(cfg)
+    return sorted(path for path in root.rglob("*") if path.is_file() and path.name != cfg.manifest_name
+                  and not any(part.startswith(".") for part in path.relative_to(root).parts))
+
+
+def describe_input(cfg: IngestConfig) -> str:
+    """A digest of the folder listing (names, sizes, modification times) and the manifest's content."""
+    root = _root(cfg)
+    listing = [[str(path.relative_to(root)), path.stat().st_size, path.stat().st_mtime_ns] for path in _files(cfg)]
+    manifest = root / cfg.manifest_name
+    return sha256_json({"files": listing, "manifest": manifest.read_text("utf-8") if manifest.exists() else None})
+
+
+def _manifest(cfg: IngestConfig) -> dict[str, dict]:
+    path = Path(cfg.input_dir) / cfg.manifest_name
+    if not path.exists():
+        return {}
+    rows = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            rows[row["path"]] = row
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise UserError(f"{path} line {number} is not a JSON object with a 'path' key ({error}); fix the "
+                            f"manifest or remove it") from error
+    return rows
+
+
+def fingerprint(path: Path, sha256: str, cfg: IngestConfig, ctx: StageContext) -> dict:
+    """Width, height, format and pHash of a file, or its decode failure; cached by content."""
+    cache_key = f"{sha256}:{cfg.max_pixels}"
+    cached = ctx.cache.get(FINGERPRINT_NAMESPACE, cache_key)
+    if isinstance(cached, dict):
+        return cached
+    try:
+        decoded = decode_image(path, cfg.max_pixels)
+        result = {"width": decoded.width, "height": decoded.height, "format": decoded.format,
+                  "phash": str(imagehash.phash(decoded.image)), "algorithm": PHASH_ALGORITHM}
+    except ImageDecodeError as error:
+        result = {"error_reason": error.reason, "error": str(error)}
+    ctx.cache.put(FINGERPRINT_NAMESPACE, cache_key, result)
+    return result
+
+
+def sample_id(source_dataset: str, source_id: str, content_sha256: str) -> str:
+    """Stable across runs: the same file from the same source always gets the same id."""
+    return sha256_json([source_dataset, source_id, content_sha256])[:16]
+
+
+def _provenance(relative: str, row: dict | None, cfg: IngestConfig) -> Provenance:
+    fallback_source = cfg.source_dataset or Path(cfg.input_dir).name
+    row = row or {}
+    return Provenance(source_dataset=row.get("source_dataset") or fallback_source,
+                      source_id=row.get("source_id") or relative,
+                      license=row.get("license") or cfg.default_license, attribution=row.get("attribution"),
+                      source_path=relative, derived_from=row.get("derived_from"))
+
+
+def read(cfg: IngestConfig, ctx: StageContext) -> Iterator[tuple[Sample, Verdict]]:
+    root = _root(cfg)
+    manifest = _manifest(cfg)
+    for path in _files(cfg):
+        relative = path.relative_to(root).as_posix()
+        data = path.read_bytes()
+        digest = sha256_bytes(data)
+        provenance = _provenance(relative, manifest.get(relative), cfg)
+        image = ImageRef(path=str(path.resolve()), sha256=digest, size_bytes=len(data))
+        item = Sample(id=sample_id(provenance.source_dataset, provenance.source_id, digest), images=[image],
+                      provenance=provenance)
+        if path.suffix.lower() not in cfg.extensions:
+            yield item, Drop(reason="unsupported_extension", detail={"path": relative, "suffix": path.suffix})
+            continue
+        found = fingerprint(path, digest, cfg, ctx)
+        if "error_reason" in found:
+            yield item, Drop(reason=found["error_reason"], detail={"path": relative, "error": found["error"]})
+            continue
+        image = image.model_copy(update={key: found[key] for key in ("width", "height", "format", "phash")})
+        yield item.model_copy(update={"images": [image]}), Keep()
+
+
+STAGE = SourceStage(name="image_ingest", config=IngestConfig, read=read, describe_input=describe_input,
+                    reasons=DECODE_REASONS + ("unsupported_extension",))

@@ -1,0 +1,16 @@
+"""Model backends behind one interface: `offline` (default, heuristics) and `openai` (any OpenAI-protocol URL)."""
+
+from curation.models.base import OFFLINE_LABEL, ModelBackend, ModelRequest, ModelResult
+from schemas import BackendSpec
+
+
+def make_backend(spec: BackendSpec) -> ModelBackend:
+    """The backend the spec names; a paid backend runs only when asked for, never because a key is set."""
+    if spec.kind == "offline":
+        from curation.models.offline import OfflineBackend
+        return OfflineBackend()
+    from curation.models.openai_backend import OpenAIBackend
+    return OpenAIBackend(spec)
+
+
+__all__ = ["OFFLINE_LABEL", "ModelBackend", "ModelRequest", "ModelResult", "make_backend"]

@@ -1,0 +1,54 @@
+"""One interface for every model step; backends differ only in how they answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from curation.prompting import Prompt
+from curation.models.identity import OFFLINE_LABEL
+from schemas import Generation, ImageRef
+
+Reply = TypeVar("Reply", bound=BaseModel)
+
+__all__ = ["OFFLINE_LABEL", "ModelBackend", "ModelRequest", "ModelResult", "generation_for"]
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    prompt: Prompt
+    variables: dict[str, str]
+    images: tuple[ImageRef, ...]
+    seed: int
+
+
+@dataclass(frozen=True)
+class ModelResult(Generic[Reply]):
+    value: Reply
+    generation: Generation
+    raw: str | None = None
+
+
+class ModelBackend(Protocol):
+    label: str
+    model: str
+    concurrency: int  # requests the runner may have in flight at once
+
+    def identity(self) -> dict[str, str]:
+        """What makes this backend's answers what they are (no secrets); part of every model stage's key."""
+        ...
+
+    def check(self) -> None:
+        """Fail before any item is touched: UserError for a bad key or model, BackendUnavailable when unreachable."""
+        ...
+
+    def complete(self, request: ModelRequest) -> ModelResult:
+        """Answer with an instance of `request.prompt.output_schema`, or raise ModelOutputInvalid."""
+        ...
+
+
+def generation_for(backend: ModelBackend, prompt: Prompt) -> Generation:
+    return Generation(backend=backend.label, model=backend.model, prompt_id=prompt.id,
+                      prompt_version=prompt.version, prompt_sha256=prompt.sha256)

@@ -1,0 +1,138 @@
+"""Pixel statistics the offline heuristic backend reasons from. Computed on a thumbnail, so cheap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from curation.images.decode import decode_image
+
+THUMB_SIDE_PX = 256        # sharpness, edges, colour
+STRUCTURE_SIDE_PX = 512    # text lines and axes need more resolution than that
+
+PALETTE = {
+    "black": (20, 20, 20), "grey": (128, 128, 128), "white": (245, 245, 245), "red": (200, 40, 40),
+    "orange": (240, 140, 30), "yellow": (235, 215, 50), "green": (60, 160, 70), "teal": (30, 150, 150),
+    "blue": (40, 90, 200), "purple": (130, 60, 170), "pink": (235, 130, 180), "brown": (130, 85, 45),
+}
+
+
+@dataclass(frozen=True)
+class ImageStats:
+    width: int
+    height: int
+    near_white_fraction: float   # share of pixels with every channel > 235
+    background_luminance: float  # median luminance, 0-255
+    dark_fraction: float         # share with luminance < 80
+    contrast: float              # luminance standard deviation, 0-255
+    sharpness: float             # mean absolute Laplacian of the thumbnail's luminance
+    edge_density: float          # share of pixels with a strong gradient
+    entropy_bits: float          # luminance histogram entropy, 0-8
+    colourfulness: float         # Hasler and Suesstrunk's metric
+    strong_colour_share: float   # share of clearly saturated, not dark pixels (bars, slices, banners)
+    palette_size: int            # quantised colours covering >= 0.5% of pixels each
+    text_row_bands: int          # alternations between inked and blank rows (text lines give many)
+    axis_lines: bool             # a long line across the lower half and one down the left part (chart axes)
+    top_bar: bool                # a solid coloured band across the top (application chrome)
+    grayscale: bool
+    dominant_colours: tuple[str, ...]
+
+    @property
+    def aspect(self) -> float:
+        return self.height / self.width
+
+
+def _luminance(rgb: np.ndarray) -> np.ndarray:
+    return rgb[..., 0] * 0.299 + rgb[..., 1] * 0.587 + rgb[..., 2] * 0.114
+
+
+def _entropy(lum: np.ndarray) -> float:
+    hist = np.bincount(lum.astype(np.uint8).ravel(), minlength=256).astype(float)
+    p = hist[hist > 0] / hist.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
+def _colourfulness(rgb: np.ndarray) -> float:
+    rg = rgb[..., 0] - rgb[..., 1]
+    yb = 0.5 * (rgb[..., 0] + rgb[..., 1]) - rgb[..., 2]
+    return float(np.hypot(rg.std(), yb.std()) + 0.3 * np.hypot(rg.mean(), yb.mean()))
+
+
+def _palette(rgb: np.ndarray) -> tuple[int, tuple[str, ...]]:
+    quantised = (rgb.astype(np.uint16) // 32).reshape(-1, 3)
+    codes = quantised[:, 0] * 64 + quantised[:, 1] * 8 + quantised[:, 2]
+    counts = np.bincount(codes, minlength=512)
+    size = int((counts >= 0.005 * codes.size).sum())
+    names = np.array(list(PALETTE))
+    centres = np.array(list(PALETTE.values()), dtype=float)
+    pixels = rgb.reshape(-1, 3)[:: max(1, codes.size // 4096)]
+    nearest = np.argmin(((pixels[:, None, :] - centres[None]) ** 2).sum(-1), axis=1)
+    ranked = np.bincount(nearest, minlength=len(names)).argsort()[::-1]
+    share = np.bincount(nearest, minlength=len(names)) / len(nearest)
+    return size, tuple(str(names[i]) for i in ranked[:3] if share[i] >= 0.03)
+
+
+def _ink(lum: np.ndarray) -> np.ndarray:
+    """Pixels clearly darker than the background."""
+    return lum < min(200.0, float(np.median(lum)) - 40)
+
+
+def _text_row_bands(ink: np.ndarray) -> int:
+    rows = ink.mean(axis=1) > 0.01
+    return int(np.count_nonzero(rows[1:] != rows[:-1]))
+
+
+def _axis_lines(ink: np.ndarray) -> bool:
+    height, width = ink.shape
+    horizontal = (ink[height // 2:].mean(axis=1) > 0.5).any()
+    vertical = (ink[:, : width * 35 // 100].mean(axis=0) > 0.5).any()
+    return bool(horizontal and vertical)
+
+
+def _strong_colour_share(rgb: np.ndarray) -> float:
+    brightest, darkest = rgb.max(axis=-1), rgb.min(axis=-1)
+    saturation = (brightest - darkest) / np.maximum(brightest, 1)
+    return float(((saturation > 0.45) & (brightest > 80)).mean())
+
+
+def _top_bar(rgb: np.ndarray) -> bool:
+    band = rgb[: max(2, rgb.shape[0] // 14)]
+    spread = band.reshape(-1, 3).std(axis=0).mean()
+    mean = band.reshape(-1, 3).mean(axis=0)
+    return bool(spread < 30 and mean.min() < 200)
+
+
+def _thumbnail(image: Image.Image, side: int) -> np.ndarray:
+    thumb = image.copy()
+    thumb.thumbnail((side, side), Image.BOX)
+    return np.asarray(thumb, dtype=float)
+
+
+def compute_stats(image: Image.Image) -> ImageStats:
+    rgb = _thumbnail(image, THUMB_SIDE_PX)
+    lum = _luminance(rgb)
+    structure = _ink(_luminance(_thumbnail(image, STRUCTURE_SIDE_PX)))
+    laplacian = np.abs(4 * lum[1:-1, 1:-1] - lum[:-2, 1:-1] - lum[2:, 1:-1] - lum[1:-1, :-2] - lum[1:-1, 2:])
+    gradient = np.hypot(np.diff(lum, axis=0)[:, :-1], np.diff(lum, axis=1)[:-1, :])
+    near_white = (rgb > 235).all(axis=-1)
+    palette_size, dominant = _palette(rgb)
+    return ImageStats(
+        width=image.width, height=image.height,
+        near_white_fraction=float(near_white.mean()), background_luminance=float(np.median(lum)),
+        dark_fraction=float((lum < 80).mean()), strong_colour_share=_strong_colour_share(rgb),
+        contrast=float(lum.std()), sharpness=float(laplacian.mean()), edge_density=float((gradient > 40).mean()),
+        entropy_bits=_entropy(lum), colourfulness=_colourfulness(rgb), palette_size=palette_size,
+        text_row_bands=_text_row_bands(structure), axis_lines=_axis_lines(structure), top_bar=_top_bar(rgb),
+        grayscale=bool(np.abs(rgb[..., 0] - rgb[..., 1]).mean() < 2 and np.abs(rgb[..., 1] - rgb[..., 2]).mean() < 2),
+        dominant_colours=dominant,
+    )
+
+
+@lru_cache(maxsize=512)
+def stats_for_file(path: str, sha256: str) -> ImageStats:
+    """Stats of a file, memoised per content (the sha256 is part of the key so an edited file is recomputed)."""
+    return compute_stats(decode_image(Path(path)).image)

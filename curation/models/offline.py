@@ -1,0 +1,271 @@
+"""The offline backend: deterministic heuristics from pixel statistics and templates, no model involved.
+
+It exists so the pipeline runs anywhere without a key or a GPU. Every output carries the backend label
+`offline-heuristic` (decisions, samples, release card) and must never be presented as model output.
+Heuristics are keyed by prompt id; a prompt without a heuristic is an error, not a silent default.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from curation.models.base import ModelRequest, ModelResult, generation_for
+from curation.models.identity import HEURISTICS_VERSION, OFFLINE_LABEL, backend_identity
+from curation.models.image_stats import ImageStats, stats_for_file
+from schemas import BackendSpec
+from schemas.replies import (
+    CategoryReply, ChecklistQuestion, ChecklistReply, ConversationReply, PersonaReply, QualityReply, TurnChecklist,
+    Utterance,
+)
+
+
+# --- image quality -------------------------------------------------------------------------------
+
+def quality(stats: ImageStats) -> QualityReply:
+    """1-5 from size, sharpness and contrast; small flat marks count as icons (grade 1)."""
+    longest, shortest = max(stats.width, stats.height), min(stats.width, stats.height)
+    if longest <= 128 and stats.palette_size <= 6:
+        return QualityReply(rationale="small flat mark with a handful of colours: reads as an icon or logo",
+                            quality_score=1)
+    if shortest < 160:
+        return QualityReply(rationale=f"only {stats.width}x{stats.height} pixels: details cannot be made out",
+                            quality_score=2)
+    if stats.sharpness < 2.5 or stats.contrast < 18:
+        return QualityReply(rationale=f"soft or flat (sharpness {stats.sharpness:.1f}, contrast {stats.contrast:.0f})",
+                            quality_score=2)
+    score = 3 + (shortest >= 400) + (stats.sharpness >= 6 and stats.contrast >= 40)
+    return QualityReply(rationale=f"{stats.width}x{stats.height}, sharpness {stats.sharpness:.1f}, "
+                                  f"contrast {stats.contrast:.0f}", quality_score=score)
+
+
+# --- image category ------------------------------------------------------------------------------
+
+def category(stats: ImageStats) -> CategoryReply:
+    """Rendered graphics are told apart by shape, ink rows, axes, colour and chrome; photos are proposed as new."""
+
+    def reply(main: str, sub: str, proposed: str | None = None) -> CategoryReply:
+        return CategoryReply(category=main, sub_category=sub, proposed_category=proposed)
+
+    if max(stats.width, stats.height) <= 128 and stats.palette_size <= 6:
+        return reply("Brands and Products", "logo or icon")
+    if stats.background_luminance < 235:
+        sub = "grayscale photograph" if stats.grayscale else (
+            "dark scene" if stats.dark_fraction > 0.5 else "colour photograph")
+        return reply("Others", sub, "Photographs")
+    if stats.aspect > 2.0 and stats.text_row_bands >= 20:
+        return reply("Receipts and Invoices", "itemised receipt")
+    if stats.top_bar:
+        return reply("Web Design and User Interfaces", "application screen")
+    if stats.strong_colour_share >= 0.1:
+        return reply("Charts and Graphs", "pie chart" if stats.text_row_bands <= 6 else "bar chart")
+    if stats.axis_lines:
+        return reply("Charts and Graphs", "line or scatter plot")
+    if stats.colourfulness < 9 and stats.text_row_bands >= 20:
+        return reply("Documents and Paperwork", "table" if stats.aspect < 0.7 else "text page")
+    if stats.palette_size <= 2 and stats.colourfulness < 1:
+        return reply("Fine Art and Illustrations", "silhouette clip art")
+    return reply("Diagrams and Schematics", "boxes and connectors")
+
+
+# --- persona -------------------------------------------------------------------------------------
+
+FIRST_NAMES = ("Amara", "Bastian", "Chen", "Dalia", "Emeka", "Freya", "Goran", "Hana", "Ilse", "Jonas",
+               "Kiri", "Leila", "Mateo", "Nadia", "Oskar", "Priya", "Quentin", "Rosa", "Sami", "Tove")
+HOBBIES = ("restores old bicycles", "sings in a community choir", "keeps a balcony vegetable garden",
+           "runs trail races", "collects vinyl records", "plays chess online", "bakes sourdough",
+           "volunteers at a library", "builds model trains", "sketches in a travel journal")
+LEVELS = ("is new to the subject", "has an intermediate grasp of the subject", "is an expert in the field")
+
+ROLES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    # kind -> (occupation, scenario, goal)
+    "chart": (("financial analyst", "is preparing a quarterly review and wants a second opinion on a figure "
+               "a colleague sent", "check the trend before a budget meeting"),
+              ("science journalist", "is fact-checking a graphic for an article due tonight",
+               "decide whether the plot supports the headline")),
+    "document": (("paralegal", "received a scanned page and must summarise it for a supervisor",
+                  "extract the obligations and dates"),
+                 ("graduate student", "is reading an administrative letter in a second language",
+                  "understand what must be done and by when")),
+    "diagram": (("software engineer", "is onboarding onto a project and found a process sketch in the wiki",
+                 "turn the sketch into working steps"),
+                ("operations manager", "is redesigning a workflow and photographed the current one",
+                 "find the bottleneck and propose a simpler flow")),
+    "ui": (("product designer", "is auditing an app screen before a usability test",
+            "list accessibility and layout problems"),
+           ("front-end developer", "must rebuild a screen from a screenshot",
+            "plan the component structure")),
+    "receipt": (("small-business owner", "is reconciling expenses at the end of the month",
+                 "check the arithmetic and categorise the items"),),
+    "photo": (("secondary-school teacher", "is preparing a lesson around a picture",
+               "build questions of growing difficulty about it"),
+              ("hobby photographer", "is critiquing a shot before printing it",
+               "judge composition and plan a better take")),
+}
+
+
+def kind_of(reply: CategoryReply) -> str:
+    return {"Charts and Graphs": "chart", "Documents and Paperwork": "document",
+            "Diagrams and Schematics": "diagram", "Web Design and User Interfaces": "ui",
+            "Receipts and Invoices": "receipt"}.get(reply.category, "photo")
+
+
+def persona(stats: ImageStats, rng: random.Random) -> PersonaReply:
+    occupation, scenario, goal = rng.choice(ROLES[kind_of(category(stats))])
+    name = rng.choice(FIRST_NAMES)
+    age = rng.randint(22, 67)
+    character = (f"{name} is a {age}-year-old {occupation} who {rng.choice(HOBBIES)}. "
+                 f"{name} {rng.choice(LEVELS)} and prefers answers that show their reasoning.")
+    return PersonaReply(character=character, scenario=f"{name} {scenario}.", goal=goal)
+
+
+# --- conversation --------------------------------------------------------------------------------
+
+USER_TURNS: dict[str, tuple[tuple[str, ...], ...]] = {
+    # kind -> per level (perception, analysis, reasoning, creation): alternatives
+    "chart": (("Which part of this stands out first when you look at it, and why?",
+               "Walk me through what is plotted here, piece by piece."),
+              ("How do the groups in it compare with each other?",
+               "Where does it change the most, and by roughly how much?"),
+              ("What could explain the pattern you described, and what would you check to be sure?",),
+              ("Draft three bullet points I could put on a slide about it for a non-expert audience.",)),
+    "document": (("What kind of page is this and who seems to have written it?",
+                  "Give me the gist of it in two sentences."),
+                 ("Which parts of it ask something of the reader?",),
+                 ("If I only had ten minutes, what would be risky to skip in it, and why?",),
+                 ("Write a short reply to it that confirms the key points.",)),
+    "diagram": (("What are the main pieces in this and how are they connected?",),
+                ("Which path through it is the longest?",
+                 "Where do the branches in it split, and on what condition?"),
+                ("Where would this process most likely get stuck in practice?",),
+                ("Propose a simpler version of it and explain what you removed.",)),
+    "ui": (("What is the purpose of this screen, judging by its layout?",),
+           ("Which controls on it would a first-time user look for, and can they find them?",),
+           ("What accessibility problems might it have?",),
+           ("Sketch, in words, an improved layout for it and justify each change.",)),
+    "receipt": (("What does this record, and from what kind of shop could it be?",),
+                ("Do the listed amounts in it add up to the total shown?",),
+                ("Which of the items would usually count as business expenses?",),
+                ("Write an expense-report entry summarising it.",)),
+    "photo": (("What catches your eye first in this, and where is it in the frame?",
+               "Tell me what is going on in it."),
+              ("How do the light and colours in it shape the mood?",),
+              ("What can be inferred about when or where it was taken, and from which clues?",),
+              ("Write a short caption and a three-question quiz about it for my students.",)),
+}
+ASSISTANT_LEVEL_TEXT = (
+    "Starting from what is directly visible: {facts} The most prominent elements sit where the contrast is "
+    "highest, which is where a reader's eye lands first.",
+    "Comparing the parts: {facts} The differences between regions of the image are what carry its message, "
+    "so I compared them rather than describing each in isolation.",
+    "Reasoning from these observations: {facts} Several explanations fit; the most likely one is the simplest "
+    "that accounts for every visible element, and it can be checked against the details named above.",
+    "Building on the earlier answers: {facts} Here is a draft that reuses the points we established, ordered "
+    "from the most to the least important, so it can be adapted to your audience.",
+)
+
+
+def _facts(stats: ImageStats) -> str:
+    colours = ", ".join(stats.dominant_colours) or "no dominant colour"
+    layout = "light background with drawn elements" if stats.near_white_fraction > 0.45 else "full-frame scene"
+    text = "many lines of text" if stats.text_row_bands >= 24 else "little or no text"
+    return (f"the image is {stats.width}x{stats.height} pixels, a {layout}, mainly {colours}, with {text}.")
+
+
+def informative_exchanges(stats: ImageStats, requested: int) -> int:
+    """Images with little to talk about support fewer grounded questions than requested.
+
+    Little: flat (almost no edges), a two-tone silhouette, or a uniform grey texture (no colour, no text rows,
+    edges everywhere)."""
+    flat = stats.edge_density < 0.01
+    silhouette = stats.palette_size <= 2 and stats.colourfulness < 1
+    texture = stats.grayscale and stats.text_row_bands == 0 and stats.edge_density > 0.1
+    return min(requested, 2) if flat or silhouette or texture else requested
+
+
+def conversation(stats: ImageStats, rng: random.Random, turns: int) -> ConversationReply:
+    kind = kind_of(category(stats))
+    utterances: list[Utterance] = []
+    for index in range(informative_exchanges(stats, turns)):
+        level = min(index, 3)
+        utterances.append(Utterance(speaker="user", text=rng.choice(USER_TURNS[kind][level])))
+        utterances.append(Utterance(speaker="assistant",
+                                    text=ASSISTANT_LEVEL_TEXT[level].format(facts=_facts(stats))))
+    return ConversationReply(utterances=utterances)
+
+
+# --- checklist -----------------------------------------------------------------------------------
+
+CHECKLIST_BY_LEVEL = (
+    (("Perceptual Understanding", "visible elements", "Does the answer name the elements that stand out in the image?"),
+     ("Multimodal Consistency", "colour description", "Does the answer describe the main colours ({colours}) correctly?"),
+     ("Factual Correctness", "no invented content", "Does the answer avoid describing things that are not in the image?")),
+    (("Cognitive Reasoning", "comparison", "Does the answer compare the parts of the image instead of listing them?"),
+     ("Specificity & Informativeness", "concrete detail", "Does the answer cite specific regions or values from the image?"),
+     ("Contextual Understanding", "follow-up", "Does the answer build on the previous turn without repeating it?")),
+    (("Knowledge Understanding", "plausible explanation", "Does the answer give an explanation consistent with every visible clue?"),
+     ("Problem-Solving Capability", "verification step", "Does the answer say how the explanation could be checked?"),
+     ("Memory", "earlier observations", "Does the answer reuse observations from the earlier turns correctly?")),
+    (("Creativity", "original draft", "Does the answer produce the requested new piece rather than a description?"),
+     ("Instruction Following", "requested format", "Does the answer follow the format the user asked for?"),
+     ("Adaptability", "audience fit", "Is the draft suited to the audience the user named?")),
+)
+COMMON_ITEMS = (("Clarity & Logical Structure", "organisation", "Is the answer organised so each point can be followed?"),
+                ("Fluency & Grammatical Accuracy", "language", "Is the answer free of grammatical errors?"))
+
+
+def _user_turn_count(conversation_text: str) -> int:
+    return len(re.findall(r"^USER:", conversation_text, flags=re.MULTILINE))
+
+
+def checklist(stats: ImageStats, conversation_text: str) -> ChecklistReply:
+    colours = ", ".join(stats.dominant_colours) or "none"
+    result = []
+    for index in range(_user_turn_count(conversation_text)):
+        rows = CHECKLIST_BY_LEVEL[min(index, 3)] + COMMON_ITEMS
+        result.append(TurnChecklist(user_turn=index + 1, items=[
+            ChecklistQuestion(question=text.format(colours=colours), main_criteria=main, sub_criteria=sub)
+            for main, sub, text in rows]))
+    return ChecklistReply(checklists=result)
+
+
+# --- backend -------------------------------------------------------------------------------------
+
+def _answer(request: ModelRequest, stats: ImageStats) -> BaseModel:
+    rng = random.Random(request.seed)
+    handlers: dict[str, Callable[[], BaseModel]] = {
+        "image_quality": lambda: quality(stats),
+        "image_category": lambda: category(stats),
+        "persona": lambda: persona(stats, rng),
+        "conversation": lambda: conversation(stats, rng, int(request.variables["turns"])),
+        "checklist": lambda: checklist(stats, request.variables["conversation"]),
+    }
+    if request.prompt.id not in handlers:
+        raise NotImplementedError(f"the offline backend has no heuristic for prompt '{request.prompt.id}'; "
+                                  f"use --backend openai for this stage")
+    return handlers[request.prompt.id]()
+
+
+class OfflineBackend:
+    """Deterministic heuristics; the answer depends only on the image content, the variables and the seed."""
+
+    label = OFFLINE_LABEL
+    model = HEURISTICS_VERSION
+    concurrency = 2
+
+    def identity(self) -> dict[str, str]:
+        return backend_identity(BackendSpec())
+
+    def check(self) -> None:
+        return None
+
+    def complete(self, request: ModelRequest) -> ModelResult:
+        if not request.images:
+            raise ValueError(f"the offline heuristics need an image (prompt '{request.prompt.id}')")
+        image = request.images[0]
+        value = _answer(request, stats_for_file(image.path, image.sha256))
+        return ModelResult(value=request.prompt.output_schema.model_validate(value.model_dump()),
+                           generation=generation_for(self, request.prompt))

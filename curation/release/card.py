@@ -1,0 +1,101 @@
+"""The dataset card (README.md): YAML metadata the Hugging Face Hub reads, then how the release was built."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import yaml
+
+from curation.report import RunReport, funnel_markdown
+from schemas import ReleaseManifest, ReleaseSpec, Sample
+
+HUB_LICENSE_IDS = {"CC0-1.0": "cc0-1.0", "CC-BY-4.0": "cc-by-4.0", "CC-BY-SA-4.0": "cc-by-sa-4.0",
+                   "CC-BY-NC-4.0": "cc-by-nc-4.0", "CC-BY-NC-SA-4.0": "cc-by-nc-sa-4.0", "Apache-2.0": "apache-2.0",
+                   "MIT": "mit"}
+
+
+def _size_category(count: int) -> str:
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
+        if count < limit:
+            return label
+    return "100K<n<1M"
+
+
+def _license_metadata(licenses: dict[str, int]) -> dict:
+    if len(licenses) == 1:
+        only = next(iter(licenses))
+        if only in HUB_LICENSE_IDS:
+            return {"license": HUB_LICENSE_IDS[only]}
+    return {"license": "other", "license_name": "mixed-source-terms",
+            "license_details": "Samples keep their sources' terms; see the per-source table in this card."}
+
+
+def _metadata(manifest: ReleaseManifest, spec: ReleaseSpec) -> str:
+    meta = {**_license_metadata(manifest.licenses), "pretty_name": spec.pretty_name,
+            "task_categories": spec.task_categories, "language": ["en"],
+            "size_categories": [_size_category(manifest.sample_count)],
+            "configs": [{"config_name": "default",
+                         "data_files": [{"split": spec.split, "path": f"data/{spec.split}-*.parquet"}]}]}
+    return yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
+
+
+def _source_table(samples: list[Sample]) -> str:
+    rows = Counter((s.provenance.source_dataset, s.provenance.license) for s in samples)
+    lines = ["| source | license | samples |", "|---|---|---:|"]
+    lines += [f"| {source} | {license} | {count} |" for (source, license), count in sorted(rows.items())]
+    return "\n".join(lines)
+
+
+def _backend_notice(manifest: ReleaseManifest) -> str:
+    if not manifest.offline_outputs:
+        return f"Generated fields come from: {', '.join(manifest.models)} ({', '.join(manifest.backends)})."
+    return ("**Offline heuristic outputs.** Scores, categories, personas, conversations and checklists in this "
+            "release were produced by the built-in `offline-heuristic` backend (deterministic rules over pixel "
+            "statistics and templates), not by a language or vision model. They exercise the pipeline; they are "
+            "not benchmark content. Rerun with `--backend openai` for model-written content.")
+
+
+def render_card(manifest: ReleaseManifest, report: RunReport, spec: ReleaseSpec, samples: list[Sample]) -> str:
+    prompts = "\n".join(f"- `{p.prompt_id}` v{p.version} (sha256 `{p.sha256[:12]}`)" for p in manifest.prompts)
+    review = ", ".join(manifest.review_modes)
+    review_note = (" Mode `auto` accepted every item without a person looking at it." if "auto" in review else "")
+    return f"""---
+{_metadata(manifest, spec)}---
+
+# {spec.pretty_name} ({manifest.version})
+
+{report.config.recipe.description} Built by recipe `{manifest.recipe}` ({report.config.recipe.paper}),
+run `{manifest.run_id}`, code `{manifest.code_version}`, seed {manifest.seed}.
+
+{_backend_notice(manifest)}
+
+## Load
+
+```python
+from datasets import load_dataset
+ds = load_dataset("<this folder>")["{spec.split}"]
+```
+
+## How it was built
+
+{funnel_markdown(report)}
+
+Prompts: {"none" if not prompts else ""}
+{prompts}
+
+Review: {review}.{review_note}
+
+## Sources and licenses
+
+{_source_table(samples)}
+
+## Files
+
+`data/*.parquet` (images embedded), `manifest.json` (configuration hash, prompts, models, funnel, seed),
+`SHA256SUMS` (checksums of every other file).
+
+## Known limits
+
+- First-cut release format; datasheet, statistics and exporters are not included yet.
+- Goal and task categories are not assigned by this recipe yet (the columns are empty).
+"""

@@ -1,0 +1,133 @@
+"""Versioned releases: `<out>/releases/<name>/<version>/` with parquet (images embedded), card, manifest, checksums.
+
+A released version is never overwritten: the folder is written under a temporary name and renamed into place
+only if no folder of that version exists. The parquet uses the Hugging Face Image feature, so
+`datasets.load_dataset(<folder>)` loads it offline with no custom code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+from datasets import Dataset, disable_progress_bars
+
+from curation.errors import UserError
+from curation.fingerprint import sha256_file, sha256_json
+from curation.release.card import render_card
+from curation.release.columns import FEATURES, to_row
+from curation.report import load_report
+from curation.runner import read_samples, write_json_atomic
+from schemas import PromptUse, ReleaseManifest, Sample
+
+CHECKSUM_FILE = "SHA256SUMS"
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    parts = text.split(".")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        raise UserError(f"version '{text}' is not semantic (MAJOR.MINOR.PATCH, e.g. 1.0.0)")
+    major, minor, patch = (int(part) for part in parts)
+    return major, minor, patch
+
+
+def existing_versions(release_root: Path) -> list[str]:
+    if not release_root.is_dir():
+        return []
+    found = [entry.name for entry in release_root.iterdir() if entry.is_dir() and not entry.name.startswith(".")]
+    return sorted((name for name in found if name.count(".") == 2), key=parse_version)
+
+
+def next_free_version(release_root: Path, first_version: str) -> str:
+    versions = existing_versions(release_root)
+    if not versions:
+        return first_version
+    major, minor, patch = parse_version(versions[-1])
+    return f"{major}.{minor}.{patch + 1}"
+
+
+def _final_samples(run_dir: Path) -> tuple[list[Sample], object]:
+    report = load_report(run_dir)
+    if not report.complete:
+        raise UserError(f"run {report.config.run_id} is incomplete ({len(report.stages)} of {report.total_stages} "
+                        f"stages done); finish it with `curate run {report.config.recipe.name} --run-id "
+                        f"{report.config.run_id}` before releasing")
+    state_dir = Path(json.loads((run_dir / "state.json").read_text(encoding="utf-8"))["stages"][-1]["output_dir"])
+    return list(read_samples(state_dir / "kept.jsonl")), report
+
+
+def _check_images(samples: list[Sample]) -> None:
+    for sample in samples:
+        image = sample.images[0]
+        path = Path(image.path)
+        if not path.exists() or sha256_file(path) != image.sha256:
+            raise UserError(f"image of sample {sample.id} changed or vanished since ingest ({path}); rerun the "
+                            f"pipeline on the current files before releasing")
+
+
+def _manifest(samples: list[Sample], report, name: str, version: str, split: str) -> ReleaseManifest:
+    generations = [generation for sample in samples for generation in sample.generated_by.values()]
+    prompts = {(g.prompt_id, g.prompt_version, g.prompt_sha256) for g in generations if g.prompt_id}
+    config = report.config
+    return ReleaseManifest(
+        name=name, version=version, created_at=datetime.now(UTC), run_id=config.run_id, recipe=config.recipe.name,
+        config_sha256=sha256_json(config.recipe), code_version=config.code_version, seed=config.recipe.seed,
+        backends=sorted({g.backend for g in generations}),
+        offline_outputs=any(g.backend == "offline-heuristic" for g in generations),
+        models=sorted({g.model for g in generations}),
+        prompts=[PromptUse(prompt_id=p, version=v, sha256=s) for p, v, s in sorted(prompts)],
+        review_modes=sorted({sample.review.mode or "none" for sample in samples}), funnel=report.stages,
+        sample_count=len(samples), split=split,
+        licenses=dict(Counter(sample.provenance.license for sample in samples).most_common()),
+        sources=dict(Counter(sample.provenance.source_dataset for sample in samples).most_common()))
+
+
+def _write_parquet(samples: list[Sample], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    disable_progress_bars()  # a release writes one small shard; a bar per shard is noise
+    Dataset.from_list([to_row(sample) for sample in samples], features=FEATURES).to_parquet(str(path))
+
+
+def _checksums(folder: Path) -> dict[str, dict]:
+    files = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.name != CHECKSUM_FILE:
+            files[path.relative_to(folder).as_posix()] = {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+    (folder / CHECKSUM_FILE).write_text("".join(f"{entry['sha256']}  {name}\n" for name, entry in files.items()),
+                                        encoding="utf-8")
+    return files
+
+
+def write_release(run_dir: Path, out_dir: Path, version: str | None = None) -> Path:
+    """Release the run's final samples; returns the new release folder."""
+    samples, report = _final_samples(run_dir)
+    if not samples:
+        raise UserError(f"run {report.config.run_id} kept no samples; nothing to release (see `curate report`)")
+    _check_images(samples)
+    spec = report.config.recipe.release
+    release_root = out_dir / "releases" / spec.name
+    version = version or next_free_version(release_root, spec.first_version)
+    parse_version(version)
+    final = release_root / version
+    if final.exists():
+        raise UserError(f"release {spec.name} {version} already exists at {final}; releases are never "
+                        f"overwritten, pick another --version")
+    partial = release_root / f".{version}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    _write_parquet(samples, partial / "data" / f"{spec.split}-00000-of-00001.parquet")
+    manifest = _manifest(samples, report, spec.name, version, spec.split)
+    (partial / "README.md").write_text(render_card(manifest, report, spec, samples), encoding="utf-8")
+    manifest = manifest.model_copy(update={"files": _checksums(partial)})
+    write_json_atomic(partial / "manifest.json", manifest.model_dump(mode="json"))
+    _checksums(partial)
+    try:
+        os.rename(partial, final)  # fails if another process released this version meanwhile
+    except OSError as error:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise UserError(f"release {spec.name} {version} appeared while writing; rerun to take the next "
+                        f"version") from error
+    return final

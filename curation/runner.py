@@ -1,0 +1,404 @@
+"""Runs stages over the run store: streams items in chunks, owns concurrency, writes every decision, skips done work.
+
+Layout of `outputs/runs/<run-id>/`:
+
+    run.json                          the resolved RunConfig (no secrets)
+    state.json                        the current chain: per stage its key, output digest and status
+    stages/NN_<stage>/work-<key>/     item and transform stages: stored scores or generated items
+    stages/NN_<stage>/<key>/          kept.jsonl, dropped.jsonl, decisions.jsonl, stats.json, DONE
+
+A stage's key hashes its name, version, config, backend identity, prompt hashes and the sha256 of its input
+(the previous stage's kept.jsonl, or the input folder's listing for a source stage). Identical input and config
+means the stage is skipped; a changed threshold changes only that stage's key (and the next stages' inputs
+only if its output changes). The work folder is keyed without the decision-only fields, so a threshold change
+replays `decide` on stored scores with no new model call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import JsonValue
+
+from curation.cache import Cache
+from curation.errors import BackendUnavailable, ModelOutputInvalid, UserError
+from curation.fingerprint import sha256_file, sha256_json
+from curation.models import ModelBackend, make_backend
+from curation.models.identity import backend_identity
+from curation.prompting import load_prompt
+from curation.stage import (
+    GENERIC_REASONS, ItemStage, SetStage, SourceStage, Stage, StageConfig, StageContext, TransformStage,
+    record_scores,
+)
+from curation.stages import STAGES
+from schemas import Decision, Drop, Keep, RunConfig, Sample, Scores, StageStats, Verdict
+
+CHUNK_ITEMS = 256
+RAW_REPLY_MAX_CHARS = 4000
+
+
+# --- progress ------------------------------------------------------------------------------------
+
+class Progress(Protocol):
+    def start(self, stage: str, index: int, total: int | None) -> None: ...
+    def advance(self, count: int) -> None: ...
+    def finish(self, stats: StageStats, skipped: bool) -> None: ...
+
+
+class SilentProgress:
+    def start(self, stage: str, index: int, total: int | None) -> None:
+        pass
+
+    def advance(self, count: int) -> None:
+        pass
+
+    def finish(self, stats: StageStats, skipped: bool) -> None:
+        pass
+
+
+# --- the run store -------------------------------------------------------------------------------
+
+def read_jsonl(path: Path) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)
+
+
+def read_samples(path: Path) -> Iterator[Sample]:
+    for row in read_jsonl(path):
+        yield Sample.model_validate(row)
+
+
+def chunked(items: Iterable, size: int) -> Iterator[list]:
+    chunk: list = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def count_lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def write_json_atomic(path: Path, value: JsonValue) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(partial, path)
+
+
+class RunStore:
+    """Paths and small files of one run directory."""
+
+    def __init__(self, run_dir: Path):
+        self.root = run_dir
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / "state.json"
+
+    def load_config(self) -> RunConfig:
+        if not self.config_path.exists():
+            raise UserError(f"{self.root} is not a run folder (no run.json); pass a run id under outputs/runs "
+                            f"or a run folder")
+        return RunConfig.model_validate_json(self.config_path.read_text(encoding="utf-8"))
+
+    def save_config(self, config: RunConfig) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.config_path, config.model_dump(mode="json"))
+
+    def load_state(self) -> list[dict]:
+        if not self.state_path.exists():
+            return []
+        return json.loads(self.state_path.read_text(encoding="utf-8"))["stages"]
+
+    def record_stage(self, index: int, entry: dict) -> None:
+        """Set stage `index` as the chain's latest; later entries are dropped until they re-validate."""
+        stages = self.load_state()[:index]
+        if len(stages) != index:
+            raise RuntimeError(f"state.json has no entry for stage {index - 1}; run the stages in order")
+        write_json_atomic(self.state_path, {"stages": stages + [entry]})
+
+    def stage_folder(self, index: int, name: str) -> Path:
+        return self.root / "stages" / f"{index + 1:02d}_{name}"
+
+
+# --- planning a stage ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StageRun:
+    index: int
+    stage: Stage
+    config: StageConfig
+    input_digest: str
+    key: str
+    work_key: str | None
+    folder: Path
+
+    @property
+    def output_dir(self) -> Path:
+        return self.folder / self.key
+
+    @property
+    def work_dir(self) -> Path | None:
+        return None if self.work_key is None else self.folder / f"work-{self.work_key}"
+
+    @property
+    def done(self) -> bool:
+        return (self.output_dir / "DONE").exists()
+
+
+def stage_config(run: RunConfig, index: int) -> tuple[Stage, StageConfig]:
+    spec = run.recipe.stages[index]
+    stage = STAGES[spec.stage]
+    return stage, stage.config.model_validate(spec.config)
+
+
+def _prompt_hashes(stage: Stage, config: StageConfig) -> dict[str, str]:
+    prompts = getattr(stage, "prompts", ())
+    version = getattr(config, "prompt_version", 1)
+    return {prompt_id: load_prompt(prompt_id, version).sha256 for prompt_id in prompts}
+
+
+def plan_stage(store: RunStore, run: RunConfig, index: int) -> StageRun:
+    stage, config = stage_config(run, index)
+    if index == 0:
+        if not isinstance(stage, SourceStage):
+            raise UserError(f"the first stage of recipe '{run.recipe.name}' must be a source stage such as "
+                            f"image_ingest, not {stage.name}")
+        input_digest = stage.describe_input(config)
+    else:
+        state = store.load_state()
+        if len(state) < index or state[index - 1]["status"] != "done":
+            raise RuntimeError(f"stage {index + 1} ({stage.name}) cannot start: stage {index} is not complete")
+        input_digest = state[index - 1]["output_sha256"]
+    common = {"stage": stage.name, "version": stage.version, "input": input_digest,
+              "backend": backend_identity(run.recipe.backend) if stage.uses_model else None,
+              "prompts": _prompt_hashes(stage, config)}
+    work_key = None
+    if isinstance(stage, ItemStage | TransformStage):
+        work_key = sha256_json({**common, "config": config.scoring_part()})[:16]
+    key = sha256_json({**common, "config": config.model_dump(mode="json")})[:16]
+    return StageRun(index=index, stage=stage, config=config, input_digest=input_digest, key=key,
+                    work_key=work_key, folder=store.stage_folder(index, stage.name))
+
+
+# --- executing a stage ---------------------------------------------------------------------------
+
+class StageWriter:
+    """Streams kept, dropped and decisions into a partial folder; `commit` makes it the stage's output."""
+
+    def __init__(self, run: StageRun):
+        self.run = run
+        self.partial = run.output_dir.with_name(run.output_dir.name + ".partial")
+        shutil.rmtree(self.partial, ignore_errors=True)
+        self.partial.mkdir(parents=True)
+        self._files = {name: open(self.partial / f"{name}.jsonl", "w", encoding="utf-8")
+                       for name in ("kept", "dropped", "decisions")}
+        self.items_in = 0
+        self.by_reason: Counter[str] = Counter()
+        self.kept = 0
+        self.backends: set[str] = set()
+        self.started = time.monotonic()
+
+    def write(self, item: Sample, verdict: Verdict, scores: Scores | None = None, counts_as_input: bool = True
+              ) -> None:
+        stage = self.run.stage
+        if isinstance(verdict, Drop) and verdict.reason not in stage.reasons + GENERIC_REASONS:
+            raise ValueError(f"stage {stage.name} dropped with undeclared reason '{verdict.reason}'; add it to "
+                             f"the stage's reasons")
+        generation = scores.generation if scores else item.generated_by.get(stage.name)
+        if generation is not None:
+            self.backends.add(generation.backend)
+        decision = Decision(
+            item_id=item.id, stage=stage.name, stage_key=self.run.key, kept=isinstance(verdict, Keep),
+            reason=verdict.reason if isinstance(verdict, Drop) else None,
+            scores=scores.values if scores else {}, detail=verdict.detail if isinstance(verdict, Drop) else {},
+            backend=generation.backend if generation else None, model=generation.model if generation else None,
+            prompt_id=generation.prompt_id if generation else None,
+            prompt_version=generation.prompt_version if generation else None,
+            prompt_sha256=generation.prompt_sha256 if generation else None)
+        self.items_in += counts_as_input
+        if isinstance(verdict, Keep):
+            self.kept += 1
+            self._files["kept"].write(item.model_dump_json() + "\n")
+        else:
+            self.by_reason[verdict.reason] += 1
+            self._files["dropped"].write(item.model_dump_json() + "\n")
+        self._files["decisions"].write(decision.model_dump_json() + "\n")
+
+    def commit(self) -> StageStats:
+        for handle in self._files.values():
+            handle.close()
+        stats = StageStats(
+            stage=self.run.stage.name, index=self.run.index, key=self.run.key, kind=self.run.stage.kind,
+            items_in=self.items_in, kept=self.kept, dropped=sum(self.by_reason.values()),
+            by_reason=dict(sorted(self.by_reason.items())), seconds=round(time.monotonic() - self.started, 3),
+            backends=sorted(self.backends), config=self.run.config.model_dump(mode="json"))
+        write_json_atomic(self.partial / "stats.json", stats.model_dump(mode="json"))
+        (self.partial / "DONE").write_text("", encoding="utf-8")
+        shutil.rmtree(self.run.output_dir, ignore_errors=True)
+        os.replace(self.partial, self.run.output_dir)
+        return stats
+
+
+def _error_record(item: Sample, error: Exception) -> dict:
+    if isinstance(error, ModelOutputInvalid):
+        detail = {"error": str(error), "raw_reply": (error.raw or "")[:RAW_REPLY_MAX_CHARS]}
+        return {"item_id": item.id, "error": {"reason": "model_output_invalid", "detail": detail}}
+    return {"item_id": item.id, "error": {"reason": "stage_error",
+                                          "detail": {"error_type": type(error).__name__, "message": str(error)}}}
+
+
+def _guarded(work, item: Sample) -> dict:
+    """The one broad catch: an item that fails becomes a recorded drop; a server or user problem stops the stage."""
+    try:
+        return work(item)
+    except (BackendUnavailable, UserError):
+        raise
+    except Exception as error:  # noqa: BLE001 - the item boundary
+        return _error_record(item, error)
+
+
+def _compute_work(run: StageRun, source: Path, ctx: StageContext, backend: ModelBackend,
+                  progress: Progress) -> Path:
+    """Phase one of item and transform stages: scores or generated items per input, stored by work key."""
+    work_dir = run.work_dir
+    assert work_dir is not None
+    if (work_dir / "DONE").exists():
+        progress.advance(count_lines(source))
+        return work_dir / "work.jsonl"
+    stage = run.stage
+
+    def work(item: Sample) -> dict:
+        if isinstance(stage, ItemStage):
+            return {"item_id": item.id, "scores": stage.score(item, run.config, ctx).model_dump(mode="json")}
+        outputs = stage.generate(item, run.config, ctx)
+        return {"item_id": item.id, "outputs": [output.model_dump(mode="json") for output in outputs]}
+
+    partial = work_dir.with_name(work_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    workers = getattr(backend, "concurrency", 1) if stage.uses_model else 1
+    with open(partial / "work.jsonl", "w", encoding="utf-8") as handle, ThreadPoolExecutor(workers) as pool:
+        for chunk in chunked(read_samples(source), CHUNK_ITEMS):
+            for record in pool.map(lambda item: _guarded(work, item), chunk):
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                progress.advance(1)
+    (partial / "DONE").write_text("", encoding="utf-8")
+    shutil.rmtree(work_dir, ignore_errors=True)
+    os.replace(partial, work_dir)
+    return work_dir / "work.jsonl"
+
+
+def _decide_items(run: StageRun, source: Path, work_file: Path, writer: StageWriter) -> None:
+    stage = run.stage
+    for item, record in zip(read_samples(source), read_jsonl(work_file), strict=True):
+        if record["item_id"] != item.id:
+            raise RuntimeError(f"work file {work_file} is out of step with the input at {item.id}")
+        if "error" in record:
+            writer.write(item, Drop(**record["error"]))
+            continue
+        if isinstance(stage, ItemStage):
+            scores = Scores.model_validate(record["scores"])
+            updated = record_scores(item, scores, stage.name)
+            if stage.apply is not None:
+                updated = stage.apply(updated, scores, run.config)
+            writer.write(updated, stage.decide(scores, run.config), scores)
+            continue
+        outputs = [Sample.model_validate(row) for row in record["outputs"]]
+        for position, output in enumerate(outputs):
+            verdict = stage.check(output, run.config) if stage.check else Keep()
+            writer.write(output, verdict, counts_as_input=position == 0)
+        if not outputs:
+            writer.write(item, Drop(reason="stage_error", detail={"message": "generated nothing"}))
+
+
+def execute_stage(store: RunStore, run_config: RunConfig, run: StageRun, backend: ModelBackend, cache: Cache,
+                  progress: Progress) -> StageStats:
+    stage = run.stage
+    ctx = StageContext(run_dir=store.root, stage=stage.name, run_seed=run_config.recipe.seed, backend=backend,
+                       cache=cache, progress=progress.advance)
+    writer = StageWriter(run)
+    if isinstance(stage, SourceStage):
+        progress.start(stage.name, run.index, None)
+        for item, verdict in stage.read(run.config, ctx):
+            writer.write(item, verdict)
+            progress.advance(1)
+        return writer.commit()
+    previous = store.load_state()[run.index - 1]
+    source = Path(previous["output_dir"]) / "kept.jsonl"
+    progress.start(stage.name, run.index, count_lines(source))
+    if isinstance(stage, SetStage):
+        items = list(read_samples(source))
+        verdicts = stage.select(items, run.config, ctx)
+        if len(verdicts) != len(items):
+            raise RuntimeError(f"{stage.name} returned {len(verdicts)} verdicts for {len(items)} items")
+        for item, verdict in zip(items, verdicts, strict=True):
+            writer.write(item, verdict)
+        progress.advance(len(items))
+        return writer.commit()
+    work_file = _compute_work(run, source, ctx, backend, progress)
+    _decide_items(run, source, work_file, writer)
+    return writer.commit()
+
+
+def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache: Cache | None = None) -> StageStats:
+    """Run (or skip, when its output exists) stage `index` of the run in `run_dir`; record it in state.json."""
+    store = RunStore(run_dir)
+    run_config = store.load_config()
+    run = plan_stage(store, run_config, index)
+    progress = progress or SilentProgress()
+    if run.done:
+        stats = StageStats.model_validate_json((run.output_dir / "stats.json").read_text(encoding="utf-8"))
+        skipped = True
+    else:
+        backend = make_backend(run_config.recipe.backend)
+        cache = cache or Cache(cache_path(run_dir))
+        stats = execute_stage(store, run_config, run, backend, cache, progress)
+        skipped = False
+    store.record_stage(index, {
+        "index": index, "stage": run.stage.name, "key": run.key, "status": "done",
+        "output_dir": str(run.output_dir), "output_sha256": sha256_file(run.output_dir / "kept.jsonl")})
+    progress.finish(stats, skipped)
+    return stats
+
+
+def cache_path(run_dir: Path) -> Path:
+    """The cache shared by every run under the same output folder: `<out>/cache/cache.sqlite`."""
+    return run_dir.parent.parent / "cache" / "cache.sqlite"
+
+
+def check_backend(run_dir: Path) -> str:
+    """Fail before any item is touched when the model backend is misconfigured or unreachable."""
+    backend = make_backend(RunStore(run_dir).load_config().recipe.backend)
+    backend.check()
+    return backend.label
+
+
+def stage_count(run_dir: Path) -> int:
+    return len(RunStore(run_dir).load_config().recipe.stages)
+
+
+def run_all(run_dir: Path, progress: Progress | None = None) -> list[StageStats]:
+    """Every stage in order, in this process (the Prefect flow does the same with one task per stage)."""
+    check_backend(run_dir)
+    return [run_stage(run_dir, index, progress) for index in range(stage_count(run_dir))]

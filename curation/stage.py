@@ -1,0 +1,136 @@
+"""The stage interface: a pydantic config plus a few pure functions, in one of four kinds.
+
+- SourceStage: makes items from outside the run (ingest).
+- ItemStage: `score` one item (stored), then `decide` from the stored scores alone.
+- SetStage: `select` over the whole collection (dedup, category size, sampling), one verdict per input.
+- TransformStage: `generate` new or enriched items from one item (persona, conversation, paraphrase: one to
+  many), then an optional `check` that decides on the generated content.
+
+A stage writes no files and keeps no global state: the runner writes its outputs and the context gives it
+the backend, the cache, seeds and progress.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from curation.cache import Cache
+from curation.models.base import ModelBackend, ModelRequest, ModelResult
+from curation.prompting import load_prompt
+from curation.seeds import derive_rng, derive_seed
+from schemas import Sample, Scores, Verdict
+
+GENERIC_REASONS = ("stage_error", "model_output_invalid")
+
+
+class StageConfig(BaseModel):
+    """Base config: unknown keys are errors; units go in field names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def decision_fields(cls) -> set[str]:
+        """Fields that only `decide` reads: changing them replays decisions from stored scores."""
+        return {name for name, info in cls.model_fields.items()
+                if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("decision")}
+
+    def scoring_part(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude=self.decision_fields())
+
+
+def decision_field(default: Any, **kwargs: Any) -> Any:
+    """A config field read only by `decide` (a threshold, a cap)."""
+    return Field(default, json_schema_extra={"decision": True}, **kwargs)
+
+
+@dataclass
+class StageContext:
+    """What a stage may reach: passed explicitly, never global."""
+
+    run_dir: Path
+    stage: str
+    run_seed: int
+    backend: ModelBackend
+    cache: Cache
+    progress: Callable[[int], None] = field(default=lambda advance: None)
+
+    def seed_for(self, *parts: str) -> int:
+        return derive_seed(self.run_seed, self.stage, *parts)
+
+    def rng_for(self, *parts: str) -> random.Random:
+        """A generator that depends only on the run seed, the stage and `parts` (e.g. an item id)."""
+        return derive_rng(self.run_seed, self.stage, *parts)
+
+    def ask(self, prompt_id: str, prompt_version: int, item: Sample,
+            variables: dict[str, str] | None = None) -> ModelResult:
+        """One model call about `item`'s images, seeded by the item so a rerun asks the same question."""
+        request = ModelRequest(prompt=load_prompt(prompt_id, prompt_version), variables=variables or {},
+                               images=tuple(item.images), seed=self.seed_for(item.id))
+        return self.backend.complete(request)
+
+
+@dataclass(frozen=True)
+class SourceStage:
+    name: str
+    config: type[StageConfig]
+    read: Callable[[Any, StageContext], Iterable[tuple[Sample, Verdict]]]
+    reasons: tuple[str, ...]
+    describe_input: Callable[[Any], str]
+    kind: Literal["source"] = "source"
+    uses_model: bool = False
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class ItemStage:
+    name: str
+    config: type[StageConfig]
+    score: Callable[[Sample, Any, StageContext], Scores]
+    decide: Callable[[Scores, Any], Verdict]
+    reasons: tuple[str, ...]
+    apply: Callable[[Sample, Scores, Any], Sample] | None = None  # copies labels into sample fields
+    kind: Literal["item"] = "item"
+    uses_model: bool = False
+    prompts: tuple[str, ...] = ()  # prompt ids; the config's `prompt_version` pins their version
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class SetStage:
+    name: str
+    config: type[StageConfig]
+    select: Callable[[list[Sample], Any, StageContext], list[Verdict]]
+    reasons: tuple[str, ...]
+    kind: Literal["set"] = "set"
+    uses_model: bool = False
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class TransformStage:
+    name: str
+    config: type[StageConfig]
+    generate: Callable[[Sample, Any, StageContext], list[Sample]]
+    check: Callable[[Sample, Any], Verdict] | None
+    reasons: tuple[str, ...]
+    kind: Literal["transform"] = "transform"
+    uses_model: bool = False
+    prompts: tuple[str, ...] = ()
+    version: int = 1
+
+
+Stage = SourceStage | ItemStage | SetStage | TransformStage
+
+
+def record_scores(item: Sample, scores: Scores, stage: str) -> Sample:
+    """Store the scores (and who produced them) on the item under the stage's name."""
+    generated = dict(item.generated_by)
+    if scores.generation is not None:
+        generated[stage] = scores.generation
+    return item.model_copy(update={"scores": {**item.scores, stage: scores.values}, "generated_by": generated})

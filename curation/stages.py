@@ -1,0 +1,21 @@
+"""Which stages exist: one line per stage. A recipe names stages from this table."""
+
+from curation.generation import checklist, conversation, persona
+from curation.images import category, exact_dedup, ingest, near_dedup, quality
+from curation.review import conversation_review
+from curation.selection import min_size, weighted_sample
+from curation.stage import Stage
+
+STAGES: dict[str, Stage] = {stage.name: stage for stage in (
+    ingest.STAGE,
+    exact_dedup.STAGE,
+    near_dedup.STAGE,
+    quality.STAGE,
+    category.STAGE,
+    min_size.STAGE,
+    weighted_sample.STAGE,
+    persona.STAGE,
+    conversation.STAGE,
+    checklist.STAGE,
+    conversation_review.STAGE,
+)}

@@ -1,0 +1,157 @@
+"""The `curate` command. Prefect is imported only by the subcommands that run or serve flows."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+import yaml
+
+from curation.errors import BackendUnavailable, UserError
+
+app = typer.Typer(
+    help="Curate reviewed, versioned multimodal benchmarks from images.\n\n"
+         "Start with `curate run multiverse` (the bundled demo corpus, offline backend), then "
+         "`curate report <run-id>`.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+OutOption = Annotated[Path, typer.Option("--out", help="Output folder holding runs/, releases/ and cache/.")]
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, dict]:
+    """`stage.field=value` pairs into {stage: {field: value}}; values are read as YAML scalars or lists."""
+    overrides: dict[str, dict] = {}
+    for pair in pairs:
+        target, sep, raw = pair.partition("=")
+        stage, dot, field = target.partition(".")
+        if not sep or not dot or not stage or not field:
+            raise UserError(f"--set expects stage.field=value (e.g. image_quality.min_quality_score=4), got '{pair}'")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as error:
+            raise UserError(f"--set {pair}: the value is not valid YAML ({error})") from error
+        overrides.setdefault(stage, {})[field] = value
+    return overrides
+
+
+@app.command()
+def run(
+    recipe: Annotated[str, typer.Argument(help="Recipe name, e.g. multiverse (see `curate recipes`).")],
+    input_dir: Annotated[Optional[Path], typer.Option(
+        "--input", help="Folder of images (with an optional manifest.jsonl). Omit it to run the bundled demo "
+                        "corpus with the recipe's small-corpus settings.")] = None,
+    backend: Annotated[Optional[str], typer.Option(
+        help="offline (default: deterministic heuristics, labelled offline-heuristic) or openai (any "
+             "OpenAI-protocol server; key from OPENAI_API_KEY).")] = None,
+    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-protocol base URL, e.g. http://127.0.0.1:8000/v1.")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Model name for the openai backend.")] = None,
+    run_id: Annotated[Optional[str], typer.Option(
+        help="Run id; reuse one to resume: finished stages are skipped. Default: <recipe>-<UTC time>.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Run seed (default: the recipe's).")] = None,
+    set_: Annotated[list[str], typer.Option(
+        "--set", help="Override a stage parameter: stage.field=value (repeatable).")] = [],
+    release: Annotated[bool, typer.Option(help="Write a versioned release when the run completes.")] = True,
+    progress: Annotated[str, typer.Option(help="auto, bar, log or none.")] = "auto",
+    out: OutOption = Path("outputs"),
+) -> None:
+    """Run a recipe as a Prefect flow (an ephemeral Prefect server unless PREFECT_API_URL is set)."""
+    from curation.recipes import resolve_run
+
+    if backend not in (None, "offline", "openai"):
+        raise UserError(f"--backend must be offline or openai, not '{backend}'")
+    if (base_url or model) and backend != "openai":
+        raise UserError("--base-url and --model apply to the openai backend: add --backend openai")
+    if progress not in ("auto", "bar", "log", "none"):
+        raise UserError(f"--progress must be auto, bar, log or none, not '{progress}'")
+    overrides = parse_overrides(set_)
+    # validate everything before Prefect starts, so a user mistake costs no server start-up
+    resolve_run(recipe, out_dir=out.resolve(), run_id=run_id, input_dir=None if input_dir is None else str(input_dir),
+                backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides)
+    from flows.curate import curate
+    from curation.report import funnel_text, load_report
+
+    result = curate(recipe=recipe, run_id=run_id, input_dir=None if input_dir is None else str(input_dir),
+                    backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides,
+                    out_dir=str(out), release=release, progress=progress)
+    typer.echo("")
+    typer.echo(funnel_text(load_report(Path(result["run_dir"]))))
+    typer.echo(f"\nrun folder: {result['run_dir']}")
+    if result["release_dir"]:
+        typer.echo(f"release:    {result['release_dir']}")
+
+
+@app.command()
+def report(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the per-stage stats as JSON.")] = False,
+    out: OutOption = Path("outputs"),
+) -> None:
+    """Print a run's funnel: items in, removed by each stage with the reason, out."""
+    from curation.report import funnel_text, load_report, resolve_run_dir
+
+    loaded = load_report(resolve_run_dir(run_ref, out))
+    if as_json:
+        typer.echo(json.dumps([stats.model_dump(mode="json") for stats in loaded.stages], indent=2))
+    else:
+        typer.echo(funnel_text(loaded))
+
+
+@app.command()
+def release(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
+    version: Annotated[Optional[str], typer.Option(help="Semantic version; default: the next free one.")] = None,
+    out: OutOption = Path("outputs"),
+) -> None:
+    """Write a versioned release of a completed run (never overwrites an existing version)."""
+    from curation.release.writer import write_release
+    from curation.report import resolve_run_dir
+
+    typer.echo(str(write_release(resolve_run_dir(run_ref, out), out.resolve(), version)))
+
+
+@app.command()
+def recipes(
+    name: Annotated[Optional[str], typer.Argument(help="Show this recipe's resolved configuration.")] = None,
+) -> None:
+    """List the recipes, or show one with every stage's parameters and defaults."""
+    from curation.recipes import available_recipes, load_recipe, resolve_run
+
+    if name is None:
+        for recipe_name in available_recipes():
+            typer.echo(f"{recipe_name:<14} {load_recipe(recipe_name).description}")
+        return
+    config = resolve_run(name, out_dir=Path("outputs").resolve(), input_dir=".", run_id="show")
+    typer.echo(yaml.safe_dump(config.recipe.model_dump(mode="json"), sort_keys=False))
+
+
+@app.command()
+def serve(
+    out: OutOption = Path("outputs"),
+    limit: Annotated[int, typer.Option(help="Flow runs at once.")] = 1,
+) -> None:
+    """Serve the deployments curate/<recipe> until interrupted; needs PREFECT_API_URL (a Prefect server)."""
+    import os
+
+    if not os.environ.get("PREFECT_API_URL"):
+        from prefect.settings import PREFECT_API_URL
+
+        if not PREFECT_API_URL.value():
+            raise UserError("curate serve needs a Prefect server: start one with `prefect server start` and "
+                            "set PREFECT_API_URL=http://127.0.0.1:4200/api")
+    from flows.deployments import serve_all
+
+    serve_all(out, limit)
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as error:
+        typer.echo(f"error: {error}", err=True)
+        sys.exit(2)
+    except BackendUnavailable as error:
+        typer.echo(f"error: {error}", err=True)
+        sys.exit(3)

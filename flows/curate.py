@@ -1,0 +1,57 @@
+"""The Prefect flow `curate`: one task per stage around the runner, the funnel as an artifact, then a release.
+
+Resuming relies on the run store's DONE markers, not on Prefect's result cache, so tasks use NO_CACHE.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+from curation.demo.corpus import build_demo_corpus
+from curation.recipes import DEMO_CORPUS_DIRNAME, available_recipes, resolve_run
+from curation.release.writer import write_release
+from curation.report import funnel_markdown, load_report
+from curation.runner import RunStore, check_backend, run_stage
+from flows.progress import ProgressMode, make_progress
+
+RecipeName = Literal[tuple(available_recipes())]  # type: ignore[valid-type]
+
+
+def _artifact_key(recipe: str) -> str:
+    return f"funnel-{recipe}".replace("_", "-")
+
+
+@flow(name="curate", description="Curate a benchmark from images with a recipe's stages; release the result.")
+def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_dir: str | None = None,
+           backend: Literal["offline", "openai"] | None = None, base_url: str | None = None,
+           model: str | None = None, seed: int | None = None,
+           overrides: dict[str, dict[str, Any]] | None = None, out_dir: str = "outputs", release: bool = True,
+           progress: ProgressMode = "auto") -> dict[str, Any]:
+    """Run `recipe` on `input_dir` (none: the bundled demo corpus); `overrides` maps stage -> config changes."""
+    logger = get_run_logger()
+    out = Path(out_dir).resolve()
+    config = resolve_run(recipe, out_dir=out, run_id=run_id, input_dir=input_dir, backend=backend,
+                         base_url=base_url, model=model, seed=seed, overrides=overrides)
+    store = RunStore(out / "runs" / config.run_id)
+    store.save_config(config)
+    logger.info("run %s in %s (backend: %s)", config.run_id, store.root, config.recipe.backend.kind)
+    if config.demo:
+        build_demo_corpus(out / DEMO_CORPUS_DIRNAME)
+    check_backend(store.root)
+    display = make_progress(progress, logger)
+    for index, spec in enumerate(config.recipe.stages):
+        task(run_stage, name=spec.stage, cache_policy=NO_CACHE)(store.root, index, display)
+    report = load_report(store.root)
+    create_markdown_artifact(key=_artifact_key(recipe), description=f"Funnel of run {config.run_id}",
+                             markdown=f"# Funnel of run `{config.run_id}`\n\nBackend: "
+                                      f"{', '.join(report.backends)}\n\n{funnel_markdown(report)}\n")
+    release_dir = write_release(store.root, out) if release else None
+    if release_dir is not None:
+        logger.info("release written to %s", release_dir)
+    return {"run_id": config.run_id, "run_dir": str(store.root),
+            "release_dir": None if release_dir is None else str(release_dir)}
