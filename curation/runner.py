@@ -21,7 +21,7 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,20 +166,22 @@ class StageRun:
         return (self.output_dir / "DONE").exists()
 
 
-def stage_config(run: RunConfig, index: int) -> tuple[Stage, StageConfig]:
+Registry = Mapping[str, Stage]
+
+
+def stage_config(run: RunConfig, index: int, registry: Registry = STAGES) -> tuple[Stage, StageConfig]:
     spec = run.recipe.stages[index]
-    stage = STAGES[spec.stage]
+    stage = registry[spec.stage]
     return stage, stage.config.model_validate(spec.config)
 
 
 def _prompt_hashes(stage: Stage, config: StageConfig) -> dict[str, str]:
-    prompts = getattr(stage, "prompts", ())
     version = getattr(config, "prompt_version", 1)
-    return {prompt_id: load_prompt(prompt_id, version).sha256 for prompt_id in prompts}
+    return {prompt_id: load_prompt(prompt_id, version).sha256 for prompt_id in stage.prompts}
 
 
-def plan_stage(store: RunStore, run: RunConfig, index: int) -> StageRun:
-    stage, config = stage_config(run, index)
+def plan_stage(store: RunStore, run: RunConfig, index: int, registry: Registry = STAGES) -> StageRun:
+    stage, config = stage_config(run, index, registry)
     if index == 0:
         if not isinstance(stage, SourceStage):
             raise UserError(f"the first stage of recipe '{run.recipe.name}' must be a source stage such as "
@@ -361,11 +363,12 @@ def execute_stage(store: RunStore, run_config: RunConfig, run: StageRun, backend
     return writer.commit()
 
 
-def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache: Cache | None = None) -> StageStats:
+def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache: Cache | None = None,
+              registry: Registry = STAGES) -> StageStats:
     """Run (or skip, when its output exists) stage `index` of the run in `run_dir`; record it in state.json."""
     store = RunStore(run_dir)
     run_config = store.load_config()
-    run = plan_stage(store, run_config, index)
+    run = plan_stage(store, run_config, index, registry)
     progress = progress or SilentProgress()
     if run.done:
         stats = StageStats.model_validate_json((run.output_dir / "stats.json").read_text(encoding="utf-8"))
@@ -398,7 +401,7 @@ def stage_count(run_dir: Path) -> int:
     return len(RunStore(run_dir).load_config().recipe.stages)
 
 
-def run_all(run_dir: Path, progress: Progress | None = None) -> list[StageStats]:
+def run_all(run_dir: Path, progress: Progress | None = None, registry: Registry = STAGES) -> list[StageStats]:
     """Every stage in order, in this process (the Prefect flow does the same with one task per stage)."""
     check_backend(run_dir)
-    return [run_stage(run_dir, index, progress) for index in range(stage_count(run_dir))]
+    return [run_stage(run_dir, index, progress, registry=registry) for index in range(stage_count(run_dir))]

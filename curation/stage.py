@@ -75,54 +75,42 @@ class StageContext:
         return self.backend.complete(request)
 
 
-@dataclass(frozen=True)
-class SourceStage:
+@dataclass(frozen=True, kw_only=True)
+class StageBase:
     name: str
     config: type[StageConfig]
-    read: Callable[[Any, StageContext], Iterable[tuple[Sample, Verdict]]]
-    reasons: tuple[str, ...]
-    describe_input: Callable[[Any], str]
-    kind: Literal["source"] = "source"
+    reasons: tuple[str, ...] = ()       # every drop reason the stage may give
     uses_model: bool = False
-    version: int = 1
+    prompts: tuple[str, ...] = ()       # prompt ids; the config's `prompt_version` pins their version
+    version: int = 1                    # bump when the stage's logic changes, so old outputs are not reused
 
 
-@dataclass(frozen=True)
-class ItemStage:
-    name: str
-    config: type[StageConfig]
+@dataclass(frozen=True, kw_only=True)
+class SourceStage(StageBase):
+    read: Callable[[Any, StageContext], Iterable[tuple[Sample, Verdict]]]
+    describe_input: Callable[[Any], str]  # a digest of what `read` will see, part of the stage key
+    kind: Literal["source"] = "source"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ItemStage(StageBase):
     score: Callable[[Sample, Any, StageContext], Scores]
     decide: Callable[[Scores, Any], Verdict]
-    reasons: tuple[str, ...]
     apply: Callable[[Sample, Scores, Any], Sample] | None = None  # copies labels into sample fields
     kind: Literal["item"] = "item"
-    uses_model: bool = False
-    prompts: tuple[str, ...] = ()  # prompt ids; the config's `prompt_version` pins their version
-    version: int = 1
 
 
-@dataclass(frozen=True)
-class SetStage:
-    name: str
-    config: type[StageConfig]
+@dataclass(frozen=True, kw_only=True)
+class SetStage(StageBase):
     select: Callable[[list[Sample], Any, StageContext], list[Verdict]]
-    reasons: tuple[str, ...]
     kind: Literal["set"] = "set"
-    uses_model: bool = False
-    version: int = 1
 
 
-@dataclass(frozen=True)
-class TransformStage:
-    name: str
-    config: type[StageConfig]
+@dataclass(frozen=True, kw_only=True)
+class TransformStage(StageBase):
     generate: Callable[[Sample, Any, StageContext], list[Sample]]
-    check: Callable[[Sample, Any], Verdict] | None
-    reasons: tuple[str, ...]
+    check: Callable[[Sample, Any], Verdict] | None = None
     kind: Literal["transform"] = "transform"
-    uses_model: bool = False
-    prompts: tuple[str, ...] = ()
-    version: int = 1
 
 
 Stage = SourceStage | ItemStage | SetStage | TransformStage

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -70,6 +71,7 @@ def run(
     # validate everything before Prefect starts, so a user mistake costs no server start-up
     resolve_run(recipe, out_dir=out.resolve(), run_id=run_id, input_dir=None if input_dir is None else str(input_dir),
                 backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides)
+    _quiet_prefect_defaults()
     from flows.curate import curate
     from curation.report import funnel_text, load_report
 
@@ -133,17 +135,21 @@ def serve(
     limit: Annotated[int, typer.Option(help="Flow runs at once.")] = 1,
 ) -> None:
     """Serve the deployments curate/<recipe> until interrupted; needs PREFECT_API_URL (a Prefect server)."""
-    import os
-
     if not os.environ.get("PREFECT_API_URL"):
         from prefect.settings import PREFECT_API_URL
 
         if not PREFECT_API_URL.value():
             raise UserError("curate serve needs a Prefect server: start one with `prefect server start` and "
                             "set PREFECT_API_URL=http://127.0.0.1:4200/api")
+    _quiet_prefect_defaults()
     from flows.deployments import serve_all
 
     serve_all(out, limit)
+
+
+def _quiet_prefect_defaults() -> None:
+    """Defaults for Prefect's own chatter; a value the user set wins. No network here, so no telemetry."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ Resuming relies on the run store's DONE markers, not on Prefect's result cache, 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,6 +14,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from curation.demo.corpus import build_demo_corpus
+from curation.errors import BackendUnavailable, UserError
 from curation.recipes import DEMO_CORPUS_DIRNAME, available_recipes, resolve_run
 from curation.release.writer import write_release
 from curation.report import funnel_markdown, load_report
@@ -20,6 +22,22 @@ from curation.runner import RunStore, check_backend, run_stage
 from flows.progress import ProgressMode, make_progress
 
 RecipeName = Literal[tuple(available_recipes())]  # type: ignore[valid-type]
+EXPECTED_FAILURES = (UserError, BackendUnavailable)
+
+
+class _OneLineForExpectedFailures(logging.Filter):
+    """A user mistake or a server that is down is logged as its one-line message, not a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], EXPECTED_FAILURES):
+            error = record.exc_info[1]
+            record.msg, record.args = f"{type(error).__name__}: {error}", ()
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+for _logger_name in ("prefect.flow_runs", "prefect.task_runs"):
+    logging.getLogger(_logger_name).addFilter(_OneLineForExpectedFailures())
 
 
 def _artifact_key(recipe: str) -> str:

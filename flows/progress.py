@@ -70,10 +70,28 @@ class LogProgress:
         self.logger.info(_summary(stats, skipped))
 
 
+class _NoTaskChatter(logging.Filter):
+    """With bars on screen, per-task INFO lines ('Finished in state Completed()') only interleave with them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("prefect.task_runs") and record.levelno < logging.WARNING)
+
+
+def _quiet_task_logs_on_console() -> None:
+    """Only the console: the Prefect API still receives every task log."""
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, PrefectConsoleHandler) and not any(
+                isinstance(existing, _NoTaskChatter) for existing in handler.filters):
+            handler.addFilter(_NoTaskChatter())
+
+
 def make_progress(mode: ProgressMode, logger: logging.Logger | logging.LoggerAdapter):
     if mode == "auto":
         mode = "bar" if sys.stderr.isatty() else "log"
     if mode == "bar":
+        _quiet_task_logs_on_console()
         return BarProgress()
     if mode == "log":
         return LogProgress(logger)

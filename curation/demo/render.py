@@ -336,9 +336,12 @@ _PIE_TOPICS = (
 
 
 def _pie_chart(rng: random.Random, index: int) -> tuple[Image.Image, str]:
+    """Three layouts, so the pies do not look alike at a glance: a pie with the legend on the right, a donut with
+    the legend on the left, and a smaller pie with the legend in rows underneath."""
     title, pool = _PIE_TOPICS[(index - 1) % len(_PIE_TOPICS)]
+    layout = ("pie_right_legend", "donut_left_legend", "pie_legend_below")[(index - 1) % 3]
     title = title.format(n=rng.randrange(100, 1000, 10))
-    labels = _pick(rng, pool, rng.randint(3, 5))
+    labels = _pick(rng, pool, {"pie_right_legend": 3, "donut_left_legend": 5}.get(layout, 4))
     weights = [rng.uniform(1, 5) for _ in labels]
     shares = [round(100 * w / sum(weights)) for w in weights]
     shares[0] += 100 - sum(shares)
@@ -346,21 +349,43 @@ def _pie_chart(rng: random.Random, index: int) -> tuple[Image.Image, str]:
     img = _chart_canvas(rng)
     draw = ImageDraw.Draw(img)
     w, h = img.size
-    _text(draw, (w / 2, 16), title, 20, anchor="ma", max_width=w - 40, bold=True)
-    r = min(w, h) * 0.33
-    cx, cy = w * 0.37, h * 0.55
-    start = -90.0
+    items = [(f"{label} ({share}%)", colour) for label, share, colour in zip(labels, shares, colours)]
+    if layout == "pie_right_legend":
+        _text(draw, (w / 2, 16), title, 20, anchor="ma", max_width=w - 40, bold=True)
+        r, cx, cy, start, hole = h * 0.36, w * 0.33, h * 0.56, -90.0, 0.0
+        _legend(draw, cx + r + 48, cy - 12 * len(items), items, w - (cx + r + 48) - 10)
+    elif layout == "donut_left_legend":
+        _text(draw, (28, 16), title, 20, anchor="la", max_width=w - 56, bold=True)
+        r, cx, cy, hole = h * 0.37, w * 0.64, h * 0.55, 0.52
+        start = rng.choice((-150.0, -120.0, 0.0))
+        _legend(draw, 40, cy - 12 * len(items), items, cx - r - 60)
+    else:
+        _text(draw, (w / 2, 16), title, 20, anchor="ma", max_width=w - 40, bold=True)
+        r, cx, cy, hole = h * 0.29, w * 0.5, h * 0.42, 0.0
+        start = rng.uniform(-180, 0)
+        cell = (w - 80) / 2
+        for k, (label, colour) in enumerate(items):  # two columns of legend entries under the pie
+            x, y = 40 + (k % 2) * cell + cell * 0.18, cy + r + 34 + (k // 2) * 26
+            draw.rectangle((x, y, x + 14, y + 14), fill=colour)
+            _text(draw, (x + 22, y + 7), label, 14, anchor="lm", max_width=cell * 0.8)
     for share, colour in zip(shares, colours):
         end = start + 3.6 * share
         draw.pieslice((cx - r, cy - r, cx + r, cy + r), start, end, fill=colour, outline=WHITE, width=2)
         mid = math.radians((start + end) / 2)
+        at = 0.76 if hole else 0.62
         if share >= 6:
-            _text(draw, (cx + 0.62 * r * math.cos(mid), cy + 0.62 * r * math.sin(mid)), f"{share}%", 15,
+            _text(draw, (cx + at * r * math.cos(mid), cy + at * r * math.sin(mid)), f"{share}%", 15,
                   fill=WHITE, anchor="mm", bold=True)
         start = end
-    items = [(f"{label} ({share}%)", colour) for label, share, colour in zip(labels, shares, colours)]
-    _legend(draw, cx + r + 40, cy - 12 * len(items), items, w - (cx + r + 40) - 10)
-    return img, f"pie chart of {title.split(' (')[0].lower()} split into {len(labels)} slices ({', '.join(labels)})"
+    if hole:
+        draw.ellipse((cx - hole * r, cy - hole * r, cx + hole * r, cy + hole * r), fill=WHITE)
+        _text(draw, (cx, cy - 12), str(len(labels)), 26, anchor="mm", bold=True)
+        _text(draw, (cx, cy + 16), "categories", 13, fill=GREY_TEXT, anchor="mm")
+    shape = "donut chart" if hole else "pie chart"
+    where = {"pie_right_legend": "legend on the right", "donut_left_legend": "legend on the left",
+             "pie_legend_below": "legend below"}[layout]
+    return img, (f"{shape} of {title.split(' (')[0].lower()} split into {len(labels)} slices "
+                 f"({', '.join(labels)}), {where}")
 
 
 def _scatter_plot(rng: random.Random, index: int) -> tuple[Image.Image, str]:
@@ -432,10 +457,29 @@ def _document(rng: random.Random, index: int) -> tuple[Image.Image, str]:
     margin, body, lh = rng.randint(70, 90), _font(16), 24
     ink = (rng.randint(40, 60),) * 3
     right, bottom = w - margin, h - 90
-    _text(draw, (margin, 70), title, 28, fill=INK, max_width=right - margin, bold=True)
-    _text(draw, (margin, 116), f"Date: {_date(rng)}", 15, fill=GREY_TEXT)
-    draw.line((margin, 146, right, 146), fill=(180, 180, 180), width=1)
     y, counts = 166, {"para": 0, "list": 0, "fields": 0}
+    if title == "Notice to Residents":  # a framed notice with a centred heading
+        draw.rectangle((margin - 34, 36, right + 34, h - 28), outline=(70, 70, 70), width=4)
+        draw.rectangle((margin - 26, 44, right + 26, h - 36), outline=(150, 150, 150), width=1)
+        _text(draw, (w / 2, 70), title.upper(), 30, fill=INK, anchor="ma", max_width=right - margin, bold=True)
+        _text(draw, (w / 2, 116), f"Posted {_date(rng)}", 15, fill=GREY_TEXT, anchor="ma")
+        draw.line((w / 2 - 120, 146, w / 2 + 120, 146), fill=(120, 120, 120), width=2)
+    else:
+        _text(draw, (margin, 70), title, 28, fill=INK, max_width=right - margin, bold=True)
+        _text(draw, (margin, 116), f"Date: {_date(rng)}", 15, fill=GREY_TEXT)
+        draw.line((margin, 146, right, 146), fill=(180, 180, 180), width=1)
+    if title == "Laboratory Safety Guidelines":  # a shaded warning callout under the heading
+        warning = _wrap("Warning: eye protection, gloves and a buttoned lab coat must be worn at all times. "
+                        "Report every spill or injury to the supervisor at once.", _font(16), right - margin - 90)
+        box_h = 36 + lh * len(warning)
+        draw.rectangle((margin, y, right, y + box_h), fill=(255, 240, 200), outline=(225, 170, 60), width=2)
+        draw.rectangle((margin, y, margin + 8, y + box_h), fill=(225, 150, 30))
+        cx, cy = margin + 44, y + box_h / 2
+        draw.polygon([(cx, cy - 20), (cx + 22, cy + 18), (cx - 22, cy + 18)], fill=(225, 150, 30))
+        _text(draw, (cx, cy + 5), "!", 22, fill=WHITE, anchor="mm", bold=True)
+        for k, line in enumerate(warning):
+            draw.text((margin + 78, y + 18 + k * lh), line, font=_font(16), fill=INK)
+        y += box_h + 22
 
     def lines(texts: list[str], x: float, first_prefix: str = "") -> None:
         nonlocal y
@@ -582,38 +626,128 @@ _FLOWS = (  # what, steps before the decision, decision, steps after "yes", step
     ("expense approval", ["Submit expense"], "Receipt attached?", ["Manager approves", "Pay employee"],
      "Request receipt"),
 )
+_FLOW_LINE = (60, 60, 60)
 
 
 def _flowchart(rng: random.Random, index: int) -> tuple[Image.Image, str]:
+    """Four layouts: top to bottom with the loop on the right, left to right with the loop underneath, top to
+    bottom with a title and the loop on the left, and left to right across swimlanes."""
     what, before, decision, after, no_step = _FLOWS[(index - 1) % len(_FLOWS)]
     nodes = ([("terminal", "Start")] + [("process", s) for s in before] + [("decision", decision)]
              + [("process", s) for s in after] + [("terminal", "End")])
-    spacing = rng.randint(100, 115)
-    w, h = rng.randint(700, 800), 40 + len(nodes) * spacing
-    bg = rng.choice((WHITE, (250, 250, 252)))
-    img = Image.new("RGB", (w, h), bg)
-    draw = ImageDraw.Draw(img)
+    layout = ("down_right", "across", "down_left", "swimlanes")[(index - 1) % 4]
     fills = rng.sample(PASTELS, rng.randint(1, 3))
     fill_of = {"terminal": fills[0], "process": fills[1 % len(fills)], "decision": fills[2 % len(fills)]}
+    d = len(before) + 1  # index of the decision node
+    if layout in ("down_right", "down_left"):
+        img, how = _flow_down(rng, nodes, d, no_step, fill_of, side=1 if layout == "down_right" else -1,
+                              title=what if layout == "down_left" else None)
+    elif layout == "across":
+        img, how = _flow_across(rng, nodes, d, no_step, fill_of, what)
+    else:
+        img, how = _flow_lanes(rng, nodes, d, no_step, fill_of, what)
+    return img, (f"flowchart of {what}: {len(nodes)} steps {how} with a '{decision}' decision "
+                 f"that loops back through '{no_step}'")
+
+
+def _flow_down(rng: random.Random, nodes: list, d: int, no_step: str, fill_of: dict, side: int,
+               title: str | None) -> tuple[Image.Image, str]:
+    spacing = rng.randint(100, 115)
+    head = 60 if title else 0
+    w, h = rng.randint(700, 800), 40 + head + len(nodes) * spacing
+    img = Image.new("RGB", (w, h), rng.choice((WHITE, (250, 250, 252))))
+    draw = ImageDraw.Draw(img)
+    if title:
+        _text(draw, (w / 2, 24), title.capitalize(), 20, INK, "ma", bold=True)
     size_of = {"terminal": (150, 46), "process": (220, 52), "decision": (200, 84)}
-    cx = w * 0.4
-    centres = [20 + spacing * (i + 0.5) for i in range(len(nodes))]
+    cx = w * (0.4 if side > 0 else 0.62)
+    centres = [head + 20 + spacing * (i + 0.5) for i in range(len(nodes))]
     for i in range(len(nodes) - 1):
         (s0, _), (s1, _) = nodes[i], nodes[i + 1]
         _arrow(draw, [(cx, centres[i] + size_of[s0][1] / 2), (cx, centres[i + 1] - size_of[s1][1] / 2 - 1)])
-    d = len(before) + 1
     dy, (dw, _) = centres[d], size_of["decision"]
     _text(draw, (cx + 10, dy + 48), "Yes", 14, INK, "la", bold=True)
-    sx, sw = w * 0.78, min(190, w * 0.4)
-    _arrow(draw, [(cx + dw / 2, dy), (sx - sw / 2 - 1, dy)])
-    _text(draw, ((cx + dw / 2 + sx - sw / 2) / 2, dy - 8), "No", 14, INK, "ms", bold=True)
+    sw = min(190, w * 0.4)
+    sx = w * 0.78 if side > 0 else w * 0.2
+    _arrow(draw, [(cx + side * dw / 2, dy), (sx - side * (sw / 2 + 1), dy)])
+    _text(draw, ((cx + side * dw / 2 + sx - side * sw / 2) / 2, dy - 8), "No", 14, INK, "ms", bold=True)
     ty = centres[d - 1]  # the "no" branch loops back to the step before the decision
-    _arrow(draw, [(sx, dy - 26), (sx, ty), (cx + size_of[nodes[d - 1][0]][0] / 2 + 1, ty)])
+    _arrow(draw, [(sx, dy - 26), (sx, ty), (cx + side * (size_of[nodes[d - 1][0]][0] / 2 + 1), ty)])
     _node(draw, "process", sx, dy, sw, 52, no_step, fill_of["process"])
     for (shape, label), cy in zip(nodes, centres):
         _node(draw, shape, cx, cy, *size_of[shape], label, fill_of[shape])
-    return img, (f"flowchart of {what}: {len(nodes)} steps top to bottom with a '{decision}' decision "
-                 f"that loops back through '{no_step}'")
+    return img, "top to bottom" + (", titled," if title else "")
+
+
+def _flow_across(rng: random.Random, nodes: list, d: int, no_step: str, fill_of: dict,
+                 what: str) -> tuple[Image.Image, str]:
+    size_of = {"terminal": (100, 44), "process": (150, 52), "decision": (130, 80)}
+    gap = rng.randint(44, 56)
+    w = 40 + sum(size_of[s][0] for s, _ in nodes) + gap * (len(nodes) - 1)
+    h = rng.randint(320, 350)
+    img = Image.new("RGB", (w, h), WHITE)
+    draw = ImageDraw.Draw(img)
+    _text(draw, (20, 18), what.capitalize(), 18, INK, bold=True)
+    cy = h * 0.36
+    xs, x = [], 20.0
+    for shape, _ in nodes:
+        xs.append(x + size_of[shape][0] / 2)
+        x += size_of[shape][0] + gap
+    for i in range(len(nodes) - 1):
+        _arrow(draw, [(xs[i] + size_of[nodes[i][0]][0] / 2, cy), (xs[i + 1] - size_of[nodes[i + 1][0]][0] / 2 - 1, cy)])
+    dx, dh = xs[d], size_of["decision"][1]
+    _text(draw, (dx + size_of["decision"][0] / 2 + 8, cy - 8), "Yes", 14, INK, "ls", bold=True)
+    ny = h - 62
+    _arrow(draw, [(dx, cy + dh / 2), (dx, ny - 27)])
+    _text(draw, (dx + 8, (cy + dh / 2 + ny - 26) / 2), "No", 14, INK, "lm", bold=True)
+    px = xs[d - 1]  # loop back to the step before the decision
+    _arrow(draw, [(dx - 85, ny), (px, ny), (px, cy + size_of[nodes[d - 1][0]][1] / 2 + 1)])
+    _node(draw, "process", dx, ny, 170, 52, no_step, fill_of["process"])
+    for (shape, label), x in zip(nodes, xs):
+        _node(draw, shape, x, cy, *size_of[shape], label, fill_of[shape])
+    return img, "left to right"
+
+
+def _flow_lanes(rng: random.Random, nodes: list, d: int, no_step: str, fill_of: dict,
+                what: str) -> tuple[Image.Image, str]:
+    lanes = ("Employee", "Manager", "Finance")
+    lane_of = [0] * d + [1] * 2 + [2] * (len(nodes) - d - 2)  # the decision and the next step are the manager's
+    size_of = {"terminal": (100, 44), "process": (140, 52), "decision": (190, 88)}
+    head, col, lane_h, top = 110, rng.randint(196, 204), rng.randint(124, 132), 56
+    w = head + 20 + col * len(nodes)
+    h = top + lane_h * len(lanes) + 20
+    img = Image.new("RGB", (w, h), WHITE)
+    draw = ImageDraw.Draw(img)
+    _text(draw, (20, 18), f"{what.capitalize()} (swimlanes)", 18, INK, bold=True)
+    lane_fill = fill_of["terminal"]
+    for k, lane in enumerate(lanes):
+        y = top + k * lane_h
+        draw.rectangle((10, y, w - 10, y + lane_h), fill=WHITE if k % 2 == 0 else (248, 248, 250),
+                       outline=(150, 150, 150))
+        draw.rectangle((10, y, head, y + lane_h), fill=lane_fill, outline=(150, 150, 150))
+        _text(draw, ((10 + head) / 2, y + lane_h / 2), lane, 15, INK, "mm", bold=True)
+    xs = [head + 10 + col * (i + 0.5) for i in range(len(nodes))]
+    ys = [top + lane_h * (lane + 0.5) for lane in lane_of]
+    for i in range(len(nodes) - 1):
+        (s0, _), (s1, _) = nodes[i], nodes[i + 1]
+        x0, x1 = xs[i] + size_of[s0][0] / 2, xs[i + 1] - size_of[s1][0] / 2 - 1
+        if ys[i] == ys[i + 1]:
+            _arrow(draw, [(x0, ys[i]), (x1, ys[i])])
+        else:
+            mid = (x0 + x1) / 2
+            _arrow(draw, [(x0, ys[i]), (mid, ys[i]), (mid, ys[i + 1]), (x1, ys[i + 1])])
+    dx, dy, dh = xs[d], ys[d], size_of["decision"][1]
+    _text(draw, (dx + size_of["decision"][0] / 2 + 4, dy - 6), "Yes", 14, INK, "ls", bold=True)
+    ny = ys[d - 1]  # "no" goes up into the employee's lane and back to the previous step
+    _arrow(draw, [(dx, dy - dh / 2), (dx, ny + 27)])
+    _text(draw, (dx + 8, (dy - dh / 2 + ny + 26) / 2), "No", 14, INK, "lm", bold=True)
+    loop_y = top + 12
+    px = xs[d - 1]
+    _arrow(draw, [(dx, ny - 26), (dx, loop_y), (px, loop_y), (px, ny - 27)])
+    _node(draw, "process", dx, ny, 140, 52, no_step, fill_of["process"])
+    for (shape, label), x, y in zip(nodes, xs, ys):
+        _node(draw, shape, x, y, *size_of[shape], label, fill_of[shape])
+    return img, f"left to right across {len(lanes)} swimlanes ({', '.join(lanes)})"
 
 
 _TREES = (  # what, root, {branch: leaves}
@@ -707,72 +841,366 @@ def _network_diagram(rng: random.Random, index: int) -> tuple[Image.Image, str]:
 
 
 # ---------------------------------------------------------------------------------------------- UI
+# Five apps with five different layouts (table view, three-pane mail client, kanban board, dark analytics
+# dashboard, portal with a hero banner and a form), so no two screenshots share their coarse structure.
 
-_APPS = (
-    ("Inventory Manager", ("Dashboard", "Products", "Orders", "Suppliers", "Reports", "Settings"),
-     ("Total items", "Low stock", "Open orders", "Suppliers"), "Search products", "Add product"),
-    ("Mailbox", ("Inbox", "Starred", "Sent", "Drafts", "Archive", "Spam", "Trash"),
-     ("Unread", "Today", "Flagged"), "Search mail", "Compose"),
-    ("Project Tracker", ("Overview", "Tasks", "Calendar", "Team", "Files", "Settings"),
-     ("Open tasks", "Due this week", "Completed", "Members"), "Filter tasks", "New task"),
-    ("Shop Admin", ("Home", "Orders", "Customers", "Catalogue", "Discounts", "Analytics"),
-     ("Revenue today", "Orders", "Visitors"), "Find an order", "Export"),
-    ("Health Portal", ("Home", "Appointments", "Messages", "Test results", "Billing", "Profile"),
-     ("Next visit", "Messages", "Prescriptions"), "Search doctors", "Book visit"),
+_STATUS = (("Done", (44, 160, 44)), ("Pending", (230, 140, 20)), ("Failed", (214, 39, 40)))
+_MUTED = (60, 60, 70)
+_LINE = (222, 224, 230)
+
+
+def _light(colour: tuple, keep: int = 4) -> tuple:
+    """A pale tint of colour: 1/keep of it over white."""
+    return tuple(c // keep + 255 - 255 // keep for c in colour)
+
+
+def _top_bar(draw: ImageDraw.ImageDraw, rng: random.Random, w: int, bar_h: int, colour: tuple, app: str,
+             links: tuple[str, ...] = (), hamburger: bool = False) -> None:
+    """A solid coloured application bar: optional menu icon, app name, optional links, Help and an avatar."""
+    draw.rectangle((0, 0, w, bar_h - 1), fill=colour)
+    x = 24
+    if hamburger:
+        for k in range(3):
+            draw.rectangle((x, bar_h / 2 - 8 + 7 * k, x + 20, bar_h / 2 - 6 + 7 * k), fill=WHITE)
+        x += 40
+    _text(draw, (x, bar_h / 2), app, 20, WHITE, "lm", bold=True)
+    x += _font(20).getlength(app) + 44
+    for k, link in enumerate(links):
+        _text(draw, (x, bar_h / 2), link, 15, WHITE, "lm", bold=k == 0)
+        if k == 0:
+            draw.rectangle((x, bar_h - 5, x + _font(15).getlength(link), bar_h - 1), fill=WHITE)
+        x += _font(15).getlength(link) + 30
+    r = 16
+    draw.ellipse((w - 20 - 2 * r, bar_h / 2 - r, w - 20, bar_h / 2 + r), fill=WHITE)
+    _text(draw, (w - 20 - r, bar_h / 2), rng.choice(FIRST_NAMES)[0], 15, colour, "mm", bold=True)
+    _text(draw, (w - 36 - 2 * r, bar_h / 2), "Help", 14, WHITE, "rm")
+
+
+def _clip(text: str, font: ImageFont.FreeTypeFont, width: float) -> str:
+    """text cut at a word boundary and ended with '...' so it fits width, like a mail preview line."""
+    if font.getlength(text) <= width:
+        return text
+    words = text.split()
+    while words and font.getlength(" ".join(words) + "...") > width:
+        words.pop()
+    return " ".join(words).rstrip(",.") + "..."
+
+
+def _pill(draw: ImageDraw.ImageDraw, cx: float, cy: float, text: str, colour: tuple, width: float = 62,
+          bg: tuple | None = None) -> None:
+    draw.rounded_rectangle((cx - width / 2, cy - 11, cx + width / 2, cy + 11), 11,
+                           fill=bg or tuple(c // 5 + 204 for c in colour))
+    _text(draw, (cx, cy), text, 12, colour, "mm", max_width=width - 8)
+
+
+def _button(draw: ImageDraw.ImageDraw, box: tuple, label: str, colour: tuple, filled: bool = True) -> None:
+    draw.rounded_rectangle(box, 6, fill=colour if filled else WHITE, outline=colour, width=2)
+    _text(draw, ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2), label, 15, WHITE if filled else colour, "mm",
+          max_width=box[2] - box[0] - 12, bold=filled)
+
+
+def _field(draw: ImageDraw.ImageDraw, box: tuple, text: str, placeholder: bool = True) -> None:
+    draw.rounded_rectangle(box, 6, fill=WHITE, outline=(190, 194, 200), width=1)
+    _text(draw, (box[0] + 12, (box[1] + box[3]) / 2), text, 14, (150, 150, 155) if placeholder else INK, "lm",
+          max_width=box[2] - box[0] - 24)
+
+
+_PRODUCTS = ("Desk lamp", "Office chair", "Notebook A5", "Stapler", "Monitor arm", "Keyboard", "Mouse pad",
+             "Whiteboard", "Paper tray", "USB-C cable", "Headset", "Filing box", "Desk organiser", "Webcam")
+
+
+def _ui_inventory(rng: random.Random, img: Image.Image, accent: tuple) -> str:
+    """Table view: top bar, side menu on the left, toolbar, a full-width product table with status pills."""
+    draw = ImageDraw.Draw(img)
+    w, h = img.size
+    bar_h, side_w = 56, rng.randint(190, 215)
+    menu = ("Dashboard", "Products", "Orders", "Suppliers", "Reports", "Settings")
+    _top_bar(draw, rng, w, bar_h, accent, "Inventory Manager")
+    draw.rectangle((0, bar_h, side_w, h), fill=(236, 238, 242))
+    for i, item in enumerate(menu):
+        y = bar_h + 20 + i * 44
+        if i == 1:
+            draw.rectangle((0, y, side_w, y + 38), fill=_light(accent))
+            draw.rectangle((0, y, 4, y + 38), fill=accent)
+        _text(draw, (28, y + 19), item, 15, accent if i == 1 else _MUTED, "lm", bold=i == 1)
+    x0, x1 = side_w + 28, w - 28
+    _text(draw, (x0, bar_h + 20), "Products", 24, INK, bold=True)
+    fy = bar_h + 64
+    _field(draw, (x0, fy, x0 + 300, fy + 38), "Search products...")
+    _field(draw, (x0 + 316, fy, x0 + 456, fy + 38), "All categories")
+    _button(draw, (x1 - 140, fy, x1, fy + 38), "Add product", accent)
+    ty, row_h = fy + 56, 38
+    rows = int((h - ty - 60) // row_h) - 1
+    cols = (("Product", 0.0), ("SKU", 0.30), ("Category", 0.45), ("In stock", 0.64), ("Price", 0.76),
+            ("Status", 0.88))
+    tw = x1 - x0
+    draw.rectangle((x0, ty, x1, ty + row_h * (rows + 1)), fill=WHITE, outline=_LINE)
+    draw.rectangle((x0 + 1, ty + 1, x1 - 1, ty + row_h), fill=(240, 241, 244))
+    for name, at in cols:
+        _text(draw, (x0 + 14 + at * tw, ty + row_h / 2), name, 13, GREY_TEXT, "lm", bold=True)
+    stock_states = (("In stock", (44, 160, 44)), ("Low", (230, 140, 20)), ("Out", (214, 39, 40)))
+    for r, item in enumerate(rng.sample(_PRODUCTS, rows)):
+        y = ty + row_h * (r + 1)
+        draw.line((x0 + 1, y, x1 - 1, y), fill=(235, 236, 240))
+        stock = rng.choice((0, rng.randint(1, 9), rng.randint(10, 400), rng.randint(10, 400)))
+        state = stock_states[0 if stock >= 10 else 1 if stock else 2]
+        cells = (item, f"SK-{rng.randint(1000, 9999)}", rng.choice(("Furniture", "Stationery", "Electronics")),
+                 str(stock), f"${rng.randint(150, 25000) / 100:.2f}")
+        for (name, at), cell in zip(cols, cells):
+            _text(draw, (x0 + 14 + at * tw, y + row_h / 2), cell, 14, INK if at == 0 else _MUTED, "lm")
+        _pill(draw, x0 + 14 + 0.88 * tw + 34, y + row_h / 2, state[0], state[1])
+    py = ty + row_h * (rows + 1) + 16
+    _text(draw, (x0, py + 14), f"Showing 1-{rows} of {rng.randint(120, 480)} products", 13, GREY_TEXT, "lm")
+    for k, label in enumerate(("<", "1", "2", "3", ">")):
+        bx = x1 - 36 * (5 - k)
+        draw.rounded_rectangle((bx, py, bx + 30, py + 28), 5, fill=accent if label == "1" else WHITE,
+                               outline=accent if label == "1" else _LINE)
+        _text(draw, (bx + 15, py + 14), label, 13, WHITE if label == "1" else _MUTED, "mm")
+    return (f"UI screenshot of the 'Inventory Manager' app: top bar, left side menu with 'Products' selected, "
+            f"search and filter fields, an 'Add product' button and a product table with {rows} rows and "
+            f"stock status pills")
+
+
+def _ui_mailbox(rng: random.Random, img: Image.Image, accent: tuple) -> str:
+    """Three-pane mail client: folder list, message list with one selected message, reading pane."""
+    draw = ImageDraw.Draw(img)
+    w, h = img.size
+    bar_h, folder_w, list_w = 50, 176, rng.randint(300, 340)
+    _top_bar(draw, rng, w, bar_h, accent, "Mailbox", hamburger=True)
+    _field(draw, (250, 9, 250 + 300, bar_h - 9), "Search mail...")
+    draw.rectangle((0, bar_h, w, h), fill=WHITE)
+    draw.rectangle((0, bar_h, folder_w, h), fill=(244, 245, 248))
+    _button(draw, (16, bar_h + 16, folder_w - 16, bar_h + 56), "Compose", accent)
+    folders = ("Inbox", "Starred", "Sent", "Drafts", "Archive", "Spam", "Trash")
+    for i, name in enumerate(folders):
+        y = bar_h + 76 + i * 36
+        if i == 0:
+            draw.rounded_rectangle((8, y, folder_w - 8, y + 30), 15, fill=_light(accent))
+        _text(draw, (26, y + 15), name, 14, accent if i == 0 else _MUTED, "lm", bold=i == 0)
+        if i in (0, 3):
+            _text(draw, (folder_w - 22, y + 15), str(rng.randint(2, 40)), 12, GREY_TEXT, "rm")
+    lx0, lx1 = folder_w, folder_w + list_w
+    draw.line((lx0, bar_h, lx0, h), fill=_LINE)
+    draw.line((lx1, bar_h, lx1, h), fill=_LINE)
+    row_h = 72
+    selected = rng.randrange(1, 4)
+    senders = [_name(rng) for _ in range((h - bar_h) // row_h + 1)]
+    subjects = [f"{rng.choice(('', '', 'Re: ', 'Fwd: '))}The {rng.choice(_WORDS['adj'])} {rng.choice(_WORDS['noun'])}"
+                for _ in senders]
+    for r, (sender, subject) in enumerate(zip(senders, subjects)):
+        y = bar_h + r * row_h
+        if r == selected:
+            draw.rectangle((lx0 + 1, y, lx1 - 1, y + row_h), fill=_light(accent, 6))
+            draw.rectangle((lx0 + 1, y, lx0 + 4, y + row_h), fill=accent)
+        unread = r < 3 and r != selected
+        _text(draw, (lx0 + 18, y + 16), sender, 14, INK, "lm", bold=unread)
+        _text(draw, (lx1 - 14, y + 16), f"{rng.randint(1, 12)}:{rng.randint(0, 59):02d}", 12, GREY_TEXT, "rm")
+        _text(draw, (lx0 + 18, y + 36), subject, 13, INK, "lm", max_width=list_w - 36, bold=unread)
+        _text(draw, (lx0 + 18, y + 55), _clip(_sentence(rng), _font(12), list_w - 36), 12, GREY_TEXT, "lm")
+        draw.line((lx0 + 1, y + row_h, lx1 - 1, y + row_h), fill=(236, 237, 241))
+    rx0, rx1 = lx1 + 28, w - 28
+    subject = subjects[selected]
+    _text(draw, (rx0, bar_h + 26), subject, 22, INK, bold=True,
+          max_width=rx1 - rx0)
+    draw.ellipse((rx0, bar_h + 70, rx0 + 40, bar_h + 110), fill=_light(accent, 2))
+    who = senders[selected]
+    _text(draw, (rx0 + 20, bar_h + 90), who[0], 16, WHITE, "mm", bold=True)
+    _text(draw, (rx0 + 54, bar_h + 80), who, 14, INK, "lm", bold=True)
+    _text(draw, (rx0 + 54, bar_h + 100), "to me", 12, GREY_TEXT, "lm")
+    _text(draw, (rx1, bar_h + 80), _date(rng), 12, GREY_TEXT, "rm")
+    body, y = _font(14), bar_h + 134
+    for _ in range(3):
+        for line in _wrap(_paragraph(rng, 2, 3), body, rx1 - rx0):
+            if y > h - 90:
+                break
+            draw.text((rx0, y), line, font=body, fill=_MUTED)
+            y += 21
+        y += 12
+    y = min(y, h - 70)
+    _button(draw, (rx0, y + 10, rx0 + 100, y + 46), "Reply", accent, filled=False)
+    _button(draw, (rx0 + 114, y + 10, rx0 + 224, y + 46), "Forward", accent, filled=False)
+    return (f"UI screenshot of the 'Mailbox' app: top bar with search, folder list with a Compose button, "
+            f"a list of {len(senders)} messages with one selected and a reading pane showing '{subject}'")
+
+
+_TASKS = ("Update the onboarding guide", "Fix login timeout", "Design the new invoice", "Review Q3 budget",
+          "Migrate the database", "Write release notes", "Plan the team offsite", "Test the mobile layout",
+          "Call the supplier", "Clean up old tickets", "Draft the press release", "Order new laptops",
+          "Prepare the board slides", "Translate the help pages", "Renew SSL certificate", "Audit user access")
+
+
+def _ui_kanban(rng: random.Random, img: Image.Image, accent: tuple) -> str:
+    """Kanban board: top bar, a tab strip, four columns of task cards; no side menu."""
+    draw = ImageDraw.Draw(img)
+    w, h = img.size
+    bar_h, tab_h = 60, 46
+    _top_bar(draw, rng, w, bar_h, accent, "Project Tracker")
+    draw.rectangle((0, bar_h, w, bar_h + tab_h), fill=WHITE)
+    draw.line((0, bar_h + tab_h, w, bar_h + tab_h), fill=_LINE)
+    x = 28
+    for k, tab in enumerate(("Board", "List", "Timeline", "Calendar", "Files")):
+        _text(draw, (x, bar_h + tab_h / 2), tab, 15, accent if k == 0 else _MUTED, "lm", bold=k == 0)
+        if k == 0:
+            draw.rectangle((x - 6, bar_h + tab_h - 4, x + _font(15).getlength(tab) + 6, bar_h + tab_h), fill=accent)
+        x += _font(15).getlength(tab) + 40
+    _button(draw, (w - 150, bar_h + 7, w - 24, bar_h + tab_h - 7), "New task", accent)
+    columns = ("Backlog", "To do", "In progress", "Done")
+    dots = ((150, 150, 160), (31, 119, 180), (230, 140, 20), (44, 160, 44))
+    tags = (("Design", (140, 80, 200)), ("Bug", (214, 39, 40)), ("Docs", (23, 160, 190)),
+            ("Ops", (230, 140, 20)))
+    gap, top = 16, bar_h + tab_h + 18
+    col_w = (w - 2 * 24 - gap * (len(columns) - 1)) / len(columns)
+    tasks = rng.sample(_TASKS, len(_TASKS))
+    counts = []
+    for c, (name, dot) in enumerate(zip(columns, dots)):
+        cx = 24 + c * (col_w + gap)
+        n = rng.randint(1, 4)
+        counts.append(n)
+        card_h = 92
+        bottom = min(h - 16, top + 44 + n * (card_h + 10) + 6)
+        draw.rounded_rectangle((cx, top, cx + col_w, bottom), 10, fill=(234, 236, 240))
+        draw.ellipse((cx + 14, top + 16, cx + 24, top + 26), fill=dot)
+        _text(draw, (cx + 32, top + 21), name, 14, INK, "lm", bold=True)
+        _text(draw, (cx + col_w - 14, top + 21), str(n), 13, GREY_TEXT, "rm")
+        for k in range(n):
+            y = top + 44 + k * (card_h + 10)
+            if y + card_h > h - 20:
+                break
+            draw.rounded_rectangle((cx + 8, y, cx + col_w - 8, y + card_h), 8, fill=WHITE, outline=_LINE)
+            tag, colour = rng.choice(tags)
+            _pill(draw, cx + 50, y + 20, tag, colour, 64)
+            _text(draw, (cx + 20, y + 48), tasks.pop(), 14, INK, "lm", max_width=col_w - 40)
+            _text(draw, (cx + 20, y + 74), f"Due {rng.choice(MONTHS)} {rng.randint(1, 28)}", 12, GREY_TEXT, "lm")
+            ax = cx + col_w - 34
+            draw.ellipse((ax, y + 62, ax + 24, y + 86), fill=_light(rng.choice(SATURATED), 2))
+            _text(draw, (ax + 12, y + 74), rng.choice(FIRST_NAMES)[0], 12, WHITE, "mm", bold=True)
+    return (f"UI screenshot of the 'Project Tracker' app: top bar, a tab strip with 'Board' selected and a "
+            f"kanban board with {len(columns)} columns ({', '.join(columns)}) holding {sum(counts)} task cards")
+
+
+def _ui_analytics(rng: random.Random, img: Image.Image, accent: tuple) -> str:
+    """Dark-theme analytics dashboard: top bar, narrow icon rail, KPI cards, a bar chart and a top-products list."""
+    draw = ImageDraw.Draw(img)
+    w, h = img.size
+    bg, panel, text, muted = (24, 26, 33), (37, 40, 50), (235, 236, 240), (150, 154, 165)
+    img.paste(bg, (0, 0, w, h))
+    bar_h, rail = 52, 64
+    _top_bar(draw, rng, w, bar_h, accent, "Shop Admin", links=("Analytics", "Orders", "Customers", "Catalogue"))
+    draw.rectangle((0, bar_h, rail, h), fill=(16, 18, 23))
+    for k in range(6):
+        y = bar_h + 22 + k * 52
+        if k == 0:
+            draw.rounded_rectangle((10, y - 6, rail - 10, y + 34), 8, fill=(55, 60, 75))
+        draw.rounded_rectangle((22, y + 4, rail - 22, y + 24), 4, outline=accent if k == 0 else muted, width=2)
+    x0, x1 = rail + 26, w - 26
+    _text(draw, (x0, bar_h + 22), "Sales overview", 22, text, bold=True)
+    _field(draw, (x1 - 190, bar_h + 16, x1, bar_h + 50), "Last 14 days")
+    kpis = (("Revenue", f"${rng.randint(12, 98)},{rng.randint(100, 999)}"), ("Orders", f"{rng.randint(300, 2400):,}"),
+            ("Visitors", f"{rng.randint(8, 60)},{rng.randint(100, 999)}"), ("Conversion", f"{rng.uniform(1, 5):.1f}%"))
+    ky, kh, gap = bar_h + 68, 86, 16
+    kw = (x1 - x0 - gap * (len(kpis) - 1)) / len(kpis)
+    for k, (label, value) in enumerate(kpis):
+        kx = x0 + k * (kw + gap)
+        draw.rounded_rectangle((kx, ky, kx + kw, ky + kh), 8, fill=panel)
+        _text(draw, (kx + 16, ky + 20), label, 13, muted, "lm")
+        _text(draw, (kx + 16, ky + 50), value, 24, text, "lm", bold=True)
+        up = rng.random() < 0.7
+        _text(draw, (kx + kw - 14, ky + 20), f"{'+' if up else '-'}{rng.uniform(1, 15):.1f}%", 12,
+              (80, 200, 120) if up else (240, 90, 90), "rm", bold=True)
+    cy = ky + kh + gap
+    cw = (x1 - x0) * 0.62
+    draw.rounded_rectangle((x0, cy, x0 + cw, h - 22), 8, fill=panel)
+    _text(draw, (x0 + 16, cy + 22), "Revenue per day", 15, text, "lm", bold=True)
+    left, right, top, bottom = x0 + 24, x0 + cw - 20, cy + 54, h - 52
+    values = [rng.uniform(0.3, 1.0) for _ in range(14)]
+    for k in range(4):
+        gy = bottom - k * (bottom - top) / 3
+        draw.line((left, gy, right, gy), fill=(58, 62, 75))
+    slot = (right - left) / len(values)
+    for k, v in enumerate(values):
+        bx = left + k * slot + slot * 0.18
+        draw.rectangle((bx, bottom - v * (bottom - top), bx + slot * 0.64, bottom), fill=accent)
+        if k % 2 == 0:
+            _text(draw, (bx + slot * 0.32, bottom + 8), str(k + 1), 11, muted, "ma")
+    px0 = x0 + cw + gap
+    draw.rounded_rectangle((px0, cy, x1, h - 22), 8, fill=panel)
+    _text(draw, (px0 + 16, cy + 22), "Top products", 15, text, "lm", bold=True)
+    shares = sorted((rng.uniform(0.25, 1.0) for _ in range(5)), reverse=True)
+    for k, (item, share) in enumerate(zip(rng.sample(_PRODUCTS, 5), shares)):
+        y = cy + 56 + k * ((h - 22 - cy - 70) / 5)
+        _text(draw, (px0 + 16, y + 6), item, 13, text, "lm", max_width=x1 - px0 - 90)
+        _text(draw, (x1 - 16, y + 6), f"{int(share * 400)}", 13, muted, "rm")
+        draw.rounded_rectangle((px0 + 16, y + 20, x1 - 16, y + 26), 3, fill=(58, 62, 75))
+        draw.rounded_rectangle((px0 + 16, y + 20, px0 + 16 + share * (x1 - px0 - 32), y + 26), 3, fill=accent)
+    return ("UI screenshot of the 'Shop Admin' app in a dark theme: top bar with navigation links, an icon rail, "
+            f"{len(kpis)} KPI cards, a bar chart of revenue per day and a top-products list")
+
+
+def _ui_portal(rng: random.Random, img: Image.Image, accent: tuple) -> str:
+    """Patient portal: tall top bar with links, a hero banner, a booking form and an appointments list."""
+    draw = ImageDraw.Draw(img)
+    w, h = img.size
+    bar_h = 64
+    _top_bar(draw, rng, w, bar_h, accent, "Health Portal", links=("Home", "Appointments", "Messages", "Billing"))
+    hero_h = rng.randint(150, 170)
+    draw.rectangle((0, bar_h, w, bar_h + hero_h), fill=_light(accent, 3))
+    name = rng.choice(FIRST_NAMES)
+    month = rng.randrange(8)
+    visits = sorted((month + k, rng.randint(1, 28)) for k in range(4))  # the next visits, a month or more apart
+    _text(draw, (48, bar_h + 40), f"Welcome back, {name}", 28, INK, bold=True)
+    _text(draw, (48, bar_h + 82), f"Your next visit is on {MONTH_NAMES[month]} {visits[0][1]}", 15, _MUTED)
+    _button(draw, (48, bar_h + hero_h - 52, 198, bar_h + hero_h - 16), "Book visit", accent)
+    hx = w - 230  # a simple illustration: a calendar card in the banner
+    draw.rounded_rectangle((hx, bar_h + 24, hx + 150, bar_h + hero_h - 20), 10, fill=WHITE)
+    draw.rounded_rectangle((hx, bar_h + 24, hx + 150, bar_h + 54), 10, fill=accent)
+    draw.rectangle((hx, bar_h + 44, hx + 150, bar_h + 54), fill=accent)
+    _text(draw, (hx + 75, bar_h + 39), MONTHS[month].upper(), 14, WHITE, "mm", bold=True)
+    _text(draw, (hx + 75, bar_h + (34 + hero_h) / 2), str(visits[0][1]), 40, INK, "mm", bold=True)
+    top, gap, x0, x1 = bar_h + hero_h + 24, 24, 48, w - 48
+    fw = (x1 - x0) * 0.52
+    draw.rectangle((0, bar_h + hero_h, w, h), fill=(247, 248, 250))
+    draw.rounded_rectangle((x0, top, x0 + fw, h - 24), 10, fill=WHITE, outline=_LINE)
+    _text(draw, (x0 + 20, top + 24), "Book an appointment", 17, INK, "lm", bold=True)
+    half, y = (fw - 60) / 2, top + 50
+    fields = (  # label, value, box (two half-width inputs side by side, then a full-width text area)
+        ("Doctor", f"Dr. {rng.choice(LAST_NAMES)}", (x0 + 20, y + 20, x0 + 20 + half, y + 58)),
+        ("Date", f"{MONTH_NAMES[visits[-1][0] + 1]} {rng.randint(1, 28)}", (x0 + 40 + half, y + 20, x0 + fw - 20, y + 58)),
+        ("Reason", "Describe your symptoms...", (x0 + 20, y + 90, x0 + fw - 20, y + 160)))
+    for label, value, box in fields:
+        _text(draw, (box[0], box[1] - 20), label, 13, _MUTED, bold=True)
+        _field(draw, box, value, placeholder=label == "Reason")
+    by = y + 176
+    if by + 38 < h - 36:
+        _button(draw, (x0 + 20, by, x0 + 170, by + 38), "Confirm", accent)
+        _button(draw, (x0 + 184, by, x0 + 300, by + 38), "Clear", accent, filled=False)
+    ax0 = x0 + fw + gap
+    draw.rounded_rectangle((ax0, top, x1, h - 24), 10, fill=WHITE, outline=_LINE)
+    _text(draw, (ax0 + 20, top + 24), "Upcoming appointments", 17, INK, "lm", bold=True)
+    n = max(2, min(4, int((h - 24 - top - 60) // 58)))
+    for k in range(n):
+        y = top + 52 + k * 58
+        draw.rounded_rectangle((ax0 + 20, y, ax0 + 66, y + 46), 6, fill=_light(accent, 4))
+        _text(draw, (ax0 + 43, y + 15), MONTHS[visits[k][0]], 11, accent, "mm", bold=True)
+        _text(draw, (ax0 + 43, y + 32), str(visits[k][1]), 16, INK, "mm", bold=True)
+        _text(draw, (ax0 + 80, y + 14), f"Dr. {_name(rng)}", 14, INK, "lm", bold=True, max_width=x1 - ax0 - 190)
+        _text(draw, (ax0 + 80, y + 34), rng.choice(("Check-up", "Blood test", "Dentist", "Physiotherapy",
+                                                    "Eye exam")), 13, GREY_TEXT, "lm")
+        _pill(draw, x1 - 60, y + 23, rng.choice(("Confirmed", "Pending")), accent, 80)
+    return (f"UI screenshot of the 'Health Portal' app: top bar with links, a hero banner welcoming {name}, "
+            f"an appointment booking form and a list of {n} upcoming appointments")
+
+
+_UI_LAYOUTS = (  # renderer, accent colour
+    (_ui_inventory, (31, 119, 180)), (_ui_mailbox, (214, 39, 40)), (_ui_kanban, (44, 160, 44)),
+    (_ui_analytics, (140, 80, 200)), (_ui_portal, (23, 130, 160)),
 )
 
 
 def _ui_screenshot(rng: random.Random, index: int) -> tuple[Image.Image, str]:
-    app, menu, cards, placeholder, action = _APPS[(index - 1) % len(_APPS)]
+    renderer, accent = _UI_LAYOUTS[(index - 1) % len(_UI_LAYOUTS)]
     w, h = rng.choice(((1024, 640), (1024, 640), (1080, 675), (960, 600)))
-    accent = rng.choice(SATURATED[:5])
     img = Image.new("RGB", (w, h), (246, 247, 249))
-    draw = ImageDraw.Draw(img)
-    bar_h, side_w = 56, rng.randint(190, 220)
-    draw.rectangle((0, 0, w, bar_h), fill=accent)
-    _text(draw, (24, bar_h / 2), app, 20, WHITE, "lm", bold=True)
-    draw.ellipse((w - 52, 12, w - 20, 44), fill=(255, 255, 255))
-    _text(draw, (w - 36, 28), rng.choice(FIRST_NAMES)[0], 15, accent, "mm", bold=True)
-    _text(draw, (w - 66, bar_h / 2), "Help", 14, WHITE, "rm")
-    draw.rectangle((0, bar_h, side_w, h), fill=(236, 238, 242))
-    selected = rng.randrange(len(menu))
-    for i, item in enumerate(menu):
-        y = bar_h + 20 + i * 44
-        if i == selected:
-            draw.rectangle((0, y, side_w, y + 38), fill=tuple(c // 4 + 191 for c in accent))
-            draw.rectangle((0, y, 4, y + 38), fill=accent)
-        _text(draw, (28, y + 19), item, 15, accent if i == selected else (60, 60, 70), "lm", bold=i == selected)
-    x0, x1 = side_w + 32, w - 32
-    _text(draw, (x0, bar_h + 22), menu[selected], 24, INK, bold=True)
-    fy = bar_h + 72
-    draw.rounded_rectangle((x0, fy, x1 - 290, fy + 40), 6, fill=WHITE, outline=(190, 194, 200), width=1)
-    _text(draw, (x0 + 14, fy + 20), placeholder + "...", 15, (150, 150, 155), "lm")
-    draw.rounded_rectangle((x1 - 270, fy, x1 - 140, fy + 40), 6, fill=accent)
-    _text(draw, (x1 - 205, fy + 20), action, 15, WHITE, "mm", max_width=118, bold=True)
-    draw.rounded_rectangle((x1 - 125, fy, x1, fy + 40), 6, fill=WHITE, outline=accent, width=2)
-    _text(draw, (x1 - 62, fy + 20), "Cancel", 15, accent, "mm")
-    cy, card_w = fy + 64, (x1 - x0 - 20 * (len(cards) - 1)) / len(cards)
-    for i, label in enumerate(cards):
-        cx = x0 + i * (card_w + 20)
-        draw.rounded_rectangle((cx, cy, cx + card_w, cy + 104), 8, fill=WHITE, outline=(222, 224, 230))
-        _text(draw, (cx + 16, cy + 18), label, 14, GREY_TEXT, max_width=card_w - 32)
-        _text(draw, (cx + 16, cy + 46), f"{rng.randint(3, 980):,}", 30, INK, bold=True)
-    ly = cy + 128
-    rows = max(2, min(6, (h - ly - 24) // 44 - 1))
-    draw.rounded_rectangle((x0, ly, x1, ly + 44 * (rows + 1)), 8, fill=WHITE, outline=(222, 224, 230))
-    _text(draw, (x0 + 16, ly + 22), "Recent activity", 16, INK, "lm", bold=True)
-    statuses = (("Done", (44, 160, 44)), ("Pending", (230, 140, 20)), ("Failed", (214, 39, 40)))
-    for r in range(rows):
-        y = ly + 44 * (r + 1)
-        draw.line((x0 + 1, y, x1 - 1, y), fill=(235, 236, 240))
-        _text(draw, (x0 + 16, y + 22), f"{_name(rng)} {rng.choice(_WORDS['verb'])} the {rng.choice(_WORDS['noun'])}",
-              14, (60, 60, 70), "lm", max_width=x1 - x0 - 260)
-        _text(draw, (x1 - 150, y + 22), f"{rng.randint(1, 12)}:{rng.randint(0, 59):02d} PM", 13, GREY_TEXT, "lm")
-        status, colour = rng.choice(statuses)
-        draw.rounded_rectangle((x1 - 76, y + 11, x1 - 14, y + 33), 11, fill=tuple(c // 5 + 204 for c in colour))
-        _text(draw, (x1 - 45, y + 22), status, 12, colour, "mm")
-    return img, (f"UI screenshot of the '{app}' app: top bar, side menu ({len(menu)} items, '{menu[selected]}' "
-                 f"selected), search field, buttons, {len(cards)} cards and an activity list")
+    return img, renderer(rng, img, accent)
 
 
 # -------------------------------------------------------------------------------------------- receipt

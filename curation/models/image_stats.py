@@ -26,7 +26,7 @@ class ImageStats:
     width: int
     height: int
     near_white_fraction: float   # share of pixels with every channel > 235
-    background_luminance: float  # median luminance, 0-255
+    flat_fraction: float         # share of pixels with no luminance gradient: high for rendered graphics
     dark_fraction: float         # share with luminance < 80
     contrast: float              # luminance standard deviation, 0-255
     sharpness: float             # mean absolute Laplacian of the thumbnail's luminance
@@ -34,10 +34,11 @@ class ImageStats:
     entropy_bits: float          # luminance histogram entropy, 0-8
     colourfulness: float         # Hasler and Suesstrunk's metric
     strong_colour_share: float   # share of clearly saturated, not dark pixels (bars, slices, banners)
+    tinted_share: float          # share of pixels with any visible tint, pastel included (diagram fills)
     palette_size: int            # quantised colours covering >= 0.5% of pixels each
     text_row_bands: int          # alternations between inked and blank rows (text lines give many)
     axis_lines: bool             # a long line across the lower half and one down the left part (chart axes)
-    top_bar: bool                # a solid coloured band across the top (application chrome)
+    top_bar: bool                # a band across the top mostly of one saturated or dark colour (app chrome)
     grayscale: bool
     dominant_colours: tuple[str, ...]
 
@@ -82,7 +83,9 @@ def _ink(lum: np.ndarray) -> np.ndarray:
 
 
 def _text_row_bands(ink: np.ndarray) -> int:
-    rows = ink.mean(axis=1) > 0.01
+    height, width = ink.shape
+    inner = ink[height // 16: height - height // 16, width // 16: width - width // 16]  # borders are not lines of text
+    rows = inner.mean(axis=1) > 0.01
     return int(np.count_nonzero(rows[1:] != rows[:-1]))
 
 
@@ -94,16 +97,26 @@ def _axis_lines(ink: np.ndarray) -> bool:
 
 
 def _strong_colour_share(rgb: np.ndarray) -> float:
-    brightest, darkest = rgb.max(axis=-1), rgb.min(axis=-1)
-    saturation = (brightest - darkest) / np.maximum(brightest, 1)
-    return float(((saturation > 0.45) & (brightest > 80)).mean())
+    return float(((_saturation(rgb) > 0.45) & (rgb.max(axis=-1) > 80)).mean())
+
+
+def _tinted_share(rgb: np.ndarray) -> float:
+    return float(((_saturation(rgb) > 0.12) & (rgb.max(axis=-1) > 120)).mean())
+
+
+def _saturation(rgb: np.ndarray) -> np.ndarray:
+    brightest = rgb.max(axis=-1)
+    return (brightest - rgb.min(axis=-1)) / np.maximum(brightest, 1)
 
 
 def _top_bar(rgb: np.ndarray) -> bool:
-    band = rgb[: max(2, rgb.shape[0] // 14)]
-    spread = band.reshape(-1, 3).std(axis=0).mean()
-    mean = band.reshape(-1, 3).mean(axis=0)
-    return bool(spread < 30 and mean.min() < 200)
+    band = rgb[: max(2, rgb.shape[0] // 14)].reshape(-1, 3)
+    codes = (band // 16).astype(int) @ np.array([256, 16, 1])
+    counts = np.bincount(codes)
+    mode = counts.argmax()
+    colour = np.array([mode // 256, (mode // 16) % 16, mode % 16], dtype=float) * 16 + 8
+    coloured = _saturation(colour[None])[0] > 0.3 or _luminance(colour) < 100
+    return bool(counts.max() / len(codes) >= 0.65 and coloured)
 
 
 def _thumbnail(image: Image.Image, side: int) -> np.ndarray:
@@ -122,8 +135,9 @@ def compute_stats(image: Image.Image) -> ImageStats:
     palette_size, dominant = _palette(rgb)
     return ImageStats(
         width=image.width, height=image.height,
-        near_white_fraction=float(near_white.mean()), background_luminance=float(np.median(lum)),
+        near_white_fraction=float(near_white.mean()), flat_fraction=float((gradient < 1).mean()),
         dark_fraction=float((lum < 80).mean()), strong_colour_share=_strong_colour_share(rgb),
+        tinted_share=_tinted_share(rgb),
         contrast=float(lum.std()), sharpness=float(laplacian.mean()), edge_density=float((gradient > 40).mean()),
         entropy_bits=_entropy(lum), colourfulness=_colourfulness(rgb), palette_size=palette_size,
         text_row_bands=_text_row_bands(structure), axis_lines=_axis_lines(structure), top_bar=_top_bar(rgb),

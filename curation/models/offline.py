@@ -28,13 +28,13 @@ from schemas.replies import (
 def quality(stats: ImageStats) -> QualityReply:
     """1-5 from size, sharpness and contrast; small flat marks count as icons (grade 1)."""
     longest, shortest = max(stats.width, stats.height), min(stats.width, stats.height)
-    if longest <= 128 and stats.palette_size <= 6:
+    if longest <= 128 and stats.palette_size <= 6 and stats.flat_fraction >= 0.5:
         return QualityReply(rationale="small flat mark with a handful of colours: reads as an icon or logo",
                             quality_score=1)
     if shortest < 160:
         return QualityReply(rationale=f"only {stats.width}x{stats.height} pixels: details cannot be made out",
                             quality_score=2)
-    if stats.sharpness < 2.5 or stats.contrast < 18:
+    if stats.sharpness < 4 or stats.contrast < 18:
         return QualityReply(rationale=f"soft or flat (sharpness {stats.sharpness:.1f}, contrast {stats.contrast:.0f})",
                             quality_score=2)
     score = 3 + (shortest >= 400) + (stats.sharpness >= 6 and stats.contrast >= 40)
@@ -50,9 +50,9 @@ def category(stats: ImageStats) -> CategoryReply:
     def reply(main: str, sub: str, proposed: str | None = None) -> CategoryReply:
         return CategoryReply(category=main, sub_category=sub, proposed_category=proposed)
 
-    if max(stats.width, stats.height) <= 128 and stats.palette_size <= 6:
+    if max(stats.width, stats.height) <= 128 and stats.palette_size <= 6 and stats.flat_fraction >= 0.5:
         return reply("Brands and Products", "logo or icon")
-    if stats.background_luminance < 235:
+    if stats.flat_fraction < 0.5:  # camera noise and texture: a photograph, whose subject pixels cannot name
         sub = "grayscale photograph" if stats.grayscale else (
             "dark scene" if stats.dark_fraction > 0.5 else "colour photograph")
         return reply("Others", sub, "Photographs")
@@ -61,13 +61,13 @@ def category(stats: ImageStats) -> CategoryReply:
     if stats.top_bar:
         return reply("Web Design and User Interfaces", "application screen")
     if stats.strong_colour_share >= 0.1:
-        return reply("Charts and Graphs", "pie chart" if stats.text_row_bands <= 6 else "bar chart")
-    if stats.axis_lines:
-        return reply("Charts and Graphs", "line or scatter plot")
-    if stats.colourfulness < 9 and stats.text_row_bands >= 20:
+        return reply("Charts and Graphs", "bar chart" if stats.axis_lines else "pie or donut chart")
+    if stats.flat_fraction < 0.83 and stats.tinted_share < 0.08 and stats.text_row_bands >= 20:
         return reply("Documents and Paperwork", "table" if stats.aspect < 0.7 else "text page")
     if stats.palette_size <= 2 and stats.colourfulness < 1:
         return reply("Fine Art and Illustrations", "silhouette clip art")
+    if stats.axis_lines:
+        return reply("Charts and Graphs", "line or scatter plot")
     return reply("Diagrams and Schematics", "boxes and connectors")
 
 

@@ -4,6 +4,7 @@ import hashlib
 from collections import Counter
 from pathlib import Path
 
+import imagehash
 import numpy as np
 import pytest
 from PIL import Image
@@ -133,3 +134,16 @@ def test_icon_is_flat_with_few_colours(rendered):
     with Image.open(icon.path) as img:
         colours = img.getcolors(maxcolors=256)
     assert colours is not None and 2 <= len(colours) <= 3
+
+
+def test_distinct_renders_are_not_perceptual_near_duplicates(rendered):
+    # The near-duplicate detector drops images within Hamming distance 8 of each other on a 64-bit pHash;
+    # keep a margin so every render survives it.
+    hashes = []
+    for r in rendered:
+        with Image.open(r.path) as img:
+            hashes.append((r.path.name, imagehash.phash(img.convert("RGB"))))
+    too_close = [(a_name, b_name, a_hash - b_hash)
+                 for i, (a_name, a_hash) in enumerate(hashes) for b_name, b_hash in hashes[i + 1:]
+                 if a_hash - b_hash < 14]
+    assert not too_close, too_close

@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, get_args
@@ -54,7 +55,7 @@ FaultKind = Literal["status", "drop_connection", "slow", "invalid_json", "schema
 
 @dataclass
 class Fault:
-    """One injected failure for chat completion requests."""
+    """One injected failure: for the next `times` chat completion requests, or every `every`-th one (times unused)."""
 
     kind: FaultKind
     status: int = 500
@@ -618,7 +619,7 @@ class _Reply:
 
 
 class _FaultPlan:
-    """Decides which fault, if any, the next chat completion request gets."""
+    """Decides which fault, if any, the next valid chat completion request gets (401/400/404 ones don't count)."""
 
     def __init__(self, faults: list[Fault]) -> None:
         self._queue = [[fault, fault.times] for fault in faults if fault.every is None]
@@ -747,8 +748,12 @@ class FakeOpenAIServer:
         faults: list[Fault] | None = None,
         port: int = 0,
         expected_api_key: str | None = None,
+        responder: Callable[[dict], object | None] | None = None,
     ) -> None:
         self.latency_seconds = latency_seconds
+        # `responder(body)` may return the reply object for a request (e.g. a well-formed conversation for an
+        # end-to-end test); None falls back to a generated schema instance.
+        self.responder = responder
         self.expected_api_key = expected_api_key
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -849,7 +854,11 @@ class FakeOpenAIServer:
             return None
         if fault is not None and fault.kind == "slow":
             self._stopping.wait(fault.delay_seconds)
-        content = _reply_content(body, fault.kind if fault else None)
+        scripted = self.responder(body) if self.responder and not fault else None
+        if scripted is not None:
+            content = json.dumps(scripted, ensure_ascii=False)
+        else:
+            content = _reply_content(body, fault.kind if fault else None)
         with self._lock:
             self._completions_served += 1
         return _Reply(200, _completion(body, content), dict(_RATE_LIMIT_HEADERS))

@@ -57,7 +57,8 @@ class SceneReply(Strict):
 
 def json_schema_format(model: type[BaseModel]) -> dict:
     """Return a strict json_schema response_format for a pydantic model."""
-    return {"type": "json_schema", "json_schema": {"name": model.__name__, "schema": model.model_json_schema(), "strict": True}}
+    spec = {"name": model.__name__, "schema": model.model_json_schema(), "strict": True}
+    return {"type": "json_schema", "json_schema": spec}
 
 
 def ask(client: openai.OpenAI, *, model: str = "fake-vlm", text: str = "Describe the scene.", **params):
@@ -93,7 +94,9 @@ def client(server):
 
 
 def test_structured_output_validates_and_repeats(server, client):
-    params = {"response_format": json_schema_format(SceneReply), "temperature": 0, "seed": 7, "max_completion_tokens": 300}
+    params = {
+        "response_format": json_schema_format(SceneReply), "temperature": 0, "seed": 7, "max_completion_tokens": 300,
+    }
 
     first = ask(client, **params)
     second = ask(client, **params)
@@ -120,7 +123,8 @@ def test_plain_text_and_json_object_replies(client):
 
 
 def test_image_part_and_key_are_recorded_as_sent(server, client):
-    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(b"\x89PNG fake").decode()}}
+    data_url = "data:image/png;base64," + base64.b64encode(b"\x89PNG fake").decode()
+    image = {"type": "image_url", "image_url": {"url": data_url}}
     messages = [{"role": "user", "content": [{"type": "text", "text": "What is shown?"}, image]}]
 
     client.chat.completions.create(model="fake-vlm-mini", messages=messages)
@@ -150,7 +154,8 @@ def test_bad_image_url_is_rejected(client, url):
 
 
 def test_schema_the_fake_cannot_fill_is_rejected(client):
-    schema = {"type": "object", "properties": {"word": {"type": "string", "pattern": "^(cat|dog)$"}}, "required": ["word"]}
+    word = {"type": "string", "pattern": "^(cat|dog)$"}
+    schema = {"type": "object", "properties": {"word": word}, "required": ["word"]}
     response_format = {"type": "json_schema", "json_schema": {"name": "Pet", "schema": schema, "strict": True}}
     with pytest.raises(openai.BadRequestError, match="cat"):
         ask(client, response_format=response_format)
@@ -383,7 +388,11 @@ def test_arrays_without_min_items_are_never_empty_near_the_root():
 
 HAND_WRITTEN = {
     "$defs": {
-        "Base": {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[0-9a-f]{16}$"}}, "required": ["id"]},
+        "Base": {
+            "type": "object",
+            "properties": {"id": {"type": "string", "pattern": "^[0-9a-f]{16}$"}},
+            "required": ["id"],
+        },
     },
     "allOf": [
         {"$ref": "#/$defs/Base"},
@@ -410,7 +419,8 @@ def test_hand_written_schema_keywords():
         assert value["level"] in (None, 1, 2)
         assert value["tag"] in ("a", 10)
         assert sorted(value["tags"]) == ["x", "y", "z"]
-        assert value["scores"] and all(isinstance(key, str) and 0 <= score <= 1 for key, score in value["scores"].items())
+        assert value["scores"]
+        assert all(isinstance(key, str) and 0 <= score <= 1 for key, score in value["scores"].items())
 
 
 @pytest.mark.parametrize("pattern", ["^(cat|dog)$", "^[^a]+$", "^.{3}$", r"^\bword$"])

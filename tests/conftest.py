@@ -1,0 +1,137 @@
+"""Test environment: nothing written under HOME, servers on loopback stopped by PID, seeded factories."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+# Before anything imports Prefect, Hugging Face or matplotlib: point every tool's home into one session folder.
+SESSION_DIR = Path(tempfile.mkdtemp(prefix="curate-tests-"))
+ISOLATED_ENV = {
+    "HOME": str(SESSION_DIR / "home"),
+    "XDG_CONFIG_HOME": str(SESSION_DIR / "config"),
+    "MPLCONFIGDIR": str(SESSION_DIR / "mpl"),
+    "PREFECT_HOME": str(SESSION_DIR / "prefect_home"),
+    "PREFECT_PROFILES_PATH": str(SESSION_DIR / "prefect_home" / "profiles.toml"),
+    "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{SESSION_DIR}/prefect_home/prefect.db",
+    "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(SESSION_DIR / "prefect_results"),
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_UI_ENABLED": "false",
+    "PREFECT_TELEMETRY_ENABLE_RESOURCE_METRICS": "false",
+    "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "HF_HOME": str(SESSION_DIR / "hf_home"),
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+}
+for _name in ("home", "config", "mpl", "prefect_home", "hf_home"):
+    (SESSION_DIR / _name).mkdir(parents=True, exist_ok=True)
+os.environ.update(ISOLATED_ENV)
+for _name in ("PREFECT_API_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+    os.environ.pop(_name, None)
+
+import pytest  # noqa: E402
+from PIL import Image, ImageDraw  # noqa: E402
+
+from schemas import ImageRef, Provenance, Sample  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+CURATE = Path(sys.executable).parent / "curate"
+PREFECT = Path(sys.executable).parent / "prefect"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(SESSION_DIR, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 15) -> None:
+    """SIGTERM to the process group we started, then SIGKILL if it lingers."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=timeout)
+
+
+def wait_http(url: str, process: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"{url} not healthy after {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def prefect_server() -> str:
+    """A real Prefect server on loopback for the whole session; its API URL."""
+    port = free_port()
+    log = SESSION_DIR / "prefect-server.log"
+    with open(log, "w") as handle:
+        process = subprocess.Popen([str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                                   stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env={**os.environ})
+    api = f"http://127.0.0.1:{port}/api"
+    try:
+        wait_http(f"{api}/health", process, log)
+        yield api
+    finally:
+        stop_process(process)
+
+
+def run_curate(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+               ) -> subprocess.CompletedProcess:
+    """The real `curate` console script in a subprocess."""
+    return subprocess.run([str(CURATE), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+# --- factories ---------------------------------------------------------------------------------------------
+
+def make_image(path: Path, seed: int, size: tuple[int, int] = (320, 240)) -> Path:
+    """A deterministic picture: coloured rectangles and lines drawn from `seed`."""
+    rng = random.Random(seed)
+    image = Image.new("RGB", size, tuple(rng.randrange(256) for _ in range(3)))
+    draw = ImageDraw.Draw(image)
+    for _ in range(12):
+        x0, y0 = rng.randrange(size[0]), rng.randrange(size[1])
+        x1, y1 = x0 + rng.randrange(20, size[0] // 2), y0 + rng.randrange(20, size[1] // 2)
+        draw.rectangle([x0, y0, x1, y1], fill=tuple(rng.randrange(256) for _ in range(3)))
+        draw.line([rng.randrange(size[0]), 0, rng.randrange(size[0]), size[1]], fill=(0, 0, 0), width=3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path)
+    return path
+
+
+def make_sample(seed: int, **updates) -> Sample:
+    rng = random.Random(seed)
+    sha = "".join(rng.choice("0123456789abcdef") for _ in range(64))
+    phash = "".join(rng.choice("0123456789abcdef") for _ in range(16))
+    sample = Sample(id=f"s{seed:04d}", images=[ImageRef(path=f"/nonexistent/{seed}.png", sha256=sha, size_bytes=1000,
+                                                       width=100, height=100, format="PNG", phash=phash)],
+                    provenance=Provenance(source_dataset="factory", source_id=str(seed), license="CC0-1.0"))
+    return sample.model_copy(update=updates)

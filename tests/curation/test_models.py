@@ -1,0 +1,154 @@
+"""Both backends behind one interface: the offline heuristics and the OpenAI protocol over real HTTP."""
+
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from curation.errors import BackendUnavailable, ModelOutputInvalid, UserError
+from curation.fingerprint import sha256_file
+from curation.models import ModelRequest, make_backend
+from curation.models.offline import OfflineBackend
+from curation.models.openai_backend import OpenAIBackend
+from curation.prompting import load_prompt
+from schemas import BackendSpec, ImageRef
+from schemas.replies import CategoryReply, ConversationReply, QualityReply
+from tests.conftest import free_port, make_image
+from tests.fakes.openai_server import Fault, FakeOpenAIServer
+
+
+def image_ref(path: Path) -> ImageRef:
+    with Image.open(path) as opened:
+        width, height = opened.size
+    return ImageRef(path=str(path), sha256=sha256_file(path), size_bytes=path.stat().st_size, width=width,
+                    height=height)
+
+
+def request(prompt_id: str, image: ImageRef, seed: int = 1, **variables) -> ModelRequest:
+    return ModelRequest(prompt=load_prompt(prompt_id, 1), variables=variables, images=(image,), seed=seed)
+
+
+@pytest.fixture(scope="module")
+def demo_images(tmp_path_factory):
+    from curation.demo.render import render_demo_images
+
+    folder = tmp_path_factory.mktemp("renders")
+    return {rendered.path.stem: image_ref(rendered.path) for rendered in render_demo_images(folder)}
+
+
+def test_offline_is_the_default_even_with_a_key_in_the_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-be-used")
+    assert make_backend(BackendSpec()).label == "offline-heuristic"
+
+
+def test_offline_outputs_are_labelled_and_deterministic(demo_images):
+    backend = OfflineBackend()
+    first = backend.complete(request("persona", demo_images["bar_chart-01"], seed=5))
+    again = backend.complete(request("persona", demo_images["bar_chart-01"], seed=5))
+    other = backend.complete(request("persona", demo_images["bar_chart-01"], seed=6))
+    assert first.generation.backend == "offline-heuristic" and first.generation.prompt_id == "persona"
+    assert first.value == again.value and first.value != other.value
+
+
+@pytest.mark.parametrize("stem,category", [
+    ("bar_chart-02", "Charts and Graphs"), ("line_chart-01", "Charts and Graphs"), ("pie_chart-01", "Charts and Graphs"),
+    ("scatter_plot-01", "Charts and Graphs"), ("document-03", "Documents and Paperwork"), ("document-04", "Documents and Paperwork"),
+    ("document-07", "Documents and Paperwork"), ("ui_screenshot-04", "Web Design and User Interfaces"),
+    ("table-02", "Documents and Paperwork"), ("flowchart-02", "Diagrams and Schematics"),
+    ("tree_diagram-01", "Diagrams and Schematics"), ("ui_screenshot-02", "Web Design and User Interfaces"),
+    ("receipt-01", "Receipts and Invoices"), ("icon-01", "Brands and Products")])
+def test_offline_categories_of_rendered_kinds(demo_images, stem, category):
+    reply = OfflineBackend().complete(request("image_category", demo_images[stem])).value
+    assert isinstance(reply, CategoryReply) and reply.category == category
+
+
+def test_offline_quality_grades_icons_lowest_and_sharp_charts_high(demo_images):
+    backend = OfflineBackend()
+    assert backend.complete(request("image_quality", demo_images["icon-01"])).value.quality_score == 1
+    assert backend.complete(request("image_quality", demo_images["bar_chart-02"])).value.quality_score >= 4
+
+
+def test_offline_photo_is_proposed_as_a_new_category(tmp_path):
+    photo = Path(__file__).resolve().parents[2] / "curation" / "demo" / "photos" / "coffee.png"
+    reply = OfflineBackend().complete(request("image_category", image_ref(photo))).value
+    assert reply.category == "Others" and reply.proposed_category == "Photographs"
+
+
+def test_offline_conversation_alternates_and_checklist_covers_each_user_turn(demo_images):
+    backend = OfflineBackend()
+    reply = backend.complete(request("conversation", demo_images["document-02"], turns="4", utterances="8",
+                                     character="c", scenario="s", goal="g")).value
+    assert isinstance(reply, ConversationReply)
+    assert [u.speaker for u in reply.utterances] == ["user", "assistant"] * 4
+    text = "\n".join(f"{u.speaker.upper()}: {u.text}" for u in reply.utterances)
+    checklist = backend.complete(request("checklist", demo_images["document-02"], conversation=text)).value
+    assert [entry.user_turn for entry in checklist.checklists] == [1, 2, 3, 4]
+
+
+# --- the OpenAI protocol against a real loopback server ------------------------------------------------
+
+def spec(server, **updates) -> BackendSpec:
+    return BackendSpec(**{"kind": "openai", "base_url": server.base_url, "model": "fake-vlm", "max_retries": 0,
+                          **updates})
+
+
+def test_openai_backend_parses_structured_output_and_sends_a_downscaled_image(tmp_path):
+    image = image_ref(make_image(tmp_path / "big.png", 3, (1600, 1200)))
+    with FakeOpenAIServer() as server:
+        result = OpenAIBackend(spec(server, image_max_side_px=256), api_key="sk-test").complete(
+            request("image_quality", image))
+        body = server.requests[-1].body
+    assert isinstance(result.value, QualityReply) and result.generation.backend == "openai"
+    assert body["response_format"]["json_schema"]["name"] == "QualityReply"
+    assert body["response_format"]["json_schema"]["strict"] is True
+    url = body["messages"][1]["content"][1]["image_url"]["url"]
+    assert url.startswith("data:image/jpeg;base64,")
+    import base64, io
+    decoded = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert max(decoded.size) == 256
+
+
+def test_reply_that_fails_validation_is_asked_again_once(tmp_path):
+    image = image_ref(make_image(tmp_path / "a.png", 1))
+    with FakeOpenAIServer(faults=[Fault(kind="schema_mismatch")]) as server:
+        result = OpenAIBackend(spec(server), api_key="k").complete(request("image_quality", image))
+        assert server.completions_served == 2
+        retry_messages = server.requests[-1].body["messages"]
+    assert isinstance(result.value, QualityReply)
+    assert "does not match the required JSON schema" in retry_messages[-1]["content"]
+
+
+def test_second_invalid_reply_raises_with_the_raw_reply(tmp_path):
+    image = image_ref(make_image(tmp_path / "a.png", 1))
+    with FakeOpenAIServer(faults=[Fault(kind="invalid_json", times=2)]) as server:
+        with pytest.raises(ModelOutputInvalid) as caught:
+            OpenAIBackend(spec(server), api_key="k").complete(request("image_quality", image))
+    assert caught.value.raw and "twice" in str(caught.value)
+
+
+def test_server_errors_after_retries_mean_backend_unavailable(tmp_path):
+    image = image_ref(make_image(tmp_path / "a.png", 1))
+    with FakeOpenAIServer(faults=[Fault(kind="status", status=500, times=5)]) as server:
+        with pytest.raises(BackendUnavailable, match="resume"):
+            OpenAIBackend(spec(server, max_retries=1), api_key="k").complete(request("image_quality", image))
+        assert server.request_count == 2  # the first try and one retry
+
+
+def test_check_fails_fast_on_a_down_server_an_unknown_model_and_a_bad_key():
+    dead = BackendSpec(kind="openai", base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", max_retries=0)
+    with pytest.raises(BackendUnavailable, match="cannot reach"):
+        OpenAIBackend(dead, api_key="k").check()
+    with FakeOpenAIServer(expected_api_key="right") as server:
+        with pytest.raises(UserError, match="rejected the API key"):
+            OpenAIBackend(spec(server), api_key="wrong").check()
+        with pytest.raises(UserError, match="not served"):
+            OpenAIBackend(spec(server).model_copy(update={"model": "gpt-nope"}), api_key="right").check()
+        OpenAIBackend(spec(server), api_key="right").check()
+
+
+def test_openai_com_without_a_key_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(UserError, match="OPENAI_API_KEY"):
+        OpenAIBackend(BackendSpec(kind="openai", model="gpt-4o"))
+    with pytest.raises(UserError, match="needs a model"):
+        OpenAIBackend(BackendSpec(kind="openai"))

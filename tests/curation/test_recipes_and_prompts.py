@@ -1,0 +1,85 @@
+from pathlib import Path
+
+import pytest
+
+from curation.errors import UserError
+from curation.prompting import available_versions, load_prompt
+from curation.recipes import available_recipes, load_recipe, resolve_run
+from curation.stages import STAGES
+
+PROMPT_IDS = ("image_quality", "image_category", "persona", "conversation", "checklist")
+
+
+def stage_config(run, name):
+    return next(spec.config for spec in run.recipe.stages if spec.stage == name)
+
+
+def test_multiverse_recipe_holds_the_paper_defaults(tmp_path):
+    run = resolve_run("multiverse", out_dir=tmp_path, input_dir=str(tmp_path))
+    assert not run.demo and run.recipe.backend.kind == "offline"
+    assert stage_config(run, "image_quality")["min_quality_score"] == 5
+    assert stage_config(run, "category_min_size")["min_items_per_category"] == 50
+    assert stage_config(run, "category_weighted_sample")["max_items"] == 1000
+    assert stage_config(run, "conversation_generate") == {"prompt_version": 1, "turns": 4, "min_utterances": 6}
+    assert stage_config(run, "image_ingest")["input_dir"] == str(tmp_path.resolve())
+
+
+def test_demo_overrides_apply_only_to_the_demo_corpus(tmp_path):
+    demo = resolve_run("multiverse", out_dir=tmp_path)
+    assert demo.demo and stage_config(demo, "category_min_size")["min_items_per_category"] == 3
+    assert stage_config(demo, "image_ingest")["input_dir"] == str((tmp_path / "demo-corpus").resolve())
+
+
+def test_user_overrides_win_and_are_validated(tmp_path):
+    run = resolve_run("multiverse", out_dir=tmp_path, overrides={"image_quality": {"min_quality_score": 3}})
+    assert stage_config(run, "image_quality")["min_quality_score"] == 3
+    with pytest.raises(UserError, match=r"bad parameter for stage image_quality: min_quality_score: .*less than or equal to 5"):
+        resolve_run("multiverse", out_dir=tmp_path, overrides={"image_quality": {"min_quality_score": 9}})
+    with pytest.raises(UserError, match="min_qualty_score: Extra inputs are not permitted"):
+        resolve_run("multiverse", out_dir=tmp_path, overrides={"image_quality": {"min_qualty_score": 3}})
+    with pytest.raises(UserError, match="no stage \\['image_qualty'\\]"):
+        resolve_run("multiverse", out_dir=tmp_path, overrides={"image_qualty": {}})
+
+
+def test_unknown_recipe_and_missing_folder_say_what_to_do(tmp_path):
+    with pytest.raises(UserError, match="unknown recipe 'multiversal'; available: multiverse"):
+        load_recipe("multiversal")
+    with pytest.raises(UserError, match="leave --input out to run the bundled demo corpus"):
+        resolve_run("multiverse", out_dir=tmp_path, input_dir=str(tmp_path / "missing"))
+
+
+def test_backend_options_are_validated(tmp_path):
+    run = resolve_run("multiverse", out_dir=tmp_path, backend="openai", base_url="http://127.0.0.1:1/v1", model="m")
+    assert run.recipe.backend.kind == "openai" and run.recipe.backend.model == "m"
+    assert "api_key" not in run.model_dump_json()
+
+
+def test_every_recipe_names_registered_stages_and_starts_with_ingest():
+    for name in available_recipes():
+        recipe = load_recipe(name)
+        assert recipe.stages[0].stage == "image_ingest"
+        assert all(spec.stage in STAGES for spec in recipe.stages)
+
+
+@pytest.mark.parametrize("prompt_id", PROMPT_IDS)
+def test_prompts_load_render_and_name_their_schema(prompt_id):
+    prompt = load_prompt(prompt_id, 1)
+    assert available_versions(prompt_id) == [1] and len(prompt.sha256) == 64
+    values = {name: f"<{name}>" for name in prompt.variables}
+    rendered = prompt.render(values)
+    assert all(f"<{name}>" in rendered.system + rendered.user for name in prompt.variables)
+    assert "$" not in rendered.user
+    if prompt.variables:
+        with pytest.raises(ValueError, match="needs values"):
+            prompt.render({})
+
+
+def test_unknown_prompt_version_is_a_user_error():
+    with pytest.raises(UserError, match="no prompt 'persona' version 9"):
+        load_prompt("persona", 9)
+
+
+def test_every_model_stage_names_existing_prompts():
+    for stage in STAGES.values():
+        for prompt_id in stage.prompts:
+            assert load_prompt(prompt_id, 1).id == prompt_id

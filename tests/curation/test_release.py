@@ -1,0 +1,99 @@
+"""Releases from a real (in-process, offline) run: loadable offline, checksummed, never overwritten."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from curation.errors import UserError
+from curation.recipes import resolve_run
+from curation.release.writer import CHECKSUM_FILE, write_release
+from curation.runner import RunStore, run_all, run_stage
+from tests.conftest import make_image
+
+SMALL = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
+         "category_weighted_sample": {"max_items": 100}, "conversation_generate": {"min_utterances": 2}}
+
+
+def small_run(tmp_path: Path, run_id: str = "small") -> Path:
+    for seed in range(6):
+        make_image(tmp_path / "images" / f"img{seed}.png", seed)
+    config = resolve_run("multiverse", out_dir=tmp_path / "out", input_dir=str(tmp_path / "images"), run_id=run_id,
+                         overrides=SMALL)
+    store = RunStore(tmp_path / "out" / "runs" / run_id)
+    store.save_config(config)
+    return store.root
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("release")
+    run_dir = small_run(tmp_path)
+    run_all(run_dir)
+    return tmp_path, run_dir, write_release(run_dir, tmp_path / "out")
+
+
+def test_release_loads_offline_with_datasets_in_a_fresh_process(released):
+    _, _, folder = released
+    code = ("import sys, json; from datasets import load_dataset; ds = load_dataset(sys.argv[1])['test']; "
+            "row = ds[0]; print(json.dumps({'n': len(ds), 'size': list(row['image'].size), "
+            "'speaker': row['conversation'][0]['speaker'], 'checklist': len(row['conversation'][0]['checklist'])}))")
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded == {"n": 6, "size": [320, 240], "speaker": "user", "checklist": loaded["checklist"]}
+    assert loaded["checklist"] > 0
+
+
+def test_checksums_cover_every_file_and_match(released):
+    _, _, folder = released
+    listed = {}
+    for line in (folder / CHECKSUM_FILE).read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        listed[name] = digest
+    files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() and p.name != CHECKSUM_FILE}
+    assert set(listed) == files and {"README.md", "manifest.json"} <= files
+    assert all(hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest for name, digest in listed.items())
+
+
+def test_manifest_and_card_say_the_offline_backend_produced_the_content(released):
+    _, _, folder = released
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["offline_outputs"] is True and manifest["backends"] == ["offline-heuristic"]
+    assert manifest["sample_count"] == 6 and manifest["review_modes"] == ["auto"]
+    assert {p["prompt_id"] for p in manifest["prompts"]} == {"image_quality", "image_category", "persona",
+                                                             "conversation", "checklist"}
+    assert [stage["stage"] for stage in manifest["funnel"]][0] == "image_ingest"
+    card = (folder / "README.md").read_text()
+    assert card.startswith("---\n") and "Offline heuristic outputs" in card and "image_ingest" in card
+
+
+def test_versions_are_never_overwritten_and_the_next_one_is_free(released):
+    tmp_path, run_dir, folder = released
+    assert folder.name == "0.1.0"
+    with pytest.raises(UserError, match="already exists.*never overwritten"):
+        write_release(run_dir, tmp_path / "out", "0.1.0")
+    assert write_release(run_dir, tmp_path / "out").name == "0.1.1"
+    with pytest.raises(UserError, match="not semantic"):
+        write_release(run_dir, tmp_path / "out", "v2")
+
+
+def test_incomplete_run_cannot_be_released(tmp_path):
+    run_dir = small_run(tmp_path, "partial")
+    run_stage(run_dir, 0)
+    with pytest.raises(UserError, match="incomplete \\(1 of 11 stages done\\)"):
+        write_release(run_dir, tmp_path / "out")
+
+
+def test_changed_source_image_blocks_the_release(tmp_path):
+    run_dir = small_run(tmp_path, "changed")
+    run_all(run_dir)
+    make_image(tmp_path / "images" / "img0.png", 99)
+    with pytest.raises(UserError, match="changed or vanished"):
+        write_release(run_dir, tmp_path / "out")

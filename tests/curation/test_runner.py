@@ -1,0 +1,162 @@
+"""The runner on toy stages: decisions recorded, failures turned into drops, reruns skip, thresholds replay."""
+
+import json
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pydantic import Field
+
+from curation.errors import BackendUnavailable, ModelOutputInvalid
+from curation.report import funnel_text, load_report
+from curation.runner import RunStore, run_all, run_stage
+from curation.stage import ItemStage, SetStage, SourceStage, StageConfig, decision_field
+from schemas import Drop, Keep, Recipe, ReleaseSpec, RunConfig, Scores, StageSpec
+from tests.conftest import make_sample
+
+CALLS: Counter = Counter()
+
+
+class SourceConfig(StageConfig):
+    count: int = 8
+    input_dir: str = ""
+
+
+def toy_read(cfg, ctx):
+    for seed in range(cfg.count):
+        item = make_sample(seed)
+        yield item, (Drop(reason="toy_bad", detail={"seed": seed}) if seed == 7 else Keep())
+
+
+class ScoreConfig(StageConfig):
+    multiplier: int = 1
+    min_value: int = decision_field(0)
+    unavailable_after: int | None = None
+
+
+def toy_score(item, cfg, ctx):
+    CALLS["score"] += 1
+    if cfg.unavailable_after is not None and CALLS["score"] > cfg.unavailable_after:
+        raise BackendUnavailable("toy server went away")
+    if item.id == "s0003":
+        raise ValueError("cannot score this one")
+    if item.id == "s0004":
+        raise ModelOutputInvalid("reply did not match", raw='{"value": "seven"')
+    return Scores(values={"value": int(item.id[1:]) * cfg.multiplier})
+
+
+def toy_decide(scores, cfg):
+    return Keep() if scores.values["value"] >= cfg.min_value else Drop(reason="toy_low", detail={"value": scores.values["value"]})
+
+
+class TakeConfig(StageConfig):
+    keep_first: int = 100
+
+
+def toy_take(items, cfg, ctx):
+    CALLS["take"] += 1
+    return [Keep() if index < cfg.keep_first else Drop(reason="toy_not_taken") for index in range(len(items))]
+
+
+REGISTRY = {
+    "toy_source": SourceStage(name="toy_source", config=SourceConfig, read=toy_read, reasons=("toy_bad",),
+                              describe_input=lambda cfg: f"toy-{cfg.count}"),
+    "toy_score": ItemStage(name="toy_score", config=ScoreConfig, score=toy_score, decide=toy_decide,
+                           reasons=("toy_low",)),
+    "toy_take": SetStage(name="toy_take", config=TakeConfig, select=toy_take, reasons=("toy_not_taken",)),
+}
+
+
+def make_run(tmp_path, score_config=None, take_config=None) -> Path:
+    recipe = Recipe(name="toy", description="toy", paper="none", stages=[
+        StageSpec(stage="toy_source"), StageSpec(stage="toy_score", config=score_config or {}),
+        StageSpec(stage="toy_take", config=take_config or {})],
+        release=ReleaseSpec(name="toy", pretty_name="Toy"))
+    run_dir = tmp_path / "runs" / "toy-run"
+    RunStore(run_dir).save_config(RunConfig(run_id="toy-run", recipe=recipe, demo=False, code_version="test",
+                                            created_at=datetime.now(UTC)))
+    return run_dir
+
+
+@pytest.fixture(autouse=True)
+def reset_calls():
+    CALLS.clear()
+
+
+def decisions(run_dir, index):
+    entry = RunStore(run_dir).load_state()[index]
+    return [json.loads(line) for line in open(Path(entry["output_dir"]) / "decisions.jsonl")]
+
+
+def test_every_item_gets_a_decision_and_failures_become_recorded_drops(tmp_path):
+    run_dir = make_run(tmp_path, {"min_value": 2})
+    stats = run_all(run_dir, registry=REGISTRY)
+    assert [s.items_in for s in stats] == [8, 7, 3]
+    assert stats[0].by_reason == {"toy_bad": 1}
+    assert stats[1].by_reason == {"model_output_invalid": 1, "stage_error": 1, "toy_low": 2}
+    by_id = {d["item_id"]: d for d in decisions(run_dir, 1)}
+    assert by_id["s0003"]["detail"] == {"error_type": "ValueError", "message": "cannot score this one"}
+    assert by_id["s0004"]["detail"]["raw_reply"] == '{"value": "seven"'
+    assert by_id["s0001"] == {**by_id["s0001"], "kept": False, "reason": "toy_low", "scores": {"value": 1}}
+    assert by_id["s0005"]["kept"] and by_id["s0005"]["scores"] == {"value": 5}
+    folder = Path(RunStore(run_dir).load_state()[1]["output_dir"])
+    dropped = [json.loads(line)["id"] for line in open(folder / "dropped.jsonl")]
+    assert sorted(dropped) == ["s0000", "s0001", "s0003", "s0004"]  # dropped items are kept whole, not lost
+    assert "toy_low 2" in funnel_text(load_report(run_dir))
+
+
+def test_rerun_skips_completed_stages(tmp_path):
+    run_dir = make_run(tmp_path)
+    first = run_all(run_dir, registry=REGISTRY)
+    CALLS.clear()
+    second = run_all(run_dir, registry=REGISTRY)
+    assert CALLS == Counter() and first == second
+
+
+def test_threshold_change_replays_decisions_without_rescoring(tmp_path):
+    run_all(make_run(tmp_path, {"min_value": 0}), registry=REGISTRY)
+    CALLS.clear()
+    run_dir = make_run(tmp_path, {"min_value": 6})
+    stats = run_all(run_dir, registry=REGISTRY)
+    assert CALLS["score"] == 0  # stored scores were reused
+    assert CALLS["take"] == 1   # its input changed, so the next stage ran again
+    assert stats[1].by_reason["toy_low"] == 4 and stats[2].items_in == 1
+
+
+def test_scoring_parameter_change_rescores(tmp_path):
+    run_all(make_run(tmp_path), registry=REGISTRY)
+    CALLS.clear()
+    run_all(make_run(tmp_path, {"multiplier": 2}), registry=REGISTRY)
+    assert CALLS["score"] == 7
+
+
+def test_a_stage_that_does_not_change_its_output_does_not_rerun_the_next(tmp_path):
+    run_all(make_run(tmp_path, take_config={"keep_first": 100}), registry=REGISTRY)
+    CALLS.clear()
+    run_all(make_run(tmp_path, {"min_value": -5}, {"keep_first": 100}), registry=REGISTRY)
+    assert CALLS == Counter()  # min_value -5 and 0 keep the same items: toy_take's input digest is unchanged
+
+
+def test_server_down_fails_the_stage_and_a_rerun_resumes_with_the_same_result(tmp_path):
+    expected = run_all(make_run(tmp_path / "clean"), registry=REGISTRY)
+    run_dir = make_run(tmp_path / "broken", {"unavailable_after": 4})
+    with pytest.raises(BackendUnavailable):
+        run_all(run_dir, registry=REGISTRY)
+    state = RunStore(run_dir).load_state()
+    assert [entry["stage"] for entry in state] == ["toy_source"]
+    assert not list((run_dir / "stages" / "02_toy_score").glob("*/DONE"))
+    resumed = run_all(make_run(tmp_path / "broken"), registry=REGISTRY)
+    assert [(s.items_in, s.kept, s.by_reason) for s in resumed] == [(s.items_in, s.kept, s.by_reason) for s in expected]
+
+
+def test_undeclared_drop_reason_is_a_programming_error(tmp_path):
+    registry = {**REGISTRY, "toy_take": SetStage(name="toy_take", config=TakeConfig, reasons=(),
+                                                 select=lambda items, cfg, ctx: [Drop(reason="surprise")] * len(items))}
+    with pytest.raises(ValueError, match="undeclared reason 'surprise'"):
+        run_all(make_run(tmp_path), registry=registry)
+
+
+def test_stage_cannot_start_before_its_input_exists(tmp_path):
+    with pytest.raises(RuntimeError, match="stage 1 is not complete"):
+        run_stage(make_run(tmp_path), 1, registry=REGISTRY)

@@ -1,0 +1,153 @@
+"""Set stages: exact and near dedup, minimum category size, weighted sampling."""
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from curation.cache import Cache
+from curation.images import exact_dedup, near_dedup
+from curation.models.offline import OfflineBackend
+from curation.selection import min_size, weighted_sample
+from curation.stage import StageContext
+from schemas import Categories, Drop, Keep
+from tests.conftest import make_sample
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    return StageContext(run_dir=tmp_path, stage="test", run_seed=7, backend=OfflineBackend(),
+                        cache=Cache(tmp_path / "cache.sqlite"))
+
+
+def with_image(sample, **image_updates):
+    return sample.model_copy(update={"images": [sample.images[0].model_copy(update=image_updates)]})
+
+
+def test_exact_dedup_keeps_the_preferred_source_and_names_the_kept_one(ctx):
+    a = make_sample(1)
+    b = make_sample(2).model_copy(update={"images": a.images,
+                                          "provenance": a.provenance.model_copy(update={"source_dataset": "mirror"})})
+    c = make_sample(3)
+    verdicts = exact_dedup.select([a, b, c], exact_dedup.ExactDedupConfig(source_priority=("mirror",)), ctx)
+    assert verdicts[0] == Drop(reason="exact_duplicate", detail={"duplicate_of": b.id, "sha256": a.images[0].sha256})
+    assert verdicts[1] == Keep() and verdicts[2] == Keep()
+
+
+def random_hashes(rng, count, planted):
+    hashes = [rng.getrandbits(64) for _ in range(count)]
+    for _ in range(planted):
+        source = rng.randrange(count)
+        flipped = hashes[source]
+        for bit in rng.sample(range(64), rng.randrange(0, 11)):
+            flipped ^= 1 << bit
+        hashes.append(flipped)
+    return hashes
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_hamming_pairs_equal_brute_force(seed):
+    rng = random.Random(seed)
+    hashes = random_hashes(rng, 150, 60)
+    expected = {(i, j, (hashes[i] ^ hashes[j]).bit_count()) for i in range(len(hashes))
+                for j in range(i + 1, len(hashes)) if (hashes[i] ^ hashes[j]).bit_count() <= 6}
+    found = set(near_dedup.hamming_pairs(np.array(hashes, dtype=np.uint64), 6))
+    assert found == expected and expected
+
+
+def test_near_dedup_keeps_the_largest_image_and_records_distance(ctx):
+    base = make_sample(1)
+    phash = int(base.images[0].phash, 16)
+    small = with_image(make_sample(2), phash=f"{phash ^ 0b111:016x}", width=50, height=50)
+    large = with_image(make_sample(3), phash=base.images[0].phash, width=400, height=300)
+    far = with_image(make_sample(4), phash=f"{phash ^ ((1 << 64) - 1):016x}")
+    verdicts = near_dedup.select([small, large, far], near_dedup.NearDedupConfig(max_hamming_distance=4), ctx)
+    assert verdicts[0] == Drop(reason="near_duplicate",
+                               detail={"near_duplicate_of": large.id, "hamming_distance": 3, "group_size": 2})
+    assert verdicts[1:] == [Keep(), Keep()]
+
+
+def test_near_dedup_groups_chains_so_distance_can_exceed_threshold(ctx):
+    a = with_image(make_sample(1), phash="0000000000000000", width=500, height=500)
+    b = with_image(make_sample(2), phash="000000000000000f")
+    c = with_image(make_sample(3), phash="00000000000000ff")
+    verdicts = near_dedup.select([a, b, c], near_dedup.NearDedupConfig(max_hamming_distance=4), ctx)
+    assert verdicts[0] == Keep()
+    assert verdicts[2].detail["near_duplicate_of"] == a.id and verdicts[2].detail["hamming_distance"] == 8
+
+
+def categorised(seed, name):
+    return make_sample(seed, categories=Categories(image_main=name))
+
+
+def test_min_size_drops_small_categories_with_their_size(ctx):
+    items = [categorised(i, "Charts") for i in range(3)] + [categorised(10, "Receipts")]
+    verdicts = min_size.select(items, min_size.MinSizeConfig(min_items_per_category=2), ctx)
+    assert verdicts[:3] == [Keep()] * 3
+    assert verdicts[3] == Drop(reason="category_too_small",
+                               detail={"category": "Receipts", "category_size": 1, "min_items_per_category": 2})
+
+
+def corpus(sizes):
+    items, seed = [], 0
+    for name, size in sizes.items():
+        for _ in range(size):
+            items.append(categorised(seed, name))
+            seed += 1
+    return items
+
+
+def kept_counts(items, verdicts):
+    return Counter(item.categories.image_main for item, verdict in zip(items, verdicts) if verdict == Keep())
+
+
+def test_allocation_is_proportional_and_capped():
+    assert weighted_sample.allocate({"a": 60, "b": 30, "c": 10}, 20, 1.0) == {"a": 12, "b": 6, "c": 2}
+    assert weighted_sample.allocate({"a": 60, "b": 30, "c": 1}, 30, 0.0) == {"a": 15, "b": 14, "c": 1}
+    assert weighted_sample.allocate({"a": 3, "b": 2}, 100, 1.0) == {"a": 3, "b": 2}
+    quotas = weighted_sample.allocate({"a": 81, "b": 16, "c": 4}, 15, 0.5)
+    assert sum(quotas.values()) == 15 and quotas["a"] > quotas["b"] > quotas["c"]
+
+
+def test_weighted_sample_matches_quotas_and_is_reproducible(ctx):
+    items = corpus({"a": 60, "b": 30, "c": 10})
+    cfg = weighted_sample.WeightedSampleConfig(max_items=20)
+    first = weighted_sample.select(items, cfg, ctx)
+    assert kept_counts(items, first) == {"a": 12, "b": 6, "c": 2}
+    assert weighted_sample.select(items, cfg, ctx) == first
+    dropped = next(v for v in first if isinstance(v, Drop))
+    assert dropped.reason == "not_sampled" and {"category", "category_quota", "category_size"} <= set(dropped.detail)
+
+
+def test_weighted_sample_does_not_depend_on_input_order(ctx):
+    items = corpus({"a": 40, "b": 25})
+    cfg = weighted_sample.WeightedSampleConfig(max_items=15)
+    chosen = {item.id for item, v in zip(items, weighted_sample.select(items, cfg, ctx)) if v == Keep()}
+    shuffled = items[::-1]
+    again = {item.id for item, v in zip(shuffled, weighted_sample.select(shuffled, cfg, ctx)) if v == Keep()}
+    assert chosen == again
+
+
+def test_weighted_sample_is_uniform_within_a_category_over_many_seeds(tmp_path):
+    items = corpus({"a": 10})
+    hits = Counter()
+    for seed in range(400):
+        seeded = StageContext(run_dir=tmp_path, stage="s", run_seed=seed, backend=OfflineBackend(),
+                              cache=Cache(tmp_path / "c.sqlite"))
+        verdicts = weighted_sample.select(items, weighted_sample.WeightedSampleConfig(max_items=3), seeded)
+        hits.update(item.id for item, v in zip(items, verdicts) if v == Keep())
+    # each item is drawn with probability 0.3: 120 of 400 expected; 5 sigma is about 46
+    assert all(abs(count - 120) < 46 for count in hits.values()) and len(hits) == 10
+
+
+def test_a_different_seed_draws_a_different_sample(tmp_path):
+    items = corpus({"a": 50})
+    picks = []
+    for seed in (1, 2):
+        seeded = StageContext(run_dir=tmp_path, stage="s", run_seed=seed, backend=OfflineBackend(),
+                              cache=Cache(tmp_path / "c.sqlite"))
+        verdicts = weighted_sample.select(items, weighted_sample.WeightedSampleConfig(max_items=10), seeded)
+        picks.append({item.id for item, v in zip(items, verdicts) if v == Keep()})
+    assert picks[0] != picks[1]

@@ -1,0 +1,90 @@
+"""The `curate` command as a user meets it: clear one-line errors, fast subcommands that leave HOME alone."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from curation.recipes import resolve_run
+from curation.runner import RunStore, run_all
+from tests.conftest import make_image, run_curate
+
+PROBE = ("import atexit, sys\n"
+         "atexit.register(lambda: print('PREFECT_IMPORTED=' + str('prefect' in sys.modules), file=sys.stderr))\n"
+         "sys.argv = ['curate', *sys.argv[1:]]\n"
+         "from flows.cli import main\nmain()\n")
+
+
+def probe(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
+    """Run the CLI in a fresh interpreter that reports whether Prefect got imported."""
+    env = {**os.environ, "HOME": str(home), "PREFECT_HOME": str(home / ".prefect"), "XDG_CONFIG_HOME": str(home / ".config"),
+           "MPLCONFIGDIR": str(home / ".mpl"), "HF_HOME": str(home / ".hf")}
+    return subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["run", "multiverse", "--input", "/no/such/folder"], "input folder /no/such/folder does not exist"),
+    (["run", "multiversal"], "unknown recipe 'multiversal'; available: multiverse"),
+    (["run", "multiverse", "--set", "image_quality.min_quality_score=banana"], "bad parameter for stage image_quality"),
+    (["run", "multiverse", "--set", "min_quality_score=4"], "--set expects stage.field=value"),
+    (["run", "multiverse", "--set", "image_qualty.min_quality_score=4"], "no stage ['image_qualty']"),
+    (["run", "multiverse", "--base-url", "http://127.0.0.1:9/v1"], "add --backend openai"),
+    (["run", "multiverse", "--backend", "gpt"], "--backend must be offline or openai"),
+    (["run", "multiverse", "--run-id", "a/b"], "bad run id 'a/b'"),
+    (["report", "no-such-run"], "no run 'no-such-run'"),
+])
+def test_user_mistakes_get_one_line_errors_without_traceback_or_prefect(tmp_path, args, message):
+    home = tmp_path / "home"
+    home.mkdir()
+    result = probe(args, tmp_path, home)
+    assert result.returncode == 2
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1 and message in error_lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert "PREFECT_IMPORTED=False" in result.stderr
+    assert not list(home.iterdir())
+
+
+def test_help_explains_the_commands(tmp_path):
+    result = run_curate(["--help"], tmp_path)
+    assert result.returncode == 0
+    for command in ("run", "report", "release", "recipes", "serve"):
+        assert command in result.stdout
+    run_help = run_curate(["run", "--help"], tmp_path).stdout
+    assert "--input" in run_help and "bundled demo" in run_help and "resume" in run_help
+
+
+def test_recipes_lists_and_shows_without_prefect_or_home_writes(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    listed = probe(["recipes"], tmp_path, home)
+    assert listed.returncode == 0 and listed.stdout.startswith("multiverse")
+    shown = probe(["recipes", "multiverse"], tmp_path, home)
+    assert "min_quality_score: 5" in shown.stdout and "max_hamming_distance: 8" in shown.stdout
+    assert "PREFECT_IMPORTED=False" in listed.stderr + shown.stderr
+    assert not list(home.iterdir()) and not (tmp_path / "outputs").exists()
+
+
+def test_report_prints_the_funnel_of_a_run_without_prefect(tmp_path):
+    for seed in range(4):
+        make_image(tmp_path / "images" / f"{seed}.png", seed)
+    (tmp_path / "images" / "bad.png").write_text("x")
+    config = resolve_run("multiverse", out_dir=tmp_path / "outputs", input_dir=str(tmp_path / "images"),
+                         run_id="r1", overrides={"category_min_size": {"min_items_per_category": 1}})
+    store = RunStore(tmp_path / "outputs" / "runs" / "r1")
+    store.save_config(config)
+    run_all(store.root)
+    home = tmp_path / "home"
+    home.mkdir()
+    result = probe(["report", "r1"], tmp_path, home)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "backend: offline-heuristic" in lines[0] and "11/11 stages done" in lines[0]
+    ingest = next(line for line in lines if "image_ingest" in line)
+    assert ingest.split()[2:4] == ["5", "1"] and "image_unreadable 1" in ingest
+    assert "PREFECT_IMPORTED=False" in result.stderr and not list(home.iterdir())
+    by_folder = probe(["report", str(store.root), "--json"], tmp_path, home)
+    assert '"stage": "image_ingest"' in by_folder.stdout

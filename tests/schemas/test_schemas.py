@@ -1,0 +1,64 @@
+import pytest
+from pydantic import ValidationError
+
+from schemas import Drop, ImageRef, Provenance, RunConfig, Sample, Turn
+from tests.conftest import make_sample
+
+MULTIVERSE_FIELDS = {"index", "image", "character", "scenario", "goal", "conversation", "main_goal_category",
+                     "sub_goal_category", "main_task_category", "sub_task_category", "image_main_category",
+                     "image_sub_category"}
+
+
+def test_sample_rejects_unknown_keys_instead_of_dropping_them():
+    data = make_sample(1).model_dump()
+    data["surprise"] = 1
+    with pytest.raises(ValidationError, match="surprise"):
+        Sample.model_validate(data)
+
+
+def test_sample_round_trips_through_json():
+    sample = make_sample(2, conversation=[Turn(speaker="user", utterance="What is odd in it?", level="perception")])
+    assert Sample.model_validate_json(sample.model_dump_json()) == sample
+
+
+@pytest.mark.parametrize("field,value", [("sha256", "abc"), ("phash", "xyz0000000000000"), ("size_bytes", -1)])
+def test_image_ref_validates_hashes_and_sizes(field, value):
+    good = dict(path="/x.png", sha256="a" * 64, size_bytes=10, phash="0" * 16)
+    ImageRef(**good)
+    with pytest.raises(ValidationError):
+        ImageRef(**{**good, field: value})
+
+
+def test_speaker_is_user_or_assistant_only():
+    with pytest.raises(ValidationError):
+        Turn(speaker="human", utterance="hi")
+
+
+def test_drop_reason_must_be_stable_snake_case():
+    assert Drop(reason="near_duplicate").reason == "near_duplicate"
+    for bad in ("Near duplicate", "near-duplicate", "", "1st"):
+        with pytest.raises(ValidationError):
+            Drop(reason=bad)
+
+
+def test_release_columns_cover_the_multiverse_release_fields():
+    from curation.release.columns import FEATURES
+
+    assert MULTIVERSE_FIELDS <= set(FEATURES)
+    turn = FEATURES["conversation"].feature
+    assert set(turn) == {"speaker", "utterance", "checklist"}
+    assert set(turn["checklist"].feature) == {"question", "main_criteria", "sub_criteria"}
+
+
+def test_run_id_rejects_path_tricks():
+    from curation.recipes import resolve_run
+    from curation.errors import UserError
+
+    with pytest.raises(UserError, match="bad run id"):
+        resolve_run("multiverse", out_dir=__import__("pathlib").Path("/tmp"), run_id="../escape")
+    assert RunConfig.model_fields["run_id"].metadata  # the pattern is on the schema, not only in the CLI
+
+
+def test_provenance_requires_a_license_field():
+    with pytest.raises(ValidationError, match="license"):
+        Provenance(source_dataset="d", source_id="1")
