@@ -1,7 +1,8 @@
 """The one cache of the pipeline: a sqlite key-value store shared by all runs under an output folder.
 
 Stages reach it through their context (`ctx.cache`) and never invent cache files of their own.
-Namespaces in use: `image_fingerprint` (by content sha256). Later: model replies, MinHash signatures.
+Namespaces in use: `image_fingerprint` (by content sha256), `model_reply` (by backend, prompt hash, variables,
+image hashes and seed; remote backends only). Later: MinHash signatures.
 """
 
 from __future__ import annotations

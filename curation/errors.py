@@ -9,6 +9,14 @@ class BackendUnavailable(Exception):
     """A model server that cannot be reached or refuses the credentials: the stage fails and a rerun resumes it."""
 
 
+class StageFailed(Exception):
+    """A stage whose every item failed: nothing is recorded as done, so a rerun tries again after the fix."""
+
+
+class ModelRequestRejected(Exception):
+    """The server refused this request (HTTP 4xx other than auth and rate limits): the item is dropped."""
+
+
 class ModelOutputInvalid(Exception):
     """A reply that does not match its schema: the item becomes a recorded drop with the raw reply kept."""
 

@@ -30,7 +30,7 @@ from typing import Protocol
 from pydantic import JsonValue
 
 from curation.cache import Cache
-from curation.errors import BackendUnavailable, ModelOutputInvalid, UserError
+from curation.errors import BackendUnavailable, ModelOutputInvalid, ModelRequestRejected, StageFailed, UserError
 from curation.fingerprint import sha256_file, sha256_json
 from curation.models import ModelBackend, make_backend
 from curation.models.identity import backend_identity
@@ -122,7 +122,10 @@ class RunStore:
         return RunConfig.model_validate_json(self.config_path.read_text(encoding="utf-8"))
 
     def save_config(self, config: RunConfig) -> None:
+        """Write run.json; a changed configuration clears the chain, which the next stages rebuild (or skip)."""
         self.root.mkdir(parents=True, exist_ok=True)
+        if self.config_path.exists() and self.load_config().recipe != config.recipe:
+            self.state_path.unlink(missing_ok=True)
         write_json_atomic(self.config_path, config.model_dump(mode="json"))
 
     def load_state(self) -> list[dict]:
@@ -227,7 +230,7 @@ class StageWriter:
         if isinstance(verdict, Drop) and verdict.reason not in stage.reasons + GENERIC_REASONS:
             raise ValueError(f"stage {stage.name} dropped with undeclared reason '{verdict.reason}'; add it to "
                              f"the stage's reasons")
-        generation = scores.generation if scores else item.generated_by.get(stage.name)
+        generation = scores.generation if scores else None
         if generation is not None:
             self.backends.add(generation.backend)
         decision = Decision(
@@ -266,6 +269,8 @@ def _error_record(item: Sample, error: Exception) -> dict:
     if isinstance(error, ModelOutputInvalid):
         detail = {"error": str(error), "raw_reply": (error.raw or "")[:RAW_REPLY_MAX_CHARS]}
         return {"item_id": item.id, "error": {"reason": "model_output_invalid", "detail": detail}}
+    if isinstance(error, ModelRequestRejected):
+        return {"item_id": item.id, "error": {"reason": "model_request_rejected", "detail": {"error": str(error)}}}
     return {"item_id": item.id, "error": {"reason": "stage_error",
                                           "detail": {"error_type": type(error).__name__, "message": str(error)}}}
 
@@ -274,7 +279,7 @@ def _guarded(work, item: Sample) -> dict:
     """The one broad catch: an item that fails becomes a recorded drop; a server or user problem stops the stage."""
     try:
         return work(item)
-    except (BackendUnavailable, UserError):
+    except (BackendUnavailable, UserError, StageFailed):
         raise
     except Exception as error:  # noqa: BLE001 - the item boundary
         return _error_record(item, error)
@@ -300,15 +305,31 @@ def _compute_work(run: StageRun, source: Path, ctx: StageContext, backend: Model
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     workers = getattr(backend, "concurrency", 1) if stage.uses_model else 1
+    total = failed = 0
+    first_error: dict | None = None
     with open(partial / "work.jsonl", "w", encoding="utf-8") as handle, ThreadPoolExecutor(workers) as pool:
         for chunk in chunked(read_samples(source), CHUNK_ITEMS):
             for record in pool.map(lambda item: _guarded(work, item), chunk):
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                total += 1
+                if "error" in record:
+                    failed += 1
+                    first_error = first_error or record["error"]
                 progress.advance(1)
+    if total and failed == total:
+        raise StageFailed(f"{stage.name}: all {total} items failed, so nothing was recorded as done (first error: "
+                          f"{first_error['reason']}: {json.dumps(first_error['detail'])[:300]}); fix the cause and "
+                          f"rerun with the same --run-id")
     (partial / "DONE").write_text("", encoding="utf-8")
     shutil.rmtree(work_dir, ignore_errors=True)
     os.replace(partial, work_dir)
     return work_dir / "work.jsonl"
+
+
+def _new_generation(before: Sample, after: Sample) -> Scores | None:
+    """What a transform generated, and with which backend, read off the producer entries it added."""
+    added = [generation for name, generation in after.generated_by.items() if before.generated_by.get(name) != generation]
+    return Scores(values={}, generation=added[0]) if added else None
 
 
 def _decide_items(run: StageRun, source: Path, work_file: Path, writer: StageWriter) -> None:
@@ -329,7 +350,7 @@ def _decide_items(run: StageRun, source: Path, work_file: Path, writer: StageWri
         outputs = [Sample.model_validate(row) for row in record["outputs"]]
         for position, output in enumerate(outputs):
             verdict = stage.check(output, run.config) if stage.check else Keep()
-            writer.write(output, verdict, counts_as_input=position == 0)
+            writer.write(output, verdict, _new_generation(item, output), counts_as_input=position == 0)
         if not outputs:
             writer.write(item, Drop(reason="stage_error", detail={"message": "generated nothing"}))
 

@@ -21,12 +21,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from curation.cache import Cache
-from curation.models.base import ModelBackend, ModelRequest, ModelResult
+from curation.fingerprint import sha256_json
+from curation.models.base import OFFLINE_LABEL, ModelBackend, ModelRequest, ModelResult
 from curation.prompting import load_prompt
 from curation.seeds import derive_rng, derive_seed
-from schemas import Sample, Scores, Verdict
+from schemas import Generation, Sample, Scores, Verdict
 
-GENERIC_REASONS = ("stage_error", "model_output_invalid")
+GENERIC_REASONS = ("stage_error", "model_output_invalid", "model_request_rejected")
+MODEL_REPLY_NAMESPACE = "model_reply"
 
 
 class StageConfig(BaseModel):
@@ -69,10 +71,26 @@ class StageContext:
 
     def ask(self, prompt_id: str, prompt_version: int, item: Sample,
             variables: dict[str, str] | None = None) -> ModelResult:
-        """One model call about `item`'s images, seeded by the item so a rerun asks the same question."""
-        request = ModelRequest(prompt=load_prompt(prompt_id, prompt_version), variables=variables or {},
-                               images=tuple(item.images), seed=self.seed_for(item.id))
-        return self.backend.complete(request)
+        """One model call about `item`'s images, seeded by the item so a rerun asks the same question.
+
+        Replies from a model server are stored in the cache as soon as they arrive, so a rerun (after a crash,
+        or with changed upstream settings that leave this item as it was) does not pay for them again."""
+        prompt = load_prompt(prompt_id, prompt_version)
+        request = ModelRequest(prompt=prompt, variables=variables or {}, images=tuple(item.images),
+                               seed=self.seed_for(item.id))
+        if self.backend.label == OFFLINE_LABEL:
+            return self.backend.complete(request)
+        key = sha256_json({"backend": self.backend.identity(), "prompt": prompt.sha256, "variables": request.variables,
+                           "images": [image.sha256 for image in request.images], "seed": request.seed})
+        stored = self.cache.get(MODEL_REPLY_NAMESPACE, key)
+        if isinstance(stored, dict):
+            return ModelResult(value=prompt.output_schema.model_validate(stored["value"]),
+                               generation=Generation.model_validate(stored["generation"]), raw=stored["raw"])
+        result = self.backend.complete(request)
+        self.cache.put(MODEL_REPLY_NAMESPACE, key, {"value": result.value.model_dump(mode="json"),
+                                                    "generation": result.generation.model_dump(mode="json"),
+                                                    "raw": result.raw})
+        return result
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 import yaml
 
-from curation.errors import BackendUnavailable, UserError
+from curation.errors import BackendUnavailable, StageFailed, UserError
 
 app = typer.Typer(
     help="Curate reviewed, versioned multimodal benchmarks from images.\n\n"
@@ -72,6 +72,7 @@ def run(
     resolve_run(recipe, out_dir=out.resolve(), run_id=run_id, input_dir=None if input_dir is None else str(input_dir),
                 backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides)
     _quiet_prefect_defaults()
+    _check_prefect_api()
     from flows.curate import curate
     from curation.report import funnel_text, load_report
 
@@ -83,6 +84,10 @@ def run(
     typer.echo(f"\nrun folder: {result['run_dir']}")
     if result["release_dir"]:
         typer.echo(f"release:    {result['release_dir']}")
+    if result["emptied_by"]:
+        typer.echo(f"\nno sample survived: {result['emptied_by']} removed the last ones, so nothing was released. "
+                   f"Its parameters: `curate recipes {recipe}`; loosen one with --set {result['emptied_by']}.<field>=... "
+                   f"and the same --run-id {result['run_id']}.")
 
 
 @app.command()
@@ -119,14 +124,13 @@ def recipes(
     name: Annotated[Optional[str], typer.Argument(help="Show this recipe's resolved configuration.")] = None,
 ) -> None:
     """List the recipes, or show one with every stage's parameters and defaults."""
-    from curation.recipes import available_recipes, load_recipe, resolve_run
+    from curation.recipes import available_recipes, describe_recipe, load_recipe
 
     if name is None:
         for recipe_name in available_recipes():
             typer.echo(f"{recipe_name:<14} {load_recipe(recipe_name).description}")
         return
-    config = resolve_run(name, out_dir=Path("outputs").resolve(), input_dir=".", run_id="show")
-    typer.echo(yaml.safe_dump(config.recipe.model_dump(mode="json"), sort_keys=False))
+    typer.echo(yaml.safe_dump(describe_recipe(name).model_dump(mode="json"), sort_keys=False))
 
 
 @app.command()
@@ -135,13 +139,10 @@ def serve(
     limit: Annotated[int, typer.Option(help="Flow runs at once.")] = 1,
 ) -> None:
     """Serve the deployments curate/<recipe> until interrupted; needs PREFECT_API_URL (a Prefect server)."""
-    if not os.environ.get("PREFECT_API_URL"):
-        from prefect.settings import PREFECT_API_URL
-
-        if not PREFECT_API_URL.value():
-            raise UserError("curate serve needs a Prefect server: start one with `prefect server start` and "
-                            "set PREFECT_API_URL=http://127.0.0.1:4200/api")
     _quiet_prefect_defaults()
+    if not _check_prefect_api():
+        raise UserError("curate serve needs a Prefect server: start one with `prefect server start` and "
+                        "set PREFECT_API_URL=http://127.0.0.1:4200/api")
     from flows.deployments import serve_all
 
     serve_all(out, limit)
@@ -152,12 +153,29 @@ def _quiet_prefect_defaults() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 
+def _check_prefect_api() -> str | None:
+    """The configured Prefect API URL after checking it answers; None when runs use a temporary server."""
+    import urllib.request
+
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        return None
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=5):
+            return url
+    except OSError as error:
+        raise UserError(f"no Prefect server answers at PREFECT_API_URL={url} ({error}); start it with "
+                        f"`prefect server start`, or unset PREFECT_API_URL to run with a temporary server") from error
+
+
 def main() -> None:
     try:
         app()
     except UserError as error:
         typer.echo(f"error: {error}", err=True)
         sys.exit(2)
-    except BackendUnavailable as error:
+    except (BackendUnavailable, StageFailed) as error:
         typer.echo(f"error: {error}", err=True)
         sys.exit(3)

@@ -14,15 +14,15 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from curation.demo.corpus import build_demo_corpus
-from curation.errors import BackendUnavailable, UserError
-from curation.recipes import DEMO_CORPUS_DIRNAME, available_recipes, resolve_run
+from curation.errors import BackendUnavailable, StageFailed, UserError
+from curation.recipes import DEMO_CORPUS_DIRNAME, available_recipes, changed_stages, existing_run, resolve_run
 from curation.release.writer import write_release
 from curation.report import funnel_markdown, load_report
 from curation.runner import RunStore, check_backend, run_stage
 from flows.progress import ProgressMode, make_progress
 
 RecipeName = Literal[tuple(available_recipes())]  # type: ignore[valid-type]
-EXPECTED_FAILURES = (UserError, BackendUnavailable)
+EXPECTED_FAILURES = (UserError, BackendUnavailable, StageFailed)
 
 
 class _OneLineForExpectedFailures(logging.Filter):
@@ -56,8 +56,14 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_d
     config = resolve_run(recipe, out_dir=out, run_id=run_id, input_dir=input_dir, backend=backend,
                          base_url=base_url, model=model, seed=seed, overrides=overrides)
     store = RunStore(out / "runs" / config.run_id)
+    previous = existing_run(out, config.run_id)
     store.save_config(config)
     logger.info("run %s in %s (backend: %s)", config.run_id, store.root, config.recipe.backend.kind)
+    if previous is not None:
+        changed = changed_stages(previous, config)
+        logger.info("resuming run %s: finished stages are skipped%s", config.run_id,
+                    f"; changed since last time: {', '.join(changed)} (they and later stages run again)"
+                    if changed else "")
     if config.demo:
         build_demo_corpus(out / DEMO_CORPUS_DIRNAME)
     check_backend(store.root)
@@ -68,8 +74,12 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_d
     create_markdown_artifact(key=_artifact_key(recipe), description=f"Funnel of run {config.run_id}",
                              markdown=f"# Funnel of run `{config.run_id}`\n\nBackend: "
                                       f"{', '.join(report.backends)}\n\n{funnel_markdown(report)}\n")
-    release_dir = write_release(store.root, out) if release else None
-    if release_dir is not None:
+    emptied_by = next((stats.stage for stats in report.stages if stats.kept == 0), None)
+    release_dir = None
+    if emptied_by is not None:
+        logger.warning("no sample survived: %s removed the last ones; nothing to release", emptied_by)
+    elif release:
+        release_dir = write_release(store.root, out)
         logger.info("release written to %s", release_dir)
-    return {"run_id": config.run_id, "run_dir": str(store.root),
+    return {"run_id": config.run_id, "run_dir": str(store.root), "emptied_by": emptied_by,
             "release_dir": None if release_dir is None else str(release_dir)}

@@ -20,7 +20,7 @@ from curation.demo.render import render_demo_images
 from curation.fingerprint import sha256_json
 
 CORPUS_VERSION = 1
-COMPLETE_MARKER = ".complete"
+COMPLETE_SUFFIX = ".complete"  # `<dest>.complete` beside the corpus, so ingest never sees it
 PHOTO_SOURCE = "scikit-image-sample-data"
 RENDERED_SOURCE = "benchcurate-rendered"
 DERIVED_SOURCE = "benchcurate-derived"
@@ -129,7 +129,7 @@ def corpus_signature() -> str:
 
 def build_demo_corpus(dest: Path) -> Path:
     """Write the demo corpus to `dest` unless an identical one is already there; return `dest`."""
-    marker = dest / COMPLETE_MARKER
+    marker = dest.with_name(dest.name + COMPLETE_SUFFIX)
     signature = corpus_signature()
     if marker.exists() and marker.read_text(encoding="utf-8") == signature:
         return dest
@@ -141,7 +141,8 @@ def build_demo_corpus(dest: Path) -> Path:
     with open(partial / "manifest.jsonl", "w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    (partial / COMPLETE_MARKER).write_text(signature, encoding="utf-8")
+    marker.unlink(missing_ok=True)
     shutil.rmtree(dest, ignore_errors=True)
     partial.rename(dest)
+    marker.write_text(signature, encoding="utf-8")
     return dest

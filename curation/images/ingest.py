@@ -3,7 +3,10 @@
 Provenance comes from an optional `manifest.jsonl` at the folder's root, one row per file:
 `{"path": "<relative path>", "source_dataset": ..., "source_id": ..., "license": ..., "attribution": ...,
 "derived_from": ...}`; files it does not list get the folder name as source, their relative path as source id
-and `default_license`. A file that cannot be used is dropped with the reason its decode gave.
+and `default_license`. Every entry under the folder becomes an item, and one that cannot be used is dropped
+with its reason: a hidden file (`hidden_file`), a broken link or other non-file (`not_a_regular_file`), a file
+that cannot be read (`file_unreadable`), a suffix that is not an image's (`unsupported_extension`), or what its
+decode gave. Hidden folders (`.git`, `.cache`) and `exclude_paths` are not read at all.
 Fingerprints are cached by content sha256, so a rerun decodes nothing it already hashed.
 """
 
@@ -35,6 +38,7 @@ class IngestConfig(StageConfig):
     source_dataset: str | None = Field(None, description="source name for unlisted files; default: folder name")
     extensions: tuple[str, ...] = Field(IMAGE_EXTENSIONS, description="lower-case file suffixes taken as images")
     max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1, description="larger images are dropped as image_too_large")
+    exclude_paths: tuple[str, ...] = Field((), description="relative folders not to read (the output folder)")
 
 
 def _root(cfg: IngestConfig) -> Path:
@@ -45,16 +49,26 @@ def _root(cfg: IngestConfig) -> Path:
     return root
 
 
-def _files(cfg: IngestConfig) -> list[Path]:
+def _entries(cfg: IngestConfig) -> list[Path]:
+    """Every non-folder entry to account for, in a stable order."""
     root = _root(cfg)
-    return sorted(path for path in root.rglob("*") if path.is_file() and path.name != cfg.manifest_name
-                  and not any(part.startswith(".") for part in path.relative_to(root).parts))
+    excluded = [root / relative for relative in cfg.exclude_paths]
+    entries = []
+    for path in root.rglob("*"):
+        relative_parts = path.relative_to(root).parts
+        if any(part.startswith(".") for part in relative_parts[:-1]) or path.is_dir():
+            continue
+        if any(path.is_relative_to(folder) for folder in excluded) or path == root / cfg.manifest_name:
+            continue
+        entries.append(path)
+    return sorted(entries)
 
 
 def describe_input(cfg: IngestConfig) -> str:
     """A digest of the folder listing (names, sizes, modification times) and the manifest's content."""
     root = _root(cfg)
-    listing = [[str(path.relative_to(root)), path.stat().st_size, path.stat().st_mtime_ns] for path in _files(cfg)]
+    listing = [[str(path.relative_to(root)), path.lstat().st_size, path.lstat().st_mtime_ns]
+               for path in _entries(cfg)]
     manifest = root / cfg.manifest_name
     return sha256_json({"files": listing, "manifest": manifest.read_text("utf-8") if manifest.exists() else None})
 
@@ -106,14 +120,33 @@ def _provenance(relative: str, row: dict | None, cfg: IngestConfig) -> Provenanc
                       source_path=relative, derived_from=row.get("derived_from"))
 
 
+def _unusable(path: Path) -> tuple[str, str] | None:
+    """(reason, detail) when the entry is not a readable regular file."""
+    if path.name.startswith("."):
+        return "hidden_file", "hidden files are not ingested"
+    if not path.is_file():
+        return "not_a_regular_file", "broken link, pipe, socket or device"
+    return None
+
+
 def read(cfg: IngestConfig, ctx: StageContext) -> Iterator[tuple[Sample, Verdict]]:
     root = _root(cfg)
     manifest = _manifest(cfg)
-    for path in _files(cfg):
+    for path in _entries(cfg):
         relative = path.relative_to(root).as_posix()
-        data = path.read_bytes()
-        digest = sha256_bytes(data)
         provenance = _provenance(relative, manifest.get(relative), cfg)
+        problem = _unusable(path)
+        if problem is None:
+            try:
+                data = path.read_bytes()
+            except OSError as error:
+                problem = ("file_unreadable", f"{type(error).__name__}: {error}")
+        if problem is not None:
+            item = Sample(id=sample_id(provenance.source_dataset, provenance.source_id, "no-content"),
+                          provenance=provenance)
+            yield item, Drop(reason=problem[0], detail={"path": relative, "error": problem[1]})
+            continue
+        digest = sha256_bytes(data)
         image = ImageRef(path=str(path.resolve()), sha256=digest, size_bytes=len(data))
         item = Sample(id=sample_id(provenance.source_dataset, provenance.source_id, digest), images=[image],
                       provenance=provenance)
@@ -129,4 +162,5 @@ def read(cfg: IngestConfig, ctx: StageContext) -> Iterator[tuple[Sample, Verdict
 
 
 STAGE = SourceStage(name="image_ingest", config=IngestConfig, read=read, describe_input=describe_input,
-                    reasons=DECODE_REASONS + ("unsupported_extension",))
+                    reasons=DECODE_REASONS + ("unsupported_extension", "hidden_file", "not_a_regular_file",
+                                              "file_unreadable"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import openai
 from pydantic import BaseModel, ValidationError
 
-from curation.errors import BackendUnavailable, ModelOutputInvalid, UserError
+from curation.errors import BackendUnavailable, ModelOutputInvalid, ModelRequestRejected, UserError
 from curation.images.decode import decode_image
 from curation.models.base import ModelRequest, ModelResult, generation_for
 from curation.models.identity import OPENAI_DEFAULT_BASE_URL, backend_identity, resolved_base_url
@@ -110,6 +110,8 @@ class OpenAIBackend:
                                      ) from error
         except openai.AuthenticationError as error:
             raise UserError(f"the server at {self.base_url} rejected the API key; check OPENAI_API_KEY") from error
+        except openai.APIStatusError as error:  # 400, 403, 404, 422: this request, not the server
+            raise ModelRequestRejected(f"HTTP {error.status_code} from {self.base_url}: {error.message}") from error
         return response.choices[0].message.content or ""
 
     def complete(self, request: ModelRequest) -> ModelResult:

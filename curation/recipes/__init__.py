@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from datetime import UTC, datetime
 from importlib import resources
@@ -12,6 +13,8 @@ import yaml
 from pydantic import JsonValue, ValidationError
 
 from curation.errors import UserError
+from curation.models import make_backend
+from curation.prompting import load_prompt
 from curation.stages import STAGES
 from schemas import Recipe, RunConfig
 from schemas.recipe import RUN_ID_PATTERN, BackendKind
@@ -65,6 +68,14 @@ def _validated_stages(recipe: Recipe) -> Recipe:
     return recipe.model_copy(update={"stages": stages})
 
 
+def describe_recipe(name: str) -> Recipe:
+    """The recipe with every stage's parameters and defaults filled in (the input folder comes from --input)."""
+    recipe = load_recipe(name)
+    first = recipe.stages[0]
+    recipe.stages[0] = first.model_copy(update={"config": {**first.config, "input_dir": "<from --input>"}})
+    return _validated_stages(recipe)
+
+
 def code_version() -> str:
     try:
         package = version("benchcurate")
@@ -74,35 +85,101 @@ def code_version() -> str:
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
                                 text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "diff", "--quiet", "HEAD"], capture_output=True,
+                               timeout=5).returncode != 0
     except (OSError, subprocess.SubprocessError):
         return package
-    return f"{package}+g{commit}"
+    return f"{package}+g{commit}" + (".dirty" if dirty else "")
 
 
 def default_run_id(recipe: str) -> str:
     return f"{recipe}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
 
 
+def _check_run_id(run_id: str) -> str:
+    if not re.fullmatch(RUN_ID_PATTERN, run_id):
+        raise UserError(f"bad run id '{run_id}': use letters, digits, '.', '_' and '-' ({RUN_ID_PATTERN})")
+    return run_id
+
+
+def existing_run(out_dir: Path, run_id: str) -> RunConfig | None:
+    path = out_dir / "runs" / run_id / "run.json"
+    if not path.exists():
+        return None
+    try:
+        return RunConfig.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as error:
+        raise UserError(f"{path} cannot be read as a run configuration ({error.error_count()} errors); start a "
+                        f"new --run-id") from error
+
+
+def _resume_input(existing: RunConfig | None, input_dir: str | None) -> str | None:
+    """A resumed run keeps its input: leaving --input out reuses it; a different input is an error."""
+    if existing is None:
+        return input_dir
+    if input_dir is None:
+        return existing.input_dir
+    if existing.demo:
+        raise UserError(f"run {existing.run_id} ran on the demo corpus; use a new --run-id for {input_dir}")
+    if str(Path(input_dir).expanduser().resolve()) != existing.input_dir:
+        raise UserError(f"run {existing.run_id} ran on {existing.input_dir}; leave --input out (or pass that folder) "
+                        f"to resume it, or use a new --run-id for {input_dir}")
+    return input_dir
+
+
+def _input_root(out_dir: Path, input_dir: str | None) -> Path:
+    if input_dir is None:
+        return (out_dir / DEMO_CORPUS_DIRNAME).resolve()
+    root = Path(input_dir).expanduser().resolve()
+    if not root.is_dir():
+        raise UserError(f"input folder {input_dir} does not exist or is not a folder; pass --input with a folder of "
+                        f"images, or leave --input out to run the bundled demo corpus")
+    return root
+
+
+def _ingest_settings(root: Path, out_dir: Path) -> dict[str, JsonValue]:
+    """Where to read, and what not to: the output folder when it sits inside the input folder."""
+    settings: dict[str, JsonValue] = {"input_dir": str(root)}
+    if out_dir.resolve().is_relative_to(root) and out_dir.resolve() != root:
+        settings["exclude_paths"] = [out_dir.resolve().relative_to(root).as_posix()]
+    return settings
+
+
+def _check_models(recipe: Recipe) -> None:
+    """Prompt versions exist and the backend can be built (model named, key present) before anything runs."""
+    for spec in recipe.stages:
+        stage = STAGES[spec.stage]
+        for prompt_id in stage.prompts:
+            load_prompt(prompt_id, int(spec.config.get("prompt_version", 1)))
+    make_backend(recipe.backend)
+
+
+def changed_stages(previous: RunConfig, current: RunConfig) -> list[str]:
+    """Stages whose configuration differs between two attempts of a run (they and later ones will rerun)."""
+    if previous.recipe.backend != current.recipe.backend or previous.recipe.seed != current.recipe.seed:
+        return [spec.stage for spec in current.recipe.stages if STAGES[spec.stage].uses_model]
+    before = {spec.stage: spec.config for spec in previous.recipe.stages}
+    return [spec.stage for spec in current.recipe.stages if before.get(spec.stage) != spec.config]
+
+
 def resolve_run(recipe_name: str, *, out_dir: Path, run_id: str | None = None, input_dir: str | None = None,
                 backend: BackendKind | None = None, base_url: str | None = None, model: str | None = None,
                 seed: int | None = None, overrides: dict[str, dict[str, JsonValue]] | None = None) -> RunConfig:
-    """The full configuration of a run, validated before anything runs. No --input means the demo corpus."""
+    """The full configuration of a run, validated before anything runs.
+
+    No --input means the demo corpus, except for an existing run id, which keeps the input it started with."""
     recipe = load_recipe(recipe_name)
+    run_id = _check_run_id(run_id or default_run_id(recipe.name))
+    input_dir = _resume_input(existing_run(out_dir, run_id), input_dir)
     demo = input_dir is None
     if demo and recipe.demo is not None:
         recipe = _apply_overrides(recipe, recipe.demo.overrides)
     recipe = _apply_overrides(recipe, overrides or {})
-    if demo:
-        root = (out_dir / DEMO_CORPUS_DIRNAME).resolve()
-    else:
-        root = Path(input_dir).expanduser().resolve()
-        if not root.is_dir():
-            raise UserError(f"input folder {input_dir} does not exist or is not a folder; pass --input with a "
-                            f"folder of images, or leave --input out to run the bundled demo corpus")
+    root = _input_root(out_dir, input_dir)
     first = recipe.stages[0]
     if first.stage != "image_ingest":
         raise UserError(f"recipe '{recipe.name}' must start with image_ingest, not {first.stage}")
-    recipe.stages[0] = first.model_copy(update={"config": {**first.config, "input_dir": str(root)}})
+    recipe.stages[0] = first.model_copy(update={"config": {**first.config, **_ingest_settings(root, out_dir)}})
     backend_update = {key: value for key, value in
                       {"kind": backend, "base_url": base_url, "model": model}.items() if value is not None}
     try:
@@ -110,9 +187,7 @@ def resolve_run(recipe_name: str, *, out_dir: Path, run_id: str | None = None, i
                                         "backend": {**recipe.backend.model_dump(), **backend_update}})
     except ValidationError as error:
         raise UserError(f"bad run option: {_one_line(error)}") from error
-    run_id = run_id or default_run_id(recipe.name)
-    try:
-        return RunConfig(run_id=run_id, recipe=_validated_stages(recipe), input_dir=None if demo else str(root),
-                         demo=demo, code_version=code_version(), created_at=datetime.now(UTC))
-    except ValidationError as error:
-        raise UserError(f"bad run id '{run_id}': use letters, digits, '.', '_' and '-' ({RUN_ID_PATTERN})") from error
+    recipe = _validated_stages(recipe)
+    _check_models(recipe)
+    return RunConfig(run_id=run_id, recipe=recipe, input_dir=None if demo else str(root), demo=demo,
+                     code_version=code_version(), created_at=datetime.now(UTC))

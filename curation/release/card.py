@@ -57,6 +57,7 @@ def _backend_notice(manifest: ReleaseManifest) -> str:
 
 def render_card(manifest: ReleaseManifest, report: RunReport, spec: ReleaseSpec, samples: list[Sample]) -> str:
     prompts = "\n".join(f"- `{p.prompt_id}` v{p.version} (sha256 `{p.sha256[:12]}`)" for p in manifest.prompts)
+    prompts = prompts or "- none (no stage called a model)"
     review = ", ".join(manifest.review_modes)
     review_note = (" Mode `auto` accepted every item without a person looking at it." if "auto" in review else "")
     return f"""---
@@ -80,7 +81,8 @@ ds = load_dataset("<this folder>")["{spec.split}"]
 
 {funnel_markdown(report)}
 
-Prompts: {"none" if not prompts else ""}
+Prompts:
+
 {prompts}
 
 Review: {review}.{review_note}

@@ -23,12 +23,19 @@ def test_ingest_records_provenance_hashes_and_reasons(tmp_path):
     make_image(root / "sub" / "b.jpg", 2)
     (root / "broken.png").write_text("nope")
     (root / "readme.md").write_text("hello")
-    (root / ".hidden.png").write_text("ignored")
+    (root / ".hidden.png").write_text("hidden")
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("not read at all")
+    (root / "outputs" / "runs").mkdir(parents=True)
+    (root / "outputs" / "runs" / "x.png").write_text("excluded: our own output folder")
+    (root / "gone.png").symlink_to(root / "missing-target.png")
     (root / "manifest.jsonl").write_text(json.dumps({"path": "a.png", "source_dataset": "set-A", "source_id": "A1",
                                                      "license": "CC-BY-4.0", "attribution": "someone"}) + "\n")
-    cfg = ingest.IngestConfig(input_dir=str(root), default_license="CC0-1.0")
+    cfg = ingest.IngestConfig(input_dir=str(root), default_license="CC0-1.0", exclude_paths=("outputs",))
     results = {item.provenance.source_path: (item, verdict) for item, verdict in ingest.read(cfg, context(tmp_path))}
-    assert sorted(results) == ["a.png", "broken.png", "readme.md", "sub/b.jpg"]
+    assert sorted(results) == [".hidden.png", "a.png", "broken.png", "gone.png", "readme.md", "sub/b.jpg"]
+    assert results[".hidden.png"][1].reason == "hidden_file"
+    assert results["gone.png"][1].reason == "not_a_regular_file" and results["gone.png"][0].images == []
     a, verdict = results["a.png"]
     assert verdict == Keep() and a.provenance.source_dataset == "set-A" and a.provenance.license == "CC-BY-4.0"
     assert len(a.images[0].phash) == 16 and a.images[0].width == 320
@@ -68,7 +75,7 @@ def test_demo_corpus_is_complete_licensed_and_rebuilt_only_when_needed(tmp_path)
     root = build_demo_corpus(tmp_path / "demo")
     rows = [json.loads(line) for line in (root / "manifest.jsonl").read_text().splitlines()]
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
-                   and p.name not in ("manifest.jsonl", ".complete"))
+                   and p.name != "manifest.jsonl")
     assert sorted(row["path"] for row in rows) == files and len(files) >= 60
     assert {row["license"] for row in rows} <= {"CC0-1.0", "Public-Domain"}
     assert all(row["attribution"] for row in rows)
@@ -85,3 +92,32 @@ def test_shipped_photo_licenses_match_the_files():
     rows = [json.loads(line) for line in (folder / "LICENSES.jsonl").read_text().splitlines()]
     assert sorted(row["file"] for row in rows) == sorted(p.name for p in folder.iterdir() if p.name != "LICENSES.jsonl")
     assert all(sha256_file(folder / row["file"]) == row["sha256"] for row in rows)
+
+
+@pytest.mark.parametrize("name,phash", [("camera.png", "bff1c1c0434e8cbc"), ("coffee.png", "bb8320376c0f3637")])
+def test_phash_values_are_pinned(tmp_path, name, phash):
+    """Stored hashes and dedup decisions depend on these exact values (imagehash's 64-bit pHash)."""
+    folder = Path(__file__).resolve().parents[2] / "curation" / "demo" / "photos"
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / name).write_bytes((folder / name).read_bytes())
+    [(item, verdict)] = list(ingest.read(ingest.IngestConfig(input_dir=str(root)), context(tmp_path)))
+    assert verdict == Keep() and item.images[0].phash == phash
+
+
+def test_a_resized_twin_is_a_near_duplicate_and_a_rotation_is_not(tmp_path):
+    from PIL import Image
+
+    from curation.images.near_dedup import distance
+
+    source = Path(__file__).resolve().parents[2] / "curation" / "demo" / "photos" / "coffee.png"
+    root = tmp_path / "in"
+    root.mkdir()
+    with Image.open(source) as image:
+        image.save(root / "original.png")
+        image.resize((300, 200)).convert("RGB").save(root / "small.jpg", quality=80)
+        image.rotate(90, expand=True).save(root / "rotated.png")
+    hashes = {item.provenance.source_id: item.images[0].phash
+              for item, _ in ingest.read(ingest.IngestConfig(input_dir=str(root)), context(tmp_path))}
+    assert distance(hashes["original.png"], hashes["small.jpg"]) <= 4
+    assert distance(hashes["original.png"], hashes["rotated.png"]) > 16

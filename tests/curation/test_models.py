@@ -152,3 +152,33 @@ def test_openai_com_without_a_key_is_a_clear_error(monkeypatch):
         OpenAIBackend(BackendSpec(kind="openai", model="gpt-4o"))
     with pytest.raises(UserError, match="needs a model"):
         OpenAIBackend(BackendSpec(kind="openai"))
+
+
+def test_a_rejected_request_is_an_item_problem_not_a_server_problem(tmp_path):
+    from curation.errors import ModelRequestRejected
+
+    image = image_ref(make_image(tmp_path / "a.png", 1))
+    with FakeOpenAIServer(faults=[Fault(kind="status", status=400)]) as server:
+        with pytest.raises(ModelRequestRejected, match="HTTP 400"):
+            OpenAIBackend(spec(server), api_key="k").complete(request("image_quality", image))
+
+
+def test_model_replies_are_cached_so_a_rerun_sends_nothing(tmp_path):
+    from curation.cache import Cache
+    from curation.stage import StageContext
+    from schemas import Provenance, Sample
+
+    item = Sample(id="x", images=[image_ref(make_image(tmp_path / "a.png", 1))],
+                  provenance=Provenance(source_dataset="t", source_id="1", license="CC0-1.0"))
+    cache = Cache(tmp_path / "cache.sqlite")
+    with FakeOpenAIServer() as server:
+        def ask(seed):
+            ctx = StageContext(run_dir=tmp_path, stage="image_quality", run_seed=seed,
+                               backend=OpenAIBackend(spec(server), api_key="k"), cache=cache)
+            return ctx.ask("image_quality", 1, item)
+
+        first = ask(0)
+        assert server.completions_served == 1
+        assert ask(0) == first and server.completions_served == 1   # answered from the cache
+        ask(1)
+        assert server.completions_served == 2                       # a different seed is a different request

@@ -83,3 +83,52 @@ def test_every_model_stage_names_existing_prompts():
     for stage in STAGES.values():
         for prompt_id in stage.prompts:
             assert load_prompt(prompt_id, 1).id == prompt_id
+
+
+def save(config, out_dir):
+    from curation.runner import RunStore
+
+    RunStore(out_dir / "runs" / config.run_id).save_config(config)
+
+
+def test_resuming_a_run_keeps_its_input_folder(tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    save(resolve_run("multiverse", out_dir=tmp_path / "out", input_dir=str(images), run_id="r1"), tmp_path / "out")
+    resumed = resolve_run("multiverse", out_dir=tmp_path / "out", run_id="r1")
+    assert not resumed.demo and resumed.input_dir == str(images.resolve())
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(UserError, match=f"run r1 ran on {images.resolve()}; leave --input out"):
+        resolve_run("multiverse", out_dir=tmp_path / "out", run_id="r1", input_dir=str(other))
+
+
+def test_a_demo_run_cannot_be_resumed_on_a_folder(tmp_path):
+    save(resolve_run("multiverse", out_dir=tmp_path, run_id="d"), tmp_path)
+    with pytest.raises(UserError, match="ran on the demo corpus; use a new --run-id"):
+        resolve_run("multiverse", out_dir=tmp_path, run_id="d", input_dir=str(tmp_path))
+
+
+def test_changed_stages_lists_what_reruns(tmp_path):
+    from curation.recipes import changed_stages
+
+    base = resolve_run("multiverse", out_dir=tmp_path, input_dir=str(tmp_path))
+    same = resolve_run("multiverse", out_dir=tmp_path, input_dir=str(tmp_path))
+    tighter = resolve_run("multiverse", out_dir=tmp_path, input_dir=str(tmp_path),
+                          overrides={"category_min_size": {"min_items_per_category": 10}})
+    assert changed_stages(base, same) == [] and changed_stages(base, tighter) == ["category_min_size"]
+
+
+def test_an_output_folder_inside_the_input_is_not_ingested(tmp_path):
+    run = resolve_run("multiverse", out_dir=tmp_path / "outputs", input_dir=str(tmp_path))
+    assert stage_config(run, "image_ingest")["exclude_paths"] == ["outputs"]
+
+
+def test_model_settings_are_checked_before_anything_runs(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(UserError, match="no prompt 'persona' version 2"):
+        resolve_run("multiverse", out_dir=tmp_path, overrides={"persona_generate": {"prompt_version": 2}})
+    with pytest.raises(UserError, match="needs a model name"):
+        resolve_run("multiverse", out_dir=tmp_path, backend="openai")
+    with pytest.raises(UserError, match="needs OPENAI_API_KEY"):
+        resolve_run("multiverse", out_dir=tmp_path, backend="openai", model="gpt-4o")

@@ -11,8 +11,9 @@ from pydantic import Field
 from curation.errors import BackendUnavailable, ModelOutputInvalid
 from curation.report import funnel_text, load_report
 from curation.runner import RunStore, run_all, run_stage
-from curation.stage import ItemStage, SetStage, SourceStage, StageConfig, decision_field
-from schemas import Drop, Keep, Recipe, ReleaseSpec, RunConfig, Scores, StageSpec
+from curation.errors import StageFailed
+from curation.stage import ItemStage, SetStage, SourceStage, StageConfig, TransformStage, decision_field
+from schemas import Drop, Generation, Keep, Recipe, ReleaseSpec, RunConfig, Scores, StageSpec
 from tests.conftest import make_sample
 
 CALLS: Counter = Counter()
@@ -59,7 +60,28 @@ def toy_take(items, cfg, ctx):
     return [Keep() if index < cfg.keep_first else Drop(reason="toy_not_taken") for index in range(len(items))]
 
 
+class SplitConfig(StageConfig):
+    copies: int = 2
+    fail_all: bool = False
+
+
+def toy_split(item, cfg, ctx):
+    """One to many: children with ids derived from the parent's, tagged with who made them."""
+    CALLS["split"] += 1
+    if cfg.fail_all:
+        raise ValueError("broken for everyone")
+    made = Generation(backend="toy-backend", model="toy-model", prompt_id="toy", prompt_version=1)
+    return [item.model_copy(update={"id": f"{item.id}/copy-{n}", "parent_id": item.id,
+                                    "generated_by": {**item.generated_by, "copy": made}}) for n in range(cfg.copies)]
+
+
+def toy_check(item, cfg):
+    return Drop(reason="toy_odd_copy") if item.id.endswith("copy-1") else Keep()
+
+
 REGISTRY = {
+    "toy_split": TransformStage(name="toy_split", config=SplitConfig, generate=toy_split, check=toy_check,
+                                reasons=("toy_odd_copy",)),
     "toy_source": SourceStage(name="toy_source", config=SourceConfig, read=toy_read, reasons=("toy_bad",),
                               describe_input=lambda cfg: f"toy-{cfg.count}"),
     "toy_score": ItemStage(name="toy_score", config=ScoreConfig, score=toy_score, decide=toy_decide,
@@ -68,10 +90,10 @@ REGISTRY = {
 }
 
 
-def make_run(tmp_path, score_config=None, take_config=None) -> Path:
+def make_run(tmp_path, score_config=None, take_config=None, extra=()) -> Path:
     recipe = Recipe(name="toy", description="toy", paper="none", stages=[
         StageSpec(stage="toy_source"), StageSpec(stage="toy_score", config=score_config or {}),
-        StageSpec(stage="toy_take", config=take_config or {})],
+        StageSpec(stage="toy_take", config=take_config or {}), *extra],
         release=ReleaseSpec(name="toy", pretty_name="Toy"))
     run_dir = tmp_path / "runs" / "toy-run"
     RunStore(run_dir).save_config(RunConfig(run_id="toy-run", recipe=recipe, demo=False, code_version="test",
@@ -160,3 +182,45 @@ def test_undeclared_drop_reason_is_a_programming_error(tmp_path):
 def test_stage_cannot_start_before_its_input_exists(tmp_path):
     with pytest.raises(RuntimeError, match="stage 1 is not complete"):
         run_stage(make_run(tmp_path), 1, registry=REGISTRY)
+
+
+def test_transform_children_are_decided_and_their_producer_recorded(tmp_path):
+    run_dir = make_run(tmp_path, extra=[StageSpec(stage="toy_split")])
+    stats = run_all(run_dir, registry=REGISTRY)[-1]
+    assert (stats.items_in, stats.kept, stats.by_reason, stats.backends) == (5, 5, {"toy_odd_copy": 5}, ["toy-backend"])
+    rows = decisions(run_dir, 3)
+    assert {row["item_id"] for row in rows} >= {"s0002/copy-0", "s0002/copy-1"}
+    assert all(row["backend"] == "toy-backend" and row["prompt_id"] == "toy" for row in rows)
+
+
+def test_a_stage_where_every_item_fails_is_not_marked_done(tmp_path):
+    run_dir = make_run(tmp_path, extra=[StageSpec(stage="toy_split", config={"fail_all": True})])
+    with pytest.raises(StageFailed, match="all 5 items failed.*broken for everyone"):
+        run_all(run_dir, registry=REGISTRY)
+    assert not list((run_dir / "stages" / "04_toy_split").glob("*/DONE"))
+    assert [entry["stage"] for entry in RunStore(run_dir).load_state()] == ["toy_source", "toy_score", "toy_take"]
+
+
+def test_leftover_partial_folders_from_a_crash_are_replaced(tmp_path):
+    run_dir = make_run(tmp_path)
+    expected = run_all(run_dir, registry=REGISTRY)
+    for done in list((run_dir / "stages").rglob("DONE")):
+        folder = done.parent
+        stale = folder.with_name(folder.name + ".partial")
+        folder.rename(stale)
+        (stale / "DONE").unlink()
+        for written in stale.glob("*.jsonl"):
+            written.write_text("half a line from a killed proc")
+    def timeless(stats):
+        return [entry.model_copy(update={"seconds": 0}) for entry in stats]
+
+    assert timeless(run_all(run_dir, registry=REGISTRY)) == timeless(expected)
+    assert not list((run_dir / "stages").rglob("*.partial"))
+
+
+def test_a_changed_configuration_clears_the_chain_until_stages_revalidate(tmp_path):
+    run_dir = make_run(tmp_path)
+    run_all(run_dir, registry=REGISTRY)
+    make_run(tmp_path, {"multiplier": 3})
+    assert RunStore(run_dir).load_state() == []
+    assert load_report(run_dir).stages == []

@@ -35,6 +35,8 @@ def probe(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess
     (["run", "multiverse", "--backend", "gpt"], "--backend must be offline or openai"),
     (["run", "multiverse", "--run-id", "a/b"], "bad run id 'a/b'"),
     (["report", "no-such-run"], "no run 'no-such-run'"),
+    (["run", "multiverse", "--set", "persona_generate.prompt_version=2"], "no prompt 'persona' version 2"),
+    (["run", "multiverse", "--backend", "openai"], "needs a model name: pass --model NAME"),
 ])
 def test_user_mistakes_get_one_line_errors_without_traceback_or_prefect(tmp_path, args, message):
     home = tmp_path / "home"
@@ -88,3 +90,11 @@ def test_report_prints_the_funnel_of_a_run_without_prefect(tmp_path):
     assert "PREFECT_IMPORTED=False" in result.stderr and not list(home.iterdir())
     by_folder = probe(["report", str(store.root), "--json"], tmp_path, home)
     assert '"stage": "image_ingest"' in by_folder.stdout
+
+
+def test_a_prefect_url_with_no_server_behind_it_is_a_one_line_error(tmp_path):
+    from tests.conftest import free_port
+
+    result = run_curate(["run", "multiverse"], tmp_path, {"PREFECT_API_URL": f"http://127.0.0.1:{free_port()}/api"})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "no Prefect server answers at PREFECT_API_URL" in result.stderr and "prefect server start" in result.stderr

@@ -73,23 +73,31 @@ def test_demo_run_shows_every_stage_working_and_releases(demo_run):
                for value in table.column("generated_by").to_pylist())
 
 
-def test_demo_run_is_in_prefect_with_the_funnel_artifact(demo_run, api):
+def read_server(api: dict[str, str]):
+    """Flow runs and artifacts as the Prefect server holds them."""
     from prefect.client.orchestration import get_client
 
     async def read():
         async with get_client() as client:
-            runs = await client.read_flow_runs()
-            artifacts = await client.read_latest_artifacts()
-            return runs, artifacts
+            return await client.read_flow_runs(), await client.read_artifacts()
 
     os.environ["PREFECT_API_URL"] = api["PREFECT_API_URL"]  # the client reads it when it is created
     try:
-        runs, artifacts = asyncio.run(read())
+        return asyncio.run(read())
     finally:
         os.environ.pop("PREFECT_API_URL")
-    assert any(run.state and run.state.is_completed() and run.parameters.get("run_id") == "e2e" for run in runs)
-    funnel_artifact = next(a for a in artifacts if a.key == "funnel-multiverse")
-    assert "| image_near_dedup |" in funnel_artifact.data and "near_duplicate" in funnel_artifact.data
+
+
+def funnel_artifact_of(run, artifacts):
+    return next(a for a in artifacts if a.key == "funnel-multiverse" and a.flow_run_id == run.id)
+
+
+def test_demo_run_is_in_prefect_with_the_funnel_artifact(demo_run, api):
+    runs, artifacts = read_server(api)
+    run = next(run for run in runs if run.parameters.get("run_id") == "e2e")
+    assert run.state.is_completed() and run.flow_id is not None
+    artifact = funnel_artifact_of(run, artifacts)
+    assert "| image_near_dedup |" in artifact.data and "near_duplicate" in artifact.data
 
 
 def test_rerun_with_the_same_run_id_skips_every_stage(demo_run, api):
@@ -135,6 +143,9 @@ def test_served_deployment_runs_and_rejects_bad_parameters(api, tmp_path):
         assert good.returncode == 0 and "Completed" in good.stdout, good.stdout + good.stderr + log.read_text()[-3000:]
         releases = list((tmp_path / "served" / "releases" / "multiverse-curated").iterdir())
         assert len(releases) == 1 and (releases[0] / "manifest.json").exists()
+        runs, artifacts = read_server(api)
+        deployed = [run for run in runs if run.deployment_id is not None and run.state.is_completed()]
+        assert len(deployed) == 1 and "not_sampled" in funnel_artifact_of(deployed[0], artifacts).data
     finally:
         stop_process(serve)
 
@@ -170,6 +181,10 @@ def test_openai_backend_end_to_end_keeps_the_key_secret(api, tmp_path):
     manifest = json.loads(manifest_path.read_text())
     assert manifest["backends"] == ["openai"] and manifest["offline_outputs"] is False
     assert manifest["models"] == ["fake-vlm"]
+    conversation_decisions = next((tmp_path / "outputs" / "runs" / "api" / "stages").glob(
+        "09_conversation_generate/[0-9a-f]*/decisions.jsonl"))
+    rows = [json.loads(line) for line in conversation_decisions.read_text().splitlines()]
+    assert rows and all(row["backend"] == "openai" and row["model"] == "fake-vlm" for row in rows)
     leaked = [path for path in (tmp_path / "outputs").rglob("*") if path.is_file() and secret.encode() in path.read_bytes()]
     assert leaked == [] and secret not in result.stdout + result.stderr
 
@@ -181,3 +196,14 @@ def test_unreachable_model_server_fails_before_any_item_and_says_how_to_resume(a
     assert result.returncode == 3
     assert "cannot reach the model server" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "outputs" / "runs" / "down" / "stages").exists()
+
+
+def test_paper_defaults_on_a_tiny_folder_explain_why_nothing_was_released(api, tmp_path):
+    for seed in range(3):
+        make_image(tmp_path / "images" / f"{seed}.png", seed)
+    result = run_curate(["run", "multiverse", "--input", str(tmp_path / "images"), "--run-id", "tiny",
+                         "--set", "image_quality.min_quality_score=1"], tmp_path, api)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert funnel(result.stdout)["category_min_size"][-1] == "0"
+    assert "no sample survived: category_min_size removed the last ones" in result.stdout
+    assert "--set category_min_size.<field>" in result.stdout and "release:" not in result.stdout
