@@ -8,6 +8,7 @@ image hashes and seed; remote backends only). Later: MinHash signatures.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -27,13 +28,21 @@ class Cache:
                        "PRIMARY KEY (namespace, key))")
 
     def _connection(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
+        # one connection per thread and per process: a connection inherited through fork must not be used
+        db, pid = getattr(self._local, "db", None), getattr(self._local, "pid", None)
+        if db is None or pid != os.getpid():
             db = sqlite3.connect(self.path, timeout=60)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db = db
+            self._local.db, self._local.pid = db, os.getpid()
         return db
+
+    def __getstate__(self) -> dict:
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict) -> None:
+        self.path = state["path"]
+        self._local = threading.local()
 
     def get(self, namespace: str, key: str) -> JsonValue | None:
         row = self._connection().execute(

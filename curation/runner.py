@@ -17,13 +17,15 @@ replays `decide` on stored scores with no new model call.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial as partial_function
 from pathlib import Path
 from typing import Protocol
 
@@ -42,7 +44,8 @@ from curation.stage import (
 from curation.stages import STAGES
 from schemas import Decision, Drop, Keep, RunConfig, Sample, Scores, StageStats, Verdict
 
-CHUNK_ITEMS = 256
+CHUNK_ITEMS = 256          # items read, processed and written at a time
+PROCESS_CHUNK_ITEMS = 32   # items per task sent to a worker process or Dask worker
 RAW_REPLY_MAX_CHARS = 4000
 
 
@@ -101,6 +104,11 @@ def write_json_atomic(path: Path, value: JsonValue) -> None:
     os.replace(partial, path)
 
 
+def _outcome_settings(config: RunConfig) -> dict:
+    """What a run's results depend on: everything but where the work runs."""
+    return config.recipe.model_dump(exclude={"execution"})
+
+
 class RunStore:
     """Paths and small files of one run directory."""
 
@@ -124,7 +132,7 @@ class RunStore:
     def save_config(self, config: RunConfig) -> None:
         """Write run.json; a changed configuration clears the chain, which the next stages rebuild (or skip)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        if self.config_path.exists() and self.load_config().recipe != config.recipe:
+        if self.config_path.exists() and _outcome_settings(self.load_config()) != _outcome_settings(config):
             self.state_path.unlink(missing_ok=True)
         write_json_atomic(self.config_path, config.model_dump(mode="json"))
 
@@ -285,8 +293,90 @@ def _guarded(work, item: Sample) -> dict:
         return _error_record(item, error)
 
 
-def _compute_work(run: StageRun, source: Path, ctx: StageContext, backend: ModelBackend,
-                  progress: Progress) -> Path:
+def _work_one(stage: Stage, config: StageConfig, ctx: StageContext, item: Sample) -> dict:
+    if isinstance(stage, ItemStage):
+        return {"item_id": item.id, "scores": stage.score(item, config, ctx).model_dump(mode="json")}
+    outputs = stage.generate(item, config, ctx)
+    return {"item_id": item.id, "outputs": [output.model_dump(mode="json") for output in outputs]}
+
+
+_WORKER_CONTEXTS: dict[tuple[str, int, str], tuple[Stage, StageConfig, StageContext]] = {}
+
+
+def _context_for(run_dir: str, index: int, registry: Registry) -> tuple[Stage, StageConfig, StageContext]:
+    """The stage, its config and a context, built once per process (worker processes build their own)."""
+    run_config = RunStore(Path(run_dir)).load_config()
+    recipe = run_config.recipe
+    key = (run_dir, index, sha256_json([recipe.stages[index], recipe.backend, recipe.seed]))
+    if key not in _WORKER_CONTEXTS:
+        stage, config = stage_config(run_config, index, registry)
+        _WORKER_CONTEXTS[key] = (stage, config, StageContext(
+            run_dir=Path(run_dir), stage=stage.name, run_seed=run_config.recipe.seed,
+            backend=make_backend(run_config.recipe.backend), cache=Cache(cache_path(Path(run_dir)))))
+    return _WORKER_CONTEXTS[key]
+
+
+def work_chunk(run_dir: str, index: int, rows: list[str], registry: Registry = STAGES) -> list[dict]:
+    """Work records (scores, generated items or a recorded failure) for serialized samples.
+
+    A plain function of plain arguments, so it runs alike here, in a worker process or on a Dask worker."""
+    stage, config, ctx = _context_for(run_dir, index, registry)
+    return [_guarded(lambda item: _work_one(stage, config, ctx, item), Sample.model_validate_json(row))
+            for row in rows]
+
+
+def _ordered(submit, function, chunks: Iterable[list[str]], window: int) -> Iterator[list[dict]]:
+    """Results in input order with at most `window` chunks in flight, so memory stays bounded."""
+    pending: deque = deque()
+    for chunk in chunks:
+        pending.append(submit(function, chunk))
+        if len(pending) >= window:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def _dask_client():
+    """The cluster's client when this stage itself runs on a Dask worker (the flow's Dask task runner)."""
+    try:
+        from distributed import get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return None
+    from distributed import worker_client
+    return worker_client()
+
+
+def _execute(mode: str, workers: int, function, chunks: Iterable[list[str]]) -> Iterator[list[dict]]:
+    if mode == "serial":
+        yield from map(function, chunks)
+        return
+    if mode == "threads":
+        with ThreadPoolExecutor(workers) as pool:
+            yield from _ordered(pool.submit, function, chunks, 2 * workers)
+        return
+    cluster = _dask_client()
+    if cluster is not None:
+        with cluster as client:
+            yield from _ordered(lambda fn, chunk: client.submit(fn, chunk, pure=False), function, chunks,
+                                4 * max(1, len(client.scheduler_info()["workers"])))
+        return
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield from _ordered(pool.submit, function, chunks, 2 * workers)
+
+
+def _execution_plan(stage: Stage, run_config: RunConfig, backend: ModelBackend) -> tuple[str, int, int]:
+    """(mode, workers, items per chunk) for a stage."""
+    mode = stage.parallel or ("threads" if stage.uses_model else "serial")
+    if mode == "threads":
+        return mode, getattr(backend, "concurrency", 1), 1
+    if mode == "processes":
+        return mode, run_config.recipe.execution.jobs or os.cpu_count() or 1, PROCESS_CHUNK_ITEMS
+    return mode, 1, CHUNK_ITEMS
+
+
+def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunConfig, backend: ModelBackend,
+                  progress: Progress, registry: Registry) -> Path:
     """Phase one of item and transform stages: scores or generated items per input, stored by work key."""
     work_dir = run.work_dir
     assert work_dir is not None
@@ -294,28 +384,24 @@ def _compute_work(run: StageRun, source: Path, ctx: StageContext, backend: Model
         progress.advance(count_lines(source))
         return work_dir / "work.jsonl"
     stage = run.stage
-
-    def work(item: Sample) -> dict:
-        if isinstance(stage, ItemStage):
-            return {"item_id": item.id, "scores": stage.score(item, run.config, ctx).model_dump(mode="json")}
-        outputs = stage.generate(item, run.config, ctx)
-        return {"item_id": item.id, "outputs": [output.model_dump(mode="json") for output in outputs]}
-
     partial = work_dir.with_name(work_dir.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    workers = getattr(backend, "concurrency", 1) if stage.uses_model else 1
-    total = failed = 0
-    first_error: dict | None = None
-    with open(partial / "work.jsonl", "w", encoding="utf-8") as handle, ThreadPoolExecutor(workers) as pool:
-        for chunk in chunked(read_samples(source), CHUNK_ITEMS):
-            for record in pool.map(lambda item: _guarded(work, item), chunk):
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-                total += 1
-                if "error" in record:
-                    failed += 1
-                    first_error = first_error or record["error"]
-                progress.advance(1)
+    mode, workers, chunk_items = _execution_plan(stage, run_config, backend)
+    function = partial_function(work_chunk, str(store.root), run.index, registry=registry)
+    with open(source, encoding="utf-8") as lines:
+        chunks = chunked((line.rstrip("\n") for line in lines if line.strip()), chunk_items)
+        total = failed = 0
+        first_error: dict | None = None
+        with open(partial / "work.jsonl", "w", encoding="utf-8") as handle:
+            for records in _execute(mode, workers, function, chunks):
+                for record in records:
+                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    if "error" in record:
+                        failed += 1
+                        first_error = first_error or record["error"]
+                total += len(records)
+                progress.advance(len(records))
     if total and failed == total:
         raise StageFailed(f"{stage.name}: all {total} items failed, so nothing was recorded as done (first error: "
                           f"{first_error['reason']}: {json.dumps(first_error['detail'])[:300]}); fix the cause and "
@@ -356,7 +442,7 @@ def _decide_items(run: StageRun, source: Path, work_file: Path, writer: StageWri
 
 
 def execute_stage(store: RunStore, run_config: RunConfig, run: StageRun, backend: ModelBackend, cache: Cache,
-                  progress: Progress) -> StageStats:
+                  progress: Progress, registry: Registry = STAGES) -> StageStats:
     stage = run.stage
     ctx = StageContext(run_dir=store.root, stage=stage.name, run_seed=run_config.recipe.seed, backend=backend,
                        cache=cache, progress=progress.advance)
@@ -379,7 +465,7 @@ def execute_stage(store: RunStore, run_config: RunConfig, run: StageRun, backend
             writer.write(item, verdict)
         progress.advance(len(items))
         return writer.commit()
-    work_file = _compute_work(run, source, ctx, backend, progress)
+    work_file = _compute_work(run, source, store, run_config, backend, progress, registry)
     _decide_items(run, source, work_file, writer)
     return writer.commit()
 
@@ -397,7 +483,7 @@ def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache
     else:
         backend = make_backend(run_config.recipe.backend)
         cache = cache or Cache(cache_path(run_dir))
-        stats = execute_stage(store, run_config, run, backend, cache, progress)
+        stats = execute_stage(store, run_config, run, backend, cache, progress, registry)
         skipped = False
     store.record_stage(index, {
         "index": index, "stage": run.stage.name, "key": run.key, "status": "done",

@@ -101,6 +101,9 @@ class StageBase:
     uses_model: bool = False
     prompts: tuple[str, ...] = ()       # prompt ids; the config's `prompt_version` pins their version
     version: int = 1                    # bump when the stage's logic changes, so old outputs are not reused
+    # how the runner spreads items: None means threads for model stages (I/O bound), else one at a time;
+    # "processes" for CPU-bound stages (worker processes, or a Dask cluster when the run has one)
+    parallel: Literal["serial", "threads", "processes"] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

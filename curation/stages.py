@@ -1,7 +1,7 @@
 """Which stages exist: one line per stage. A recipe names stages from this table."""
 
 from curation.generation import checklist, conversation, persona
-from curation.images import category, exact_dedup, ingest, near_dedup, quality
+from curation.images import category, exact_dedup, ingest, near_dedup, phash, quality
 from curation.review import conversation_review
 from curation.selection import min_size, weighted_sample
 from curation.stage import Stage
@@ -9,6 +9,7 @@ from curation.stage import Stage
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     ingest.STAGE,
     exact_dedup.STAGE,
+    phash.STAGE,
     near_dedup.STAGE,
     quality.STAGE,
     category.STAGE,

@@ -56,6 +56,10 @@ def run(
         "--set", help="Override a stage parameter: stage.field=value (repeatable).")] = [],
     release: Annotated[bool, typer.Option(help="Write a versioned release when the run completes.")] = True,
     progress: Annotated[str, typer.Option(help="auto, bar, log or none.")] = "auto",
+    jobs: Annotated[Optional[int], typer.Option(help="Worker processes for image hashing (default: one per core).")] = None,
+    dask_address: Annotated[Optional[str], typer.Option(
+        help="Run the stages on this Dask scheduler (e.g. tcp://10.0.0.5:8786) through Prefect's Dask task "
+             "runner; image hashing spreads over its workers. Worth it from roughly 100K images.")] = None,
     out: OutOption = Path("outputs"),
 ) -> None:
     """Run a recipe as a Prefect flow (an ephemeral Prefect server unless PREFECT_API_URL is set)."""
@@ -70,7 +74,8 @@ def run(
     overrides = parse_overrides(set_)
     # validate everything before Prefect starts, so a user mistake costs no server start-up
     resolve_run(recipe, out_dir=out.resolve(), run_id=run_id, input_dir=None if input_dir is None else str(input_dir),
-                backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides)
+                backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides, jobs=jobs,
+                dask_address=dask_address)
     _quiet_prefect_defaults()
     _check_prefect_api()
     from flows.curate import curate
@@ -78,7 +83,7 @@ def run(
 
     result = curate(recipe=recipe, run_id=run_id, input_dir=None if input_dir is None else str(input_dir),
                     backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides,
-                    out_dir=str(out), release=release, progress=progress)
+                    out_dir=str(out), release=release, progress=progress, jobs=jobs, dask_address=dask_address)
     typer.echo("")
     typer.echo(funnel_text(load_report(Path(result["run_dir"]))))
     typer.echo(f"\nrun folder: {result['run_dir']}")

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect_dask import DaskTaskRunner
 
 from curation.demo.corpus import build_demo_corpus
 from curation.errors import BackendUnavailable, StageFailed, UserError
@@ -19,7 +20,7 @@ from curation.recipes import DEMO_CORPUS_DIRNAME, available_recipes, changed_sta
 from curation.release.writer import write_release
 from curation.report import funnel_markdown, load_report
 from curation.runner import RunStore, check_backend, run_stage
-from flows.progress import ProgressMode, make_progress
+from flows.progress import ProgressMode, make_progress, stage_summary
 
 RecipeName = Literal[tuple(available_recipes())]  # type: ignore[valid-type]
 EXPECTED_FAILURES = (UserError, BackendUnavailable, StageFailed)
@@ -44,17 +45,30 @@ def _artifact_key(recipe: str) -> str:
     return f"funnel-{recipe}".replace("_", "-")
 
 
+@flow(name="curate-stages-on-dask", description="The stages of a run, each a task on the Dask cluster.")
+def _stages_on_dask(run_dir: str) -> None:
+    logger = get_run_logger()
+    for index, spec in enumerate(RunStore(Path(run_dir)).load_config().recipe.stages):
+        stats = task(run_stage, name=spec.stage, cache_policy=NO_CACHE).submit(Path(run_dir), index).result()
+        logger.info(stage_summary(stats, skipped=False))
+
+
 @flow(name="curate", description="Curate a benchmark from images with a recipe's stages; release the result.")
 def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_dir: str | None = None,
            backend: Literal["offline", "openai"] | None = None, base_url: str | None = None,
            model: str | None = None, seed: int | None = None,
            overrides: dict[str, dict[str, Any]] | None = None, out_dir: str = "outputs", release: bool = True,
-           progress: ProgressMode = "auto") -> dict[str, Any]:
-    """Run `recipe` on `input_dir` (none: the bundled demo corpus); `overrides` maps stage -> config changes."""
+           progress: ProgressMode = "auto", jobs: int | None = None, dask_address: str | None = None
+           ) -> dict[str, Any]:
+    """Run `recipe` on `input_dir` (none: the bundled demo corpus); `overrides` maps stage -> config changes.
+
+    `dask_address` runs the stages through Prefect's Dask task runner, and CPU-bound stages (image hashing)
+    spread their items over that cluster's workers."""
     logger = get_run_logger()
     out = Path(out_dir).resolve()
     config = resolve_run(recipe, out_dir=out, run_id=run_id, input_dir=input_dir, backend=backend,
-                         base_url=base_url, model=model, seed=seed, overrides=overrides)
+                         base_url=base_url, model=model, seed=seed, overrides=overrides, jobs=jobs,
+                         dask_address=dask_address)
     store = RunStore(out / "runs" / config.run_id)
     previous = existing_run(out, config.run_id)
     store.save_config(config)
@@ -67,9 +81,13 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_d
     if config.demo:
         build_demo_corpus(out / DEMO_CORPUS_DIRNAME)
     check_backend(store.root)
-    display = make_progress(progress, logger)
-    for index, spec in enumerate(config.recipe.stages):
-        task(run_stage, name=spec.stage, cache_policy=NO_CACHE)(store.root, index, display)
+    if config.recipe.execution.dask_address:
+        _stages_on_dask.with_options(task_runner=DaskTaskRunner(address=config.recipe.execution.dask_address))(
+            str(store.root))
+    else:
+        display = make_progress(progress, logger)
+        for index, spec in enumerate(config.recipe.stages):
+            task(run_stage, name=spec.stage, cache_policy=NO_CACHE)(store.root, index, display)
     report = load_report(store.root)
     create_markdown_artifact(key=_artifact_key(recipe), description=f"Funnel of run {config.run_id}",
                              markdown=f"# Funnel of run `{config.run_id}`\n\nBackend: "

@@ -16,7 +16,7 @@ from schemas import StageStats
 ProgressMode = Literal["auto", "bar", "log", "none"]
 
 
-def _summary(stats: StageStats, skipped: bool) -> str:
+def stage_summary(stats: StageStats, skipped: bool) -> str:
     reasons = ", ".join(f"{reason} {count}" for reason, count in stats.by_reason.items())
     removed = f", removed {stats.dropped} ({reasons})" if stats.dropped else ""
     state = "skipped, already done" if skipped else f"{stats.seconds:.1f}s"
@@ -45,7 +45,7 @@ class BarProgress:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
-        self.console.print(_summary(stats, skipped), highlight=False)
+        self.console.print(stage_summary(stats, skipped), highlight=False)
 
 
 class LogProgress:
@@ -67,7 +67,7 @@ class LogProgress:
             self.logger.info("stage %s: %d/%s items", self._stage, self._done, self._total or "?")
 
     def finish(self, stats: StageStats, skipped: bool) -> None:
-        self.logger.info(_summary(stats, skipped))
+        self.logger.info(stage_summary(stats, skipped))
 
 
 class _NoTaskChatter(logging.Filter):

@@ -2,14 +2,14 @@
 
 from schemas.decision import Decision, Drop, Keep, Scores, StageStats, Verdict
 from schemas.manifest import PromptUse, ReleaseManifest
-from schemas.recipe import BackendSpec, DemoSpec, Recipe, ReleaseSpec, RunConfig, StageSpec
+from schemas.recipe import BackendSpec, DemoSpec, ExecutionSpec, Recipe, ReleaseSpec, RunConfig, StageSpec
 from schemas.sample import (
     Categories, Challenge, ChecklistItem, Generation, ImageRef, Persona, Provenance, ReviewState, Rewrite,
     Sample, Turn,
 )
 
 __all__ = [
-    "BackendSpec", "Categories", "Challenge", "ChecklistItem", "Decision", "DemoSpec", "Drop", "Generation",
+    "BackendSpec", "Categories", "Challenge", "ChecklistItem", "Decision", "DemoSpec", "Drop", "ExecutionSpec", "Generation",
     "ImageRef", "Keep", "Persona", "PromptUse", "Provenance", "Recipe", "ReleaseManifest", "ReleaseSpec",
     "ReviewState", "Rewrite", "RunConfig", "Sample", "Scores", "StageSpec", "StageStats", "Turn", "Verdict",
 ]

@@ -25,6 +25,14 @@ class BackendSpec(Strict):
     image_max_side_px: int = Field(1024, ge=64, description="images are downscaled to this longest side before sending")
 
 
+class ExecutionSpec(Strict):
+    """Where heavy stages run. It never changes results, so it is not part of any stage key."""
+
+    jobs: int = Field(0, ge=0, le=256, description="worker processes for CPU-bound stages; 0 = one per core")
+    dask_address: str | None = Field(None, description="run CPU-bound stages on this Dask scheduler, e.g. "
+                                                       "tcp://10.0.0.5:8786")
+
+
 class StageSpec(Strict):
     stage: str
     config: dict[str, JsonValue] = Field(default_factory=dict)
@@ -51,6 +59,7 @@ class Recipe(Strict):
     paper: str
     seed: int = 0
     backend: BackendSpec = Field(default_factory=BackendSpec)
+    execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
     stages: list[StageSpec] = Field(min_length=1)
     release: ReleaseSpec
     demo: DemoSpec | None = None

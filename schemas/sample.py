@@ -35,6 +35,7 @@ class ImageRef(Strict):
     height: int | None = Field(None, ge=1)
     format: str | None = Field(None, description="format Pillow detected, e.g. PNG, JPEG")
     phash: str | None = Field(None, pattern=r"^[0-9a-f]{16}$", description="64-bit pHash as 16 hex digits")
+    phash_algorithm: str | None = Field(None, description="how the pHash was computed: library, version, decode")
 
 
 class Provenance(Strict):

@@ -1,34 +1,28 @@
-"""image_ingest: every file under a folder becomes an item with provenance, content hash and pHash.
+"""image_ingest: every file under a folder becomes an item with provenance and content sha256 (decoding is
+the next stages' job: exact duplicates are dropped before anything is decoded).
 
 Provenance comes from an optional `manifest.jsonl` at the folder's root, one row per file:
 `{"path": "<relative path>", "source_dataset": ..., "source_id": ..., "license": ..., "attribution": ...,
 "derived_from": ...}`; files it does not list get the folder name as source, their relative path as source id
 and `default_license`. Every entry under the folder becomes an item, and one that cannot be used is dropped
 with its reason: a hidden file (`hidden_file`), a broken link or other non-file (`not_a_regular_file`), a file
-that cannot be read (`file_unreadable`), a suffix that is not an image's (`unsupported_extension`), or what its
-decode gave. Hidden folders (`.git`, `.cache`) and `exclude_paths` are not read at all.
-Fingerprints are cached by content sha256, so a rerun decodes nothing it already hashed.
+that cannot be read (`file_unreadable`), or a suffix that is not an image's (`unsupported_extension`). Hidden folders (`.git`, `.cache`) and `exclude_paths` are not read at all.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from importlib.metadata import version
 from pathlib import Path
 
-import imagehash
 from pydantic import Field
 
 from curation.errors import UserError
 from curation.fingerprint import sha256_bytes, sha256_json
-from curation.images.decode import DECODE_REASONS, DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
 from curation.stage import SourceStage, StageConfig, StageContext
 from schemas import Drop, ImageRef, Keep, Provenance, Sample, Verdict
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff")
-PHASH_ALGORITHM = f"imagehash.phash hash_size=8 (ImageHash {version('ImageHash')})"
-FINGERPRINT_NAMESPACE = "image_fingerprint"
 
 
 class IngestConfig(StageConfig):
@@ -37,7 +31,6 @@ class IngestConfig(StageConfig):
     default_license: str = Field("unknown", description="license of files the manifest does not list")
     source_dataset: str | None = Field(None, description="source name for unlisted files; default: folder name")
     extensions: tuple[str, ...] = Field(IMAGE_EXTENSIONS, description="lower-case file suffixes taken as images")
-    max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1, description="larger images are dropped as image_too_large")
     exclude_paths: tuple[str, ...] = Field((), description="relative folders not to read (the output folder)")
 
 
@@ -90,22 +83,6 @@ def _manifest(cfg: IngestConfig) -> dict[str, dict]:
     return rows
 
 
-def fingerprint(path: Path, sha256: str, cfg: IngestConfig, ctx: StageContext) -> dict:
-    """Width, height, format and pHash of a file, or its decode failure; cached by content."""
-    cache_key = f"{sha256}:{cfg.max_pixels}"
-    cached = ctx.cache.get(FINGERPRINT_NAMESPACE, cache_key)
-    if isinstance(cached, dict):
-        return cached
-    try:
-        decoded = decode_image(path, cfg.max_pixels)
-        result = {"width": decoded.width, "height": decoded.height, "format": decoded.format,
-                  "phash": str(imagehash.phash(decoded.image)), "algorithm": PHASH_ALGORITHM}
-    except ImageDecodeError as error:
-        result = {"error_reason": error.reason, "error": str(error)}
-    ctx.cache.put(FINGERPRINT_NAMESPACE, cache_key, result)
-    return result
-
-
 def sample_id(source_dataset: str, source_id: str, content_sha256: str) -> str:
     """Stable across runs: the same file from the same source always gets the same id."""
     return sha256_json([source_dataset, source_id, content_sha256])[:16]
@@ -153,14 +130,8 @@ def read(cfg: IngestConfig, ctx: StageContext) -> Iterator[tuple[Sample, Verdict
         if path.suffix.lower() not in cfg.extensions:
             yield item, Drop(reason="unsupported_extension", detail={"path": relative, "suffix": path.suffix})
             continue
-        found = fingerprint(path, digest, cfg, ctx)
-        if "error_reason" in found:
-            yield item, Drop(reason=found["error_reason"], detail={"path": relative, "error": found["error"]})
-            continue
-        image = image.model_copy(update={key: found[key] for key in ("width", "height", "format", "phash")})
-        yield item.model_copy(update={"images": [image]}), Keep()
+        yield item, Keep()
 
 
 STAGE = SourceStage(name="image_ingest", config=IngestConfig, read=read, describe_input=describe_input,
-                    reasons=DECODE_REASONS + ("unsupported_extension", "hidden_file", "not_a_regular_file",
-                                              "file_unreadable"))
+                    reasons=("unsupported_extension", "hidden_file", "not_a_regular_file", "file_unreadable"))

@@ -164,7 +164,8 @@ def changed_stages(previous: RunConfig, current: RunConfig) -> list[str]:
 
 def resolve_run(recipe_name: str, *, out_dir: Path, run_id: str | None = None, input_dir: str | None = None,
                 backend: BackendKind | None = None, base_url: str | None = None, model: str | None = None,
-                seed: int | None = None, overrides: dict[str, dict[str, JsonValue]] | None = None) -> RunConfig:
+                seed: int | None = None, overrides: dict[str, dict[str, JsonValue]] | None = None,
+                jobs: int | None = None, dask_address: str | None = None) -> RunConfig:
     """The full configuration of a run, validated before anything runs.
 
     No --input means the demo corpus, except for an existing run id, which keeps the input it started with."""
@@ -182,9 +183,12 @@ def resolve_run(recipe_name: str, *, out_dir: Path, run_id: str | None = None, i
     recipe.stages[0] = first.model_copy(update={"config": {**first.config, **_ingest_settings(root, out_dir)}})
     backend_update = {key: value for key, value in
                       {"kind": backend, "base_url": base_url, "model": model}.items() if value is not None}
+    execution_update = {key: value for key, value in {"jobs": jobs, "dask_address": dask_address}.items()
+                        if value is not None}
     try:
         recipe = Recipe.model_validate({**recipe.model_dump(), "seed": recipe.seed if seed is None else seed,
-                                        "backend": {**recipe.backend.model_dump(), **backend_update}})
+                                        "backend": {**recipe.backend.model_dump(), **backend_update},
+                                        "execution": {**recipe.execution.model_dump(), **execution_update}})
     except ValidationError as error:
         raise UserError(f"bad run option: {_one_line(error)}") from error
     recipe = _validated_stages(recipe)

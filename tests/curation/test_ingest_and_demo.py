@@ -1,3 +1,4 @@
+import hashlib
 import json
 from pathlib import Path
 
@@ -38,10 +39,11 @@ def test_ingest_records_provenance_hashes_and_reasons(tmp_path):
     assert results["gone.png"][1].reason == "not_a_regular_file" and results["gone.png"][0].images == []
     a, verdict = results["a.png"]
     assert verdict == Keep() and a.provenance.source_dataset == "set-A" and a.provenance.license == "CC-BY-4.0"
-    assert len(a.images[0].phash) == 16 and a.images[0].width == 320
+    assert a.images[0].sha256 == hashlib.sha256((root / "a.png").read_bytes()).hexdigest()
+    assert a.images[0].phash is None  # decoding is image_phash's job, after exact dedup
     b, _ = results["sub/b.jpg"]
-    assert b.provenance.source_dataset == "in" and b.provenance.license == "CC0-1.0" and b.images[0].format == "JPEG"
-    assert results["broken.png"][1].reason == "image_unreadable"
+    assert b.provenance.source_dataset == "in" and b.provenance.license == "CC0-1.0"
+    assert results["broken.png"][1] == Keep()
     assert results["readme.md"][1] == Drop(reason="unsupported_extension", detail={"path": "readme.md", "suffix": ".md"})
 
 
@@ -49,17 +51,6 @@ def test_ids_are_stable_and_depend_on_source_and_content(tmp_path):
     assert ingest.sample_id("s", "1", "a" * 64) == ingest.sample_id("s", "1", "a" * 64)
     assert len({ingest.sample_id("s", "1", "a" * 64), ingest.sample_id("t", "1", "a" * 64),
                 ingest.sample_id("s", "1", "b" * 64)}) == 3
-
-
-def test_fingerprints_are_cached_by_content(tmp_path, monkeypatch):
-    root = tmp_path / "in"
-    make_image(root / "a.png", 1)
-    ctx = context(tmp_path)
-    cfg = ingest.IngestConfig(input_dir=str(root))
-    first = list(ingest.read(cfg, ctx))
-    monkeypatch.setattr(ingest, "decode_image", lambda *a, **k: pytest.fail("decoded a file it had hashed"))
-    assert list(ingest.read(cfg, ctx)) == first
-    assert ctx.cache.count(ingest.FINGERPRINT_NAMESPACE) == 1
 
 
 def test_input_digest_changes_when_a_file_changes(tmp_path):
@@ -94,30 +85,3 @@ def test_shipped_photo_licenses_match_the_files():
     assert all(sha256_file(folder / row["file"]) == row["sha256"] for row in rows)
 
 
-@pytest.mark.parametrize("name,phash", [("camera.png", "bff1c1c0434e8cbc"), ("coffee.png", "bb8320376c0f3637")])
-def test_phash_values_are_pinned(tmp_path, name, phash):
-    """Stored hashes and dedup decisions depend on these exact values (imagehash's 64-bit pHash)."""
-    folder = Path(__file__).resolve().parents[2] / "curation" / "demo" / "photos"
-    root = tmp_path / "in"
-    root.mkdir()
-    (root / name).write_bytes((folder / name).read_bytes())
-    [(item, verdict)] = list(ingest.read(ingest.IngestConfig(input_dir=str(root)), context(tmp_path)))
-    assert verdict == Keep() and item.images[0].phash == phash
-
-
-def test_a_resized_twin_is_a_near_duplicate_and_a_rotation_is_not(tmp_path):
-    from PIL import Image
-
-    from curation.images.near_dedup import distance
-
-    source = Path(__file__).resolve().parents[2] / "curation" / "demo" / "photos" / "coffee.png"
-    root = tmp_path / "in"
-    root.mkdir()
-    with Image.open(source) as image:
-        image.save(root / "original.png")
-        image.resize((300, 200)).convert("RGB").save(root / "small.jpg", quality=80)
-        image.rotate(90, expand=True).save(root / "rotated.png")
-    hashes = {item.provenance.source_id: item.images[0].phash
-              for item, _ in ingest.read(ingest.IngestConfig(input_dir=str(root)), context(tmp_path))}
-    assert distance(hashes["original.png"], hashes["small.jpg"]) <= 4
-    assert distance(hashes["original.png"], hashes["rotated.png"]) > 16

@@ -55,7 +55,7 @@ def test_help_explains_the_commands(tmp_path):
     assert result.returncode == 0
     for command in ("run", "report", "release", "recipes", "serve"):
         assert command in result.stdout
-    run_help = run_curate(["run", "--help"], tmp_path).stdout
+    run_help = run_curate(["run", "--help"], tmp_path, {"COLUMNS": "250"}).stdout  # no wrapping mid-phrase
     assert "--input" in run_help and "bundled demo" in run_help and "resume" in run_help
 
 
@@ -84,9 +84,9 @@ def test_report_prints_the_funnel_of_a_run_without_prefect(tmp_path):
     result = probe(["report", "r1"], tmp_path, home)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert "backend: offline-heuristic" in lines[0] and "11/11 stages done" in lines[0]
-    ingest = next(line for line in lines if "image_ingest" in line)
-    assert ingest.split()[2:4] == ["5", "1"] and "image_unreadable 1" in ingest
+    assert "backend: offline-heuristic" in lines[0] and "12/12 stages done" in lines[0]
+    hashing = next(line for line in lines if "image_phash" in line)
+    assert hashing.split()[2:4] == ["5", "1"] and "image_unreadable 1" in hashing
     assert "PREFECT_IMPORTED=False" in result.stderr and not list(home.iterdir())
     by_folder = probe(["report", str(store.root), "--json"], tmp_path, home)
     assert '"stage": "image_ingest"' in by_folder.stdout

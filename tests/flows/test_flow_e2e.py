@@ -18,7 +18,7 @@ from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.slow
 
-STAGES = ["image_ingest", "image_exact_dedup", "image_near_dedup", "image_quality", "image_category",
+STAGES = ["image_ingest", "image_exact_dedup", "image_phash", "image_near_dedup", "image_quality", "image_category",
           "category_min_size", "category_weighted_sample", "persona_generate", "conversation_generate",
           "checklist_generate", "conversation_review"]
 
@@ -60,7 +60,7 @@ def test_demo_run_shows_every_stage_working_and_releases(demo_run):
     assert result.returncode == 0, result.stderr[-3000:]
     rows = funnel(result.stdout)
     assert list(rows) == STAGES
-    for stage, reason in [("image_ingest", "image_truncated"), ("image_ingest", "image_empty"),
+    for stage, reason in [("image_phash", "image_truncated"), ("image_phash", "image_empty"),
                           ("image_exact_dedup", "exact_duplicate"), ("image_near_dedup", "near_duplicate"),
                           ("image_quality", "low_quality"), ("category_weighted_sample", "not_sampled")]:
         assert reason in rows[stage], (stage, rows[stage])
@@ -182,7 +182,7 @@ def test_openai_backend_end_to_end_keeps_the_key_secret(api, tmp_path):
     assert manifest["backends"] == ["openai"] and manifest["offline_outputs"] is False
     assert manifest["models"] == ["fake-vlm"]
     conversation_decisions = next((tmp_path / "outputs" / "runs" / "api" / "stages").glob(
-        "09_conversation_generate/[0-9a-f]*/decisions.jsonl"))
+        "10_conversation_generate/[0-9a-f]*/decisions.jsonl"))
     rows = [json.loads(line) for line in conversation_decisions.read_text().splitlines()]
     assert rows and all(row["backend"] == "openai" and row["model"] == "fake-vlm" for row in rows)
     leaked = [path for path in (tmp_path / "outputs").rglob("*") if path.is_file() and secret.encode() in path.read_bytes()]

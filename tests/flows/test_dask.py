@@ -1,0 +1,67 @@
+"""Scale-out: a run on a real Dask cluster (a scheduler and two worker processes on loopback)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, SESSION_DIR, free_port, run_curate, stop_process
+from tests.flows.test_flow_e2e import funnel
+
+pytestmark = pytest.mark.slow
+DASK = Path(sys.executable).parent / "dask"
+
+
+@pytest.fixture(scope="module")
+def cluster(prefect_server):
+    """tcp address of a scheduler with two single-threaded worker processes; workers report to the test server."""
+    port = free_port()
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "PYTHONPATH": str(REPO)}
+    logs = [open(SESSION_DIR / name, "w") for name in ("dask-scheduler.log", "dask-workers.log")]
+    scheduler = subprocess.Popen([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                  "--no-dashboard"], env=env, stdout=logs[0], stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+    address = f"tcp://127.0.0.1:{port}"
+    workers = subprocess.Popen([str(DASK), "worker", address, "--nworkers", "2", "--nthreads", "1",
+                                "--no-dashboard", "--host", "127.0.0.1"], env=env, stdout=logs[1],
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=60)
+        yield address
+    finally:
+        stop_process(workers)
+        stop_process(scheduler)
+        for handle in logs:
+            handle.close()
+
+
+def chunks_per_worker(address: str) -> dict[str, int]:
+    from distributed import Client
+
+    def count(dask_worker) -> int:
+        return len({str(entry[0]) for entry in dask_worker.state.log if "work_chunk" in str(entry[0])})
+
+    with Client(address, timeout=30) as client:
+        return client.run(count)
+
+
+def test_a_run_on_the_cluster_spreads_hashing_over_both_workers_and_matches_a_local_run(cluster, prefect_server,
+                                                                                          tmp_path):
+    env = {"PREFECT_API_URL": prefect_server}
+    local = run_curate(["run", "multiverse", "--run-id", "local", "--no-release", "--progress", "none"], tmp_path, env)
+    assert local.returncode == 0, local.stderr[-3000:]
+    (tmp_path / "elsewhere").mkdir()
+    distributed = run_curate(["run", "multiverse", "--run-id", "dask", "--no-release", "--progress", "none",
+                              "--dask-address", cluster], tmp_path / "elsewhere", env)
+    assert distributed.returncode == 0, distributed.stderr[-3000:]
+    assert funnel(distributed.stdout) == funnel(local.stdout)
+    per_worker = chunks_per_worker(cluster)
+    assert len(per_worker) == 2 and all(count > 0 for count in per_worker.values()), per_worker
