@@ -2,11 +2,13 @@
 
 Stages reach it through their context (`ctx.cache`) and never invent cache files of their own.
 Namespaces in use: `image_fingerprint` (by content sha256), `model_reply` (by backend, prompt hash, variables,
-image hashes and seed; remote backends only). Later: MinHash signatures.
+image hashes and seed; remote backends only). Later: MinHash signatures. Blobs: images that arrived embedded
+in a dataset, as files named by their sha256.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -52,6 +54,17 @@ class Cache:
     def put(self, namespace: str, key: str, value: JsonValue) -> None:
         with self._connection() as db:
             db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", (namespace, key, json.dumps(value)))
+
+    def blob(self, data: bytes) -> Path:
+        """A file holding `data`, stored once by content next to the database (images embedded in datasets)."""
+        digest = hashlib.sha256(data).hexdigest()
+        path = self.path.parent / "blobs" / digest[:2] / digest
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f"{digest}.{os.getpid()}.partial")
+            partial.write_bytes(data)
+            os.replace(partial, path)
+        return path
 
     def count(self, namespace: str) -> int:
         return self._connection().execute(

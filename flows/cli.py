@@ -41,7 +41,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, dict]:
 @app.command()
 def run(
     recipe: Annotated[str, typer.Argument(help="Recipe name, e.g. multiverse (see `curate recipes`).")],
-    input_dir: Annotated[Optional[Path], typer.Option(
+    input_path: Annotated[Optional[Path], typer.Option(
         "--input", help="Folder of images (with an optional manifest.jsonl). Omit it to run the bundled demo "
                         "corpus with the recipe's small-corpus settings.")] = None,
     backend: Annotated[Optional[str], typer.Option(
@@ -73,7 +73,7 @@ def run(
         raise UserError(f"--progress must be auto, bar, log or none, not '{progress}'")
     overrides = parse_overrides(set_)
     # validate everything before Prefect starts, so a user mistake costs no server start-up
-    resolve_run(recipe, out_dir=out.resolve(), run_id=run_id, input_dir=None if input_dir is None else str(input_dir),
+    resolve_run(recipe, out_dir=out.resolve(), run_id=run_id, input_path=None if input_path is None else str(input_path),
                 backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides, jobs=jobs,
                 dask_address=dask_address)
     _quiet_prefect_defaults()
@@ -81,7 +81,7 @@ def run(
     from flows.curate import curate
     from curation.report import funnel_text, load_report
 
-    result = curate(recipe=recipe, run_id=run_id, input_dir=None if input_dir is None else str(input_dir),
+    result = curate(recipe=recipe, run_id=run_id, input_path=None if input_path is None else str(input_path),
                     backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides,
                     out_dir=str(out), release=release, progress=progress, jobs=jobs, dask_address=dask_address)
     typer.echo("")

@@ -54,19 +54,19 @@ def _stages_on_dask(run_dir: str) -> None:
 
 
 @flow(name="curate", description="Curate a benchmark from images with a recipe's stages; release the result.")
-def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_dir: str | None = None,
+def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_path: str | None = None,
            backend: Literal["offline", "openai"] | None = None, base_url: str | None = None,
            model: str | None = None, seed: int | None = None,
            overrides: dict[str, dict[str, Any]] | None = None, out_dir: str = "outputs", release: bool = True,
            progress: ProgressMode = "auto", jobs: int | None = None, dask_address: str | None = None
            ) -> dict[str, Any]:
-    """Run `recipe` on `input_dir` (none: the bundled demo corpus); `overrides` maps stage -> config changes.
+    """Run `recipe` on `input_path` (none: the bundled demo corpus); `overrides` maps stage -> config changes.
 
     `dask_address` runs the stages through Prefect's Dask task runner, and CPU-bound stages (image hashing)
     spread their items over that cluster's workers."""
     logger = get_run_logger()
     out = Path(out_dir).resolve()
-    config = resolve_run(recipe, out_dir=out, run_id=run_id, input_dir=input_dir, backend=backend,
+    config = resolve_run(recipe, out_dir=out, run_id=run_id, input_path=input_path, backend=backend,
                          base_url=base_url, model=model, seed=seed, overrides=overrides, jobs=jobs,
                          dask_address=dask_address)
     store = RunStore(out / "runs" / config.run_id)

@@ -70,7 +70,7 @@ class RunConfig(Strict):
 
     run_id: str = Field(pattern=RUN_ID_PATTERN)
     recipe: Recipe = Field(description="with overrides applied and every stage config validated and filled in")
-    input_dir: str | None = Field(None, description="absolute path; None means the bundled demo corpus")
+    input_path: str | None = Field(None, description="absolute path; None means the bundled demo corpus")
     demo: bool
     code_version: str
     created_at: datetime

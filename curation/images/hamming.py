@@ -292,22 +292,27 @@ def _probe_task(job: _Job, arg: tuple[int, int]) -> np.ndarray:
     index, top = arg
     left, right = job.left_tables[index], job.right_tables[index]
     if top < 0 and job.self_join:
-        return _verify_all(job, index, _same_bucket_candidates(left))
+        every = np.arange(len(left.order))
+        return _verify_all(job, index, every, left.sorted_hashes, _same_bucket_candidates(left))
     positions = np.arange(len(left.order))
     if job.self_join:
         # Of buckets v and v ^ mask only the one with bit `top` clear probes, so each pair is met once.
         positions = np.flatnonzero((left.sorted_values >> top) & 1 == 0)
-    values = left.sorted_values[positions]
+    values, hashes = left.sorted_values[positions], left.sorted_hashes[positions]
     masks = _masks(job.chunks[index].radius, top)
+    # Small probe sets take several masks per numpy call, to amortise per-call overhead.
     per_call = max(1, LOOKUP_BLOCK // max(len(values), 1))
     parts = []
     for first in range(0, len(masks), per_call):
-        probes = (values[None, :] ^ masks[first:first + per_call, None]).ravel()
+        if per_call == 1:
+            probes = values ^ masks[first]
+        else:
+            probes = (values[None, :] ^ masks[first:first + per_call, None]).ravel()
         hits = np.flatnonzero(right.occupied[probes])
         targets = probes[hits]
-        candidates = _bucket_candidates(positions[hits % len(values)], right.offsets[targets],
-                                        right.offsets[targets + 1])
-        parts.append(_verify_all(job, index, candidates))
+        rows = hits if per_call == 1 else hits % len(values)
+        candidates = _bucket_candidates(rows, right.offsets[targets], right.offsets[1:][targets])
+        parts.append(_verify_all(job, index, positions, hashes, candidates))
     return np.concatenate(parts) if parts else np.empty((0, 3), dtype=np.int64)
 
 
@@ -325,7 +330,7 @@ def _same_bucket_candidates(table: _Table):
 
 
 def _bucket_candidates(a: np.ndarray, start: np.ndarray, end: np.ndarray):
-    """Yield (a, b) pairs: each left position a[k] with every right position in start[k] .. end[k] - 1."""
+    """Yield (a, b) pairs: each probe row a[k] with every right sorted position in start[k] .. end[k] - 1."""
     length = end - start
     heavy = np.flatnonzero(length > SMALL_BUCKET)
     if len(heavy):
@@ -344,7 +349,7 @@ def _bucket_candidates(a: np.ndarray, start: np.ndarray, end: np.ndarray):
 
 
 def _heavy_bucket_candidates(a: np.ndarray, start: np.ndarray, length: np.ndarray):
-    """The same for long buckets (skewed input): flat candidate number k -> (probe g, offset in its bucket)."""
+    """The same for long buckets (skewed input): flat candidate number k -> (probe g, place in its bucket)."""
     ends = np.cumsum(length)
     for first in range(0, int(ends[-1]), CANDIDATE_BLOCK):
         k = np.arange(first, min(int(ends[-1]), first + CANDIDATE_BLOCK))
@@ -352,24 +357,26 @@ def _heavy_bucket_candidates(a: np.ndarray, start: np.ndarray, length: np.ndarra
         yield a[g], start[g] + k - (ends[g] - length[g])
 
 
-def _verify_all(job: _Job, index: int, candidates) -> np.ndarray:
-    parts = [_verify(job, index, a, b) for a, b in candidates]
+def _verify_all(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray, candidates) -> np.ndarray:
+    parts = [_verify(job, index, positions, hashes, rows, b) for rows, b in candidates]
     return np.concatenate(parts) if parts else np.empty((0, 3), dtype=np.int64)
 
 
-def _verify(job: _Job, index: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Rows (i, j, distance) for candidates at sorted positions a (left) and b (right) of one chunk's tables."""
+def _verify(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray, rows: np.ndarray,
+            b: np.ndarray) -> np.ndarray:
+    """Rows (i, j, distance) for candidates: probe row `rows` (left sorted position positions[rows], hash
+    hashes[rows]) against right sorted position b."""
     left, right = job.left_tables[index], job.right_tables[index]
-    xor = left.sorted_hashes[a] ^ right.sorted_hashes[b]
+    xor = hashes[rows] ^ right.sorted_hashes[b]
     distance = np.bitwise_count(xor)
     hit = np.flatnonzero(distance <= job.threshold)
-    a, b, xor, distance = a[hit], b[hit], xor[hit], distance[hit]
+    rows, b, xor, distance = rows[hit], b[hit], xor[hit], distance[hit]
     first = np.ones(len(hit), dtype=bool)
     for chunk in job.chunks[:index]:
         # Already reported at an earlier chunk: each pair counts only at its first qualifying chunk.
         if chunk.radius >= 0:
             first &= np.bitwise_count(xor & chunk.bits) > chunk.radius
-    i, j = left.order[a[first]], right.order[b[first]]
+    i, j = left.order[positions[rows[first]]], right.order[b[first]]
     if job.self_join:
         i, j = np.minimum(i, j), np.maximum(i, j)
     return np.stack([i, j, distance[first].astype(np.int64)], axis=1)

@@ -1,137 +1,124 @@
-"""image_ingest: every file under a folder becomes an item with provenance and content sha256 (decoding is
-the next stages' job: exact duplicates are dropped before anything is decoded).
+"""image_ingest: every image from the input becomes an item with provenance, license and content sha256.
 
-Provenance comes from an optional `manifest.jsonl` at the folder's root, one row per file:
-`{"path": "<relative path>", "source_dataset": ..., "source_id": ..., "license": ..., "attribution": ...,
-"derived_from": ...}`; files it does not list get the folder name as source, their relative path as source id
-and `default_license`. Every entry under the folder becomes an item, and one that cannot be used is dropped
-with its reason: a hidden file (`hidden_file`), a broken link or other non-file (`not_a_regular_file`), a file
-that cannot be read (`file_unreadable`), or a suffix that is not an image's (`unsupported_extension`). Hidden folders (`.git`, `.cache`) and `exclude_paths` are not read at all.
+Inputs (`curation.images.sources`):
+- a folder tree, with an optional `manifest.jsonl` (or `.csv`) at its root giving per-file provenance;
+- a manifest file (CSV or JSONL) listing local paths with `source`, `license` and `source_id`;
+- a local Hugging Face dataset folder (parquet, or `save_to_disk` arrow files) with an Image column; embedded
+  images are stored once, by content, in the cache's blob folder.
+Entries a manifest or dataset does not describe get `source_dataset` (default: the input's name), their path as
+source id and `default_license`. An entry that cannot be used is dropped with its reason: `hidden_file`,
+`not_a_regular_file`, `image_missing`, `file_unreadable`, `unsupported_extension`. Decoding is the next stages'
+job, so exact duplicates are dropped before anything is decoded.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
-from curation.errors import UserError
 from curation.fingerprint import sha256_bytes, sha256_json
+from curation.images.sources import (
+    HF_DATA_SUFFIXES, Entry, dataset_entries, folder_entries, input_kind, manifest_entries,
+)
 from curation.stage import SourceStage, StageConfig, StageContext
 from schemas import Drop, ImageRef, Keep, Provenance, Sample, Verdict
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff")
+REASONS = ("hidden_file", "not_a_regular_file", "image_missing", "file_unreadable", "unsupported_extension")
 
 
 class IngestConfig(StageConfig):
-    input_dir: str = Field(description="absolute path of the folder to ingest (set from --input)")
-    manifest_name: str = Field("manifest.jsonl", description="per-file provenance file at the folder's root")
-    default_license: str = Field("unknown", description="license of files the manifest does not list")
-    source_dataset: str | None = Field(None, description="source name for unlisted files; default: folder name")
+    input_path: str = Field(description="absolute path of the folder, manifest or dataset (set from --input)")
+    input_kind: Literal["auto", "folder", "manifest", "hf_dataset"] = Field(
+        "auto", description="auto: a .csv/.jsonl file is a manifest, a folder of .parquet/.arrow files a dataset")
+    manifest_name: str = Field("manifest.jsonl", description="per-file provenance file at a folder's root")
+    default_license: str = Field("unknown", description="license of entries nothing else describes")
+    source_dataset: str | None = Field(None, description="source name of undescribed entries; default: input name")
     extensions: tuple[str, ...] = Field(IMAGE_EXTENSIONS, description="lower-case file suffixes taken as images")
     exclude_paths: tuple[str, ...] = Field((), description="relative folders not to read (the output folder)")
+    image_column: str | None = Field(None, description="dataset column holding images; default: the Image one")
+    id_column: str | None = Field(None, description="dataset column used as source id; default: file#row")
 
 
-def _root(cfg: IngestConfig) -> Path:
-    root = Path(cfg.input_dir)
-    if not root.is_dir():
-        raise UserError(f"input folder {root} does not exist or is not a folder; pass --input with a folder of "
-                        f"images, or leave --input out to run the bundled demo corpus")
-    return root
+def _kind(cfg: IngestConfig) -> str:
+    return input_kind(Path(cfg.input_path)) if cfg.input_kind == "auto" else cfg.input_kind
 
 
-def _entries(cfg: IngestConfig) -> list[Path]:
-    """Every non-folder entry to account for, in a stable order."""
-    root = _root(cfg)
-    excluded = [root / relative for relative in cfg.exclude_paths]
-    entries = []
-    for path in root.rglob("*"):
-        relative_parts = path.relative_to(root).parts
-        if any(part.startswith(".") for part in relative_parts[:-1]) or path.is_dir():
-            continue
-        if any(path.is_relative_to(folder) for folder in excluded) or path == root / cfg.manifest_name:
-            continue
-        entries.append(path)
-    return sorted(entries)
+def entries(cfg: IngestConfig) -> Iterator[Entry]:
+    root = Path(cfg.input_path)
+    kind = _kind(cfg)
+    if kind == "manifest":
+        return manifest_entries(root)
+    if kind == "hf_dataset":
+        return dataset_entries(root, cfg.image_column, cfg.id_column)
+    return folder_entries(root, cfg.manifest_name, cfg.exclude_paths)
 
 
 def describe_input(cfg: IngestConfig) -> str:
-    """A digest of the folder listing (names, sizes, modification times) and the manifest's content."""
-    root = _root(cfg)
-    listing = [[str(path.relative_to(root)), path.lstat().st_size, path.lstat().st_mtime_ns]
-               for path in _entries(cfg)]
-    manifest = root / cfg.manifest_name
-    return sha256_json({"files": listing, "manifest": manifest.read_text("utf-8") if manifest.exists() else None})
+    """A digest of what ingest will read: names, sizes and modification times of the files involved."""
+    root = Path(cfg.input_path)
+    kind = _kind(cfg)
+    if kind == "hf_dataset":
+        files = sorted(path for path in root.rglob("*") if path.suffix in HF_DATA_SUFFIXES)
+    else:
+        files = [root / cfg.manifest_name] if kind == "folder" else [root]
+        files += [entry.path for entry in entries(cfg) if entry.path is not None and entry.path.exists()]
+    listing = [[str(path), path.lstat().st_size, path.lstat().st_mtime_ns] for path in files if path.exists()]
+    return sha256_json({"kind": kind, "files": listing})
 
 
-def _manifest(cfg: IngestConfig) -> dict[str, dict]:
-    path = Path(cfg.input_dir) / cfg.manifest_name
-    if not path.exists():
-        return {}
-    rows = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            rows[row["path"]] = row
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
-            raise UserError(f"{path} line {number} is not a JSON object with a 'path' key ({error}); fix the "
-                            f"manifest or remove it") from error
-    return rows
+def _input_name(cfg: IngestConfig) -> str:
+    path = Path(cfg.input_path)
+    return path.stem if path.is_file() else path.name
 
 
 def sample_id(source_dataset: str, source_id: str, content_sha256: str) -> str:
-    """Stable across runs: the same file from the same source always gets the same id."""
+    """Stable across runs: the same content from the same source always gets the same id."""
     return sha256_json([source_dataset, source_id, content_sha256])[:16]
 
 
-def _provenance(relative: str, row: dict | None, cfg: IngestConfig) -> Provenance:
-    fallback_source = cfg.source_dataset or Path(cfg.input_dir).name
-    row = row or {}
-    return Provenance(source_dataset=row.get("source_dataset") or fallback_source,
-                      source_id=row.get("source_id") or relative,
+def _provenance(entry: Entry, cfg: IngestConfig) -> Provenance:
+    row = entry.provenance
+    return Provenance(source_dataset=row.get("source_dataset") or cfg.source_dataset or _input_name(cfg),
+                      source_id=str(row.get("source_id") or entry.source_path),
                       license=row.get("license") or cfg.default_license, attribution=row.get("attribution"),
-                      source_path=relative, derived_from=row.get("derived_from"))
+                      source_path=entry.source_path, derived_from=row.get("derived_from"))
 
 
-def _unusable(path: Path) -> tuple[str, str] | None:
-    """(reason, detail) when the entry is not a readable regular file."""
-    if path.name.startswith("."):
-        return "hidden_file", "hidden files are not ingested"
-    if not path.is_file():
-        return "not_a_regular_file", "broken link, pipe, socket or device"
-    return None
+def _content(entry: Entry, ctx: StageContext) -> tuple[bytes, Path] | tuple[str, str]:
+    """(bytes, file path) of a usable entry, or (reason, detail)."""
+    if entry.problem:
+        return entry.problem
+    if entry.data is not None:
+        return entry.data, ctx.cache.blob(entry.data)
+    try:
+        return entry.path.read_bytes(), entry.path
+    except OSError as error:
+        return "file_unreadable", f"{type(error).__name__}: {error}"
 
 
 def read(cfg: IngestConfig, ctx: StageContext) -> Iterator[tuple[Sample, Verdict]]:
-    root = _root(cfg)
-    manifest = _manifest(cfg)
-    for path in _entries(cfg):
-        relative = path.relative_to(root).as_posix()
-        provenance = _provenance(relative, manifest.get(relative), cfg)
-        problem = _unusable(path)
-        if problem is None:
-            try:
-                data = path.read_bytes()
-            except OSError as error:
-                problem = ("file_unreadable", f"{type(error).__name__}: {error}")
-        if problem is not None:
+    for entry in entries(cfg):
+        provenance = _provenance(entry, cfg)
+        data, where = _content(entry, ctx)
+        if isinstance(data, str):
             item = Sample(id=sample_id(provenance.source_dataset, provenance.source_id, "no-content"),
                           provenance=provenance)
-            yield item, Drop(reason=problem[0], detail={"path": relative, "error": problem[1]})
+            yield item, Drop(reason=data, detail={"path": entry.source_path, "error": where})
             continue
         digest = sha256_bytes(data)
-        image = ImageRef(path=str(path.resolve()), sha256=digest, size_bytes=len(data))
+        image = ImageRef(path=str(Path(where).resolve()), sha256=digest, size_bytes=len(data))
         item = Sample(id=sample_id(provenance.source_dataset, provenance.source_id, digest), images=[image],
                       provenance=provenance)
-        if path.suffix.lower() not in cfg.extensions:
-            yield item, Drop(reason="unsupported_extension", detail={"path": relative, "suffix": path.suffix})
+        if entry.suffix is not None and entry.suffix.lower() not in cfg.extensions:
+            yield item, Drop(reason="unsupported_extension", detail={"path": entry.source_path,
+                                                                     "suffix": entry.suffix})
             continue
         yield item, Keep()
 
 
 STAGE = SourceStage(name="image_ingest", config=IngestConfig, read=read, describe_input=describe_input,
-                    reasons=("unsupported_extension", "hidden_file", "not_a_regular_file", "file_unreadable"))
+                    reasons=REASONS)

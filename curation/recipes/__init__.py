@@ -13,6 +13,7 @@ import yaml
 from pydantic import JsonValue, ValidationError
 
 from curation.errors import UserError
+from curation.images.sources import input_kind
 from curation.models import make_backend
 from curation.prompting import load_prompt
 from curation.stages import STAGES
@@ -72,7 +73,7 @@ def describe_recipe(name: str) -> Recipe:
     """The recipe with every stage's parameters and defaults filled in (the input folder comes from --input)."""
     recipe = load_recipe(name)
     first = recipe.stages[0]
-    recipe.stages[0] = first.model_copy(update={"config": {**first.config, "input_dir": "<from --input>"}})
+    recipe.stages[0] = first.model_copy(update={"config": {**first.config, "input_path": "<from --input>"}})
     return _validated_stages(recipe)
 
 
@@ -113,34 +114,32 @@ def existing_run(out_dir: Path, run_id: str) -> RunConfig | None:
                         f"new --run-id") from error
 
 
-def _resume_input(existing: RunConfig | None, input_dir: str | None) -> str | None:
+def _resume_input(existing: RunConfig | None, input_path: str | None) -> str | None:
     """A resumed run keeps its input: leaving --input out reuses it; a different input is an error."""
     if existing is None:
-        return input_dir
-    if input_dir is None:
-        return existing.input_dir
+        return input_path
+    if input_path is None:
+        return existing.input_path
     if existing.demo:
-        raise UserError(f"run {existing.run_id} ran on the demo corpus; use a new --run-id for {input_dir}")
-    if str(Path(input_dir).expanduser().resolve()) != existing.input_dir:
-        raise UserError(f"run {existing.run_id} ran on {existing.input_dir}; leave --input out (or pass that folder) "
-                        f"to resume it, or use a new --run-id for {input_dir}")
-    return input_dir
+        raise UserError(f"run {existing.run_id} ran on the demo corpus; use a new --run-id for {input_path}")
+    if str(Path(input_path).expanduser().resolve()) != existing.input_path:
+        raise UserError(f"run {existing.run_id} ran on {existing.input_path}; leave --input out (or pass that folder) "
+                        f"to resume it, or use a new --run-id for {input_path}")
+    return input_path
 
 
-def _input_root(out_dir: Path, input_dir: str | None) -> Path:
-    if input_dir is None:
+def _input_root(out_dir: Path, input_path: str | None) -> Path:
+    if input_path is None:
         return (out_dir / DEMO_CORPUS_DIRNAME).resolve()
-    root = Path(input_dir).expanduser().resolve()
-    if not root.is_dir():
-        raise UserError(f"input folder {input_dir} does not exist or is not a folder; pass --input with a folder of "
-                        f"images, or leave --input out to run the bundled demo corpus")
+    root = Path(input_path).expanduser().resolve()
+    input_kind(root)  # a missing path or an unknown kind of file is a UserError here, before anything runs
     return root
 
 
 def _ingest_settings(root: Path, out_dir: Path) -> dict[str, JsonValue]:
     """Where to read, and what not to: the output folder when it sits inside the input folder."""
-    settings: dict[str, JsonValue] = {"input_dir": str(root)}
-    if out_dir.resolve().is_relative_to(root) and out_dir.resolve() != root:
+    settings: dict[str, JsonValue] = {"input_path": str(root)}
+    if root.is_dir() and out_dir.resolve().is_relative_to(root) and out_dir.resolve() != root:
         settings["exclude_paths"] = [out_dir.resolve().relative_to(root).as_posix()]
     return settings
 
@@ -162,7 +161,7 @@ def changed_stages(previous: RunConfig, current: RunConfig) -> list[str]:
     return [spec.stage for spec in current.recipe.stages if before.get(spec.stage) != spec.config]
 
 
-def resolve_run(recipe_name: str, *, out_dir: Path, run_id: str | None = None, input_dir: str | None = None,
+def resolve_run(recipe_name: str, *, out_dir: Path, run_id: str | None = None, input_path: str | None = None,
                 backend: BackendKind | None = None, base_url: str | None = None, model: str | None = None,
                 seed: int | None = None, overrides: dict[str, dict[str, JsonValue]] | None = None,
                 jobs: int | None = None, dask_address: str | None = None) -> RunConfig:
@@ -171,12 +170,12 @@ def resolve_run(recipe_name: str, *, out_dir: Path, run_id: str | None = None, i
     No --input means the demo corpus, except for an existing run id, which keeps the input it started with."""
     recipe = load_recipe(recipe_name)
     run_id = _check_run_id(run_id or default_run_id(recipe.name))
-    input_dir = _resume_input(existing_run(out_dir, run_id), input_dir)
-    demo = input_dir is None
+    input_path = _resume_input(existing_run(out_dir, run_id), input_path)
+    demo = input_path is None
     if demo and recipe.demo is not None:
         recipe = _apply_overrides(recipe, recipe.demo.overrides)
     recipe = _apply_overrides(recipe, overrides or {})
-    root = _input_root(out_dir, input_dir)
+    root = _input_root(out_dir, input_path)
     first = recipe.stages[0]
     if first.stage != "image_ingest":
         raise UserError(f"recipe '{recipe.name}' must start with image_ingest, not {first.stage}")
@@ -193,5 +192,5 @@ def resolve_run(recipe_name: str, *, out_dir: Path, run_id: str | None = None, i
         raise UserError(f"bad run option: {_one_line(error)}") from error
     recipe = _validated_stages(recipe)
     _check_models(recipe)
-    return RunConfig(run_id=run_id, recipe=recipe, input_dir=None if demo else str(root), demo=demo,
+    return RunConfig(run_id=run_id, recipe=recipe, input_path=None if demo else str(root), demo=demo,
                      code_version=code_version(), created_at=datetime.now(UTC))

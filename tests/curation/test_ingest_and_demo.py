@@ -32,7 +32,7 @@ def test_ingest_records_provenance_hashes_and_reasons(tmp_path):
     (root / "gone.png").symlink_to(root / "missing-target.png")
     (root / "manifest.jsonl").write_text(json.dumps({"path": "a.png", "source_dataset": "set-A", "source_id": "A1",
                                                      "license": "CC-BY-4.0", "attribution": "someone"}) + "\n")
-    cfg = ingest.IngestConfig(input_dir=str(root), default_license="CC0-1.0", exclude_paths=("outputs",))
+    cfg = ingest.IngestConfig(input_path=str(root), default_license="CC0-1.0", exclude_paths=("outputs",))
     results = {item.provenance.source_path: (item, verdict) for item, verdict in ingest.read(cfg, context(tmp_path))}
     assert sorted(results) == [".hidden.png", "a.png", "broken.png", "gone.png", "readme.md", "sub/b.jpg"]
     assert results[".hidden.png"][1].reason == "hidden_file"
@@ -56,7 +56,7 @@ def test_ids_are_stable_and_depend_on_source_and_content(tmp_path):
 def test_input_digest_changes_when_a_file_changes(tmp_path):
     root = tmp_path / "in"
     make_image(root / "a.png", 1)
-    cfg = ingest.IngestConfig(input_dir=str(root))
+    cfg = ingest.IngestConfig(input_path=str(root))
     before = ingest.describe_input(cfg)
     make_image(root / "b.png", 2)
     assert ingest.describe_input(cfg) != before
@@ -85,3 +85,64 @@ def test_shipped_photo_licenses_match_the_files():
     assert all(sha256_file(folder / row["file"]) == row["sha256"] for row in rows)
 
 
+
+
+def ingest_all(path: Path, tmp_path: Path, **config) -> dict:
+    cfg = ingest.IngestConfig(input_path=str(path), **config)
+    return {item.provenance.source_path: (item, verdict) for item, verdict in ingest.read(cfg, context(tmp_path))}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_manifest_file_lists_images_with_their_provenance(tmp_path, fmt):
+    make_image(tmp_path / "pics" / "a.png", 1)
+    make_image(tmp_path / "elsewhere" / "b.jpg", 2)
+    rows = [{"path": "pics/a.png", "source": "MathVista", "license": "CC-BY-SA-4.0", "source_id": "mv-1"},
+            {"path": str(tmp_path / "elsewhere" / "b.jpg"), "source": "MMMU", "license": "Apache-2.0",
+             "source_id": "mmmu-7"},
+            {"path": "pics/missing.png", "source": "MMMU", "license": "Apache-2.0", "source_id": "mmmu-8"}]
+    manifest = tmp_path / f"list.{fmt}"
+    if fmt == "csv":
+        lines = ["path,source,license,source_id"] + [",".join(row.values()) for row in rows]
+        manifest.write_text("\n".join(lines) + "\n")
+    else:
+        manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    results = ingest_all(manifest, tmp_path)
+    a, verdict = results[f"list.{fmt}:1"]
+    assert verdict == Keep() and (a.provenance.source_dataset, a.provenance.source_id, a.provenance.license) == (
+        "MathVista", "mv-1", "CC-BY-SA-4.0")
+    assert results[f"list.{fmt}:2"][0].provenance.source_dataset == "MMMU"
+    assert results[f"list.{fmt}:3"][1].reason == "image_missing"
+
+
+def test_a_manifest_row_without_a_path_is_a_clear_error(tmp_path):
+    from curation.errors import UserError
+
+    (tmp_path / "m.jsonl").write_text(json.dumps({"source": "x"}) + "\n")
+    with pytest.raises(UserError, match="rows \\[1\\] have no path column"):
+        ingest_all(tmp_path / "m.jsonl", tmp_path)
+
+
+def test_a_hugging_face_dataset_folder_is_ingested_from_its_image_column(tmp_path):
+    from datasets import Dataset, Features, Image as ImageFeature, Value
+
+    pictures = [make_image(tmp_path / "src" / f"{n}.png", n) for n in range(3)]
+    features = Features({"image": ImageFeature(), "uid": Value("string"), "license": Value("string")})
+    rows = {"image": [{"bytes": p.read_bytes(), "path": p.name} for p in pictures] + [None],
+            "uid": ["u0", "u1", "u2", "u3"], "license": ["CC0-1.0", "MIT", "", "MIT"]}
+    Dataset.from_dict(rows, features=features).to_parquet(str(tmp_path / "ds" / "data" / "test-00000.parquet"))
+    results = ingest_all(tmp_path / "ds", tmp_path, id_column="uid", default_license="CC-BY-4.0")
+    assert sorted(results) == [f"data/test-00000.parquet#{row}" for row in range(4)]
+    item, verdict = results["data/test-00000.parquet#1"]
+    assert verdict == Keep() and item.provenance.source_id == "u1" and item.provenance.license == "MIT"
+    assert results["data/test-00000.parquet#2"][0].provenance.license == "CC-BY-4.0"
+    assert Path(item.images[0].path).read_bytes() == pictures[1].read_bytes()  # stored once, by content
+    assert item.images[0].sha256 == hashlib.sha256(pictures[1].read_bytes()).hexdigest()
+    assert results["data/test-00000.parquet#3"][1].reason == "image_missing"
+
+
+def test_an_unknown_kind_of_input_file_is_a_user_error(tmp_path):
+    from curation.errors import UserError
+
+    (tmp_path / "photo.zip").write_bytes(b"PK")
+    with pytest.raises(UserError, match="not a .csv or .jsonl manifest"):
+        ingest_all(tmp_path / "photo.zip", tmp_path)

@@ -28,7 +28,7 @@ def hash_folder(root: Path, tmp_path: Path, cfg: phash.PhashConfig | None = None
     cfg = cfg or phash.PhashConfig()
     ctx = context(tmp_path)
     results = {}
-    for item, verdict in ingest.read(ingest.IngestConfig(input_dir=str(root)), ctx):
+    for item, verdict in ingest.read(ingest.IngestConfig(input_path=str(root)), ctx):
         assert verdict == Keep(), item.provenance.source_path
         scores = phash.score(item, cfg, ctx)
         after = phash.apply(record_scores(item, scores, "image_phash"), scores, cfg)

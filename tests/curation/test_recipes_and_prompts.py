@@ -15,19 +15,19 @@ def stage_config(run, name):
 
 
 def test_multiverse_recipe_holds_the_paper_defaults(tmp_path):
-    run = resolve_run("multiverse", out_dir=tmp_path, input_dir=str(tmp_path))
+    run = resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path))
     assert not run.demo and run.recipe.backend.kind == "offline"
     assert stage_config(run, "image_quality")["min_quality_score"] == 5
     assert stage_config(run, "category_min_size")["min_items_per_category"] == 50
     assert stage_config(run, "category_weighted_sample")["max_items"] == 1000
     assert stage_config(run, "conversation_generate") == {"prompt_version": 1, "turns": 4, "min_utterances": 6}
-    assert stage_config(run, "image_ingest")["input_dir"] == str(tmp_path.resolve())
+    assert stage_config(run, "image_ingest")["input_path"] == str(tmp_path.resolve())
 
 
 def test_demo_overrides_apply_only_to_the_demo_corpus(tmp_path):
     demo = resolve_run("multiverse", out_dir=tmp_path)
     assert demo.demo and stage_config(demo, "category_min_size")["min_items_per_category"] == 3
-    assert stage_config(demo, "image_ingest")["input_dir"] == str((tmp_path / "demo-corpus").resolve())
+    assert stage_config(demo, "image_ingest")["input_path"] == str((tmp_path / "demo-corpus").resolve())
 
 
 def test_user_overrides_win_and_are_validated(tmp_path):
@@ -44,8 +44,8 @@ def test_user_overrides_win_and_are_validated(tmp_path):
 def test_unknown_recipe_and_missing_folder_say_what_to_do(tmp_path):
     with pytest.raises(UserError, match="unknown recipe 'multiversal'; available: multiverse"):
         load_recipe("multiversal")
-    with pytest.raises(UserError, match="leave --input out to run the bundled demo corpus"):
-        resolve_run("multiverse", out_dir=tmp_path, input_dir=str(tmp_path / "missing"))
+    with pytest.raises(UserError, match="does not exist.*leave --input out to run the bundled demo corpus"):
+        resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path / "missing"))
 
 
 def test_backend_options_are_validated(tmp_path):
@@ -94,33 +94,33 @@ def save(config, out_dir):
 def test_resuming_a_run_keeps_its_input_folder(tmp_path):
     images = tmp_path / "images"
     images.mkdir()
-    save(resolve_run("multiverse", out_dir=tmp_path / "out", input_dir=str(images), run_id="r1"), tmp_path / "out")
+    save(resolve_run("multiverse", out_dir=tmp_path / "out", input_path=str(images), run_id="r1"), tmp_path / "out")
     resumed = resolve_run("multiverse", out_dir=tmp_path / "out", run_id="r1")
-    assert not resumed.demo and resumed.input_dir == str(images.resolve())
+    assert not resumed.demo and resumed.input_path == str(images.resolve())
     other = tmp_path / "other"
     other.mkdir()
     with pytest.raises(UserError, match=f"run r1 ran on {images.resolve()}; leave --input out"):
-        resolve_run("multiverse", out_dir=tmp_path / "out", run_id="r1", input_dir=str(other))
+        resolve_run("multiverse", out_dir=tmp_path / "out", run_id="r1", input_path=str(other))
 
 
 def test_a_demo_run_cannot_be_resumed_on_a_folder(tmp_path):
     save(resolve_run("multiverse", out_dir=tmp_path, run_id="d"), tmp_path)
     with pytest.raises(UserError, match="ran on the demo corpus; use a new --run-id"):
-        resolve_run("multiverse", out_dir=tmp_path, run_id="d", input_dir=str(tmp_path))
+        resolve_run("multiverse", out_dir=tmp_path, run_id="d", input_path=str(tmp_path))
 
 
 def test_changed_stages_lists_what_reruns(tmp_path):
     from curation.recipes import changed_stages
 
-    base = resolve_run("multiverse", out_dir=tmp_path, input_dir=str(tmp_path))
-    same = resolve_run("multiverse", out_dir=tmp_path, input_dir=str(tmp_path))
-    tighter = resolve_run("multiverse", out_dir=tmp_path, input_dir=str(tmp_path),
+    base = resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path))
+    same = resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path))
+    tighter = resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path),
                           overrides={"category_min_size": {"min_items_per_category": 10}})
     assert changed_stages(base, same) == [] and changed_stages(base, tighter) == ["category_min_size"]
 
 
 def test_an_output_folder_inside_the_input_is_not_ingested(tmp_path):
-    run = resolve_run("multiverse", out_dir=tmp_path / "outputs", input_dir=str(tmp_path))
+    run = resolve_run("multiverse", out_dir=tmp_path / "outputs", input_path=str(tmp_path))
     assert stage_config(run, "image_ingest")["exclude_paths"] == ["outputs"]
 
 

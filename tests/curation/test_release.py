@@ -22,7 +22,7 @@ SMALL = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_i
 def small_run(tmp_path: Path, run_id: str = "small") -> Path:
     for seed in range(6):
         make_image(tmp_path / "images" / f"img{seed}.png", seed)
-    config = resolve_run("multiverse", out_dir=tmp_path / "out", input_dir=str(tmp_path / "images"), run_id=run_id,
+    config = resolve_run("multiverse", out_dir=tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
                          overrides=SMALL)
     store = RunStore(tmp_path / "out" / "runs" / run_id)
     store.save_config(config)

@@ -21,7 +21,7 @@ CALLS: Counter = Counter()
 
 class SourceConfig(StageConfig):
     count: int = 8
-    input_dir: str = ""
+    input_path: str = ""
 
 
 def toy_read(cfg, ctx):

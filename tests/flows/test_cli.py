@@ -26,7 +26,7 @@ def probe(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess
 
 
 @pytest.mark.parametrize("args,message", [
-    (["run", "multiverse", "--input", "/no/such/folder"], "input folder /no/such/folder does not exist"),
+    (["run", "multiverse", "--input", "/no/such/folder"], "input /no/such/folder does not exist"),
     (["run", "multiversal"], "unknown recipe 'multiversal'; available: multiverse"),
     (["run", "multiverse", "--set", "image_quality.min_quality_score=banana"], "bad parameter for stage image_quality"),
     (["run", "multiverse", "--set", "min_quality_score=4"], "--set expects stage.field=value"),
@@ -74,7 +74,7 @@ def test_report_prints_the_funnel_of_a_run_without_prefect(tmp_path):
     for seed in range(4):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
     (tmp_path / "images" / "bad.png").write_text("x")
-    config = resolve_run("multiverse", out_dir=tmp_path / "outputs", input_dir=str(tmp_path / "images"),
+    config = resolve_run("multiverse", out_dir=tmp_path / "outputs", input_path=str(tmp_path / "images"),
                          run_id="r1", overrides={"category_min_size": {"min_items_per_category": 1}})
     store = RunStore(tmp_path / "outputs" / "runs" / "r1")
     store.save_config(config)

@@ -1,0 +1,161 @@
+"""Where images come from: a folder tree, a manifest file (CSV or JSONL), or a local Hugging Face dataset.
+
+Each lister yields `Entry` objects in a stable order: what to read, how a user finds it again, its provenance
+fields, or the problem that makes it unusable. `image_ingest` turns entries into samples.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from curation.errors import UserError
+
+InputKind = Literal["folder", "manifest", "hf_dataset"]
+MANIFEST_SUFFIXES = (".csv", ".jsonl")
+HF_DATA_SUFFIXES = (".parquet", ".arrow")
+# manifest column names people use, mapped to ours
+COLUMN_ALIASES = {"path": "path", "file": "path", "local_path": "path", "image_path": "path", "source": "source_dataset",
+                  "source_dataset": "source_dataset", "source_id": "source_id", "id": "source_id",
+                  "license": "license", "attribution": "attribution", "derived_from": "derived_from"}
+
+
+@dataclass
+class Entry:
+    source_path: str                       # how a user finds it: relative path, manifest row or dataset row
+    provenance: dict = field(default_factory=dict)
+    path: Path | None = None               # a local file to read
+    data: bytes | None = None              # or the bytes themselves (embedded in a dataset)
+    suffix: str | None = None              # the file suffix to check, when there is one
+    problem: tuple[str, str] | None = None  # (reason, detail) when the entry cannot be used
+
+
+def input_kind(path: Path) -> InputKind:
+    """A .csv/.jsonl file is a manifest; a folder holding .parquet/.arrow files and no images is a dataset."""
+    if path.is_file():
+        if path.suffix.lower() not in MANIFEST_SUFFIXES:
+            raise UserError(f"--input {path} is a file but not a .csv or .jsonl manifest; pass a folder of images, "
+                            f"a manifest, or a Hugging Face dataset folder")
+        return "manifest"
+    if not path.is_dir():
+        raise UserError(f"input {path} does not exist; pass --input with a folder of images, a manifest, or a "
+                        f"Hugging Face dataset folder, or leave --input out to run the bundled demo corpus")
+    data_files = any(child.suffix in HF_DATA_SUFFIXES for child in path.rglob("*") if child.is_file())
+    return "hf_dataset" if data_files and not any(path.glob("*.png")) and not any(path.glob("*.jpg")) else "folder"
+
+
+# --- folder ----------------------------------------------------------------------------------------------
+
+def _read_manifest_rows(path: Path) -> list[dict]:
+    """Rows of a CSV or JSONL manifest with our column names; a malformed line is a UserError naming it."""
+    if path.suffix.lower() == ".csv":
+        with open(path, newline="", encoding="utf-8") as handle:
+            raw = list(csv.DictReader(handle))
+    else:
+        raw = []
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise UserError(f"{path} line {number} is not JSON ({error}); fix the manifest") from error
+            if not isinstance(row, dict):
+                raise UserError(f"{path} line {number} is not a JSON object; fix the manifest")
+            raw.append(row)
+    rows = [{COLUMN_ALIASES[key.strip().lower()]: value for key, value in row.items()
+             if key and key.strip().lower() in COLUMN_ALIASES and value not in (None, "")} for row in raw]
+    missing = [number for number, row in enumerate(rows, start=1) if "path" not in row]
+    if missing:
+        raise UserError(f"{path}: rows {missing[:5]} have no path column (path, file, local_path or image_path)")
+    return rows
+
+
+def folder_entries(root: Path, manifest_name: str, exclude: tuple[str, ...]) -> Iterator[Entry]:
+    """Every non-folder entry under `root`, except hidden folders and `exclude`; provenance from the manifest."""
+    manifest_path = root / manifest_name
+    listed = {row["path"]: row for row in _read_manifest_rows(manifest_path)} if manifest_path.exists() else {}
+    excluded = [root / relative for relative in exclude]
+    for path in sorted(root.rglob("*")):
+        parts = path.relative_to(root).parts
+        if path.is_dir() or any(part.startswith(".") for part in parts[:-1]) or path == manifest_path:
+            continue
+        if any(path.is_relative_to(folder) for folder in excluded):
+            continue
+        relative = path.relative_to(root).as_posix()
+        entry = Entry(source_path=relative, provenance=listed.get(relative, {}), path=path, suffix=path.suffix)
+        if path.name.startswith("."):
+            entry.problem = ("hidden_file", "hidden files are not ingested")
+        elif not path.is_file():
+            entry.problem = ("not_a_regular_file", "broken link, pipe, socket or device")
+        yield entry
+
+
+# --- manifest file ---------------------------------------------------------------------------------------
+
+def manifest_entries(manifest: Path) -> Iterator[Entry]:
+    """One entry per manifest row; relative paths are relative to the manifest's folder."""
+    for number, row in enumerate(_read_manifest_rows(manifest), start=1):
+        path = Path(row["path"]).expanduser()
+        path = path if path.is_absolute() else manifest.parent / path
+        entry = Entry(source_path=f"{manifest.name}:{number}", provenance={"source_id": row["path"], **row},
+                      path=path, suffix=path.suffix)
+        if not path.is_file():
+            entry.problem = ("image_missing" if not path.exists() else "not_a_regular_file",
+                             f"{path} (manifest row {number})")
+        yield entry
+
+
+# --- Hugging Face dataset folder -------------------------------------------------------------------------
+
+def _dataset_tables(root: Path) -> Iterator[tuple[str, object]]:
+    """(file name, pyarrow table) for each data file of a parquet folder or a `save_to_disk` folder."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for path in sorted(p for p in root.rglob("*") if p.suffix in HF_DATA_SUFFIXES):
+        relative = path.relative_to(root).as_posix()
+        if path.suffix == ".parquet":
+            yield relative, pq.read_table(path)
+        else:
+            with pa.memory_map(str(path)) as source:
+                try:
+                    yield relative, pa.ipc.open_stream(source).read_all()
+                except pa.ArrowInvalid:
+                    yield relative, pa.ipc.open_file(source).read_all()
+
+
+def _image_column(table, wanted: str | None) -> str:
+    if wanted:
+        if wanted not in table.column_names:
+            raise UserError(f"no column '{wanted}' in the dataset (columns: {', '.join(table.column_names)})")
+        return wanted
+    for name in table.column_names:
+        kind = table.schema.field(name).type
+        if str(kind) == "struct<bytes: binary, path: string>":
+            return name
+    raise UserError(f"no Image column found (a struct of bytes and path); columns: {', '.join(table.column_names)};"
+                    f" name one with --set image_ingest.image_column=NAME")
+
+
+def dataset_entries(root: Path, image_column: str | None, id_column: str | None) -> Iterator[Entry]:
+    """One entry per dataset row; images are the embedded bytes, or the file the row's path points to."""
+    for file_name, table in _dataset_tables(root):
+        column = _image_column(table, image_column)
+        ids = table.column(id_column).to_pylist() if id_column and id_column in table.column_names else None
+        licenses = table.column("license").to_pylist() if "license" in table.column_names else None
+        for row, image in enumerate(table.column(column).to_pylist()):
+            source_id = str(ids[row]) if ids else f"{file_name}#{row}"
+            provenance = {"source_id": source_id, **({"license": licenses[row]} if licenses and licenses[row] else {})}
+            entry = Entry(source_path=f"{file_name}#{row}", provenance=provenance)
+            if image and image.get("bytes"):
+                entry.data = image["bytes"]
+            elif image and image.get("path"):
+                entry.path = root / image["path"]
+            else:
+                entry.problem = ("image_missing", f"row {row} of {file_name} has no image")
+            yield entry
