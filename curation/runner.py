@@ -17,13 +17,11 @@ replays `decide` on stored scores with no new model call.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import shutil
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial as partial_function
 from pathlib import Path
@@ -36,6 +34,7 @@ from curation.errors import BackendUnavailable, ModelOutputInvalid, ModelRequest
 from curation.fingerprint import sha256_file, sha256_json
 from curation.models import ModelBackend, make_backend
 from curation.models.identity import backend_identity
+from curation.parallel import ordered_map
 from curation.prompting import load_prompt
 from curation.stage import (
     GENERIC_REASONS, ItemStage, SetStage, SourceStage, Stage, StageConfig, StageContext, TransformStage,
@@ -203,7 +202,8 @@ def plan_stage(store: RunStore, run: RunConfig, index: int, registry: Registry =
         if len(state) < index or state[index - 1]["status"] != "done":
             raise RuntimeError(f"stage {index + 1} ({stage.name}) cannot start: stage {index} is not complete")
         input_digest = state[index - 1]["output_sha256"]
-    common = {"stage": stage.name, "version": stage.version, "input": input_digest,
+    outside = stage.outside_input(config) if stage.outside_input else None
+    common = {"stage": stage.name, "version": stage.version, "input": input_digest, "outside": outside,
               "backend": backend_identity(run.recipe.backend) if stage.uses_model else None,
               "prompts": _prompt_hashes(stage, config)}
     work_key = None
@@ -325,46 +325,6 @@ def work_chunk(run_dir: str, index: int, rows: list[str], registry: Registry = S
             for row in rows]
 
 
-def _ordered(submit, function, chunks: Iterable[list[str]], window: int) -> Iterator[list[dict]]:
-    """Results in input order with at most `window` chunks in flight, so memory stays bounded."""
-    pending: deque = deque()
-    for chunk in chunks:
-        pending.append(submit(function, chunk))
-        if len(pending) >= window:
-            yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
-
-
-def _dask_client():
-    """The cluster's client when this stage itself runs on a Dask worker (the flow's Dask task runner)."""
-    try:
-        from distributed import get_worker
-        get_worker()
-    except (ImportError, ValueError):
-        return None
-    from distributed import worker_client
-    return worker_client()
-
-
-def _execute(mode: str, workers: int, function, chunks: Iterable[list[str]]) -> Iterator[list[dict]]:
-    if mode == "serial":
-        yield from map(function, chunks)
-        return
-    if mode == "threads":
-        with ThreadPoolExecutor(workers) as pool:
-            yield from _ordered(pool.submit, function, chunks, 2 * workers)
-        return
-    cluster = _dask_client()
-    if cluster is not None:
-        with cluster as client:
-            yield from _ordered(lambda fn, chunk: client.submit(fn, chunk, pure=False), function, chunks,
-                                4 * max(1, len(client.scheduler_info()["workers"])))
-        return
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        yield from _ordered(pool.submit, function, chunks, 2 * workers)
-
-
 def _execution_plan(stage: Stage, run_config: RunConfig, backend: ModelBackend) -> tuple[str, int, int]:
     """(mode, workers, items per chunk) for a stage."""
     mode = stage.parallel or ("threads" if stage.uses_model else "serial")
@@ -394,7 +354,7 @@ def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunC
         total = failed = 0
         first_error: dict | None = None
         with open(partial / "work.jsonl", "w", encoding="utf-8") as handle:
-            for records in _execute(mode, workers, function, chunks):
+            for records in ordered_map(function, chunks, mode, workers):
                 for record in records:
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                     if "error" in record:

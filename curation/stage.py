@@ -104,6 +104,8 @@ class StageBase:
     # how the runner spreads items: None means threads for model stages (I/O bound), else one at a time;
     # "processes" for CPU-bound stages (worker processes, or a Dask cluster when the run has one)
     parallel: Literal["serial", "threads", "processes"] | None = None
+    # a digest of files outside the run the stage reads (e.g. a reference set), so that changing them reruns it
+    outside_input: Callable[[Any], str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,6 +20,9 @@ app = typer.Typer(
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 OutOption = Annotated[Path, typer.Option("--out", help="Output folder holding runs/, releases/ and cache/.")]
+images_app = typer.Typer(help="Image hashing and near-duplicate search on their own, outside a pipeline run.",
+                         no_args_is_help=True)
+app.add_typer(images_app, name="images")
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, dict]:
@@ -122,6 +125,63 @@ def release(
     from curation.report import resolve_run_dir
 
     typer.echo(str(write_release(resolve_run_dir(run_ref, out), out.resolve(), version)))
+
+
+@images_app.command("hash")
+def images_hash(
+    paths: Annotated[list[str], typer.Argument(help="Image files and folders (searched recursively).")],
+    out: Annotated[Path, typer.Option("--out", help="JSONL file to write, one row per file.")],
+    jobs: Annotated[int, typer.Option(help="Worker processes (default: one per core).")] = 0,
+    draft_side_px: Annotated[int, typer.Option(help="Decode JPEGs at reduced scale, no side below this; 0 = "
+                                                    "full decode.")] = 256,
+    max_pixels: Annotated[int, typer.Option(help="Larger images are reported as image_too_large.")] = 89_478_485,
+) -> None:
+    """Hash images: one row per file with path, sha256, 64-bit pHash (16 hex digits), width, height, error."""
+    import os
+
+    from rich.progress import Progress
+
+    from curation.images.hashfile import expand_paths, hash_files
+    from curation.images.phash import PhashConfig
+
+    files = expand_paths(paths)
+    cfg = PhashConfig(max_pixels=max_pixels, draft_side_px=draft_side_px or None)
+    errors = 0
+    partial = out.with_name(out.name + ".partial")
+    with open(partial, "w", encoding="utf-8") as handle, Progress(transient=True) as bar:
+        task = bar.add_task("hashing", total=len(files))
+        for row in hash_files(files, cfg, jobs or os.cpu_count() or 1):
+            handle.write(json.dumps(row) + "\n")
+            errors += row["error"] is not None
+            bar.advance(task)
+    partial.replace(out)
+    typer.echo(f"{len(files)} files hashed into {out} ({errors} with an error)", err=True)
+
+
+@images_app.command("dups")
+def images_dups(
+    hashes: Annotated[Path, typer.Argument(help="A hashes file from `curate images hash`.")],
+    out: Annotated[Path, typer.Option("--out", help="JSONL file of groups of two or more.")],
+    threshold: Annotated[int, typer.Option(help="Largest Hamming distance between duplicates (0-64).")] = 8,
+    reference: Annotated[Optional[Path], typer.Option(
+        help="A hashes file of images to check against (earlier releases, other benchmarks).")] = None,
+    jobs: Annotated[int, typer.Option(help="Worker processes for the search.")] = 1,
+) -> None:
+    """Group near-duplicates: every pair within the threshold (exactly), grouped by connectivity."""
+    from curation.images.hashfile import duplicate_groups, read_hashes
+
+    if not 0 <= threshold <= 64:
+        raise UserError(f"--threshold must be between 0 and 64, not {threshold}")
+    table = read_hashes(hashes)
+    groups = dropped = 0
+    partial = out.with_name(out.name + ".partial")
+    with open(partial, "w", encoding="utf-8") as handle:
+        for row in duplicate_groups(table, threshold, read_hashes(reference) if reference else None, jobs):
+            handle.write(json.dumps(row) + "\n")
+            groups += 1
+            dropped += len(row["dropped"])
+    partial.replace(out)
+    typer.echo(f"{len(table.paths)} hashes: {groups} groups, {dropped} duplicates to drop; written to {out}", err=True)
 
 
 @app.command()

@@ -1,18 +1,25 @@
 """image_near_dedup: items whose pHashes are within a Hamming distance are grouped; one per group is kept.
 
 MultiVerse (Sec. 3.1) removed 13,998 of 48,100 images (29.1%) with pHash and states no threshold; ours is a
-parameter. Groups are connected components of the pair graph, so a dropped member's distance to the kept one
-can exceed the threshold through a chain. Kept member, in order: larger resolution, larger file, earlier in
-`source_priority`, smaller id. Search here is exact brute force (numpy XOR and popcount, O(n^2));
-it returns every pair at distance <= threshold.
+parameter (default 8; bench/ measures precision and recall per threshold). First, items matching a reference set
+(hashes files from `curate images hash`, or earlier release folders) are dropped as `matches_reference`, naming
+the reference, to catch contamination. Then groups are connected components of the pair graph among the rest,
+so a dropped member's distance to the kept one can exceed the threshold through a chain. Kept member, in order:
+larger resolution, larger file, earlier in `source_priority`, smaller id (dedup runs before quality scoring).
+The search (`curation.images.hamming`) returns exactly the pairs brute force would, in sub-quadratic time.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from pydantic import Field
 
+from curation.errors import UserError
+from curation.fingerprint import sha256_json
 from curation.grouping import groups_from_pairs, pick_kept
+from curation.images.hamming import cross_pairs_within, pairs_within
 from curation.stage import SetStage, StageConfig, StageContext
 from schemas import Drop, Keep, Sample, Verdict
 
@@ -20,6 +27,7 @@ from schemas import Drop, Keep, Sample, Verdict
 class NearDedupConfig(StageConfig):
     max_hamming_distance: int = Field(8, ge=0, le=32, description="pairs at this distance or less are duplicates")
     source_priority: tuple[str, ...] = Field((), description="source datasets to prefer, most preferred first")
+    reference: tuple[str, ...] = Field((), description="hashes files (JSONL) or release folders to check against")
 
 
 def preference(item: Sample, source_priority: tuple[str, ...]) -> tuple:
@@ -30,26 +38,63 @@ def preference(item: Sample, source_priority: tuple[str, ...]) -> tuple:
     return (-(image.width or 0) * (image.height or 0), -image.size_bytes, rank, item.id)
 
 
-def hamming_pairs(hashes: np.ndarray, threshold: int) -> list[tuple[int, int, int]]:
-    """All (i, j, distance) with i < j and popcount(h_i XOR h_j) <= threshold."""
-    bits = np.unpackbits(hashes.view(np.uint8).reshape(len(hashes), 8), axis=1)
-    pairs = []
-    for i in range(len(hashes) - 1):
-        distances = np.count_nonzero(bits[i + 1:] != bits[i], axis=1)
-        for offset in np.flatnonzero(distances <= threshold):
-            pairs.append((i, i + 1 + int(offset), int(distances[offset])))
-    return pairs
-
-
 def distance(first: str, second: str) -> int:
     return (int(first, 16) ^ int(second, 16)).bit_count()
 
 
+def load_reference(location: str) -> tuple[list[str], np.ndarray]:
+    """(names, hashes) of a hashes file or of a release folder's `image_phash` column."""
+    path = Path(location)
+    if path.is_dir():
+        import pyarrow.parquet as pq
+
+        names, hashes = [], []
+        for shard in sorted(path.glob("data/*.parquet")):
+            table = pq.read_table(shard, columns=["index", "image_phash"])
+            for index, value in zip(table.column("index").to_pylist(), table.column("image_phash").to_pylist()):
+                if value:
+                    names.append(f"{path.name}:{index}")
+                    hashes.append(int(value, 16))
+        return names, np.array(hashes, dtype=np.uint64)
+    from curation.images.hashfile import read_hashes
+
+    table = read_hashes(path)
+    return table.paths, table.hashes
+
+
+def reference_digest(cfg: NearDedupConfig) -> str:
+    """Part of the stage key: the reference files' names, sizes and modification times."""
+    listing = []
+    for location in cfg.reference:
+        path = Path(location)
+        if not path.exists():
+            raise UserError(f"reference {location} does not exist; pass a hashes file or a release folder")
+        files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+        listing += [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    return sha256_json(listing)
+
+
+def _reference_matches(items: list[Sample], hashes: np.ndarray, cfg: NearDedupConfig) -> dict[int, Drop]:
+    drops: dict[int, Drop] = {}
+    for location in cfg.reference:
+        names, reference = load_reference(location)
+        for query, ref, dist in cross_pairs_within(hashes, reference, cfg.max_hamming_distance):
+            current = drops.get(int(query))
+            if current is None or dist < current.detail["hamming_distance"]:
+                drops[int(query)] = Drop(reason="matches_reference", detail={
+                    "reference": names[int(ref)], "reference_set": location, "hamming_distance": int(dist)})
+    return drops
+
+
 def select(items: list[Sample], cfg: NearDedupConfig, ctx: StageContext) -> list[Verdict]:
     hashes = np.array([int(item.images[0].phash, 16) for item in items], dtype=np.uint64)
-    pairs = hamming_pairs(hashes, cfg.max_hamming_distance)
     verdicts: list[Verdict] = [Keep()] * len(items)
-    for group in groups_from_pairs(len(items), ((i, j) for i, j, _ in pairs)):
+    contaminated = _reference_matches(items, hashes, cfg)
+    for index, drop in contaminated.items():
+        verdicts[index] = drop
+    pairs = pairs_within(hashes, cfg.max_hamming_distance)
+    edges = ((int(i), int(j)) for i, j, _ in pairs if int(i) not in contaminated and int(j) not in contaminated)
+    for group in groups_from_pairs(len(items), edges):
         kept = pick_kept(group, items, lambda item: preference(item, cfg.source_priority))
         for index in group:
             if index != kept:
@@ -60,4 +105,5 @@ def select(items: list[Sample], cfg: NearDedupConfig, ctx: StageContext) -> list
     return verdicts
 
 
-STAGE = SetStage(name="image_near_dedup", config=NearDedupConfig, select=select, reasons=("near_duplicate",))
+STAGE = SetStage(name="image_near_dedup", config=NearDedupConfig, select=select,
+                 reasons=("near_duplicate", "matches_reference"), outside_input=reference_digest)

@@ -47,16 +47,6 @@ def random_hashes(rng, count, planted):
     return hashes
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_hamming_pairs_equal_brute_force(seed):
-    rng = random.Random(seed)
-    hashes = random_hashes(rng, 150, 60)
-    expected = {(i, j, (hashes[i] ^ hashes[j]).bit_count()) for i in range(len(hashes))
-                for j in range(i + 1, len(hashes)) if (hashes[i] ^ hashes[j]).bit_count() <= 6}
-    found = set(near_dedup.hamming_pairs(np.array(hashes, dtype=np.uint64), 6))
-    assert found == expected and expected
-
-
 def test_near_dedup_keeps_the_largest_image_and_records_distance(ctx):
     base = make_sample(1)
     phash = int(base.images[0].phash, 16)
@@ -151,3 +141,36 @@ def test_a_different_seed_draws_a_different_sample(tmp_path):
         verdicts = weighted_sample.select(items, weighted_sample.WeightedSampleConfig(max_items=10), seeded)
         picks.append({item.id for item, v in zip(items, verdicts) if v == Keep()})
     assert picks[0] != picks[1]
+
+
+def write_hashes(path, rows):
+    import json
+
+    path.write_text("".join(json.dumps({"path": name, "phash": value, "width": 10, "height": 10, "bytes": 1})
+                            + "\n" for name, value in rows))
+    return path
+
+
+def test_items_matching_a_reference_set_are_dropped_naming_the_reference(ctx, tmp_path):
+    base = make_sample(1)
+    phash = int(base.images[0].phash, 16)
+    near = with_image(make_sample(2), phash=f"{phash ^ 0b11:016x}")
+    unrelated = with_image(make_sample(3), phash=f"{phash ^ ((1 << 64) - 1):016x}")
+    reference = write_hashes(tmp_path / "old.jsonl", [("old/a.png", base.images[0].phash)])
+    cfg = near_dedup.NearDedupConfig(max_hamming_distance=4, reference=(str(reference),))
+    verdicts = near_dedup.select([base, near, unrelated], cfg, ctx)
+    assert verdicts[0] == Drop(reason="matches_reference", detail={
+        "reference": "old/a.png", "reference_set": str(reference), "hamming_distance": 0})
+    assert verdicts[1].reason == "matches_reference" and verdicts[1].detail["hamming_distance"] == 2
+    assert verdicts[2] == Keep()
+
+
+def test_changing_the_reference_file_changes_the_stage_key(tmp_path):
+    import os
+
+    reference = write_hashes(tmp_path / "ref.jsonl", [("a", "0" * 16)])
+    cfg = near_dedup.NearDedupConfig(reference=(str(reference),))
+    before = near_dedup.reference_digest(cfg)
+    write_hashes(reference, [("a", "0" * 16), ("b", "f" * 16)])
+    os.utime(reference, ns=(1, 1))
+    assert near_dedup.reference_digest(cfg) != before

@@ -1,5 +1,7 @@
 """The `curate` command as a user meets it: clear one-line errors, fast subcommands that leave HOME alone."""
 
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -98,3 +100,37 @@ def test_a_prefect_url_with_no_server_behind_it_is_a_one_line_error(tmp_path):
     result = run_curate(["run", "multiverse"], tmp_path, {"PREFECT_API_URL": f"http://127.0.0.1:{free_port()}/api"})
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "no Prefect server answers at PREFECT_API_URL" in result.stderr and "prefect server start" in result.stderr
+
+
+def test_images_hash_and_dups_without_prefect_or_home_writes(tmp_path):
+    from PIL import Image
+
+    folder = tmp_path / "pics"
+    for seed in range(4):
+        make_image(folder / f"{seed}.png", seed, (320, 240))
+    with Image.open(folder / "0.png") as original:
+        original.resize((160, 120)).save(folder / "0-small.jpg", quality=85)
+    (folder / "broken.jpg").write_text("no")
+    reference_folder = tmp_path / "old"
+    make_image(reference_folder / "3-old.png", 3, (320, 240))
+    home = tmp_path / "home"
+    home.mkdir()
+    hashed = probe(["images", "hash", str(folder), "--out", str(tmp_path / "h.jsonl"), "--jobs", "2"], tmp_path, home)
+    assert hashed.returncode == 0, hashed.stderr
+    rows = {Path(row["path"]).name: row for row in map(json.loads, (tmp_path / "h.jsonl").read_text().splitlines())}
+    assert sorted(rows) == ["0-small.jpg", "0.png", "1.png", "2.png", "3.png", "broken.jpg"]
+    assert rows["broken.jpg"]["phash"] is None and rows["broken.jpg"]["error"].startswith("image_unreadable")
+    assert len(rows["0.png"]["phash"]) == 16 and (rows["0.png"]["width"], rows["0.png"]["height"]) == (320, 240)
+    assert rows["0.png"]["sha256"] == hashlib.sha256((folder / "0.png").read_bytes()).hexdigest()
+    probe(["images", "hash", str(reference_folder), "--out", str(tmp_path / "ref.jsonl")], tmp_path, home)
+    grouped = probe(["images", "dups", str(tmp_path / "h.jsonl"), "--threshold", "8", "--out",
+                     str(tmp_path / "g.jsonl"), "--reference", str(tmp_path / "ref.jsonl")], tmp_path, home)
+    assert grouped.returncode == 0, grouped.stderr
+    groups = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
+    assert {"reference": str(reference_folder / "3-old.png"),
+            "dropped": [{"path": str(folder / "3.png"), "distance": 0}]} in groups
+    kept = next(group for group in groups if group.get("kept") == str(folder / "0.png"))
+    assert [entry["path"] for entry in kept["dropped"]] == [str(folder / "0-small.jpg")]
+    assert "PREFECT_IMPORTED=False" in hashed.stderr + grouped.stderr and not list(home.iterdir())
+    bad = probe(["images", "dups", str(tmp_path / "h.jsonl"), "--threshold", "99", "--out", "x"], tmp_path, home)
+    assert bad.returncode == 2 and "--threshold must be between 0 and 64" in bad.stderr
