@@ -5,17 +5,18 @@ chunks and chunk k gets a radius r_k (-1: chunk not searched) with sum(r_k + 1) 
 pair differed in more than r_k bits, the pair would differ in at least sum(r_k + 1) > T bits; so a pair within
 T has a chunk k whose two values differ in at most r_k bits. (Plain pigeonhole, r_k = floor(T / m), is one
 such choice; uneven radii cost less, e.g. T = 6 needs radii 2/1/1 rather than 2/2/2 over three chunks.)
-Per searched chunk the hashes are sorted by chunk value, with a direct-address table of bucket offsets over
-all 2**width values (np.bincount + cumsum). Each XOR mask of popcount <= r_k is one vectorised probe of every
-hash against that table, never a Python loop over hashes. Candidates are verified by XOR and np.bitwise_count
-over all 64 bits, so the result equals brute force. Each pair is reported once, with no global np.unique:
+Per searched chunk the hashes are sorted by chunk value, with direct-address tables over all 2**width values:
+bucket offsets (np.bincount + cumsum), bucket length and the bucket's first hash. Each XOR mask of popcount
+<= r_k is one vectorised probe of every hash against those tables (in cache-sized slices), never a Python loop
+over hashes. Candidates are verified by XOR and np.bitwise_count over all 64 bits, so the result equals brute
+force. Each pair is reported once, with no global np.unique:
 within a chunk a pair meets exactly one mask (their chunk XOR), for a non-zero mask only the hash whose chunk
 bit at the mask's highest set bit is 0 probes, and a verified pair is kept only at the first chunk (lowest k)
 whose chunk distance is <= r_k.
 
-Choice rule (`plan_chunks`): for m = 3..8 chunks of near-equal width (64 // m or one more; at most 22 bits so
-a table is <= 16 MB), radii are raised one step at a time on the chunk where the step adds the least modelled
-cost (cost grows faster with each step, so this greedy allocation is optimal for the model). Modelled cost,
+Choice rule (`plan_chunks`): for m = 3..8 chunks of near-equal width (64 // m or one more; at most 22 bits, so
+the tables of a chunk stay near 50 MB), radii are raised one step at a time on the chunk where the step adds
+the least modelled cost (greedy; each further step of a chunk costs more than the last). Modelled cost,
 for uniformly random hashes: table set-up, plus per mask one probe per hash and ~n_left * n_right / 2**width
 candidates (both halved for a self-join). The cheapest m wins, unless blocked brute force (XOR + popcount of
 all pairs) is modelled cheaper: small n or large T. At 1M hashes this gives three chunks of 22/21/21 bits with
@@ -26,9 +27,10 @@ recursion); bit-permuted sorted tables (Manku et al.: C(blocks, T) sorted copies
 force (n^2 / 2 = 5e11 popcounts at 1M). Multi-index hashing needs a few hundred vectorised probes, each
 yielding few candidates when the chunk width is near log2(n).
 
-Memory stays bounded: probes of at most LOOKUP_BLOCK hashes and candidates in blocks of CANDIDATE_BLOCK; the
-tables take ~60 MB per chunk at 1M hashes. Inputs far from uniform (many hashes sharing a chunk value) raise
-the candidate count, never the answer; many identical hashes work, their output is quadratic by nature.
+Memory stays bounded: probes of at most LOOKUP_BLOCK hashes and candidates in blocks of CANDIDATE_BLOCK; a
+chunk's tables take 24 bytes per hash plus 13 bytes per chunk value (~75 MB for 22 bits at 1M hashes). Inputs
+far from uniform (many hashes sharing a chunk value) raise the candidate count, never the answer; many
+identical hashes work, but their output is quadratic by nature.
 `workers > 1` forks worker processes (Linux) that inherit the tables copy-on-write; a task is one chunk and
 one highest mask bit. Forking a process that runs other threads can deadlock in rare cases; use workers=1 there.
 """
@@ -43,19 +45,19 @@ from dataclasses import dataclass
 import numpy as np
 
 HASH_BITS = 64
-MAX_CHUNK_BITS = 22        # table of 2**22 int32 offsets = 16 MB per chunk
-LOOKUP_BLOCK = 1 << 19     # hashes probed per numpy call (several masks at once for small inputs)
+MAX_CHUNK_BITS = 22        # 2**22 values x 13 bytes of tables (offsets, length, first hash) = 52 MB
+LOOKUP_BLOCK = 1 << 15     # probes per numpy call: temporaries stay in L2 cache (several masks if few hashes)
 CANDIDATE_BLOCK = 1 << 20  # candidates verified per numpy call; bounds their arrays (~8 MB each)
 SMALL_BUCKET = 16          # longer buckets are expanded by searchsorted instead of one pass per rank
-BRUTE_BLOCK = 2048
+BRUTE_BLOCK = 1024         # rows x columns per step of the brute-force fallback (8 MB of XORs)
 
 # Cost model in nanoseconds on one core (numpy 2.2, 2-core VM); only the ratios matter.
-SETUP_NS_PER_HASH = 200    # argsort by chunk value and the sorted copies
-SETUP_NS_PER_SLOT = 3      # bincount, cumsum and copies over the 2**width table
-PROBE_NS_PER_HASH = 10     # per mask: XOR, offset lookups, rank-0 verification, bucket-length filters
-VERIFY_NS_PER_CANDIDATE = 10
+SETUP_NS_PER_HASH = 100    # argsort by chunk value and the sorted copies
+SETUP_NS_PER_SLOT = 10     # bincount, cumsum, first-hash gather and lengths over the 2**width values
+PROBE_NS_PER_HASH = 8      # per mask: XOR, table lookups, rank-0 verification, bucket-length filter
+VERIFY_NS_PER_CANDIDATE = 10  # doubled when buckets average over SMALL_BUCKET hashes (searchsorted expansion)
 TASK_NS = 300_000          # per (chunk, highest mask bit) task: selecting and gathering the probing hashes
-BRUTE_NS_PER_PAIR = 1.5
+BRUTE_NS_PER_PAIR = 3.0
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def cross_pairs_within(queries: np.ndarray, reference: np.ndarray, threshold: in
     return _search(queries, reference, threshold, False, chunks, workers)
 
 
-def brute_force_pairs(hashes: np.ndarray, threshold: int, block: int = BRUTE_BLOCK) -> np.ndarray:
+def brute_force_pairs(hashes: np.ndarray, threshold: int, block: int = 2048) -> np.ndarray:
     """The reference answer: all pairs by blocked XOR + popcount (quadratic; for tests and benchmarks)."""
     hashes, threshold = _as_hashes(hashes), _as_threshold(threshold)
     return _finish([_brute_rows(hashes, hashes, threshold, True, start, block)
@@ -95,7 +97,7 @@ def brute_force_pairs(hashes: np.ndarray, threshold: int, block: int = BRUTE_BLO
 
 
 def brute_force_cross_pairs(queries: np.ndarray, reference: np.ndarray, threshold: int,
-                            block: int = BRUTE_BLOCK) -> np.ndarray:
+                            block: int = 2048) -> np.ndarray:
     """The reference answer for queries against reference, by blocked XOR + popcount (quadratic)."""
     queries, reference, threshold = _as_hashes(queries), _as_hashes(reference), _as_threshold(threshold)
     return _finish([_brute_rows(queries, reference, threshold, False, start, block)
@@ -149,7 +151,8 @@ def _chunk_cost(chunk: Chunk, n_left: int, n_right: int, self_join: bool) -> flo
     slots = 2 ** chunk.width
     masks = sum(math.comb(chunk.width, k) for k in range(chunk.radius + 1))
     half = 0.5 if self_join else 1.0
-    per_mask = half * (PROBE_NS_PER_HASH * n_left + VERIFY_NS_PER_CANDIDATE * n_left * n_right / slots)
+    verify_ns = VERIFY_NS_PER_CANDIDATE * (2 if n_right / slots > SMALL_BUCKET else 1)
+    per_mask = half * (PROBE_NS_PER_HASH * n_left + verify_ns * n_left * n_right / slots)
     setup = SETUP_NS_PER_HASH * (n_left + (0 if self_join else n_right)) + SETUP_NS_PER_SLOT * slots
     tasks = 1 + (chunk.width if chunk.radius > 0 else 0)
     return setup + masks * per_mask + TASK_NS * tasks
@@ -161,7 +164,7 @@ def _as_hashes(hashes) -> np.ndarray:
     if array.ndim != 1 or array.dtype.kind not in "iu":
         raise TypeError(f"hashes must be a 1-D integer array, got {array.dtype} with shape {array.shape}")
     if array.dtype.itemsize == 8:
-        return np.ascontiguousarray(array).view(np.uint64)
+        return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")).view(np.uint64)
     if array.dtype.kind == "i" and array.size and array.min() < 0:
         raise ValueError("hashes narrower than 64 bits must not be negative")
     return array.astype(np.uint64)
@@ -202,9 +205,11 @@ class _Table:
     """Hashes sorted by one chunk's value: sorted positions offsets[v] .. offsets[v + 1] - 1 hold value v."""
 
     order: np.ndarray          # input index of each sorted position
-    sorted_hashes: np.ndarray  # hashes[order] plus one padding hash, so offsets[v] is always a valid index
+    sorted_hashes: np.ndarray  # hashes[order], so verification gathers are near-sequential
     sorted_values: np.ndarray  # chunk value of each sorted position
     offsets: np.ndarray        # length 2**width + 1; int32 when it fits, to halve the cache footprint
+    counts: np.ndarray         # uint8 bucket length per chunk value, saturated (only > 0 and > 1 are read)
+    first_hashes: np.ndarray   # per chunk value, the first hash of its bucket (any hash if empty)
 
 
 def _build_table(hashes: np.ndarray, chunk: Chunk) -> _Table:
@@ -214,7 +219,11 @@ def _build_table(hashes: np.ndarray, chunk: Chunk) -> _Table:
     offsets = np.zeros(len(counts) + 1, dtype=np.int32 if len(hashes) < 2**31 else np.int64)
     np.cumsum(counts, out=offsets[1:])
     order = np.argsort(values)
-    return _Table(order, np.append(hashes[order], np.uint64(0)), values[order], offsets)
+    sorted_hashes = hashes[order]
+    # Padding so that offsets[v] == n (empty buckets after the last hash) still indexes a hash.
+    first_hashes = np.append(sorted_hashes, np.uint64(0))[offsets[:-1]]
+    counts = np.minimum(counts, 255).astype(np.uint8)
+    return _Table(order, sorted_hashes, values[order], offsets, counts, first_hashes)
 
 
 @dataclass
@@ -278,11 +287,13 @@ def _run(tasks: list[tuple], workers: int) -> list[np.ndarray]:
 
 
 def _call(task: tuple) -> np.ndarray:
+    """Run one task on the job it names (looked up here, so only the token crosses the process boundary)."""
     fn, token, arg = task
     return fn(_JOBS[token], arg)
 
 
 def _brute_task(job: _Job, start: int) -> np.ndarray:
+    """Brute-force rows of one block of left hashes."""
     return _brute_rows(job.left, job.right, job.threshold, job.self_join, start, BRUTE_BLOCK)
 
 
@@ -309,18 +320,40 @@ def _probe_task(job: _Job, arg: tuple[int, int]) -> np.ndarray:
     values = left.sorted_values[positions]
     masks = _masks(job.chunks[index].radius, top)
     per_call = max(1, LOOKUP_BLOCK // max(len(values), 1))
-    # Probe row r is hash positions[r % len(positions)]; small inputs take several masks per numpy call.
-    hashes = np.tile(left.sorted_hashes[positions], min(per_call, len(masks)))
     parts = []
-    for first in range(0, len(masks), per_call):
-        probes = (values[None, :] ^ masks[first:first + per_call, None]).ravel()
-        candidates = _bucket_candidates(right.offsets[probes], right.offsets[1:][probes])
-        parts.append(_verify_all(job, index, positions, hashes, candidates))
+    # Slices of the probing hashes outside, masks inside: the slice and its temporaries stay in cache.
+    for lo in range(0, len(values), LOOKUP_BLOCK):
+        slice_positions, slice_values = positions[lo:lo + LOOKUP_BLOCK], values[lo:lo + LOOKUP_BLOCK]
+        # Probe row r is hash slice_positions[r % len(slice_positions)] (several masks per call if few hashes).
+        hashes = np.tile(left.sorted_hashes[slice_positions], min(per_call, len(masks)))
+        for first in range(0, len(masks), per_call):
+            probes = (slice_values[None, :] ^ masks[first:first + per_call, None]).ravel()
+            parts += _probe(job, index, slice_positions, hashes, probes)
     return np.concatenate(parts) if parts else np.empty((0, 3), dtype=np.int64)
 
 
+def _probe(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray, probes: np.ndarray) -> list:
+    """Verified pairs of probe row r (hash hashes[r]) with every right hash of chunk value probes[r]."""
+    right = job.right_tables[index]
+    length = right.counts[probes]
+    # Rank 0 from the per-value first-hash table: no offset lookups, though most probed buckets are empty.
+    xor = hashes[:len(probes)] ^ right.first_hashes[probes]
+    distance = np.bitwise_count(xor)
+    hit = np.flatnonzero((distance <= job.threshold) & (length > 0))
+    parts = []
+    if len(hit):
+        parts.append(_rows(job, index, positions, hit, right.offsets[probes[hit]], xor[hit], distance[hit]))
+    # Ranks 1 and up: only the few probes whose bucket holds more than one hash.
+    more = np.flatnonzero(length > 1)
+    if len(more):
+        start = right.offsets[probes[more]] + 1
+        for rows, b in _bucket_candidates(more, start, right.offsets[1:][probes[more]] - start):
+            parts.append(_verify(job, index, positions, hashes, rows, b))
+    return parts
+
+
 def _same_bucket_candidates(table: _Table):
-    """Yield (rows, b, None): sorted positions a < b in the same bucket, b = a + 1, then a + 2, ..."""
+    """Yield (a, b): sorted positions a < b in the same bucket, b = a + 1, then a + 2, ..."""
     a = np.arange(len(table.order))
     later = table.offsets[1:][table.sorted_values] - a - 1  # hashes after a in its bucket
     step = 1
@@ -328,35 +361,26 @@ def _same_bucket_candidates(table: _Table):
     while len(keep := np.flatnonzero(later >= step)):
         a, later = a[keep], later[keep]
         for first in range(0, len(a), CANDIDATE_BLOCK):
-            yield a[first:first + CANDIDATE_BLOCK], a[first:first + CANDIDATE_BLOCK] + step, None
+            yield a[first:first + CANDIDATE_BLOCK], a[first:first + CANDIDATE_BLOCK] + step
         step += 1
 
 
-def _bucket_candidates(start: np.ndarray, end: np.ndarray):
-    """Yield (rows, b, valid): probe row rows[k] against right sorted position b[k], if valid[k] (None: all).
-
-    Probe row r covers right positions start[r] .. end[r] - 1. `rows` is an int when the rows are the
-    contiguous block rows .. rows + len(b) - 1 (saves materialising an index array).
-    """
-    length = end - start
+def _bucket_candidates(rows: np.ndarray, start: np.ndarray, length: np.ndarray):
+    """Yield (rows, b): probe row rows[k] against right sorted positions start[k] .. start[k] + length[k] - 1."""
     heavy = np.flatnonzero(length > SMALL_BUCKET)
     if len(heavy):
-        yield from _heavy_bucket_candidates(heavy, start[heavy], length[heavy])
-        length[heavy] = 0
-    # Rank 0 for every probe at once: an empty bucket's offset points at another bucket's first hash (or the
-    # padding hash), and valid = length > 0 drops it. Cheaper than first selecting the non-empty buckets.
-    for first in range(0, len(start), CANDIDATE_BLOCK):
-        yield first, start[first:first + CANDIDATE_BLOCK], length[first:first + CANDIDATE_BLOCK] > 0
-    # Buckets hold ~1-3 hashes when width ~ log2(n): one short pass per further rank in the bucket.
+        yield from _heavy_bucket_candidates(rows[heavy], start[heavy], length[heavy])
+        light = np.flatnonzero(length <= SMALL_BUCKET)
+        rows, start, length = rows[light], start[light], length[light]
+    # Buckets hold ~1-3 hashes when width ~ log2(n): one short pass per rank in the bucket.
     # (Index arrays from flatnonzero, not boolean masks, which cost ~4 ns per element.)
-    rows = np.flatnonzero(length > 1)
-    start, length, rank = start[rows], length[rows], 1
-    while len(rows):
+    keep, rank = np.flatnonzero(length > 0), 0
+    while len(keep):
+        rows, start, length = rows[keep], start[keep], length[keep]
         for first in range(0, len(rows), CANDIDATE_BLOCK):
-            yield rows[first:first + CANDIDATE_BLOCK], start[first:first + CANDIDATE_BLOCK] + rank, None
+            yield rows[first:first + CANDIDATE_BLOCK], start[first:first + CANDIDATE_BLOCK] + rank
         rank += 1
         keep = np.flatnonzero(length > rank)
-        rows, start, length = rows[keep], start[keep], length[keep]
 
 
 def _heavy_bucket_candidates(rows: np.ndarray, start: np.ndarray, length: np.ndarray):
@@ -365,35 +389,36 @@ def _heavy_bucket_candidates(rows: np.ndarray, start: np.ndarray, length: np.nda
     for first in range(0, int(ends[-1]), CANDIDATE_BLOCK):
         k = np.arange(first, min(int(ends[-1]), first + CANDIDATE_BLOCK))
         g = np.searchsorted(ends, k, side="right")
-        yield rows[g], start[g] + (k - (ends[g] - length[g])), None
+        yield rows[g], start[g] + (k - (ends[g] - length[g]))
 
 
 def _verify_all(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray, candidates) -> np.ndarray:
-    parts = [_verify(job, index, positions, hashes, *candidate) for candidate in candidates]
+    """Verified rows of all (rows, b) candidate blocks."""
+    parts = [_verify(job, index, positions, hashes, rows, b) for rows, b in candidates]
     return np.concatenate(parts) if parts else np.empty((0, 3), dtype=np.int64)
 
 
-def _verify(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray, rows, b: np.ndarray,
-            valid: np.ndarray | None) -> np.ndarray:
-    """Rows (i, j, distance) for candidates: probe row rows[k] (hash hashes[rows[k]], left sorted position
-    positions[rows[k] % len(positions)]) against right sorted position b[k]."""
-    left, right = job.left_tables[index], job.right_tables[index]
-    probe_hashes = hashes[rows:rows + len(b)] if isinstance(rows, int) else hashes[rows]
-    xor = probe_hashes ^ right.sorted_hashes[b]
+def _verify(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray, rows: np.ndarray,
+            b: np.ndarray) -> np.ndarray:
+    """Rows (i, j, distance) of candidates: probe row rows[k] (hash hashes[rows[k]]) and right position b[k]."""
+    xor = hashes[rows] ^ job.right_tables[index].sorted_hashes[b]
     distance = np.bitwise_count(xor)
-    ok = distance <= job.threshold
-    if valid is not None:
-        ok &= valid
-    hit = np.flatnonzero(ok)
-    rows = hit + rows if isinstance(rows, int) else rows[hit]
-    b, xor, distance = b[hit], xor[hit], distance[hit]
-    first = np.ones(len(hit), dtype=bool)
+    hit = np.flatnonzero(distance <= job.threshold)
+    if not len(hit):
+        return np.empty((0, 3), dtype=np.int64)
+    return _rows(job, index, positions, rows[hit], b[hit], xor[hit], distance[hit])
+
+
+def _rows(job: _Job, index: int, positions: np.ndarray, rows: np.ndarray, b: np.ndarray, xor: np.ndarray,
+          distance: np.ndarray) -> np.ndarray:
+    """Output rows for verified pairs (probe row, right sorted position), keeping each pair at its first chunk."""
+    first = np.ones(len(rows), dtype=bool)
     for chunk in job.chunks[:index]:
         # Already reported at an earlier chunk: each pair counts only at its first qualifying chunk.
         if chunk.radius >= 0:
             first &= np.bitwise_count(xor & chunk.bits) > chunk.radius
-    i = left.order[positions[rows[first] % len(positions)]]
-    j = right.order[b[first]]
+    i = job.left_tables[index].order[positions[rows[first] % len(positions)]]
+    j = job.right_tables[index].order[b[first]]
     if job.self_join:
         i, j = np.minimum(i, j), np.maximum(i, j)
     return np.stack([i, j, distance[first].astype(np.int64)], axis=1)
