@@ -5,6 +5,7 @@ Each way a file can fail maps to one reason code, so a drop says what was wrong 
 
 from __future__ import annotations
 
+import io
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 DEFAULT_MAX_PIXELS = 89_478_485  # Pillow's own decompression-bomb limit
 BACKGROUND_RGB = (255, 255, 255)
+EXIF_ORIENTATION = 0x0112
 
 DECODE_REASONS = ("image_empty", "image_unreadable", "image_truncated", "image_too_large", "image_missing",
                   "image_unsupported_format")
@@ -36,6 +38,8 @@ class DecodedImage:
 
 
 def _flatten(image: Image.Image) -> Image.Image:
+    if image.mode == "RGB":
+        return image
     if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
         rgba = image.convert("RGBA")
         canvas = Image.new("RGB", rgba.size, BACKGROUND_RGB)
@@ -46,47 +50,54 @@ def _flatten(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
-def _unsupported_format(path: Path) -> str | None:
-    with open(path, "rb") as handle:
-        head = handle.read(64)
+def _unsupported_format(data: bytes) -> str | None:
+    head = data[:64]
     if head[4:8] == b"ftyp" and head[8:12] in BOX_BRANDS:
         return BOX_BRANDS[head[8:12]]
     return next((name for signature, name in LEADING_SIGNATURES if head.lstrip().startswith(signature)), None)
 
 
-def decode_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, draft_side_px: int | None = None
-                 ) -> DecodedImage:
-    """Decode `path`; raise ImageDecodeError with a reason code when it cannot be used.
+def _upright(opened: Image.Image) -> Image.Image:
+    """The image turned as its EXIF orientation says; the same object when there is nothing to turn."""
+    orientation = opened.getexif().get(EXIF_ORIENTATION, 1)
+    return ImageOps.exif_transpose(opened) if orientation != 1 else opened
+
+
+def decode_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, draft_side_px: int | None = None,
+                 data: bytes | None = None) -> DecodedImage:
+    """Decode `path` (or its bytes, when already read); raise ImageDecodeError with a reason when unusable.
 
     With `draft_side_px`, a JPEG is decoded by libjpeg at the smallest of 1/2, 1/4 or 1/8 scale that keeps both
     sides at least that many pixels: several times faster, and enough for a 32x32 perceptual hash."""
-    if not path.exists():
-        raise ImageDecodeError("image_missing", f"{path} does not exist")
-    if path.stat().st_size == 0:
+    if data is None:
+        if not path.exists():
+            raise ImageDecodeError("image_missing", f"{path} does not exist")
+        data = path.read_bytes()
+    if not data:
         raise ImageDecodeError("image_empty", f"{path} is empty (0 bytes)")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our own limit applies below
-            with Image.open(path) as opened:
-                fmt = opened.format or "unknown"
-                if opened.width * opened.height > max_pixels:
-                    raise ImageDecodeError("image_too_large",
-                                           f"{opened.width}x{opened.height} exceeds the {max_pixels}-pixel limit")
-                opened.seek(0)
-                full_size = opened.size
-                if draft_side_px and fmt == "JPEG":
-                    opened.draft("RGB", (draft_side_px, draft_side_px))
-                upright = ImageOps.exif_transpose(opened)
-                upright.load()
-                rgb = _flatten(upright)
-                if upright.size != opened.size:  # exif_transpose swapped the sides
-                    full_size = full_size[::-1]
+            # decoding from memory: nothing to close, so an RGB image needs no defensive copy
+            opened = Image.open(io.BytesIO(data))
+            fmt = opened.format or "unknown"
+            if opened.width * opened.height > max_pixels:
+                raise ImageDecodeError("image_too_large",
+                                       f"{opened.width}x{opened.height} exceeds the {max_pixels}-pixel limit")
+            full_size = opened.size
+            if draft_side_px and fmt == "JPEG":
+                opened.draft("RGB", (draft_side_px, draft_side_px))
+            opened.load()
+            upright = _upright(opened)
+            rgb = _flatten(upright)
+            if upright.size != opened.size:  # the orientation swapped the sides
+                full_size = full_size[::-1]
     except ImageDecodeError:
         raise
     except Image.DecompressionBombError as error:
         raise ImageDecodeError("image_too_large", str(error)) from error
     except UnidentifiedImageError as error:
-        known = _unsupported_format(path)
+        known = _unsupported_format(data)
         if known:
             raise ImageDecodeError("image_unsupported_format", f"{known} files are not supported") from error
         raise ImageDecodeError("image_unreadable", f"not an image Pillow can identify: {error}") from error

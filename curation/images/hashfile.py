@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from curation.errors import UserError
-from curation.fingerprint import sha256_file
+from curation.fingerprint import sha256_bytes
 from curation.grouping import groups_from_pairs
 from curation.images.hamming import cross_pairs_within, pairs_within
 from curation.images.phash import PhashConfig, algorithm, fingerprint
@@ -47,15 +47,16 @@ def hash_chunk(paths: list[str], cfg: PhashConfig) -> list[dict]:
     for name in paths:
         path = Path(name)
         try:
-            sha, size = sha256_file(path), path.stat().st_size
+            data = path.read_bytes()
         except OSError as error:
             rows.append({"path": name, "sha256": None, "phash": None, "width": None, "height": None, "bytes": None,
                          "error": f"file_unreadable: {error}", "algorithm": algorithm(cfg)})
             continue
-        found = fingerprint(path, cfg)
+        found = fingerprint(path, cfg, data)
         error = f"{found['error_reason']}: {found['error']}" if "error_reason" in found else None
-        rows.append({"path": name, "sha256": sha, "phash": found.get("phash"), "width": found.get("width"),
-                     "height": found.get("height"), "bytes": size, "error": error, "algorithm": algorithm(cfg)})
+        rows.append({"path": name, "sha256": sha256_bytes(data), "phash": found.get("phash"),
+                     "width": found.get("width"), "height": found.get("height"), "bytes": len(data), "error": error,
+                     "algorithm": algorithm(cfg)})
     return rows
 
 

@@ -35,10 +35,10 @@ def algorithm(cfg: PhashConfig) -> str:
     return f"imagehash {IMAGEHASH_VERSION} phash hash_size=8; {decode}"
 
 
-def fingerprint(path: Path, cfg: PhashConfig) -> dict:
-    """Width, height, format and pHash of one file, or the reason it cannot be decoded."""
+def fingerprint(path: Path, cfg: PhashConfig, data: bytes | None = None) -> dict:
+    """Width, height, format and pHash of one file (or its bytes), or the reason it cannot be decoded."""
     try:
-        decoded = decode_image(path, cfg.max_pixels, cfg.draft_side_px)
+        decoded = decode_image(path, cfg.max_pixels, cfg.draft_side_px, data)
     except ImageDecodeError as error:
         return {"error_reason": error.reason, "error": str(error)}
     return {"width": decoded.width, "height": decoded.height, "format": decoded.format,
