@@ -15,6 +15,7 @@ class RunReport:
     config: RunConfig
     stages: list[StageStats]          # the current chain, in order, as far as it got
     total_stages: int
+    waiting: str | None = None        # the stage waiting for batches, and on what
 
     @property
     def complete(self) -> bool:
@@ -40,11 +41,14 @@ def resolve_run_dir(run: str, out_dir: Path) -> Path:
 def load_report(run_dir: Path) -> RunReport:
     store = RunStore(run_dir)
     config = store.load_config()
-    stages = []
+    stages, waiting = [], None
     for entry in store.load_state():
+        if entry["status"] == "waiting":
+            waiting = f"{entry['stage']}: {entry['detail']}"
+            break
         stats_path = Path(entry["output_dir"]) / "stats.json"
         stages.append(StageStats.model_validate_json(stats_path.read_text(encoding="utf-8")))
-    return RunReport(config=config, stages=stages, total_stages=len(config.recipe.stages))
+    return RunReport(config=config, stages=stages, total_stages=len(config.recipe.stages), waiting=waiting)
 
 
 def _reasons(stats: StageStats) -> str:
@@ -56,26 +60,59 @@ def funnel_rows(report: RunReport) -> list[tuple[str, int, int, str, int]]:
     return [(stats.stage, stats.items_in, stats.dropped, _reasons(stats), stats.kept) for stats in report.stages]
 
 
+def _usage(stats: StageStats) -> tuple[str, str, str]:
+    """(calls, tokens in/out, cost) of a stage's model calls, or dashes."""
+    if not stats.usage:
+        return "-", "-", "-"
+    calls = sum(u.calls for u in stats.usage.values())
+    cached = sum(u.cached_calls for u in stats.usage.values())
+    tokens = f"{sum(u.input_tokens for u in stats.usage.values())}/{sum(u.output_tokens for u in stats.usage.values())}"
+    costs = [u.cost_usd for u in stats.usage.values() if u.calls]
+    cost = "?" if any(c is None for c in costs) else f"{sum(costs):.4f}"
+    return f"{calls}+{cached} cached" if cached else str(calls), tokens, cost
+
+
+def _with_usage(report: RunReport) -> bool:
+    return any(stats.usage for stats in report.stages)
+
+
 def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
 def funnel_markdown(report: RunReport) -> str:
-    lines = ["| # | stage | in | removed | % | reasons | out |", "|---|---|---:|---:|---:|---|---:|"]
-    for number, (stage, items_in, removed, reasons, out) in enumerate(funnel_rows(report), start=1):
-        lines.append(f"| {number} | {stage} | {items_in} | {removed} | {_share(removed, items_in)} | {reasons} | {out} |")
+    usage = _with_usage(report)
+    lines = ["| # | stage | in | removed | % | reasons | out |" + (" model calls | tokens in/out | cost USD |" if usage
+                                                                  else ""),
+             "|---|---|---:|---:|---:|---|---:|" + ("---:|---:|---:|" if usage else "")]
+    for number, ((stage, items_in, removed, reasons, out), stats) in enumerate(
+            zip(funnel_rows(report), report.stages), start=1):
+        extra = "".join(f" {cell} |" for cell in _usage(stats)) if usage else ""
+        lines.append(f"| {number} | {stage} | {items_in} | {removed} | {_share(removed, items_in)} | {reasons} | {out} |"
+                     + extra)
     return "\n".join(lines)
 
 
 def funnel_text(report: RunReport) -> str:
-    rows = [("#", "stage", "in", "removed", "%", "reasons", "out")]
+    usage = _with_usage(report)
+    rows = [("#", "stage", "in", "removed", "%", "reasons", "out") + (("model calls", "tokens in/out", "cost USD")
+                                                                   if usage else ())]
     rows += [(str(number), stage, str(items_in), str(removed), _share(removed, items_in), reasons, str(out))
-             for number, (stage, items_in, removed, reasons, out) in enumerate(funnel_rows(report), start=1)]
+             + (_usage(stats) if usage else ())
+             for number, ((stage, items_in, removed, reasons, out), stats) in enumerate(
+                 zip(funnel_rows(report), report.stages), start=1)]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    right = {0, 2, 3, 4, 6}
+    right = {0, 2, 3, 4, 6, 7, 8, 9}
     lines = ["  ".join(cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row))
              for row in rows]
     header = (f"run {report.config.run_id} (recipe {report.config.recipe.name}; backend: "
               f"{', '.join(report.backends) or report.config.recipe.backend.kind}; "
               f"{len(report.stages)}/{report.total_stages} stages done)")
-    return "\n".join([header, *lines])
+    footer = []
+    if usage:
+        costs = [u.cost_usd for stats in report.stages for u in stats.usage.values() if u.calls]
+        total = "unknown (a model has no price)" if any(c is None for c in costs) else f"${sum(costs):.4f}"
+        footer = [f"new model calls cost {total}; cached replies cost nothing"]
+    if report.waiting:
+        footer.append(f"waiting: {report.waiting}")
+    return "\n".join([header, *lines, *footer])

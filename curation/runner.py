@@ -31,6 +31,9 @@ from pydantic import JsonValue
 
 from curation.cache import Cache
 from curation.errors import BackendUnavailable, ModelOutputInvalid, ModelRequestRejected, StageFailed, UserError
+from curation.models.batch import MAX_SUBMISSIONS, BatchJobs, DeferredToBatch, PendingRequest, StageWaiting
+from curation.models.pricing import Budget, BudgetExceeded
+from curation.models.usage import add_usage, collecting
 from curation.fingerprint import sha256_file, sha256_json
 from curation.models import ModelBackend, make_backend
 from curation.models.identity import backend_identity
@@ -41,7 +44,7 @@ from curation.stage import (
     record_scores,
 )
 from curation.stages import STAGES
-from schemas import Decision, Drop, Keep, RunConfig, Sample, Scores, StageStats, Verdict
+from schemas import Decision, Drop, Keep, ModelUsage, RunConfig, Sample, Scores, StageStats, Verdict
 
 CHUNK_ITEMS = 256          # items read, processed and written at a time
 PROCESS_CHUNK_ITEMS = 32   # items per task sent to a worker process or Dask worker
@@ -54,6 +57,7 @@ class Progress(Protocol):
     def start(self, stage: str, index: int, total: int | None) -> None: ...
     def advance(self, count: int) -> None: ...
     def finish(self, stats: StageStats, skipped: bool) -> None: ...
+    def finish_waiting(self, stage: str, detail: str) -> None: ...
 
 
 class SilentProgress:
@@ -64,6 +68,9 @@ class SilentProgress:
         pass
 
     def finish(self, stats: StageStats, skipped: bool) -> None:
+        pass
+
+    def finish_waiting(self, stage: str, detail: str) -> None:
         pass
 
 
@@ -199,7 +206,7 @@ def plan_stage(store: RunStore, run: RunConfig, index: int, registry: Registry =
         input_digest = stage.describe_input(config)
     else:
         state = store.load_state()
-        if len(state) < index or state[index - 1]["status"] != "done":
+        if len(state) < index or state[index - 1]["status"] != "done":  # absent, or waiting for batches
             raise RuntimeError(f"stage {index + 1} ({stage.name}) cannot start: stage {index} is not complete")
         input_digest = state[index - 1]["output_sha256"]
     outside = stage.outside_input(config) if stage.outside_input else None
@@ -258,14 +265,14 @@ class StageWriter:
             self._files["dropped"].write(item.model_dump_json() + "\n")
         self._files["decisions"].write(decision.model_dump_json() + "\n")
 
-    def commit(self) -> StageStats:
+    def commit(self, usage: dict[str, ModelUsage] | None = None) -> StageStats:
         for handle in self._files.values():
             handle.close()
         stats = StageStats(
             stage=self.run.stage.name, index=self.run.index, key=self.run.key, kind=self.run.stage.kind,
             items_in=self.items_in, kept=self.kept, dropped=sum(self.by_reason.values()),
             by_reason=dict(sorted(self.by_reason.items())), seconds=round(time.monotonic() - self.started, 3),
-            backends=sorted(self.backends), config=self.run.config.model_dump(mode="json"))
+            backends=sorted(self.backends), usage=usage or {}, config=self.run.config.model_dump(mode="json"))
         write_json_atomic(self.partial / "stats.json", stats.model_dump(mode="json"))
         (self.partial / "DONE").write_text("", encoding="utf-8")
         shutil.rmtree(self.run.output_dir, ignore_errors=True)
@@ -287,7 +294,7 @@ def _guarded(work, item: Sample) -> dict:
     """The one broad catch: an item that fails becomes a recorded drop; a server or user problem stops the stage."""
     try:
         return work(item)
-    except (BackendUnavailable, UserError, StageFailed):
+    except (BackendUnavailable, UserError, StageFailed, BudgetExceeded):
         raise
     except Exception as error:  # noqa: BLE001 - the item boundary
         return _error_record(item, error)
@@ -301,28 +308,55 @@ def _work_one(stage: Stage, config: StageConfig, ctx: StageContext, item: Sample
 
 
 _WORKER_CONTEXTS: dict[tuple[str, int, str], tuple[Stage, StageConfig, StageContext]] = {}
+_CONFIGS: dict[tuple[str, int], RunConfig] = {}
+_BUDGETS: dict[tuple[str, str], Budget] = {}
+
+
+def _run_config(run_dir: str) -> RunConfig:
+    """run.json, read again only when it changes (work_chunk is called per item in thread mode)."""
+    path = Path(run_dir) / "run.json"
+    key = (run_dir, path.stat().st_mtime_ns)
+    if key not in _CONFIGS:
+        _CONFIGS[key] = RunStore(Path(run_dir)).load_config()
+    return _CONFIGS[key]
+
+
+def budget_for(run_dir: str, run_config: RunConfig) -> Budget:
+    """One budget per invocation of a run (run.json's created_at), shared by its stages in this process."""
+    key = (run_dir, run_config.created_at.isoformat())
+    if key not in _BUDGETS:
+        _BUDGETS[key] = Budget(run_config.recipe.backend.max_cost_usd)
+    return _BUDGETS[key]
 
 
 def _context_for(run_dir: str, index: int, registry: Registry) -> tuple[Stage, StageConfig, StageContext]:
     """The stage, its config and a context, built once per process (worker processes build their own)."""
-    run_config = RunStore(Path(run_dir)).load_config()
+    run_config = _run_config(run_dir)
     recipe = run_config.recipe
-    key = (run_dir, index, sha256_json([recipe.stages[index], recipe.backend, recipe.seed]))
+    key = (run_dir, index, sha256_json([recipe.stages[index], recipe.backend, recipe.seed,
+                                        run_config.created_at]))
     if key not in _WORKER_CONTEXTS:
         stage, config = stage_config(run_config, index, registry)
+        cache = Cache(cache_path(Path(run_dir)))
+        backend = make_backend(recipe.backend, request_cache(run_config, Path(run_dir)), budget_for(run_dir, run_config))
         _WORKER_CONTEXTS[key] = (stage, config, StageContext(
-            run_dir=Path(run_dir), stage=stage.name, run_seed=run_config.recipe.seed,
-            backend=make_backend(run_config.recipe.backend), cache=Cache(cache_path(Path(run_dir)))))
+            run_dir=Path(run_dir), stage=stage.name, run_seed=recipe.seed, backend=backend, cache=cache))
     return _WORKER_CONTEXTS[key]
 
 
 def work_chunk(run_dir: str, index: int, rows: list[str], registry: Registry = STAGES) -> list[dict]:
-    """Work records (scores, generated items or a recorded failure) for serialized samples.
+    """Work records (scores, generated items or a recorded failure, and model usage) for serialized samples.
 
     A plain function of plain arguments, so it runs alike here, in a worker process or on a Dask worker."""
     stage, config, ctx = _context_for(run_dir, index, registry)
-    return [_guarded(lambda item: _work_one(stage, config, ctx, item), Sample.model_validate_json(row))
-            for row in rows]
+    records = []
+    for row in rows:
+        with collecting() as usage:
+            record = _guarded(lambda item: _work_one(stage, config, ctx, item), Sample.model_validate_json(row))
+        if usage:
+            record["usage"] = {model: spent.model_dump(mode="json") for model, spent in usage.items()}
+        records.append(record)
+    return records
 
 
 def _execution_plan(stage: Stage, run_config: RunConfig, backend: ModelBackend) -> tuple[str, int, int]:
@@ -335,6 +369,50 @@ def _execution_plan(stage: Stage, run_config: RunConfig, backend: ModelBackend) 
     return mode, 1, CHUNK_ITEMS
 
 
+def _batch_enabled(run: StageRun, run_config: RunConfig) -> bool:
+    stage_setting = getattr(run.config, "batch", None)
+    wanted = run_config.recipe.backend.batch if stage_setting is None else stage_setting
+    return bool(wanted) and run.stage.uses_model and run_config.recipe.backend.kind == "openai"
+
+
+def _collect_deferred(run: StageRun, source: Path, store: RunStore, registry: Registry) -> list[PendingRequest]:
+    """Run the stage with requests deferred: the uncached requests it would send, without sending them."""
+    stage, config, ctx = _context_for(str(store.root), run.index, registry)
+
+    def attempt(rows: list[str]) -> None:
+        for row in rows:
+            try:
+                _work_one(stage, config, ctx, Sample.model_validate_json(row))
+            except DeferredToBatch:
+                pass
+            except (BackendUnavailable, UserError, StageFailed, BudgetExceeded):
+                raise
+            except Exception:  # noqa: BLE001 - an item boundary: it fails again, recorded, when the stage runs
+                pass
+
+    with ctx.backend.deferring() as pending, open(source, encoding="utf-8") as lines:
+        rows = chunked((line.rstrip("\n") for line in lines if line.strip()), 1)
+        for _ in ordered_map(attempt, rows, "threads", max(1, ctx.backend.concurrency)):
+            pass
+        return list(pending.values())
+
+
+def _run_batches(run: StageRun, source: Path, store: RunStore, run_config: RunConfig,
+                 registry: Registry) -> dict[str, ModelUsage]:
+    """Fill the reply cache through the Batch API, resubmitting failed lines; raises StageWaiting if not done."""
+    backend = _context_for(str(store.root), run.index, registry)[2].backend
+    spec = run_config.recipe.backend
+    jobs = BatchJobs(backend, run.folder / f"batch-{run.work_key}", wait_seconds=spec.batch_wait_seconds,
+                     poll_seconds=spec.batch_poll_seconds)
+    usage: dict[str, ModelUsage] = {}
+    for _ in range(MAX_SUBMISSIONS):
+        pending = _collect_deferred(run, source, store, registry)
+        if not pending:
+            break
+        usage = add_usage(usage, jobs.run(pending, {"run_id": run_config.run_id, "stage": run.stage.name}))
+    return usage
+
+
 def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunConfig, backend: ModelBackend,
                   progress: Progress, registry: Registry) -> Path:
     """Phase one of item and transform stages: scores or generated items per input, stored by work key."""
@@ -344,6 +422,7 @@ def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunC
         progress.advance(count_lines(source))
         return work_dir / "work.jsonl"
     stage = run.stage
+    batch_usage = _run_batches(run, source, store, run_config, registry) if _batch_enabled(run, run_config) else {}
     partial = work_dir.with_name(work_dir.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -353,10 +432,13 @@ def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunC
         chunks = chunked((line.rstrip("\n") for line in lines if line.strip()), chunk_items)
         total = failed = 0
         first_error: dict | None = None
+        usage: dict[str, ModelUsage] = batch_usage
         with open(partial / "work.jsonl", "w", encoding="utf-8") as handle:
             for records in ordered_map(function, chunks, mode, workers):
                 for record in records:
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    usage = add_usage(usage, {model: ModelUsage.model_validate(spent)
+                                              for model, spent in record.get("usage", {}).items()})
                     if "error" in record:
                         failed += 1
                         first_error = first_error or record["error"]
@@ -366,10 +448,17 @@ def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunC
         raise StageFailed(f"{stage.name}: all {total} items failed, so nothing was recorded as done (first error: "
                           f"{first_error['reason']}: {json.dumps(first_error['detail'])[:300]}); fix the cause and "
                           f"rerun with the same --run-id")
+    write_json_atomic(partial / "usage.json", {model: spent.model_dump(mode="json") for model, spent in usage.items()})
     (partial / "DONE").write_text("", encoding="utf-8")
     shutil.rmtree(work_dir, ignore_errors=True)
     os.replace(partial, work_dir)
     return work_dir / "work.jsonl"
+
+
+def work_usage(work_file: Path) -> dict[str, ModelUsage]:
+    """The model usage of a stage's work, as computed when the work was done."""
+    stored = json.loads((work_file.parent / "usage.json").read_text(encoding="utf-8"))
+    return {model: ModelUsage.model_validate(spent) for model, spent in stored.items()}
 
 
 def _new_generation(before: Sample, after: Sample) -> Scores | None:
@@ -427,12 +516,14 @@ def execute_stage(store: RunStore, run_config: RunConfig, run: StageRun, backend
         return writer.commit()
     work_file = _compute_work(run, source, store, run_config, backend, progress, registry)
     _decide_items(run, source, work_file, writer)
-    return writer.commit()
+    return writer.commit(work_usage(work_file))
 
 
 def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache: Cache | None = None,
-              registry: Registry = STAGES) -> StageStats:
-    """Run (or skip, when its output exists) stage `index` of the run in `run_dir`; record it in state.json."""
+              registry: Registry = STAGES) -> StageStats | None:
+    """Run (or skip, when its output exists) stage `index` of the run in `run_dir`; record it in state.json.
+
+    Returns None when the stage is waiting for batches: state.json says so, and a rerun resumes polling."""
     store = RunStore(run_dir)
     run_config = store.load_config()
     run = plan_stage(store, run_config, index, registry)
@@ -443,7 +534,13 @@ def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache
     else:
         backend = make_backend(run_config.recipe.backend)
         cache = cache or Cache(cache_path(run_dir))
-        stats = execute_stage(store, run_config, run, backend, cache, progress, registry)
+        try:
+            stats = execute_stage(store, run_config, run, backend, cache, progress, registry)
+        except StageWaiting as waiting:
+            store.record_stage(index, {"index": index, "stage": run.stage.name, "key": run.key,
+                                       "status": "waiting", "detail": str(waiting)})
+            progress.finish_waiting(run.stage.name, str(waiting))
+            return None
         skipped = False
     store.record_stage(index, {
         "index": index, "stage": run.stage.name, "key": run.key, "status": "done",
@@ -455,6 +552,12 @@ def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache
 def cache_path(run_dir: Path) -> Path:
     """The cache shared by every run under the same output folder: `<out>/cache/cache.sqlite`."""
     return run_dir.parent.parent / "cache" / "cache.sqlite"
+
+
+def request_cache(run_config: RunConfig, run_dir: Path) -> Cache:
+    """Where model replies are kept: the backend's `request_cache` file, or the output folder's cache."""
+    location = run_config.recipe.backend.request_cache
+    return Cache(Path(location) if location else cache_path(run_dir))
 
 
 def check_backend(run_dir: Path) -> str:
@@ -469,6 +572,12 @@ def stage_count(run_dir: Path) -> int:
 
 
 def run_all(run_dir: Path, progress: Progress | None = None, registry: Registry = STAGES) -> list[StageStats]:
-    """Every stage in order, in this process (the Prefect flow does the same with one task per stage)."""
+    """Every stage in order, in this process, up to one that waits (the Prefect flow does the same as tasks)."""
     check_backend(run_dir)
-    return [run_stage(run_dir, index, progress, registry=registry) for index in range(stage_count(run_dir))]
+    done = []
+    for index in range(stage_count(run_dir)):
+        stats = run_stage(run_dir, index, progress, registry=registry)
+        if stats is None:
+            break
+        done.append(stats)
+    return done

@@ -21,14 +21,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from curation.cache import Cache
-from curation.fingerprint import sha256_json
-from curation.models.base import OFFLINE_LABEL, ModelBackend, ModelRequest, ModelResult
+from curation.models.base import ModelBackend, ModelRequest, ModelResult
 from curation.prompting import load_prompt
 from curation.seeds import derive_rng, derive_seed
-from schemas import Generation, Sample, Scores, Verdict
+from schemas import Sample, Scores, Verdict
 
 GENERIC_REASONS = ("stage_error", "model_output_invalid", "model_request_rejected")
-MODEL_REPLY_NAMESPACE = "model_reply"
 
 
 class StageConfig(BaseModel):
@@ -69,28 +67,20 @@ class StageContext:
         """A generator that depends only on the run seed, the stage and `parts` (e.g. an item id)."""
         return derive_rng(self.run_seed, self.stage, *parts)
 
-    def ask(self, prompt_id: str, prompt_version: int, item: Sample,
-            variables: dict[str, str] | None = None) -> ModelResult:
-        """One model call about `item`'s images, seeded by the item so a rerun asks the same question.
+    def ask(self, prompt_id: str, prompt_version: int, item: Sample, variables: dict[str, str] | None = None,
+            model: str | None = None) -> ModelResult:
+        """One model call about `item`'s images, seeded by the item so a rerun asks the same question."""
+        request = ModelRequest(prompt=load_prompt(prompt_id, prompt_version), variables=variables or {},
+                               images=tuple(item.images), seed=self.seed_for(item.id), model=model)
+        return self.backend.complete(request)
 
-        Replies from a model server are stored in the cache as soon as they arrive, so a rerun (after a crash,
-        or with changed upstream settings that leave this item as it was) does not pay for them again."""
-        prompt = load_prompt(prompt_id, prompt_version)
-        request = ModelRequest(prompt=prompt, variables=variables or {}, images=tuple(item.images),
-                               seed=self.seed_for(item.id))
-        if self.backend.label == OFFLINE_LABEL:
-            return self.backend.complete(request)
-        key = sha256_json({"backend": self.backend.identity(), "prompt": prompt.sha256, "variables": request.variables,
-                           "images": [image.sha256 for image in request.images], "seed": request.seed})
-        stored = self.cache.get(MODEL_REPLY_NAMESPACE, key)
-        if isinstance(stored, dict):
-            return ModelResult(value=prompt.output_schema.model_validate(stored["value"]),
-                               generation=Generation.model_validate(stored["generation"]), raw=stored["raw"])
-        result = self.backend.complete(request)
-        self.cache.put(MODEL_REPLY_NAMESPACE, key, {"value": result.value.model_dump(mode="json"),
-                                                    "generation": result.generation.model_dump(mode="json"),
-                                                    "raw": result.raw})
-        return result
+
+class ModelStageConfig(StageConfig):
+    """Settings every model-calling stage has."""
+
+    prompt_version: int = Field(1, ge=1, description="pins prompts/<purpose>/v<N>.yaml")
+    model: str | None = Field(None, description="this stage's model; default: the backend's")
+    batch: bool | None = Field(None, description="send this stage through the Batch API; default: the run's setting")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,6 +12,7 @@ import typer
 import yaml
 
 from curation.errors import BackendUnavailable, StageFailed, UserError
+from curation.models.pricing import BudgetExceeded
 
 app = typer.Typer(
     help="Curate reviewed, versioned multimodal benchmarks from images.\n\n"
@@ -60,6 +61,17 @@ def run(
     release: Annotated[bool, typer.Option(help="Write a versioned release when the run completes.")] = True,
     progress: Annotated[str, typer.Option(help="auto, bar, log or none.")] = "auto",
     jobs: Annotated[Optional[int], typer.Option(help="Worker processes for image hashing (default: one per core).")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(
+        help="Model requests in flight at once, shared by all stages (default: the recipe's, 8).")] = None,
+    max_cost: Annotated[Optional[float], typer.Option(
+        help="Stop before this invocation's new model calls cost more than this many USD; finished work is "
+             "kept and cached.")] = None,
+    refresh_cache: Annotated[bool, typer.Option(
+        "--refresh-cache", help="Ask the model again instead of reusing cached replies (and cache the new "
+                                "ones).")] = False,
+    batch: Annotated[Optional[bool], typer.Option(
+        "--batch/--no-batch", help="Send model stages through the Batch API: half price, results within "
+                                   "24 h; a rerun resumes polling.")] = None,
     dask_address: Annotated[Optional[str], typer.Option(
         help="Run the stages on this Dask scheduler (e.g. tcp://10.0.0.5:8786) through Prefect's Dask task "
              "runner; image hashing spreads over its workers. Worth it from roughly 100K images.")] = None,
@@ -78,7 +90,8 @@ def run(
     # validate everything before Prefect starts, so a user mistake costs no server start-up
     resolve_run(recipe, out_dir=out.resolve(), run_id=run_id, input_path=None if input_path is None else str(input_path),
                 backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides, jobs=jobs,
-                dask_address=dask_address)
+                dask_address=dask_address, concurrency=concurrency, max_cost_usd=max_cost,
+                refresh_cache=refresh_cache, batch=batch)
     _quiet_prefect_defaults()
     _check_prefect_api()
     from flows.curate import curate
@@ -86,12 +99,17 @@ def run(
 
     result = curate(recipe=recipe, run_id=run_id, input_path=None if input_path is None else str(input_path),
                     backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides,
-                    out_dir=str(out), release=release, progress=progress, jobs=jobs, dask_address=dask_address)
+                    out_dir=str(out), release=release, progress=progress, jobs=jobs, dask_address=dask_address,
+                    concurrency=concurrency, max_cost_usd=max_cost, refresh_cache=refresh_cache, batch=batch)
     typer.echo("")
     typer.echo(funnel_text(load_report(Path(result["run_dir"]))))
     typer.echo(f"\nrun folder: {result['run_dir']}")
     if result["release_dir"]:
         typer.echo(f"release:    {result['release_dir']}")
+    if result["waiting"]:
+        typer.echo(f"\nwaiting for batches ({result['waiting']}); nothing is lost: rerun `curate run {recipe} "
+                   f"--run-id {result['run_id']}` later to resume polling and finish.")
+        sys.exit(5)
     if result["emptied_by"]:
         typer.echo(f"\nno sample survived: {result['emptied_by']} removed the last ones, so nothing was released. "
                    f"Its parameters: `curate recipes {recipe}`; loosen one with --set {result['emptied_by']}.<field>=... "
@@ -244,3 +262,6 @@ def main() -> None:
     except (BackendUnavailable, StageFailed) as error:
         typer.echo(f"error: {error}", err=True)
         sys.exit(3)
+    except BudgetExceeded as error:
+        typer.echo(f"stopped: {error}", err=True)
+        sys.exit(4)

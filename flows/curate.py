@@ -16,6 +16,7 @@ from prefect_dask import DaskTaskRunner
 
 from curation.demo.corpus import build_demo_corpus
 from curation.errors import BackendUnavailable, StageFailed, UserError
+from curation.models.pricing import BudgetExceeded
 from curation.recipes import DEMO_CORPUS_DIRNAME, available_recipes, changed_stages, existing_run, resolve_run
 from curation.release.writer import write_release
 from curation.report import funnel_markdown, load_report
@@ -23,7 +24,7 @@ from curation.runner import RunStore, check_backend, run_stage
 from flows.progress import ProgressMode, make_progress, stage_summary
 
 RecipeName = Literal[tuple(available_recipes())]  # type: ignore[valid-type]
-EXPECTED_FAILURES = (UserError, BackendUnavailable, StageFailed)
+EXPECTED_FAILURES = (UserError, BackendUnavailable, StageFailed, BudgetExceeded)
 
 
 class _OneLineForExpectedFailures(logging.Filter):
@@ -50,6 +51,8 @@ def _stages_on_dask(run_dir: str) -> None:
     logger = get_run_logger()
     for index, spec in enumerate(RunStore(Path(run_dir)).load_config().recipe.stages):
         stats = task(run_stage, name=spec.stage, cache_policy=NO_CACHE).submit(Path(run_dir), index).result()
+        if stats is None:
+            return
         logger.info(stage_summary(stats, skipped=False))
 
 
@@ -58,8 +61,9 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_p
            backend: Literal["offline", "openai"] | None = None, base_url: str | None = None,
            model: str | None = None, seed: int | None = None,
            overrides: dict[str, dict[str, Any]] | None = None, out_dir: str = "outputs", release: bool = True,
-           progress: ProgressMode = "auto", jobs: int | None = None, dask_address: str | None = None
-           ) -> dict[str, Any]:
+           progress: ProgressMode = "auto", jobs: int | None = None, dask_address: str | None = None,
+           concurrency: int | None = None, max_cost_usd: float | None = None, refresh_cache: bool = False,
+           batch: bool | None = None) -> dict[str, Any]:
     """Run `recipe` on `input_path` (none: the bundled demo corpus); `overrides` maps stage -> config changes.
 
     `dask_address` runs the stages through Prefect's Dask task runner, and CPU-bound stages (image hashing)
@@ -68,7 +72,8 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_p
     out = Path(out_dir).resolve()
     config = resolve_run(recipe, out_dir=out, run_id=run_id, input_path=input_path, backend=backend,
                          base_url=base_url, model=model, seed=seed, overrides=overrides, jobs=jobs,
-                         dask_address=dask_address)
+                         dask_address=dask_address, concurrency=concurrency, max_cost_usd=max_cost_usd,
+                         refresh_cache=refresh_cache, batch=batch)
     store = RunStore(out / "runs" / config.run_id)
     previous = existing_run(out, config.run_id)
     store.save_config(config)
@@ -87,8 +92,13 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_p
     else:
         display = make_progress(progress, logger)
         for index, spec in enumerate(config.recipe.stages):
-            task(run_stage, name=spec.stage, cache_policy=NO_CACHE)(store.root, index, display)
+            if task(run_stage, name=spec.stage, cache_policy=NO_CACHE)(store.root, index, display) is None:
+                break  # waiting for batches: the next run resumes polling
     report = load_report(store.root)
+    if report.waiting:
+        logger.warning("run %s is waiting: %s", config.run_id, report.waiting)
+        return {"run_id": config.run_id, "run_dir": str(store.root), "emptied_by": None, "release_dir": None,
+                "waiting": report.waiting}
     create_markdown_artifact(key=_artifact_key(recipe), description=f"Funnel of run {config.run_id}",
                              markdown=f"# Funnel of run `{config.run_id}`\n\nBackend: "
                                       f"{', '.join(report.backends)}\n\n{funnel_markdown(report)}\n")
@@ -100,4 +110,4 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_p
         release_dir = write_release(store.root, out)
         logger.info("release written to %s", release_dir)
     return {"run_id": config.run_id, "run_dir": str(store.root), "emptied_by": emptied_by,
-            "release_dir": None if release_dir is None else str(release_dir)}
+            "release_dir": None if release_dir is None else str(release_dir), "waiting": None}

@@ -47,6 +47,12 @@ class BarProgress:
             self._bar = None
         self.console.print(stage_summary(stats, skipped), highlight=False)
 
+    def finish_waiting(self, stage: str, detail: str) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+        self.console.print(f"{stage}: waiting: {detail}", highlight=False)
+
 
 class LogProgress:
     """For logs (served deployments, CI): a start line, a line every `every_seconds`, a summary line."""
@@ -68,6 +74,9 @@ class LogProgress:
 
     def finish(self, stats: StageStats, skipped: bool) -> None:
         self.logger.info(stage_summary(stats, skipped))
+
+    def finish_waiting(self, stage: str, detail: str) -> None:
+        self.logger.info("%s: waiting: %s", stage, detail)
 
 
 class _NoTaskChatter(logging.Filter):

@@ -1,8 +1,8 @@
 """Pydantic models at every boundary of the pipeline; nothing else lives here."""
 
-from schemas.decision import Decision, Drop, Keep, Scores, StageStats, Verdict
+from schemas.decision import Decision, Drop, Keep, ModelUsage, Scores, StageStats, Verdict
 from schemas.manifest import PromptUse, ReleaseManifest
-from schemas.recipe import BackendSpec, DemoSpec, ExecutionSpec, Recipe, ReleaseSpec, RunConfig, StageSpec
+from schemas.recipe import BackendSpec, DemoSpec, ExecutionSpec, Price, Recipe, ReleaseSpec, RunConfig, StageSpec
 from schemas.sample import (
     Categories, Challenge, ChecklistItem, Generation, ImageRef, Persona, Provenance, ReviewState, Rewrite,
     Sample, Turn,
@@ -10,6 +10,6 @@ from schemas.sample import (
 
 __all__ = [
     "BackendSpec", "Categories", "Challenge", "ChecklistItem", "Decision", "DemoSpec", "Drop", "ExecutionSpec", "Generation",
-    "ImageRef", "Keep", "Persona", "PromptUse", "Provenance", "Recipe", "ReleaseManifest", "ReleaseSpec",
+    "ImageRef", "Keep", "ModelUsage", "Price", "Persona", "PromptUse", "Provenance", "Recipe", "ReleaseManifest", "ReleaseSpec",
     "ReviewState", "Rewrite", "RunConfig", "Sample", "Scores", "StageSpec", "StageStats", "Turn", "Verdict",
 ]

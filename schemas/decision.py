@@ -52,6 +52,24 @@ class Decision(Strict):
     prompt_sha256: str | None = None
 
 
+class ModelUsage(Strict):
+    """Model calls of one stage with one model; cached replies cost nothing."""
+
+    calls: int = 0
+    cached_calls: int = 0
+    batch_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = Field(0.0, description="null when the model has no known price")
+
+    def plus(self, other: "ModelUsage") -> "ModelUsage":
+        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
+        return ModelUsage(calls=self.calls + other.calls, cached_calls=self.cached_calls + other.cached_calls,
+                          batch_calls=self.batch_calls + other.batch_calls,
+                          input_tokens=self.input_tokens + other.input_tokens,
+                          output_tokens=self.output_tokens + other.output_tokens, cost_usd=cost)
+
+
 class StageStats(Strict):
     """A stage's counts, written to stats.json; the funnel report and release card read only these."""
 
@@ -65,4 +83,5 @@ class StageStats(Strict):
     by_reason: dict[str, int] = Field(default_factory=dict)
     seconds: float
     backends: list[str] = Field(default_factory=list)
+    usage: dict[str, ModelUsage] = Field(default_factory=dict, description="model -> calls, tokens, cost")
     config: dict[str, JsonValue] = Field(default_factory=dict)

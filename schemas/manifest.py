@@ -28,6 +28,7 @@ class ReleaseManifest(Strict):
     backends: list[str] = Field(description="every backend label that produced an output in the release")
     offline_outputs: bool = Field(description="true when any field came from the offline heuristic backend")
     models: list[str]
+    total_cost_usd: float | None = Field(description="new model calls of the run's stages; null if a price is unknown")
     prompts: list[PromptUse]
     review_modes: list[str]
     funnel: list[StageStats]

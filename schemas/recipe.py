@@ -13,16 +13,34 @@ BackendKind = Literal["offline", "openai"]
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 
 
+class Price(Strict):
+    input_per_million: float = Field(ge=0, description="USD per million input tokens")
+    output_per_million: float = Field(ge=0, description="USD per million output tokens")
+
+
 class BackendSpec(Strict):
     """Which model backend runs the model steps. The API key is never part of it: it comes from OPENAI_API_KEY."""
 
     kind: BackendKind = "offline"
     base_url: str | None = Field(None, description="OpenAI-protocol base URL, e.g. http://127.0.0.1:8000/v1 for vLLM")
     model: str | None = Field(None, description="model name the server knows; required for kind 'openai'")
-    concurrency: int = Field(4, ge=1, le=256, description="requests in flight at once")
-    timeout_seconds: float = Field(120.0, gt=0)
-    max_retries: int = Field(3, ge=0, le=10)
+    concurrency: int = Field(8, ge=1, le=512, description="requests in flight at once, shared by all stages")
+    timeout_seconds: float = Field(120.0, gt=0, description="per request")
+    max_retries: int = Field(5, ge=0, le=20, description="retries of 429, 5xx, timeouts and dropped connections")
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_output_tokens: int = Field(2048, ge=16, description="reply cap; counts toward rate limits, keep it tight")
     image_max_side_px: int = Field(1024, ge=64, description="images are downscaled to this longest side before sending")
+    image_transport: Literal["data_url", "url"] = Field("data_url", description="send image bytes, or a URL to them")
+    image_url_template: str | None = Field(None, description="with image_transport url: e.g. "
+                                                              "https://host/images/{sha256}")
+    prices: dict[str, Price] = Field(default_factory=dict, description="model -> price, over the built-in table")
+    max_cost_usd: float | None = Field(None, gt=0, description="stop before new calls in one invocation cost more")
+    request_cache: str | None = Field(None, description="sqlite file of model replies; default <out>/cache/cache.sqlite")
+    refresh_token: str | None = Field(None, description="set by --refresh-cache: ask again instead of reusing replies")
+    batch: bool = Field(False, description="send model stages through the Batch API (half price, up to 24 h)")
+    batch_wait_seconds: float = Field(600, ge=0, description="how long one run polls before leaving a stage "
+                                                             "waiting (a rerun resumes polling)")
+    batch_poll_seconds: float = Field(15, gt=0, description="between two looks at running batches")
 
 
 class ExecutionSpec(Strict):

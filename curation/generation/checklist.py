@@ -7,14 +7,12 @@ A conversation whose user turns do not all get at least one item is dropped.
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from curation.stage import StageConfig, StageContext, TransformStage
+from curation.stage import ModelStageConfig, StageContext, TransformStage
 from schemas import ChecklistItem, Drop, Keep, Sample, Verdict
 
 
-class ChecklistConfig(StageConfig):
-    prompt_version: int = Field(1, ge=1)
+class ChecklistConfig(ModelStageConfig):
+    """Prompt version and model only."""
 
 
 def conversation_text(item: Sample) -> str:
@@ -22,7 +20,8 @@ def conversation_text(item: Sample) -> str:
 
 
 def generate(item: Sample, cfg: ChecklistConfig, ctx: StageContext) -> list[Sample]:
-    result = ctx.ask("checklist", cfg.prompt_version, item, {"conversation": conversation_text(item)})
+    result = ctx.ask("checklist", cfg.prompt_version, item, {"conversation": conversation_text(item)},
+                     model=cfg.model)
     by_user_turn = {entry.user_turn: entry.items for entry in result.value.checklists}
     turns, user_index = [], 0
     for turn in item.conversation:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from curation.stage import StageConfig, StageContext, TransformStage, decision_field
+from curation.stage import ModelStageConfig, StageContext, TransformStage, decision_field
 from schemas import Drop, Keep, Sample, Turn, Verdict
 
 
-class ConversationConfig(StageConfig):
-    prompt_version: int = Field(1, ge=1)
+class ConversationConfig(ModelStageConfig):
     turns: int = Field(4, ge=1, le=20, description="user-assistant exchanges to ask for (paper: 4)")
     min_utterances: int = decision_field(6, ge=2, description="shorter conversations are dropped (paper: 6)")
 
@@ -24,7 +23,7 @@ def generate(item: Sample, cfg: ConversationConfig, ctx: StageContext) -> list[S
         raise ValueError("conversation_generate needs a persona; run persona_generate before it")
     variables = {"turns": str(cfg.turns), "utterances": str(2 * cfg.turns), "character": item.persona.character,
                  "scenario": item.persona.scenario, "goal": item.persona.goal}
-    result = ctx.ask("conversation", cfg.prompt_version, item, variables)
+    result = ctx.ask("conversation", cfg.prompt_version, item, variables, model=cfg.model)
     turns = [Turn(speaker=utterance.speaker, utterance=utterance.text.strip()) for utterance in result.value.utterances]
     return [item.model_copy(update={"conversation": turns,
                                     "generated_by": {**item.generated_by, "conversation": result.generation}})]

@@ -6,18 +6,16 @@ the image alone; the character must never be a real person shown in the image.
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from curation.stage import StageConfig, StageContext, TransformStage
+from curation.stage import ModelStageConfig, StageContext, TransformStage
 from schemas import Persona, Sample
 
 
-class PersonaConfig(StageConfig):
-    prompt_version: int = Field(1, ge=1)
+class PersonaConfig(ModelStageConfig):
+    """Prompt version and model only."""
 
 
 def generate(item: Sample, cfg: PersonaConfig, ctx: StageContext) -> list[Sample]:
-    result = ctx.ask("persona", cfg.prompt_version, item)
+    result = ctx.ask("persona", cfg.prompt_version, item, model=cfg.model)
     persona = Persona(**result.value.model_dump())
     return [item.model_copy(update={"persona": persona,
                                     "generated_by": {**item.generated_by, "persona": result.generation}})]

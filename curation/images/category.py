@@ -7,14 +7,12 @@ merging synonyms is a later step.
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from curation.stage import ItemStage, StageConfig, StageContext
+from curation.stage import ItemStage, ModelStageConfig, StageContext
 from schemas import Categories, Drop, Keep, Sample, Scores, Verdict
 
 
-class CategoryConfig(StageConfig):
-    prompt_version: int = Field(1, ge=1)
+class CategoryConfig(ModelStageConfig):
+    """Prompt version and model only."""
 
 
 def normalise(name: str | None) -> str | None:
@@ -23,7 +21,7 @@ def normalise(name: str | None) -> str | None:
 
 
 def score(item: Sample, cfg: CategoryConfig, ctx: StageContext) -> Scores:
-    reply = ctx.ask("image_category", cfg.prompt_version, item)
+    reply = ctx.ask("image_category", cfg.prompt_version, item, model=cfg.model)
     value = reply.value
     main = normalise(value.proposed_category) if value.category == "Others" else value.category
     return Scores(values={"category": main, "sub_category": normalise(value.sub_category),

@@ -6,19 +6,16 @@ only grade 5, removing 64.77%; logos, icons and rotated images get grade 1.
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from curation.stage import ItemStage, StageConfig, StageContext, decision_field
+from curation.stage import ItemStage, ModelStageConfig, StageContext, decision_field
 from schemas import Drop, Keep, Sample, Scores, Verdict
 
 
-class QualityConfig(StageConfig):
-    prompt_version: int = Field(1, ge=1)
+class QualityConfig(ModelStageConfig):
     min_quality_score: int = decision_field(5, ge=1, le=5, description="keep grades >= this (paper: 5)")
 
 
 def score(item: Sample, cfg: QualityConfig, ctx: StageContext) -> Scores:
-    result = ctx.ask("image_quality", cfg.prompt_version, item)
+    result = ctx.ask("image_quality", cfg.prompt_version, item, model=cfg.model)
     return Scores(values={"quality_score": result.value.quality_score, "rationale": result.value.rationale},
                   generation=result.generation)
 

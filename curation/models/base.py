@@ -22,6 +22,7 @@ class ModelRequest:
     variables: dict[str, str]
     images: tuple[ImageRef, ...]
     seed: int
+    model: str | None = None  # a stage's own model; None means the backend's
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,6 @@ class ModelBackend(Protocol):
         ...
 
 
-def generation_for(backend: ModelBackend, prompt: Prompt) -> Generation:
-    return Generation(backend=backend.label, model=backend.model, prompt_id=prompt.id,
+def generation_for(backend: ModelBackend, prompt: Prompt, model: str | None = None) -> Generation:
+    return Generation(backend=backend.label, model=model or backend.model, prompt_id=prompt.id,
                       prompt_version=prompt.version, prompt_sha256=prompt.sha256)

@@ -14,5 +14,9 @@ def resolved_base_url(spec: BackendSpec) -> str:
 def backend_identity(spec: BackendSpec) -> dict[str, str]:
     if spec.kind == "offline":
         return {"backend": OFFLINE_LABEL, "model": HEURISTICS_VERSION}
-    return {"backend": "openai", "model": spec.model or "", "base_url": resolved_base_url(spec),
-            "image_max_side_px": str(spec.image_max_side_px)}
+    identity = {"backend": "openai", "model": spec.model or "", "base_url": resolved_base_url(spec),
+                "image_max_side_px": str(spec.image_max_side_px), "temperature": str(spec.temperature),
+                "max_output_tokens": str(spec.max_output_tokens), "image_transport": spec.image_transport}
+    if spec.refresh_token:  # --refresh-cache: new answers, so new stage outputs
+        identity["refresh_token"] = spec.refresh_token
+    return identity

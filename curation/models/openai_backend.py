@@ -1,28 +1,45 @@
-"""OpenAI-protocol backend (OpenAI, vLLM, Ollama, any compatible base URL) over the official `openai` client.
+"""OpenAI-protocol backend (OpenAI, vLLM, Ollama, any compatible base URL) on the shared async client.
 
-Structured outputs: every call sends the prompt's pydantic schema as a strict JSON-schema response format.
-A reply that does not validate is asked for once more with the validation error; a second failure raises
-ModelOutputInvalid with the raw reply, which the runner records as a drop. The API key is read from
-OPENAI_API_KEY here and nowhere else; it never enters configs, run files or logs.
+- Structured outputs: every call sends the prompt's pydantic schema as a strict JSON-schema response format. A
+  reply that does not validate is asked for once more with the validation error; a second failure raises
+  ModelOutputInvalid with the raw reply, which the runner records as a drop.
+- Request cache: each valid reply is stored (sqlite, `ctx.cache` or `backend.request_cache`) as soon as it arrives,
+  keyed by base URL, model, the rendered messages (images by content hash and send size), parameters and the
+  prompt file's hash; a rerun or a resumed run sends no request that already succeeded. `--refresh-cache` asks
+  again (and stores the new replies).
+- Images go as JPEG data URLs downscaled to `image_max_side_px`, or as URLs from `image_url_template`.
+- Tokens and cost of every new call are recorded per item (`curation.models.usage`) and checked against the
+  budget before sending.
+The API key is read from OPENAI_API_KEY here and nowhere else; it never enters configs, run files or logs.
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import openai
 from pydantic import BaseModel, ValidationError
 
-from curation.errors import BackendUnavailable, ModelOutputInvalid, ModelRequestRejected, UserError
+from curation.cache import Cache
+from curation.errors import BackendUnavailable, ModelOutputInvalid, UserError
+from curation.fingerprint import sha256_json
 from curation.images.decode import decode_image
 from curation.models.base import ModelRequest, ModelResult, generation_for
+from curation.models.batch import DeferredToBatch, PendingRequest
+from curation.models.client import shared_client
 from curation.models.identity import OPENAI_DEFAULT_BASE_URL, backend_identity, resolved_base_url
-from schemas import BackendSpec, ImageRef
+from curation.models.pricing import Budget, cost_usd, estimate_input_tokens, price_for
+from curation.models.usage import record
+from schemas import BackendSpec, ImageRef, ModelUsage
 
 KEYLESS_PLACEHOLDER = "not-needed"  # local servers (vLLM, Ollama) accept any key
+REPLY_NAMESPACE = "model_reply"
 
 
 def strict_schema(model: type[BaseModel]) -> dict:
@@ -44,19 +61,28 @@ def strict_schema(model: type[BaseModel]) -> dict:
     return schema
 
 
-def image_data_url(image: ImageRef, max_side_px: int) -> str:
-    """The image as a JPEG data URL, downscaled so its longest side is at most `max_side_px`."""
+def image_data_url(image: ImageRef, max_side_px: int) -> tuple[str, tuple[int, int]]:
+    """The image as a JPEG data URL, downscaled so its longest side is at most `max_side_px`; and its size sent."""
     picture = decode_image(Path(image.path)).image
     picture.thumbnail((max_side_px, max_side_px))
     buffer = io.BytesIO()
     picture.save(buffer, format="JPEG", quality=90)
-    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode(), picture.size
+
+
+def api_key_for(spec: BackendSpec) -> str:
+    key = os.environ.get("OPENAI_API_KEY")
+    if not key and resolved_base_url(spec) == OPENAI_DEFAULT_BASE_URL:
+        raise UserError("--backend openai against api.openai.com needs OPENAI_API_KEY in the environment "
+                        "(or use --backend offline, the default)")
+    return key or KEYLESS_PLACEHOLDER
 
 
 class OpenAIBackend:
     label = "openai"
 
-    def __init__(self, spec: BackendSpec, api_key: str | None = None):
+    def __init__(self, spec: BackendSpec, cache: Cache | None = None, budget: Budget | None = None,
+                 api_key: str | None = None):
         if not spec.model:
             raise UserError("the openai backend needs a model name: pass --model NAME (or set backend.model "
                             "in the recipe)")
@@ -64,19 +90,36 @@ class OpenAIBackend:
         self.model = spec.model
         self.base_url = resolved_base_url(spec)
         self.concurrency = spec.concurrency
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if not key and self.base_url == OPENAI_DEFAULT_BASE_URL:
-            raise UserError("--backend openai against api.openai.com needs OPENAI_API_KEY in the environment "
-                            "(or use --backend offline, the default)")
-        self._client = openai.OpenAI(base_url=self.base_url, api_key=key or KEYLESS_PLACEHOLDER,
-                                     timeout=spec.timeout_seconds, max_retries=spec.max_retries)
+        self.cache = cache
+        self.budget = budget or Budget(spec.max_cost_usd)
+        self._api_key = api_key if api_key is not None else api_key_for(spec)
+        self._client = None
+        self._deferred: dict[str, PendingRequest] | None = None
+
+    @contextmanager
+    def deferring(self) -> Iterator[dict[str, PendingRequest]]:
+        """Inside the block, uncached requests are collected for a batch instead of sent (DeferredToBatch)."""
+        self._deferred = {}
+        try:
+            yield self._deferred
+        finally:
+            self._deferred = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = shared_client(self.base_url, self._api_key, concurrency=self.spec.concurrency,
+                                         timeout_seconds=self.spec.timeout_seconds,
+                                         max_attempts=self.spec.max_retries + 1)
+        return self._client
 
     def identity(self) -> dict[str, str]:
         return backend_identity(self.spec)
 
     def check(self) -> None:
+        sync = openai.OpenAI(base_url=self.base_url, api_key=self._api_key, timeout=30, max_retries=1)
         try:
-            known = [entry.id for entry in self._client.models.list()]
+            known = [entry.id for entry in sync.models.list()]
         except openai.AuthenticationError as error:
             raise UserError(f"the server at {self.base_url} rejected the API key (HTTP 401); "
                             f"check OPENAI_API_KEY") from error
@@ -89,44 +132,101 @@ class OpenAIBackend:
             raise UserError(f"model '{self.model}' is not served at {self.base_url} (it serves: "
                             f"{', '.join(sorted(known)[:10])}); pass --model with one of them")
 
-    def _messages(self, request: ModelRequest) -> list[dict]:
-        rendered = request.prompt.render(request.variables)
-        content: list[dict] = [{"type": "text", "text": rendered.user}]
-        content += [{"type": "image_url", "image_url": {"url": image_data_url(image, self.spec.image_max_side_px)}}
-                    for image in request.images]
-        return [{"role": "system", "content": rendered.system}, {"role": "user", "content": content}]
+    # --- building a request --------------------------------------------------------------------------
 
-    def _call(self, messages: list[dict], request: ModelRequest) -> str:
+    def _image_part(self, image: ImageRef) -> tuple[dict, tuple[int, int]]:
+        side = self.spec.image_max_side_px
+        if self.spec.image_transport == "url":
+            if not self.spec.image_url_template:
+                raise UserError("image_transport 'url' needs backend.image_url_template, e.g. "
+                                "https://host/images/{sha256}")
+            url = self.spec.image_url_template.format(sha256=image.sha256, name=Path(image.path).name)
+            scale = min(1.0, side / max(image.width or side, image.height or side))
+            return {"type": "image_url", "image_url": {"url": url}}, (
+                int((image.width or side) * scale), int((image.height or side) * scale))
+        url, size = image_data_url(image, side)
+        return {"type": "image_url", "image_url": {"url": url}}, size
+
+    def build(self, request: ModelRequest) -> tuple[dict, str, int]:
+        """(request body, cache key, estimated input tokens); the key names images by content, not bytes."""
+        rendered = request.prompt.render(request.variables)
+        parts, sizes = [], []
+        for image in request.images:
+            part, size = self._image_part(image)
+            parts.append(part)
+            sizes.append(size)
         schema_model = request.prompt.output_schema
+        model = request.model or self.model
+        body = {"model": model, "temperature": self.spec.temperature, "seed": request.seed % (2 ** 31),
+                "max_tokens": self.spec.max_output_tokens,
+                "messages": [{"role": "system", "content": rendered.system},
+                             {"role": "user", "content": [{"type": "text", "text": rendered.user}, *parts]}],
+                "response_format": {"type": "json_schema", "json_schema": {
+                    "name": schema_model.__name__, "schema": strict_schema(schema_model), "strict": True}}}
+        key = sha256_json({"base_url": self.base_url, "prompt_sha256": request.prompt.sha256,
+                           "body": {**body, "messages": [rendered.system, rendered.user]},
+                           "images": [[image.sha256, size] for image, size in zip(request.images, sizes)],
+                           "image_transport": self.spec.image_transport})
+        return body, key, estimate_input_tokens([rendered.system, rendered.user], sizes)
+
+    # --- sending ---------------------------------------------------------------------------------------
+
+    def _send(self, body: dict, estimated_tokens: int) -> tuple[str, ModelUsage]:
+        price = price_for(self.spec.model_copy(update={"model": body["model"]}))
+        estimate = cost_usd(price, estimated_tokens, self.spec.max_output_tokens) or 0.0
+        self.budget.reserve(estimate)
+        reply = None
         try:
-            response = self._client.chat.completions.create(
-                model=self.model, messages=messages, temperature=0, seed=request.seed % (2**31),
-                response_format={"type": "json_schema", "json_schema": {
-                    "name": schema_model.__name__, "schema": strict_schema(schema_model), "strict": True}})
-        except (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError,
-                openai.RateLimitError) as error:
-            raise BackendUnavailable(f"model server at {self.base_url} failed after {self.spec.max_retries} "
-                                     f"retries ({type(error).__name__}); rerun with the same --run-id to resume"
-                                     ) from error
-        except openai.AuthenticationError as error:
-            raise UserError(f"the server at {self.base_url} rejected the API key; check OPENAI_API_KEY") from error
-        except openai.APIStatusError as error:  # 400, 403, 404, 422: this request, not the server
-            raise ModelRequestRejected(f"HTTP {error.status_code} from {self.base_url}: {error.message}") from error
-        return response.choices[0].message.content or ""
+            reply = self.client.create(body)
+        finally:
+            actual = 0.0 if reply is None else cost_usd(price, reply.input_tokens, reply.output_tokens)
+            self.budget.settle(estimate, actual or 0.0)
+        usage = ModelUsage(calls=1, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
+                           cost_usd=cost_usd(price, reply.input_tokens, reply.output_tokens))
+        record(body["model"], usage)
+        return reply.content, usage
+
+    def _cached(self, key: str, request: ModelRequest, model: str) -> ModelResult | None:
+        if self.cache is None or self.spec.refresh_token:
+            return None
+        stored = self.cache.get(REPLY_NAMESPACE, key)
+        if not isinstance(stored, dict):
+            return None
+        record(model, ModelUsage(cached_calls=1))
+        return ModelResult(value=request.prompt.output_schema.model_validate_json(stored["content"]),
+                           generation=generation_for(self, request.prompt, model), raw=stored["content"])
+
+    def store(self, key: str, content: str, usage: ModelUsage) -> None:
+        if self.cache is not None:
+            self.cache.put(REPLY_NAMESPACE, key, {"content": content, "usage": usage.model_dump(mode="json")})
 
     def complete(self, request: ModelRequest) -> ModelResult:
-        messages = self._messages(request)
-        raw = self._call(messages, request)
+        body, key, estimated = self.build(request)
+        model = body["model"]
+        cached = self._cached(key, request, model)
+        if cached is not None:
+            return cached
+        if self._deferred is not None:
+            price = price_for(self.spec.model_copy(update={"model": model}))
+            estimate = cost_usd(price, estimated, self.spec.max_output_tokens, batch=True) or 0.0
+            self._deferred[key] = PendingRequest(key, body, request.prompt.output_schema, estimate)
+            raise DeferredToBatch(key)
+        raw, usage = self._send(body, estimated)
+        schema_model = request.prompt.output_schema
         try:
-            value = request.prompt.output_schema.model_validate_json(raw)
+            value = schema_model.model_validate_json(raw)
         except ValidationError as first_error:
-            retry = messages + [{"role": "assistant", "content": raw}, {"role": "user", "content": (
-                "That reply does not match the required JSON schema:\n"
-                f"{first_error.errors(include_url=False)}\nReply again with only valid JSON.")}]
-            raw = self._call(retry, request)
+            retry = {**body, "messages": body["messages"] + [
+                {"role": "assistant", "content": raw},
+                {"role": "user", "content": "That reply does not match the required JSON schema:\n"
+                                            f"{json.dumps(first_error.errors(include_url=False), default=str)}\n"
+                                            "Reply again with only valid JSON."}]}
+            raw, more = self._send(retry, estimated + len(raw) // 4)
+            usage = usage.plus(more)
             try:
-                value = request.prompt.output_schema.model_validate_json(raw)
+                value = schema_model.model_validate_json(raw)
             except ValidationError as error:
-                raise ModelOutputInvalid(f"reply did not match {request.prompt.output_schema.__name__} "
-                                         f"twice: {error.error_count()} errors", raw=raw) from error
-        return ModelResult(value=value, generation=generation_for(self, request.prompt), raw=raw)
+                raise ModelOutputInvalid(f"reply did not match {schema_model.__name__} twice: "
+                                         f"{error.error_count()} errors", raw=raw) from error
+        self.store(key, raw, usage)
+        return ModelResult(value=value, generation=generation_for(self, request.prompt, model), raw=raw)

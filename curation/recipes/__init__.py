@@ -15,6 +15,7 @@ from pydantic import JsonValue, ValidationError
 from curation.errors import UserError
 from curation.images.sources import input_kind
 from curation.models import make_backend
+from curation.models.pricing import check_budget_settings
 from curation.prompting import load_prompt
 from curation.stages import STAGES
 from schemas import Recipe, RunConfig
@@ -47,14 +48,23 @@ def load_recipe(name: str) -> Recipe:
     return recipe
 
 
+RUN_SECTIONS = ("backend", "execution")  # `--set backend.max_output_tokens=512` sets the run, not a stage
+
+
 def _apply_overrides(recipe: Recipe, overrides: dict[str, dict[str, JsonValue]]) -> Recipe:
     names = [spec.stage for spec in recipe.stages]
-    unknown = sorted(set(overrides) - set(names))
+    unknown = sorted(set(overrides) - set(names) - set(RUN_SECTIONS))
     if unknown:
-        raise UserError(f"no stage {unknown} in recipe '{recipe.name}'; its stages are: {', '.join(names)}")
+        raise UserError(f"no stage {unknown} in recipe '{recipe.name}'; its stages are: {', '.join(names)} "
+                        f"(and the run sections {', '.join(RUN_SECTIONS)})")
     stages = [spec.model_copy(update={"config": {**spec.config, **overrides.get(spec.stage, {})}})
               for spec in recipe.stages]
-    return recipe.model_copy(update={"stages": stages})
+    sections = {name: {**getattr(recipe, name).model_dump(), **overrides[name]} for name in RUN_SECTIONS
+                if name in overrides}
+    try:
+        return Recipe.model_validate({**recipe.model_dump(), **sections, "stages": stages})
+    except ValidationError as error:
+        raise UserError(f"bad run setting: {_one_line(error)}") from error
 
 
 def _validated_stages(recipe: Recipe) -> Recipe:
@@ -151,6 +161,7 @@ def _check_models(recipe: Recipe) -> None:
         for prompt_id in stage.prompts:
             load_prompt(prompt_id, int(spec.config.get("prompt_version", 1)))
     make_backend(recipe.backend)
+    check_budget_settings(recipe.backend)
 
 
 def changed_stages(previous: RunConfig, current: RunConfig) -> list[str]:
@@ -164,7 +175,9 @@ def changed_stages(previous: RunConfig, current: RunConfig) -> list[str]:
 def resolve_run(recipe_name: str, *, out_dir: Path, run_id: str | None = None, input_path: str | None = None,
                 backend: BackendKind | None = None, base_url: str | None = None, model: str | None = None,
                 seed: int | None = None, overrides: dict[str, dict[str, JsonValue]] | None = None,
-                jobs: int | None = None, dask_address: str | None = None) -> RunConfig:
+                jobs: int | None = None, dask_address: str | None = None, concurrency: int | None = None,
+                max_cost_usd: float | None = None, refresh_cache: bool = False, batch: bool | None = None,
+                request_cache: str | None = None) -> RunConfig:
     """The full configuration of a run, validated before anything runs.
 
     No --input means the demo corpus, except for an existing run id, which keeps the input it started with."""
@@ -180,8 +193,10 @@ def resolve_run(recipe_name: str, *, out_dir: Path, run_id: str | None = None, i
     if first.stage != "image_ingest":
         raise UserError(f"recipe '{recipe.name}' must start with image_ingest, not {first.stage}")
     recipe.stages[0] = first.model_copy(update={"config": {**first.config, **_ingest_settings(root, out_dir)}})
-    backend_update = {key: value for key, value in
-                      {"kind": backend, "base_url": base_url, "model": model}.items() if value is not None}
+    backend_update = {key: value for key, value in {
+        "kind": backend, "base_url": base_url, "model": model, "concurrency": concurrency,
+        "max_cost_usd": max_cost_usd, "batch": batch, "request_cache": request_cache,
+        "refresh_token": datetime.now(UTC).isoformat() if refresh_cache else None}.items() if value is not None}
     execution_update = {key: value for key, value in {"jobs": jobs, "dask_address": dask_address}.items()
                         if value is not None}
     try:

@@ -69,6 +69,12 @@ def _check_images(samples: list[Sample]) -> None:
                             f"pipeline on the current files before releasing")
 
 
+def total_cost(stages) -> float | None:
+    """What the run's new model calls cost; None when a model without a known price was called."""
+    costs = [spent.cost_usd for stats in stages for spent in stats.usage.values() if spent.calls]
+    return None if any(cost is None for cost in costs) else round(sum(costs), 6)
+
+
 def _manifest(samples: list[Sample], report, name: str, version: str, split: str) -> ReleaseManifest:
     generations = [generation for sample in samples for generation in sample.generated_by.values()]
     prompts = {(g.prompt_id, g.prompt_version, g.prompt_sha256) for g in generations if g.prompt_id}
@@ -78,7 +84,7 @@ def _manifest(samples: list[Sample], report, name: str, version: str, split: str
         config_sha256=sha256_json(config.recipe), code_version=config.code_version, seed=config.recipe.seed,
         backends=sorted({g.backend for g in generations}),
         offline_outputs=any(g.backend == "offline-heuristic" for g in generations),
-        models=sorted({g.model for g in generations}),
+        models=sorted({g.model for g in generations}), total_cost_usd=total_cost(report.stages),
         prompts=[PromptUse(prompt_id=p, version=v, sha256=s) for p, v, s in sorted(prompts)],
         review_modes=sorted({sample.review.mode or "none" for sample in samples}), funnel=report.stages,
         sample_count=len(samples), split=split,

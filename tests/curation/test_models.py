@@ -174,7 +174,7 @@ def test_model_replies_are_cached_so_a_rerun_sends_nothing(tmp_path):
     with FakeOpenAIServer() as server:
         def ask(seed):
             ctx = StageContext(run_dir=tmp_path, stage="image_quality", run_seed=seed,
-                               backend=OpenAIBackend(spec(server), api_key="k"), cache=cache)
+                               backend=OpenAIBackend(spec(server), cache=cache, api_key="k"), cache=cache)
             return ctx.ask("image_quality", 1, item)
 
         first = ask(0)

@@ -4,6 +4,22 @@
         client = openai.OpenAI(base_url=server.base_url, api_key="sk-test")
 
 Or as a process: `python -m tests.fakes.openai_server --port 8011 --latency 0.2` prints its base URL when ready.
+
+Routes: POST /v1/chat/completions, GET /v1/models[/{id}], and the Batch workflow: POST /v1/files (multipart),
+GET /v1/files/{id}[/content], POST /v1/batches, GET /v1/batches[/{id}], POST /v1/batches/{id}/cancel.
+
+Batches run without threads: each read of a batch (retrieve, list, cancel) works out its status from the time since
+creation. Over `batch_seconds` a batch reads `validating`, then `in_progress`, then `finalizing` (a third each), then
+`completed`; the read that first sees `completed` runs every line as POST /v1/chat/completions would (same
+validation, same deterministic content, same `responder`; no `latency_seconds`, no `Fault`s) and writes the output
+and error files. Batch faults:
+
+- `batch_line_faults={"custom-id": kind}`: "error" makes that line fail (an error-file line with `response: null`);
+  "invalid_json" or "schema_mismatch" corrupt its content as the `Fault` kinds of the same name do (status 200).
+  Looked up when a batch completes; change them with `set_batch_line_faults`.
+- `batch_faults=["failed", "expired"]`: each new batch takes the next entry and ends in that status instead of
+  `completed` (failed: after the validating third, with `errors`, no files; expired: at `batch_seconds`, no line
+  run, every line in the error file with code `batch_expired`). Replace the queue with `set_batch_faults`.
 """
 
 from __future__ import annotations
@@ -26,9 +42,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, get_args
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["MODEL_IDS", "Fault", "FakeOpenAIServer", "RecordedRequest", "instance_from_schema", "main"]
+__all__ = [
+    "MODEL_IDS", "BatchFault", "BatchLineFault", "Fault", "FakeOpenAIServer", "RecordedRequest",
+    "instance_from_schema", "main",
+]
 
 MODEL_IDS = ("fake-vlm", "fake-vlm-mini")
 _MODEL_CREATED = 1_700_000_000
@@ -51,6 +70,17 @@ _IMAGE_TOKENS = 85
 _DATA_URL = re.compile(r"data:image/(?:png|jpeg|jpg|gif|webp);base64,(?P<data>.*)", re.DOTALL)
 
 FaultKind = Literal["status", "drop_connection", "slow", "invalid_json", "schema_mismatch"]
+BatchLineFault = Literal["error", "invalid_json", "schema_mismatch"]
+BatchFault = Literal["failed", "expired"]
+
+BATCH_ENDPOINTS = (  # what the real API accepts; the fake runs only chat completions
+    "/v1/responses", "/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/moderations",
+    "/v1/images/generations", "/v1/images/edits", "/v1/videos",
+)
+FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
+MAX_BATCH_LINES = 50_000
+MAX_BATCH_FILE_BYTES = 200 * 1024 * 1024
+MAX_METADATA_PAIRS = 16
 
 
 @dataclass
@@ -77,12 +107,16 @@ class Fault:
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """What a client sent: header names are lower-cased; body is the parsed JSON, or None."""
+    """What a client sent: header names are lower-cased; body is the parsed JSON, or None (as for multipart uploads).
+
+    body_bytes is the size of the raw body, so a file upload (whose body is None) still shows how much it carried.
+    """
 
     method: str
     path: str
     headers: dict[str, str]
     body: Any
+    body_bytes: int = 0
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -594,7 +628,7 @@ def _format_problem(response_format: Any) -> str | None:
     return None
 
 
-def _error(status: int, message: str, code: str | None = None) -> dict:
+def _error(status: int, message: str, code: str | None = None, param: str | None = None) -> dict:
     """Return an OpenAI-style error body."""
     if status == 429:
         kind = "requests"
@@ -602,7 +636,7 @@ def _error(status: int, message: str, code: str | None = None) -> dict:
         kind = "server_error"
     else:
         kind = "invalid_request_error"
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -611,10 +645,10 @@ def _error(status: int, message: str, code: str | None = None) -> dict:
 
 @dataclass
 class _Reply:
-    """A response to write: status, JSON body and extra headers."""
+    """A response to write: status, a JSON body (dict) or raw bytes (sent with headers' content-type), headers."""
 
     status: int
-    body: dict
+    body: dict | bytes
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -692,19 +726,28 @@ class _Handler(BaseHTTPRequestHandler):
     """Reads one request, asks the FakeOpenAIServer for the reply and writes it."""
 
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle on, the body waits ~40 ms for the client's delayed ACK.
+    disable_nagle_algorithm = True
     server: _HTTPServer
 
     def do_GET(self) -> None:
         """Serve any method the same way; routing happens in FakeOpenAIServer."""
         fake = self.server.fake
+        raw = self._read_body()
+        multipart = self.headers.get("Content-Type", "").startswith("multipart/")
+        try:
+            parsed = json.loads(raw) if raw and not multipart else None
+        except ValueError:
+            parsed = None
         request = RecordedRequest(
             method=self.command,
             path=self.path,
             headers={name.lower(): value for name, value in self.headers.items()},
-            body=self._read_json(),
+            body=parsed,
+            body_bytes=len(raw),
         )
         try:
-            reply = fake._respond(request)
+            reply = fake._respond(request, raw)
         except Exception:  # a bug in the fake should reach the client as a 500, not a hung connection
             traceback.print_exc()
             reply = _Reply(500, _error(500, "The fake server failed; see its stderr."))
@@ -715,21 +758,32 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
 
-    def _read_json(self) -> Any:
-        """Return the request body parsed as JSON, or None when it is absent or not JSON."""
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        try:
-            return json.loads(raw) if raw else None
-        except ValueError:
-            return None
+    def _read_body(self) -> bytes:
+        """Return the raw request body, read by Content-Length or as chunked transfer encoding."""
+        if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        chunks = []
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while self.rfile.readline().strip():  # trailers, up to the blank line
+                    pass
+                return b"".join(chunks)
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline()
 
     def _write(self, reply: _Reply) -> None:
-        """Send reply as JSON with a Content-Length, keeping the connection open."""
-        payload = json.dumps(reply.body).encode()
+        """Send reply (JSON, or raw bytes) with a Content-Length, keeping the connection open."""
+        headers = dict(reply.headers)
+        if isinstance(reply.body, bytes):
+            payload = reply.body
+            content_type = headers.pop("content-type", "application/octet-stream")
+        else:
+            payload, content_type = json.dumps(reply.body).encode(), "application/json"
         self.send_response(reply.status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
-        for name, value in reply.headers.items():
+        for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(payload)
@@ -749,8 +803,15 @@ class FakeOpenAIServer:
         port: int = 0,
         expected_api_key: str | None = None,
         responder: Callable[[dict], object | None] | None = None,
+        batch_seconds: float = 0.5,
+        batch_line_faults: dict[str, BatchLineFault] | None = None,
+        batch_faults: list[BatchFault] | None = None,
     ) -> None:
+        if batch_seconds < 0:
+            raise ValueError("batch_seconds must be non-negative")
         self.latency_seconds = latency_seconds
+        # Seconds from a batch's creation to `completed`; 0 completes it on its first read.
+        self.batch_seconds = batch_seconds
         # `responder(body)` may return the reply object for a request (e.g. a well-formed conversation for an
         # end-to-end test); None falls back to a generated schema instance.
         self.responder = responder
@@ -760,6 +821,19 @@ class FakeOpenAIServer:
         self._plan = _FaultPlan(list(faults or []))
         self._requests: list[RecordedRequest] = []
         self._completions_served = 0
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._batch_lines_served = 0
+        self._batches_created = 0
+        self._files_uploaded = 0
+        self._ids_issued = 0
+        # Batch and file state has its own re-entrant lock, held while a batch's lines run (a responder may read the
+        # counters, which take self._lock, or even look at batches again).
+        self._batch_lock = threading.RLock()
+        self._files: dict[str, _StoredFile] = {}
+        self._batches: dict[str, _Batch] = {}
+        self._batch_line_faults = _line_faults(batch_line_faults or {})
+        self._batch_faults = _batch_faults(batch_faults or [])
         self._httpd = _HTTPServer(("127.0.0.1", port), self)
         # A short poll interval keeps stop() fast; the default would add up to half a second per server.
         self._thread = threading.Thread(
@@ -790,10 +864,34 @@ class FakeOpenAIServer:
             return len(self._requests)
 
     @property
+    def max_in_flight(self) -> int:
+        """The most chat completion requests this server was handling at the same moment."""
+        with self._lock:
+            return self._max_in_flight
+
+    @property
     def completions_served(self) -> int:
-        """How many chat completions were answered with status 200."""
+        """How many synchronous chat completions were answered with status 200 (batch lines are not counted)."""
         with self._lock:
             return self._completions_served
+
+    @property
+    def batch_lines_served(self) -> int:
+        """How many batch lines were answered with status 200 (not counted in completions_served)."""
+        with self._lock:
+            return self._batch_lines_served
+
+    @property
+    def batches_created(self) -> int:
+        """How many batches POST /v1/batches accepted."""
+        with self._lock:
+            return self._batches_created
+
+    @property
+    def files_uploaded(self) -> int:
+        """How many files POST /v1/files accepted (batch output and error files are not counted)."""
+        with self._lock:
+            return self._files_uploaded
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -806,6 +904,18 @@ class FakeOpenAIServer:
         with self._lock:
             self._plan = _FaultPlan(list(faults))
 
+    def set_batch_line_faults(self, faults: dict[str, BatchLineFault]) -> None:
+        """Replace the per-line faults, by custom_id; batches that complete from now on use them."""
+        checked = _line_faults(faults)
+        with self._batch_lock:
+            self._batch_line_faults = checked
+
+    def set_batch_faults(self, faults: list[BatchFault]) -> None:
+        """Replace the queue of whole-batch outcomes ("failed" or "expired") that the next new batches take."""
+        checked = _batch_faults(faults)
+        with self._batch_lock:
+            self._batch_faults = checked
+
     def stop(self) -> None:
         """Stop serving, close every connection and join every thread; safe to call twice."""
         if self._stopping.is_set():
@@ -816,8 +926,8 @@ class FakeOpenAIServer:
         self._httpd.server_close()
         self._thread.join(timeout=5)
 
-    def _respond(self, request: RecordedRequest) -> _Reply | None:
-        """Record request and return its reply, or None to drop the connection."""
+    def _respond(self, request: RecordedRequest, raw: bytes = b"") -> _Reply | None:
+        """Record request and return its reply, or None to drop the connection; raw is the undecoded body."""
         with self._lock:
             self._requests.append(request)
         if self.expected_api_key is not None:
@@ -835,9 +945,28 @@ class FakeOpenAIServer:
                 return _Reply(200, _model(model_id), dict(_RATE_LIMIT_HEADERS))
             message = f"The model `{model_id}` does not exist or you do not have access to it."
             return _Reply(404, _error(404, message, "model_not_found"))
+        if path == "/v1/files" or path.startswith("/v1/files/"):
+            reply = self._files_route(request.method, path, request.headers.get("content-type", ""), raw)
+        elif path == "/v1/batches" or path.startswith("/v1/batches/"):
+            reply = self._batches_route(request.method, path, request.path, request.body)
+        else:
+            reply = None
+        if reply is not None:
+            return reply
         return _Reply(404, _error(404, f"Unknown request URL: {request.method} {request.path}.", "unknown_url"))
 
     def _chat(self, body: Any) -> _Reply | None:
+        """Answer a chat completion request, counting how many are in progress at once."""
+        with self._lock:
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        try:
+            return self._chat_reply(body)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _chat_reply(self, body: Any) -> _Reply | None:
         """Answer a chat completion request, applying latency and the next fault."""
         problem = _chat_problem(body)
         if problem:
@@ -854,14 +983,419 @@ class FakeOpenAIServer:
             return None
         if fault is not None and fault.kind == "slow":
             self._stopping.wait(fault.delay_seconds)
-        scripted = self.responder(body) if self.responder and not fault else None
-        if scripted is not None:
-            content = json.dumps(scripted, ensure_ascii=False)
-        else:
-            content = _reply_content(body, fault.kind if fault else None)
+        content = self._content(body, fault.kind if fault else None)
         with self._lock:
             self._completions_served += 1
         return _Reply(200, _completion(body, content), dict(_RATE_LIMIT_HEADERS))
+
+    def _content(self, body: dict, fault_kind: str | None) -> str:
+        """Return the assistant content for a valid request: the responder's, else generated (and corrupted)."""
+        scripted = self.responder(body) if self.responder and not fault_kind else None
+        if scripted is not None:
+            return json.dumps(scripted, ensure_ascii=False)
+        return _reply_content(body, fault_kind)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Files and batches
+
+    def _new_id(self, prefix: str) -> str:
+        """Return a fresh id such as `file-<24 hex>`, deterministic in the order ids are issued."""
+        with self._lock:
+            self._ids_issued += 1
+            number = self._ids_issued
+        return prefix + hashlib.sha256(f"{prefix}{number}".encode()).hexdigest()[:24]
+
+    def _files_route(self, method: str, path: str, content_type: str, raw: bytes) -> _Reply | None:
+        """Serve POST /v1/files, GET /v1/files/{id} and GET /v1/files/{id}/content; None for anything else."""
+        if method == "POST" and path == "/v1/files":
+            return self._upload(content_type, raw)
+        parts = path.removeprefix("/v1/files/").split("/")
+        if method != "GET" or not 1 <= len(parts) <= 2 or (len(parts) == 2 and parts[1] != "content"):
+            return None
+        with self._batch_lock:
+            stored = self._files.get(parts[0])
+        if stored is None:
+            return _Reply(404, _error(404, f"No such File object: {parts[0]}", None, "id"))
+        if len(parts) == 1:
+            return _Reply(200, stored.object())
+        kind = "application/jsonl" if stored.filename.endswith(".jsonl") else "application/octet-stream"
+        return _Reply(200, stored.data, {"content-type": kind})
+
+    def _upload(self, content_type: str, raw: bytes) -> _Reply:
+        """Store an uploaded file and return its file object."""
+        fields = _parse_multipart(content_type, raw)
+        if fields is None:
+            return _Reply(400, _error(400, "The request must be multipart/form-data with 'purpose' and 'file'."))
+        purpose = fields.get("purpose", (None, b""))[1].decode(errors="replace")
+        if purpose not in FILE_PURPOSES:
+            message = f"Invalid value for 'purpose': {purpose!r}; expected one of {', '.join(FILE_PURPOSES)}."
+            return _Reply(400, _error(400, message, "invalid_value", "purpose"))
+        if "file" not in fields or fields["file"][0] is None:
+            return _Reply(400, _error(400, "'file' is a required property.", None, "file"))
+        filename, data = fields["file"]
+        if purpose == "batch" and not filename.endswith(".jsonl"):
+            return _Reply(400, _error(400, "Invalid file format for Batch API. Must be .jsonl", None, "file"))
+        stored = _StoredFile(self._new_id("file-"), data, filename or "upload", purpose, int(time.time()))
+        with self._batch_lock:
+            self._files[stored.id] = stored
+        with self._lock:
+            self._files_uploaded += 1
+        return _Reply(200, stored.object())
+
+    def _store_output(self, name: str, lines: list[dict]) -> str | None:
+        """Store lines as a JSONL file of purpose batch_output and return its id, or None when there are none."""
+        if not lines:
+            return None
+        data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
+        stored = _StoredFile(self._new_id("file-"), data, name, "batch_output", int(time.time()))
+        with self._batch_lock:
+            self._files[stored.id] = stored
+        return stored.id
+
+    def _batches_route(self, method: str, path: str, target: str, body: Any) -> _Reply | None:
+        """Serve the batch endpoints; None for anything else."""
+        if path == "/v1/batches":
+            if method == "POST":
+                return self._create_batch(body)
+            return self._list_batches(target) if method == "GET" else None
+        parts = path.removeprefix("/v1/batches/").split("/")
+        if len(parts) == 1 and method == "GET":
+            action = None
+        elif len(parts) == 2 and parts[1] == "cancel" and method == "POST":
+            action = "cancel"
+        else:
+            return None
+        with self._batch_lock:
+            batch = self._batches.get(parts[0])
+            if batch is None:
+                return _Reply(404, _error(404, f"No batch found with id '{parts[0]}'.", None, "batch_id"))
+            self._advance(batch)
+            if action == "cancel":
+                if batch.status in ("completed", "failed", "expired"):
+                    message = f"Cannot cancel a batch with status '{batch.status}'."
+                    return _Reply(409, _error(409, message, "batch_not_cancellable"))
+                if batch.cancel_requested is None:
+                    batch.cancel_requested = time.monotonic()
+                    batch.stamp("cancelling_at", batch.cancel_requested - batch.created)
+                    batch.status = "cancelling"
+            return _Reply(200, batch.object())
+
+    def _list_batches(self, target: str) -> _Reply:
+        """Return a page of batches, newest first, honouring `limit` (1 to 100, default 20) and `after`."""
+        query = parse_qs(urlsplit(target).query)
+        try:
+            limit = int(query.get("limit", ["20"])[0])
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 100:
+            return _Reply(400, _error(400, "limit must be an integer between 1 and 100.", "invalid_value", "limit"))
+        with self._batch_lock:
+            batches = list(reversed(self._batches.values()))
+            after = query.get("after", [None])[0]
+            if after is not None:
+                ids = [batch.id for batch in batches]
+                batches = batches[ids.index(after) + 1:] if after in ids else []
+            page = batches[:limit]
+            for batch in page:
+                self._advance(batch)
+            data = [batch.object() for batch in page]
+        body = {
+            "object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None, "has_more": len(batches) > limit,
+        }
+        return _Reply(200, body)
+
+    def _create_batch(self, body: Any) -> _Reply:
+        """Validate a batch request and its input file like the real API; store the batch as `validating`."""
+        with self._batch_lock:
+            checked = _batch_problem(body, self._files)
+            if isinstance(checked, _Reply):
+                return checked
+            lines, model = checked
+            outcome: str = self._batch_faults.pop(0) if self._batch_faults else "completed"
+            batch = _Batch(
+                id=self._new_id("batch_"), endpoint=body["endpoint"], input_file_id=body["input_file_id"],
+                completion_window=body["completion_window"], metadata=body.get("metadata"), model=model,
+                lines=lines, created_wall=time.time(), created=time.monotonic(), outcome=outcome,
+            )
+            self._batches[batch.id] = batch
+        with self._lock:
+            self._batches_created += 1
+        return _Reply(200, batch.object())
+
+    def _advance(self, batch: _Batch) -> None:
+        """Bring batch's status up to date with the time since its creation (or cancellation); hold _batch_lock."""
+        if batch.status in _TERMINAL:
+            return
+        now, total = time.monotonic(), self.batch_seconds
+        third = total / 3
+        if batch.cancel_requested is not None:
+            if now - batch.cancel_requested >= third:
+                batch.stamp("cancelled_at", batch.cancel_requested - batch.created + third)
+                batch.status = "cancelled"
+            return
+        elapsed = now - batch.created
+        if batch.outcome == "failed":
+            if elapsed >= third:
+                batch.stamp("failed_at", third)
+                batch.errors = {"object": "list", "data": [{
+                    "code": "injected_failure", "message": "Injected batch fault: the batch failed validation.",
+                    "param": None, "line": None,
+                }]}
+                batch.status = "failed"
+            return
+        if elapsed >= total:
+            self._finish(batch)
+        elif elapsed >= 2 * third and batch.outcome == "completed":
+            batch.stamp("in_progress_at", third)
+            batch.stamp("finalizing_at", 2 * third)
+            batch.status = "finalizing"
+        elif elapsed >= third:
+            batch.stamp("in_progress_at", third)
+            batch.status = "in_progress"
+
+    def _finish(self, batch: _Batch) -> None:
+        """End batch as completed (running every line) or expired, writing its output and error files."""
+        outputs: list[dict] = []
+        errors: list[dict] = []
+        if batch.outcome == "expired":
+            expired = {
+                "code": "batch_expired",
+                "message": "This request could not be executed before the completion window expired.",
+            }
+            errors = [_result_line(batch.id, line["custom_id"], None, expired) for line in batch.lines]
+        else:
+            faults = dict(self._batch_line_faults)
+            for line in batch.lines:  # everything is computed before anything is stored: a responder may raise
+                status, result = self._run_line(line["body"], faults.get(line["custom_id"]))
+                if status is None:
+                    errors.append(_result_line(batch.id, line["custom_id"], None, result))
+                else:
+                    (outputs if status == 200 else errors).append(
+                        _result_line(batch.id, line["custom_id"], {"status_code": status, "body": result}, None)
+                    )
+        batch.output_file_id = self._store_output(f"{batch.id}_output.jsonl", outputs)
+        batch.error_file_id = self._store_output(f"{batch.id}_error.jsonl", errors)
+        batch.counts = {"total": len(batch.lines), "completed": len(outputs), "failed": len(errors)}
+        batch.stamp("in_progress_at", self.batch_seconds / 3)
+        if batch.outcome == "expired":
+            batch.stamp("expired_at", self.batch_seconds)
+        else:
+            batch.stamp("finalizing_at", 2 * self.batch_seconds / 3)
+            batch.stamp("completed_at", self.batch_seconds)
+        batch.status = batch.outcome
+        with self._lock:
+            self._batch_lines_served += len(outputs)
+
+    def _run_line(self, body: dict, fault: str | None) -> tuple[int | None, dict]:
+        """Answer one batch line as /v1/chat/completions would: (status, body), or (None, error) for an error fault."""
+        if fault == "error":
+            return None, {"code": "injected_error", "message": "Injected batch line fault: this request failed."}
+        problem = _chat_problem(body)
+        if problem:
+            status, message, code = problem
+            return status, _error(status, message, code)
+        return 200, _completion(body, self._content(body, fault))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Files and batches: records and validation
+
+_TERMINAL = ("completed", "failed", "expired", "cancelled")
+
+
+@dataclass(frozen=True)
+class _StoredFile:
+    """An uploaded file, or a batch's output or error file, kept in memory."""
+
+    id: str
+    data: bytes
+    filename: str
+    purpose: str
+    created_at: int
+
+    def object(self) -> dict:
+        """Return the file object the API describes it with."""
+        return {
+            "id": self.id, "object": "file", "bytes": len(self.data), "created_at": self.created_at,
+            "filename": self.filename, "purpose": self.purpose, "status": "processed", "status_details": None,
+            "expires_at": None,
+        }
+
+
+@dataclass
+class _Batch:
+    """One batch: its request lines, the outcome it is heading for, and what has been observed so far."""
+
+    id: str
+    endpoint: str
+    input_file_id: str
+    completion_window: str
+    metadata: dict | None
+    model: str | None
+    lines: list[dict]  # {"custom_id", "body"} in file order
+    created_wall: float
+    created: float  # time.monotonic() at creation; statuses are worked out from it
+    outcome: str  # "completed", or a BatchFault
+    status: str = "validating"
+    cancel_requested: float | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    errors: dict | None = None
+    counts: dict[str, int] | None = None
+    stamps: dict[str, int] = field(default_factory=dict)
+
+    def stamp(self, name: str, seconds_after_creation: float) -> None:
+        """Record a status timestamp (Unix seconds) the first time it is reached."""
+        self.stamps.setdefault(name, int(self.created_wall + seconds_after_creation))
+
+    def object(self) -> dict:
+        """Return the batch object the API describes it with."""
+        stamps = ("in_progress_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at")
+        return {
+            "id": self.id, "object": "batch", "endpoint": self.endpoint, "model": self.model, "errors": self.errors,
+            "input_file_id": self.input_file_id, "completion_window": self.completion_window, "status": self.status,
+            "output_file_id": self.output_file_id, "error_file_id": self.error_file_id,
+            "created_at": int(self.created_wall), "expires_at": int(self.created_wall) + 24 * 3600,
+            **{name: self.stamps.get(name) for name in (*stamps, "cancelled_at")},
+            "request_counts": self.counts or {"total": len(self.lines), "completed": 0, "failed": 0},
+            "metadata": self.metadata,
+        }
+
+
+def _line_faults(faults: dict[str, str]) -> dict[str, str]:
+    """Return a copy of the per-line faults, rejecting unknown kinds."""
+    unknown = {kind for kind in faults.values() if kind not in get_args(BatchLineFault)}
+    if unknown:
+        raise ValueError(f"unknown batch line fault kinds {sorted(unknown)!r}")
+    return dict(faults)
+
+
+def _batch_faults(faults: list[str]) -> list[str]:
+    """Return a copy of the whole-batch fault queue, rejecting unknown outcomes."""
+    unknown = {kind for kind in faults if kind not in get_args(BatchFault)}
+    if unknown:
+        raise ValueError(f"unknown batch fault kinds {sorted(unknown)!r}")
+    return list(faults)
+
+
+def _result_line(batch_id: str, custom_id: str, response: dict | None, error: dict | None) -> dict:
+    """Return one output or error file line; response, when given, is {"status_code", "body"}."""
+    digest = hashlib.sha256(f"{batch_id}:{custom_id}".encode()).hexdigest()
+    if response is not None:
+        request_id = "req_" + digest[24:56]
+        response = {"status_code": response["status_code"], "request_id": request_id, "body": response["body"]}
+    return {"id": "batch_req_" + digest[:24], "custom_id": custom_id, "response": response, "error": error}
+
+
+def _parse_multipart(content_type: str, raw: bytes) -> dict[str, tuple[str | None, bytes]] | None:
+    """Return {field name: (filename or None, value)} from a multipart/form-data body, or None if it is not one."""
+    boundary = re.search(r'boundary="?([^";,]+)"?', content_type)
+    if not content_type.startswith("multipart/form-data") or boundary is None:
+        return None
+    delimiter = b"\r\n--" + boundary[1].encode()
+    sections = (b"\r\n" + raw).split(delimiter)
+    fields: dict[str, tuple[str | None, bytes]] = {}
+    for section in sections[1:]:
+        if section.startswith(b"--"):  # the closing delimiter
+            return fields
+        head, separator, value = section.partition(b"\r\n\r\n")
+        if not separator:
+            return None
+        header_lines = (line.partition(":") for line in head.decode(errors="replace").split("\r\n"))
+        headers = {key.strip().lower(): text.strip() for key, _, text in header_lines}
+        disposition = headers.get("content-disposition", "")
+        name = re.search(r'(?:^|;)\s*name="([^"]*)"', disposition)
+        filename = re.search(r'(?:^|;)\s*filename="([^"]*)"', disposition)
+        if name is None:
+            return None
+        fields[name[1]] = (filename[1] if filename else None, value)
+    return None  # no closing delimiter: truncated
+
+
+def _batch_problem(body: Any, files: dict[str, _StoredFile]) -> _Reply | tuple[list[dict], str | None]:
+    """Return a 400 reply for an unacceptable batch request, else (its lines, the model they all use)."""
+
+    def bad(message: str, param: str | None = None, code: str | None = "invalid_value") -> _Reply:
+        return _Reply(400, _error(400, message, code, param))
+
+    if not isinstance(body, dict):
+        return bad("The request body must be a JSON object.", None, None)
+    for name in ("input_file_id", "endpoint", "completion_window"):
+        if not isinstance(body.get(name), str):
+            return bad(f"Missing required parameter: '{name}'.", name, "missing_required_parameter")
+    endpoint = body["endpoint"]
+    if endpoint not in BATCH_ENDPOINTS:
+        return bad(f"Invalid value for 'endpoint': {endpoint!r}; supported: {', '.join(BATCH_ENDPOINTS)}.", "endpoint")
+    if endpoint != "/v1/chat/completions":
+        return bad("The fake server only runs /v1/chat/completions batches.", "endpoint")
+    if body["completion_window"] != "24h":
+        message = f"Invalid value for 'completion_window': {body['completion_window']!r}. Supported values are: '24h'."
+        return bad(message, "completion_window")
+    problem = _metadata_problem(body.get("metadata"))
+    if problem:
+        return bad(problem, "metadata")
+    stored = files.get(body["input_file_id"])
+    if stored is None:
+        return bad(f"Invalid 'input_file_id': {body['input_file_id']!r}. No such file.", "input_file_id")
+    if stored.purpose != "batch":
+        return bad(f"The input file must have purpose 'batch', not {stored.purpose!r}.", "input_file_id")
+    if len(stored.data) > MAX_BATCH_FILE_BYTES:
+        return bad(f"The input file is larger than the maximum of {MAX_BATCH_FILE_BYTES} bytes.", "input_file_id")
+    lines: list[dict] = []
+    seen: set[str] = set()
+    for number, text in enumerate(stored.data.split(b"\n"), start=1):
+        if not text.strip():
+            continue
+        problem, line = _line_problem(text, endpoint, seen)
+        if problem:
+            return bad(f"Line {number} of the input file: {problem}", "input_file_id", "invalid_batch_line")
+        seen.add(line["custom_id"])
+        lines.append({"custom_id": line["custom_id"], "body": line["body"]})
+        if len(lines) > MAX_BATCH_LINES:
+            return bad(f"The input file has more than {MAX_BATCH_LINES} requests.", "input_file_id")
+    if not lines:
+        return bad("The input file contains no requests.", "input_file_id")
+    models = list(dict.fromkeys(line["body"].get("model") for line in lines))
+    if len(models) > 1:
+        return bad(f"All requests in a batch must use the same model; found {models!r}.", "input_file_id")
+    return lines, models[0] if isinstance(models[0], str) else None
+
+
+def _line_problem(text: bytes, endpoint: str, seen: set[str]) -> tuple[str | None, dict]:
+    """Return (what is wrong with one input line or None, the parsed line)."""
+    try:
+        line = json.loads(text)
+    except ValueError:
+        return "not valid JSON.", {}
+    if not isinstance(line, dict):
+        return "must be a JSON object.", {}
+    custom_id = line.get("custom_id")
+    if not isinstance(custom_id, str) or not custom_id:
+        return "'custom_id' must be a non-empty string.", line
+    if custom_id in seen:
+        return f"duplicate custom_id {custom_id!r}; custom_id values must be unique within a batch.", line
+    if line.get("method") != "POST":
+        return f"'method' must be 'POST', not {line.get('method')!r}.", line
+    if line.get("url") != endpoint:
+        return f"'url' {line.get('url')!r} does not match the batch endpoint {endpoint!r}.", line
+    if not isinstance(line.get("body"), dict):
+        return "'body' must be a JSON object.", line
+    return None, line
+
+
+def _metadata_problem(metadata: Any) -> str | None:
+    """Return what is wrong with batch metadata (at most 16 string pairs, keys to 64 and values to 512), or None."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        return "'metadata' must be an object of string keys and values."
+    if len(metadata) > MAX_METADATA_PAIRS:
+        return f"'metadata' has {len(metadata)} pairs; at most {MAX_METADATA_PAIRS} are allowed."
+    for key, value in metadata.items():
+        if not isinstance(value, str) or len(key) > 64 or len(value) > 512:
+            return "'metadata' keys must be strings of at most 64 characters and values strings of at most 512."
+    return None
 
 
 def _retry_headers(fault: Fault) -> dict[str, str]:
@@ -876,11 +1410,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 picks a free one)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every chat completion")
     parser.add_argument("--api-key", default=None, help="reject requests without `Authorization: Bearer <key>`")
+    parser.add_argument("--batch-seconds", type=float, default=0.5, help="seconds from batch creation to completed")
     args = parser.parse_args(argv)
     done = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: done.set())
-    with FakeOpenAIServer(latency_seconds=args.latency, port=args.port, expected_api_key=args.api_key) as server:
+    options = {"latency_seconds": args.latency, "port": args.port, "expected_api_key": args.api_key}
+    with FakeOpenAIServer(**options, batch_seconds=args.batch_seconds) as server:
         print(server.base_url, flush=True)
         while not done.wait(0.5):
             pass

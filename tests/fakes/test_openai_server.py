@@ -13,6 +13,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -22,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from schemas.replies import CategoryReply, ChecklistReply, ConversationReply, PersonaReply, QualityReply
 
+from . import openai_server
 from .openai_server import FakeOpenAIServer, Fault, instance_from_schema
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -314,6 +317,272 @@ def test_command_line_entry_point():
         process.kill()
         process.wait()
         process.stdout.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Files and batches
+
+BATCH_TERMINAL = ("completed", "failed", "expired", "cancelled")
+
+
+@contextmanager
+def batch_client(**options) -> Iterator[tuple[FakeOpenAIServer, openai.OpenAI]]:
+    """Run a server with the given options (batch_seconds 0.15 unless told) and a client for it."""
+    with FakeOpenAIServer(**{"batch_seconds": 0.15, **options}) as running:
+        with openai.OpenAI(base_url=running.base_url, api_key="sk-test", max_retries=0) as opened:
+            yield running, opened
+
+
+def scene_body(number: int) -> dict:
+    """Return the chat completion body of batch line number."""
+    return {
+        "model": "fake-vlm",
+        "messages": [{"role": "user", "content": f"Describe scene {number}."}],
+        "response_format": json_schema_format(SceneReply),
+        "temperature": 0,
+        "seed": number,
+    }
+
+
+def batch_lines(count: int = 5) -> list[dict]:
+    """Return count chat completion batch lines with custom_ids req-0, req-1, ..."""
+    return [
+        {"custom_id": f"req-{number}", "method": "POST", "url": "/v1/chat/completions", "body": scene_body(number)}
+        for number in range(count)
+    ]
+
+
+def upload(client: openai.OpenAI, lines: list[dict]) -> str:
+    """Upload lines as a JSONL batch input file and return its id."""
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    return client.files.create(file=("requests.jsonl", data), purpose="batch").id
+
+
+def start_batch(client: openai.OpenAI, lines: list[dict] | None = None, **params):
+    """Upload lines (five scene requests by default) and create a chat completion batch over them."""
+    file_id = upload(client, batch_lines() if lines is None else lines)
+    return client.batches.create(
+        input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h", **params,
+    )
+
+
+def wait_for(client: openai.OpenAI, batch_id: str, statuses: list[str] | None = None):
+    """Poll a batch until it ends, appending every status seen to statuses; return the final batch."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        batch = client.batches.retrieve(batch_id)
+        if statuses is not None:
+            statuses.append(batch.status)
+        if batch.status in BATCH_TERMINAL:
+            return batch
+        time.sleep(0.01)
+    raise AssertionError(f"batch {batch_id} did not end; last status {batch.status}")
+
+
+def jsonl(client: openai.OpenAI, file_id: str) -> dict[str, dict]:
+    """Return a batch output or error file's lines by custom_id, checking custom_ids are not repeated."""
+    lines = [json.loads(text) for text in client.files.content(file_id).text.splitlines()]
+    by_id = {line["custom_id"]: line for line in lines}
+    assert len(by_id) == len(lines)
+    return by_id
+
+
+def test_batch_end_to_end_matches_synchronous_calls():
+    with batch_client() as (server, client):
+        created = start_batch(client, metadata={"run": "nightly"})
+        assert (created.status, created.output_file_id, created.error_file_id) == ("validating", None, None)
+        assert (created.request_counts.total, created.metadata, created.model) == (5, {"run": "nightly"}, "fake-vlm")
+
+        batch = wait_for(client, created.id)
+
+        assert batch.status == "completed"
+        assert (batch.request_counts.completed, batch.request_counts.failed, batch.error_file_id) == (5, 0, None)
+        outputs = jsonl(client, batch.output_file_id)
+        assert sorted(outputs) == [f"req-{number}" for number in range(5)]
+        assert (server.completions_served, server.batch_lines_served) == (0, 5)
+        for number in range(5):
+            line = outputs[f"req-{number}"]
+            assert line["id"].startswith("batch_req_") and line["error"] is None
+            assert line["response"]["status_code"] == 200 and line["response"]["request_id"]
+            completion = openai.types.chat.ChatCompletion.model_validate(line["response"]["body"])
+            content = completion.choices[0].message.content
+            SceneReply.model_validate_json(content)
+            synchronous = client.chat.completions.create(**scene_body(number))
+            assert synchronous.choices[0].message.content == content
+        assert (server.completions_served, server.batch_lines_served) == (5, 5)
+        assert (server.batches_created, server.files_uploaded) == (1, 1)
+        output_file = client.files.retrieve(batch.output_file_id)
+        assert output_file.purpose == "batch_output"
+        assert output_file.bytes == len(client.files.content(output_file.id).content)
+        (upload_request,) = [request for request in server.requests if request.path == "/v1/files"]
+        assert upload_request.body is None and upload_request.body_bytes > 0
+
+
+def test_uploaded_file_round_trips(client):
+    data = b'{"custom_id": "only", "method": "POST", "url": "/v1/chat/completions", "body": {}}\n'
+    uploaded = client.files.create(file=("one.jsonl", data), purpose="batch")
+    assert (uploaded.object, uploaded.bytes, uploaded.filename) == ("file", len(data), "one.jsonl")
+    assert uploaded.purpose == "batch"
+    assert client.files.retrieve(uploaded.id) == uploaded
+    assert client.files.content(uploaded.id).content == data
+    with pytest.raises(openai.BadRequestError, match="jsonl"):
+        client.files.create(file=("one.txt", data), purpose="batch")
+    with pytest.raises(openai.NotFoundError):
+        client.files.retrieve("file-missing")
+    with pytest.raises(openai.NotFoundError):
+        client.files.content("file-missing")
+
+
+def test_batch_status_progresses_over_batch_seconds():
+    with batch_client(batch_seconds=0.45) as (_server, client):
+        created = start_batch(client)
+        statuses = [created.status]
+        batch = wait_for(client, created.id, statuses)
+    order = ["validating", "in_progress", "finalizing", "completed"]
+    seen = list(dict.fromkeys(statuses))
+    assert seen == sorted(seen, key=order.index)
+    assert {"validating", "in_progress"} <= set(seen) and seen[-1] == "completed"
+    assert batch.created_at <= batch.in_progress_at <= batch.finalizing_at <= batch.completed_at
+
+
+def test_zero_batch_seconds_completes_on_first_read():
+    with batch_client(batch_seconds=0) as (server, client):
+        created = start_batch(client)
+        assert created.status == "validating"
+        assert client.batches.retrieve(created.id).status == "completed"
+        assert server.batch_lines_served == 5
+
+
+def _duplicate_custom_id(lines, params):
+    lines[3]["custom_id"] = lines[1]["custom_id"]
+
+
+def _wrong_window(lines, params):
+    params["completion_window"] = "48h"
+
+
+def _unknown_file(lines, params):
+    params["input_file_id"] = "file-missing"
+
+
+def _url_differs(lines, params):
+    lines[2]["url"] = "/v1/embeddings"
+
+
+def _method_not_post(lines, params):
+    lines[0]["method"] = "GET"
+
+
+def _no_body(lines, params):
+    del lines[4]["body"]
+
+
+def _line_not_json(lines, params):
+    lines[1] = "not json"
+
+
+def _too_much_metadata(lines, params):
+    params["metadata"] = {f"key{number}": "value" for number in range(17)}
+
+
+def _unsupported_endpoint(lines, params):
+    params["endpoint"] = "/v1/fine_tuning/jobs"
+
+
+def _too_many_lines(lines, params):
+    lines.extend(batch_lines(openai_server.MAX_BATCH_LINES + 1)[len(lines):])
+
+
+@pytest.mark.parametrize("spoil", [
+    _duplicate_custom_id, _wrong_window, _unknown_file, _url_differs, _method_not_post, _no_body, _line_not_json,
+    _too_much_metadata, _unsupported_endpoint, _too_many_lines,
+], ids=lambda spoil: spoil.__name__.strip("_"))
+def test_invalid_batches_are_rejected(server, client, monkeypatch, spoil):
+    monkeypatch.setattr(openai_server, "MAX_BATCH_LINES", 6)
+    lines = batch_lines()
+    params = {"endpoint": "/v1/chat/completions", "completion_window": "24h"}
+    spoil(lines, params)
+    data = "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines).encode()
+    file_id = client.files.create(file=("requests.jsonl", data), purpose="batch").id
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.batches.create(**{"input_file_id": file_id, **params})
+    assert caught.value.body["type"] == "invalid_request_error"
+    assert server.batches_created == 0
+
+
+def test_line_faults_fail_or_corrupt_single_lines():
+    with batch_client(batch_line_faults={"req-1": "error"}) as (server, client):
+        batch = wait_for(client, start_batch(client).id)
+
+        assert (batch.status, batch.request_counts.completed, batch.request_counts.failed) == ("completed", 4, 1)
+        errors = jsonl(client, batch.error_file_id)
+        assert list(errors) == ["req-1"]
+        assert errors["req-1"]["response"] is None and errors["req-1"]["error"]["code"] == "injected_error"
+        assert "req-1" not in jsonl(client, batch.output_file_id)
+        assert server.batch_lines_served == 4
+
+        server.set_batch_line_faults({"req-0": "schema_mismatch"})
+        batch = wait_for(client, start_batch(client).id)
+
+        assert (batch.request_counts.completed, batch.request_counts.failed, batch.error_file_id) == (5, 0, None)
+        content = jsonl(client, batch.output_file_id)["req-0"]["response"]["body"]["choices"][0]["message"]["content"]
+        with pytest.raises(ValidationError):
+            SceneReply.model_validate_json(content)
+    with pytest.raises(ValueError):
+        FakeOpenAIServer(batch_line_faults={"req-0": "explode"})
+
+
+def test_invalid_line_body_lands_in_the_error_file(client):
+    lines = batch_lines(2)
+    lines[1]["body"]["temperature"] = 9
+    batch = wait_for(client, start_batch(client, lines).id)
+    line = jsonl(client, batch.error_file_id)["req-1"]
+    assert line["error"] is None and line["response"]["status_code"] == 400
+    assert "temperature" in line["response"]["body"]["error"]["message"]
+    assert (batch.request_counts.completed, batch.request_counts.failed) == (1, 1)
+
+
+def test_whole_batch_fails_or_expires_once_then_succeeds():
+    with batch_client(batch_faults=["failed"]) as (server, client):
+        failed = wait_for(client, start_batch(client).id)
+        assert failed.status == "failed" and failed.failed_at is not None
+        assert failed.errors.data[0].code == "injected_failure"
+        assert (failed.output_file_id, failed.error_file_id) == (None, None)
+        assert wait_for(client, start_batch(client).id).status == "completed"
+
+        server.set_batch_faults(["expired"])
+        expired = wait_for(client, start_batch(client).id)
+        assert (expired.status, expired.output_file_id, expired.request_counts.failed) == ("expired", None, 5)
+        errors = jsonl(client, expired.error_file_id)
+        assert len(errors) == 5 and {line["error"]["code"] for line in errors.values()} == {"batch_expired"}
+        assert wait_for(client, start_batch(client).id).status == "completed"
+        assert (server.batches_created, server.batch_lines_served, server.completions_served) == (4, 10, 0)
+
+
+def test_cancel_and_unknown_batch():
+    with batch_client(batch_seconds=0.3) as (server, client):
+        created = start_batch(client)
+        assert client.batches.cancel(created.id).status == "cancelling"
+        statuses = []
+        cancelled = wait_for(client, created.id, statuses)
+        assert statuses[-1] == "cancelled" and set(statuses) <= {"cancelling", "cancelled"}
+        assert (cancelled.output_file_id, cancelled.cancelled_at is not None) == (None, True)
+        assert client.batches.cancel(created.id).status == "cancelled"
+        assert server.batch_lines_served == 0
+
+        done = wait_for(client, start_batch(client).id)
+        with pytest.raises(openai.ConflictError):
+            client.batches.cancel(done.id)
+        for call in (client.batches.retrieve, client.batches.cancel):
+            with pytest.raises(openai.NotFoundError):
+                call("batch_missing")
+
+
+def test_batches_are_listed_newest_first(client):
+    ids = [start_batch(client, batch_lines(1)).id for _ in range(3)]
+    page = client.batches.list(limit=2)
+    assert [batch.id for batch in page.data] == ids[:0:-1] and page.has_more
+    assert [batch.id for batch in client.batches.list(limit=2)] == ids[::-1]  # auto-pagination follows `after`
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,127 @@
+"""The model layer inside real runs against the loopback server: cache, budget, refresh, batches, costs."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from curation.models.batch import MAX_LINES_PER_FILE, PendingRequest, shards
+from curation.models.pricing import BudgetExceeded
+from curation.recipes import resolve_run
+from curation.report import funnel_text, load_report
+from curation.runner import RunStore, run_all
+from tests.conftest import make_image
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.flows.test_flow_e2e import scripted
+
+PRICE = {"fake-vlm": {"input_per_million": 1.0, "output_per_million": 2.0}}
+
+
+def model_run(tmp_path: Path, server: FakeOpenAIServer, run_id: str, images: int = 4, **backend) -> Path:
+    folder = tmp_path / "images"
+    for seed in range(images):
+        if not (folder / f"{seed}.png").exists():
+            make_image(folder / f"{seed}.png", seed)
+    overrides = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
+                 "backend": {"prices": PRICE, "max_retries": 1, **backend}}
+    config = resolve_run("multiverse", out_dir=tmp_path / "out", input_path=str(folder), run_id=run_id,
+                         backend="openai", base_url=server.base_url, model="fake-vlm", overrides=overrides)
+    store = RunStore(tmp_path / "out" / "runs" / run_id)
+    store.save_config(config)
+    return store.root
+
+
+def model_stages(report):
+    return {stats.stage: stats.usage.get("fake-vlm") for stats in report.stages if stats.usage}
+
+
+def test_costs_are_counted_per_stage_and_a_rerun_is_free(tmp_path):
+    with FakeOpenAIServer(responder=scripted) as server:
+        run_all(model_run(tmp_path, server, "first"))
+        calls = server.completions_served
+        report = load_report(tmp_path / "out" / "runs" / "first")
+        usage = model_stages(report)
+        assert set(usage) == {"image_quality", "image_category", "persona_generate", "conversation_generate",
+                              "checklist_generate"}
+        assert sum(u.calls for u in usage.values()) == calls
+        quality = usage["image_quality"]
+        assert quality.calls == 4 and quality.input_tokens > 0
+        assert quality.cost_usd == pytest.approx((quality.input_tokens * 1.0 + quality.output_tokens * 2.0) / 1e6)
+        assert "new model calls cost $" in funnel_text(report)
+        run_all(model_run(tmp_path, server, "second"))  # same requests under another run id
+        assert server.completions_served == calls
+        again = model_stages(load_report(tmp_path / "out" / "runs" / "second"))
+        assert all(u.calls == 0 and u.cached_calls > 0 and u.cost_usd == 0 for u in again.values())
+
+
+def test_refresh_asks_again(tmp_path):
+    with FakeOpenAIServer(responder=scripted) as server:
+        run_all(model_run(tmp_path, server, "a"))
+        calls = server.completions_served
+        config = resolve_run("multiverse", out_dir=tmp_path / "out", run_id="a", backend="openai",
+                             base_url=server.base_url, model="fake-vlm", refresh_cache=True,
+                             overrides={"image_quality": {"min_quality_score": 1},
+                                        "category_min_size": {"min_items_per_category": 1},
+                                        "backend": {"prices": PRICE, "max_retries": 1}})
+        RunStore(tmp_path / "out" / "runs" / "a").save_config(config)
+        run_all(tmp_path / "out" / "runs" / "a")
+        assert server.completions_served == 2 * calls
+
+
+def test_the_budget_stops_before_it_is_exceeded_and_a_rerun_pays_nothing_twice(tmp_path):
+    with FakeOpenAIServer(responder=scripted) as server:
+        # each call is estimated at about 0.005 USD (about 1,100 input tokens and 2,048 output tokens)
+        run_dir = model_run(tmp_path, server, "budget", max_cost_usd=0.012)
+        with pytest.raises(BudgetExceeded, match="would take spending past --max-cost"):
+            run_all(run_dir)
+        paid = server.completions_served
+        assert 1 <= paid <= 3
+        state = RunStore(run_dir).load_state()
+        assert state[-1]["stage"] == "image_near_dedup"  # image_quality did not finish
+        run_all(model_run(tmp_path, server, "budget", max_cost_usd=None))
+        requests = [r.body for r in server.requests if r.path.endswith("/chat/completions")]
+        assert len(requests) == len({json.dumps(body, sort_keys=True) for body in requests})  # none sent twice
+
+
+def test_batch_mode_fills_the_cache_through_the_batch_api(tmp_path):
+    with FakeOpenAIServer(responder=scripted, batch_seconds=0) as server:
+        run_all(model_run(tmp_path, server, "batched", batch=True, batch_poll_seconds=0.05))
+        assert server.completions_served == 0 and server.batches_created == 5  # one per model stage
+        usage = model_stages(load_report(tmp_path / "out" / "runs" / "batched"))
+        assert usage["image_quality"].batch_calls == 4 and usage["image_quality"].cached_calls == 4
+        batched = usage["image_quality"]
+    with FakeOpenAIServer(responder=scripted) as server:
+        run_all(model_run(tmp_path / "sync", server, "plain"))
+        plain = model_stages(load_report(tmp_path / "sync" / "out" / "runs" / "plain"))["image_quality"]
+    assert batched.cost_usd == pytest.approx(plain.cost_usd / 2)  # half price
+
+
+def test_a_waiting_batch_is_polled_again_not_resubmitted(tmp_path):
+    with FakeOpenAIServer(responder=scripted, batch_seconds=1.5) as server:
+        run_dir = model_run(tmp_path, server, "wait", batch=True, batch_wait_seconds=0, batch_poll_seconds=0.05)
+        done = run_all(run_dir)
+        assert [stats.stage for stats in done][-1] == "image_near_dedup"
+        report = load_report(run_dir)
+        assert report.waiting.startswith("image_quality: 1 batch(es) still running")
+        assert "waiting: image_quality" in funnel_text(report)
+        model_run(tmp_path, server, "wait", batch=True, batch_wait_seconds=30, batch_poll_seconds=0.05)
+        run_all(run_dir)
+        assert server.batches_created == 5 and server.completions_served == 0
+        assert load_report(run_dir).complete
+
+
+def test_failed_batch_lines_are_submitted_again(tmp_path):
+    with FakeOpenAIServer(responder=scripted, batch_seconds=0) as server:
+        run_dir = model_run(tmp_path, server, "requeue", images=3, batch=True, batch_poll_seconds=0.05)
+        # the first batch (image_quality) fails as a whole once; its lines go into a new batch
+        server.set_batch_faults(["failed"])
+        run_all(run_dir)
+        assert server.batches_created == 6 and server.completions_served == 0
+        assert load_report(run_dir).complete
+
+
+def test_shards_respect_the_line_limit():
+    requests = [PendingRequest(key=f"k{n}", body={"n": n}, output_schema=dict) for n in range(MAX_LINES_PER_FILE + 5)]
+    files = shards(requests)
+    assert [len(lines) for lines in files] == [MAX_LINES_PER_FILE, 5]
+    assert json.loads(files[1][0])["custom_id"] == f"k{MAX_LINES_PER_FILE}"
