@@ -171,7 +171,8 @@ def test_openai_backend_end_to_end_keeps_the_key_secret(api, tmp_path):
         result = run_curate(
             ["run", "multiverse", "--input", str(tmp_path / "images"), "--backend", "openai", "--base-url",
              server.base_url, "--model", "fake-vlm", "--run-id", "api", "--progress", "log",
-             "--set", "image_quality.min_quality_score=1", "--set", "category_min_size.min_items_per_category=1"],
+             "--set", "image_quality.min_quality_score=1", "--set", "category_min_size.min_items_per_category=1",
+             "--set", 'backend.prices={"fake-vlm": {"input_per_million": 2.5, "output_per_million": 10}}'],
             tmp_path, {**api, "OPENAI_API_KEY": secret})
         served = server.completions_served
         auth_headers = {request.headers.get("authorization") for request in server.requests}
@@ -180,13 +181,37 @@ def test_openai_backend_end_to_end_keeps_the_key_secret(api, tmp_path):
     manifest_path = next((tmp_path / "outputs" / "releases").rglob("manifest.json"))
     manifest = json.loads(manifest_path.read_text())
     assert manifest["backends"] == ["openai"] and manifest["offline_outputs"] is False
-    assert manifest["models"] == ["fake-vlm"]
+    assert manifest["models"] == ["fake-vlm"] and manifest["total_cost_usd"] > 0
+    quality = next(stage for stage in manifest["funnel"] if stage["stage"] == "image_quality")
+    assert quality["usage"]["fake-vlm"]["calls"] == 5 and quality["usage"]["fake-vlm"]["input_tokens"] > 0
+    assert "new model calls cost $" in result.stdout
     conversation_decisions = next((tmp_path / "outputs" / "runs" / "api" / "stages").glob(
         "10_conversation_generate/[0-9a-f]*/decisions.jsonl"))
     rows = [json.loads(line) for line in conversation_decisions.read_text().splitlines()]
     assert rows and all(row["backend"] == "openai" and row["model"] == "fake-vlm" for row in rows)
     leaked = [path for path in (tmp_path / "outputs").rglob("*") if path.is_file() and secret.encode() in path.read_bytes()]
     assert leaked == [] and secret not in result.stdout + result.stderr
+    assert secret not in prefect_logs_and_parameters(api, "api")
+
+
+def prefect_logs_and_parameters(api: dict[str, str], run_id: str) -> str:
+    """Everything the Prefect server stored about a run: its parameters and every log line."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    async def read():
+        async with get_client() as client:
+            runs = [run for run in await client.read_flow_runs() if run.parameters.get("run_id") == run_id]
+            logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[r.id for r in runs])))
+            return json.dumps([run.parameters for run in runs]) + "\n".join(log.message for log in logs)
+
+    os.environ["PREFECT_API_URL"] = api["PREFECT_API_URL"]
+    try:
+        text = asyncio.run(read())
+    finally:
+        os.environ.pop("PREFECT_API_URL")
+    assert "image_quality" in text  # the logs were read
+    return text
 
 
 def test_unreachable_model_server_fails_before_any_item_and_says_how_to_resume(api, tmp_path):
@@ -207,3 +232,41 @@ def test_paper_defaults_on_a_tiny_folder_explain_why_nothing_was_released(api, t
     assert funnel(result.stdout)["category_min_size"][-1] == "0"
     assert "no sample survived: category_min_size removed the last ones" in result.stdout
     assert "--set category_min_size.<field>" in result.stdout and "release:" not in result.stdout
+
+
+def test_a_run_killed_mid_stage_resumes_without_asking_twice(api, tmp_path):
+    import signal
+
+    for seed in range(12):
+        make_image(tmp_path / "images" / f"{seed}.png", seed)
+    args = ["run", "multiverse", "--input", str(tmp_path / "images"), "--backend", "openai", "--model", "fake-vlm",
+            "--progress", "none", "--concurrency", "2", "--set", "image_quality.min_quality_score=1",
+            "--set", "category_min_size.min_items_per_category=1"]
+    with FakeOpenAIServer(responder=scripted, latency_seconds=0.3) as server:
+        env = {**os.environ, **api}
+        killed = subprocess.Popen([str(Path(PREFECT).parent / "curate"), *args, "--base-url", server.base_url,
+                                   "--run-id", "killed"], cwd=tmp_path, env=env, start_new_session=True,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while server.completions_served < 8 and time.monotonic() < deadline and killed.poll() is None:
+            time.sleep(0.05)
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait()
+        received = [json.dumps(request.body, sort_keys=True) for request in server.requests
+                    if request.path.endswith("/chat/completions")]
+        before = len(server.requests)
+        assert 8 <= server.completions_served < 40  # killed in the middle of the model stages
+        resumed = run_curate([*args, "--base-url", server.base_url, "--run-id", "killed"], tmp_path, api)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        after = [json.dumps(request.body, sort_keys=True) for request in server.requests[before:]
+                 if request.path.endswith("/chat/completions")]
+        repeated = set(received) & set(after)
+        # only requests still in flight when the process died (at most --concurrency of them) are asked again
+        assert after and len(repeated) <= 2 and repeated <= set(received[-2:])
+        fresh = run_curate([*args, "--base-url", server.base_url, "--run-id", "fresh", "--out",
+                            str(tmp_path / "elsewhere")], tmp_path, api)
+    def released_ids(stdout: str) -> list[str]:
+        release = Path(re.search(r"release:\s+(\S+)", stdout).group(1))
+        return sorted(pq.read_table(next((release / "data").glob("*.parquet"))).column("index").to_pylist())
+
+    assert released_ids(resumed.stdout) == released_ids(fresh.stdout) and len(released_ids(fresh.stdout)) == 12
