@@ -35,9 +35,12 @@ def _dask_client():
     return worker_client()
 
 
-def ordered_map(function: Callable[[Chunk], Result], chunks: Iterable[Chunk], mode: Mode, workers: int
-                ) -> Iterator[Result]:
+def ordered_map(function: Callable[[Chunk], Result], chunks: Iterable[Chunk], mode: Mode, workers: int,
+                window: int | None = None) -> Iterator[Result]:
     """`map(function, chunks)` in order, spread as `mode` says; processes use a Dask cluster when on one.
+
+    At most `window` chunks (default twice the workers) are submitted ahead of the oldest unfinished one. Model
+    calls want a wide window: one item waiting out a backoff must not stall the items behind it.
 
     Worker processes are started with 'spawn', not 'fork': the parent runs threads (Prefect, progress bars)
     whose locks a forked child could inherit while held."""
@@ -46,7 +49,7 @@ def ordered_map(function: Callable[[Chunk], Result], chunks: Iterable[Chunk], mo
         return
     if mode == "threads":
         with ThreadPoolExecutor(workers) as pool:
-            yield from _ordered(pool.submit, function, chunks, 2 * workers)
+            yield from _ordered(pool.submit, function, chunks, window or 2 * workers)
         return
     cluster = _dask_client()
     if cluster is not None:

@@ -46,6 +46,9 @@ from curation.stage import (
 from curation.stages import STAGES
 from schemas import Decision, Drop, Keep, ModelUsage, RunConfig, Sample, Scores, StageStats, Verdict
 
+LABEL_KINDS = ("image_main", "task_main")  # counted per stage for the category histograms
+THREADS_PER_REQUEST_SLOT = 2  # measured in bench/model_layer.py: 1 per slot leaves the server under-fed
+MODEL_WINDOW_ITEMS = 1024     # items started ahead of the oldest unfinished one: > a backoff's worth of replies
 CHUNK_ITEMS = 256          # items read, processed and written at a time
 PROCESS_CHUNK_ITEMS = 32   # items per task sent to a worker process or Dask worker
 RAW_REPLY_MAX_CHARS = 4000
@@ -237,6 +240,7 @@ class StageWriter:
         self.by_reason: Counter[str] = Counter()
         self.kept = 0
         self.backends: set[str] = set()
+        self.labels: dict[str, Counter[str]] = {kind: Counter() for kind in LABEL_KINDS}
         self.started = time.monotonic()
 
     def write(self, item: Sample, verdict: Verdict, scores: Scores | None = None, counts_as_input: bool = True
@@ -259,20 +263,26 @@ class StageWriter:
         self.items_in += counts_as_input
         if isinstance(verdict, Keep):
             self.kept += 1
+            for kind in LABEL_KINDS:
+                if (label := getattr(item.categories, kind)) is not None:
+                    self.labels[kind][label] += 1
             self._files["kept"].write(item.model_dump_json() + "\n")
         else:
             self.by_reason[verdict.reason] += 1
             self._files["dropped"].write(item.model_dump_json() + "\n")
         self._files["decisions"].write(decision.model_dump_json() + "\n")
 
-    def commit(self, usage: dict[str, ModelUsage] | None = None) -> StageStats:
+    def commit(self, usage: dict[str, ModelUsage] | None = None, summary: dict | None = None) -> StageStats:
         for handle in self._files.values():
             handle.close()
         stats = StageStats(
             stage=self.run.stage.name, index=self.run.index, key=self.run.key, kind=self.run.stage.kind,
             items_in=self.items_in, kept=self.kept, dropped=sum(self.by_reason.values()),
             by_reason=dict(sorted(self.by_reason.items())), seconds=round(time.monotonic() - self.started, 3),
-            backends=sorted(self.backends), usage=usage or {}, config=self.run.config.model_dump(mode="json"))
+            backends=sorted(self.backends), usage=usage or {}, config=self.run.config.model_dump(mode="json"),
+            kept_by_label={kind: dict(sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])))
+                           for kind, counts in self.labels.items() if counts},
+            summary=summary or {})
         write_json_atomic(self.partial / "stats.json", stats.model_dump(mode="json"))
         (self.partial / "DONE").write_text("", encoding="utf-8")
         shutil.rmtree(self.run.output_dir, ignore_errors=True)
@@ -307,18 +317,8 @@ def _work_one(stage: Stage, config: StageConfig, ctx: StageContext, item: Sample
     return {"item_id": item.id, "outputs": [output.model_dump(mode="json") for output in outputs]}
 
 
-_WORKER_CONTEXTS: dict[tuple[str, int, str], tuple[Stage, StageConfig, StageContext]] = {}
-_CONFIGS: dict[tuple[str, int], RunConfig] = {}
+_WORKER_CONTEXTS: dict[tuple[str, int, int], tuple[Stage, StageConfig, StageContext]] = {}
 _BUDGETS: dict[tuple[str, str], Budget] = {}
-
-
-def _run_config(run_dir: str) -> RunConfig:
-    """run.json, read again only when it changes (work_chunk is called per item in thread mode)."""
-    path = Path(run_dir) / "run.json"
-    key = (run_dir, path.stat().st_mtime_ns)
-    if key not in _CONFIGS:
-        _CONFIGS[key] = RunStore(Path(run_dir)).load_config()
-    return _CONFIGS[key]
 
 
 def budget_for(run_dir: str, run_config: RunConfig) -> Budget:
@@ -330,12 +330,12 @@ def budget_for(run_dir: str, run_config: RunConfig) -> Budget:
 
 
 def _context_for(run_dir: str, index: int, registry: Registry) -> tuple[Stage, StageConfig, StageContext]:
-    """The stage, its config and a context, built once per process (worker processes build their own)."""
-    run_config = _run_config(run_dir)
-    recipe = run_config.recipe
-    key = (run_dir, index, sha256_json([recipe.stages[index], recipe.backend, recipe.seed,
-                                        run_config.created_at]))
+    """The stage, its config and a context, built once per process and version of run.json (worker processes
+    build their own); work_chunk asks for it once per item in thread mode, so a lookup is one stat."""
+    key = (run_dir, index, (Path(run_dir) / "run.json").stat().st_mtime_ns)
     if key not in _WORKER_CONTEXTS:
+        run_config = RunStore(Path(run_dir)).load_config()
+        recipe = run_config.recipe
         stage, config = stage_config(run_config, index, registry)
         cache = Cache(cache_path(Path(run_dir)))
         backend = make_backend(recipe.backend, request_cache(run_config, Path(run_dir)), budget_for(run_dir, run_config))
@@ -362,8 +362,8 @@ def work_chunk(run_dir: str, index: int, rows: list[str], registry: Registry = S
 def _execution_plan(stage: Stage, run_config: RunConfig, backend: ModelBackend) -> tuple[str, int, int]:
     """(mode, workers, items per chunk) for a stage."""
     mode = stage.parallel or ("threads" if stage.uses_model else "serial")
-    if mode == "threads":
-        return mode, getattr(backend, "concurrency", 1), 1
+    if mode == "threads":  # the client's limit caps requests in flight; spare threads build and parse meanwhile
+        return mode, THREADS_PER_REQUEST_SLOT * getattr(backend, "concurrency", 1), 1
     if mode == "processes":
         return mode, run_config.recipe.execution.jobs or os.cpu_count() or 1, PROCESS_CHUNK_ITEMS
     return mode, 1, CHUNK_ITEMS
@@ -392,7 +392,8 @@ def _collect_deferred(run: StageRun, source: Path, store: RunStore, registry: Re
 
     with ctx.backend.deferring() as pending, open(source, encoding="utf-8") as lines:
         rows = chunked((line.rstrip("\n") for line in lines if line.strip()), 1)
-        for _ in ordered_map(attempt, rows, "threads", max(1, ctx.backend.concurrency)):
+        for _ in ordered_map(attempt, rows, "threads", THREADS_PER_REQUEST_SLOT * max(1, ctx.backend.concurrency),
+                             MODEL_WINDOW_ITEMS):
             pass
         return list(pending.values())
 
@@ -434,7 +435,8 @@ def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunC
         first_error: dict | None = None
         usage: dict[str, ModelUsage] = batch_usage
         with open(partial / "work.jsonl", "w", encoding="utf-8") as handle:
-            for records in ordered_map(function, chunks, mode, workers):
+            window = MODEL_WINDOW_ITEMS if mode == "threads" else None
+            for records in ordered_map(function, chunks, mode, workers, window):
                 for record in records:
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                     usage = add_usage(usage, {model: ModelUsage.model_validate(spent)
@@ -507,13 +509,18 @@ def execute_stage(store: RunStore, run_config: RunConfig, run: StageRun, backend
     progress.start(stage.name, run.index, count_lines(source))
     if isinstance(stage, SetStage):
         items = list(read_samples(source))
+        if stage.relabel is not None:
+            relabelled = stage.relabel(items, run.config, ctx)
+            if [item.id for item in relabelled] != [item.id for item in items]:
+                raise RuntimeError(f"{stage.name}: relabel must return the same items in the same order")
+            items = relabelled
         verdicts = stage.select(items, run.config, ctx)
         if len(verdicts) != len(items):
             raise RuntimeError(f"{stage.name} returned {len(verdicts)} verdicts for {len(items)} items")
         for item, verdict in zip(items, verdicts, strict=True):
             writer.write(item, verdict)
         progress.advance(len(items))
-        return writer.commit()
+        return writer.commit(summary=ctx.summary)
     work_file = _compute_work(run, source, store, run_config, backend, progress, registry)
     _decide_items(run, source, work_file, writer)
     return writer.commit(work_usage(work_file))

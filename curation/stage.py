@@ -2,7 +2,8 @@
 
 - SourceStage: makes items from outside the run (ingest).
 - ItemStage: `score` one item (stored), then `decide` from the stored scores alone.
-- SetStage: `select` over the whole collection (dedup, category size, sampling), one verdict per input.
+- SetStage: `select` over the whole collection (dedup, category size, sampling), one verdict per input;
+  optionally `relabel` first, which rewrites labels using the whole collection (category merging).
 - TransformStage: `generate` new or enriched items from one item (persona, conversation, paraphrase: one to
   many), then an optional `check` that decides on the generated content.
 
@@ -24,7 +25,7 @@ from curation.cache import Cache
 from curation.models.base import ModelBackend, ModelRequest, ModelResult
 from curation.prompting import load_prompt
 from curation.seeds import derive_rng, derive_seed
-from schemas import Sample, Scores, Verdict
+from schemas import Keep, Sample, Scores, Verdict
 
 GENERIC_REASONS = ("stage_error", "model_output_invalid", "model_request_rejected")
 
@@ -59,6 +60,7 @@ class StageContext:
     backend: ModelBackend
     cache: Cache
     progress: Callable[[int], None] = field(default=lambda advance: None)
+    summary: dict[str, Any] = field(default_factory=dict)  # a set stage's whole-collection record (stats.json)
 
     def seed_for(self, *parts: str) -> int:
         return derive_seed(self.run_seed, self.stage, *parts)
@@ -113,9 +115,14 @@ class ItemStage(StageBase):
     kind: Literal["item"] = "item"
 
 
+def keep_all(items: list[Sample], cfg: Any, ctx: StageContext) -> list[Verdict]:
+    return [Keep() for _ in items]
+
+
 @dataclass(frozen=True, kw_only=True)
 class SetStage(StageBase):
-    select: Callable[[list[Sample], Any, StageContext], list[Verdict]]
+    select: Callable[[list[Sample], Any, StageContext], list[Verdict]] = keep_all
+    relabel: Callable[[list[Sample], Any, StageContext], list[Sample]] | None = None  # same items, same order
     kind: Literal["set"] = "set"
 
 

@@ -3,8 +3,9 @@
 from curation.generation import checklist, conversation, persona
 from curation.images import category, exact_dedup, ingest, near_dedup, phash, quality
 from curation.review import conversation_review
-from curation.selection import min_size, weighted_sample
+from curation.selection import balance, min_size, weighted_sample
 from curation.stage import Stage
+from curation.taxonomy import fields, normalise
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     ingest.STAGE,
@@ -13,7 +14,10 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     near_dedup.STAGE,
     quality.STAGE,
     category.STAGE,
+    fields.STAGE,
+    normalise.STAGE,
     min_size.STAGE,
+    balance.STAGE,
     weighted_sample.STAGE,
     persona.STAGE,
     conversation.STAGE,

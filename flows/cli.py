@@ -122,14 +122,28 @@ def report(
     as_json: Annotated[bool, typer.Option("--json", help="Print the per-stage stats as JSON.")] = False,
     out: OutOption = Path("outputs"),
 ) -> None:
-    """Print a run's funnel: items in, removed by each stage with the reason, out."""
-    from curation.report import funnel_text, load_report, resolve_run_dir
+    """Print a run's funnel (items in, removed by each stage with the reason, out), then the kept items per
+    category after each step that changed them, and the names category merging joined. Also writes the
+    histograms as Markdown and PNG under <run>/report/."""
+    from curation.report import (
+        LABEL_TITLES, funnel_text, histogram_text, histograms, load_report, merged_labels, resolve_run_dir,
+        write_label_report,
+    )
 
-    loaded = load_report(resolve_run_dir(run_ref, out))
+    run_dir = resolve_run_dir(run_ref, out)
+    loaded = load_report(run_dir)
     if as_json:
         typer.echo(json.dumps([stats.model_dump(mode="json") for stats in loaded.stages], indent=2))
-    else:
-        typer.echo(funnel_text(loaded))
+        return
+    typer.echo(funnel_text(loaded))
+    written = write_label_report(loaded, run_dir)
+    for histogram in histograms(loaded):
+        typer.echo(f"\nkept items per {LABEL_TITLES[histogram.kind]}:\n{histogram_text(histogram)}")
+    merged = merged_labels(loaded)
+    if merged:
+        typer.echo("\nmerged names: " + "; ".join(f"{raw} -> {target}" for _, raw, target in merged))
+    if written:
+        typer.echo("\nhistograms: " + ", ".join(str(path) for path in written if path.suffix == ".png"))
 
 
 @app.command()

@@ -19,7 +19,9 @@ from curation.errors import BackendUnavailable, StageFailed, UserError
 from curation.models.pricing import BudgetExceeded
 from curation.recipes import DEMO_CORPUS_DIRNAME, available_recipes, changed_stages, existing_run, resolve_run
 from curation.release.writer import write_release
-from curation.report import funnel_markdown, load_report
+from curation.report import (
+    LABEL_TITLES, funnel_markdown, histogram_markdown, histograms, load_report, write_label_report,
+)
 from curation.runner import RunStore, check_backend, run_stage
 from flows.progress import ProgressMode, make_progress, stage_summary
 
@@ -102,6 +104,14 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_p
     create_markdown_artifact(key=_artifact_key(recipe), description=f"Funnel of run {config.run_id}",
                              markdown=f"# Funnel of run `{config.run_id}`\n\nBackend: "
                                       f"{', '.join(report.backends)}\n\n{funnel_markdown(report)}\n")
+    written = write_label_report(report, store.root)
+    for histogram in histograms(report):
+        plot = next(path for path in written if path.name == f"labels_{histogram.kind}.png")
+        create_markdown_artifact(
+            key=f"labels-{recipe}-{histogram.kind}".replace("_", "-"),
+            description=f"Kept items per {LABEL_TITLES[histogram.kind]}, run {config.run_id}",
+            markdown=f"# Kept items per {LABEL_TITLES[histogram.kind]}, run `{config.run_id}`\n\n"
+                     f"{histogram_markdown(histogram, limit=40)}\n\nPlot: `{plot}`\n")
     emptied_by = next((stats.stage for stats in report.stages if stats.kept == 0), None)
     release_dir = None
     if emptied_by is not None:

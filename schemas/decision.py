@@ -85,3 +85,7 @@ class StageStats(Strict):
     backends: list[str] = Field(default_factory=list)
     usage: dict[str, ModelUsage] = Field(default_factory=dict, description="model -> calls, tokens, cost")
     config: dict[str, JsonValue] = Field(default_factory=dict)
+    kept_by_label: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="label kind (image_main, task_main) -> label -> kept items; for histograms")
+    summary: dict[str, JsonValue] = Field(
+        default_factory=dict, description="what a set stage decided as a whole: weights, quotas, caps, mappings")

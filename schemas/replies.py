@@ -24,6 +24,17 @@ ImageCategoryName = Literal[
     "Receipts and Invoices", "Others",
 ]
 
+# ProBench App. B: 10 task fields and 10 image fields, plus "Other" (which proposes a new field)
+TaskFieldName = Literal[
+    "Coding", "Information Extraction", "Knowledge", "Mathematics", "Metrics", "Perception", "Planning", "Science",
+    "Creative Writing", "Arts and Humanities", "Other",
+]
+ImageFieldName = Literal[
+    "Document and Text-based Images", "Medical Images", "Photographs", "Scientific and Analytical Images",
+    "Graphics and Artistic Images", "Screenshots and UI Elements", "Remote Sensing and Satellite Images",
+    "Security and Surveillance", "Engineering and Technical Drawings", "Specialized Formats", "Other",
+]
+
 ChecklistCriterion = Literal[
     "Engagingness", "Tone & Style Appropriateness", "Contextual Understanding", "Memory", "Proactiveness",
     "Clarity & Logical Structure", "Coherence", "Knowledge Understanding", "Factual Correctness",
@@ -42,6 +53,27 @@ class CategoryReply(Strict):
     category: ImageCategoryName
     sub_category: str = Field(description="a finer label inside the category, as a short noun phrase")
     proposed_category: str | None = Field(description="a new category name when category is 'Others', else null")
+
+
+class FieldReply(Strict):
+    """Step one of ProBench's classification: the image's field and the question's task field."""
+
+    image_reasoning: str = Field(description="one or two sentences on what the image shows")
+    image_field: ImageFieldName
+    proposed_image_field: str | None = Field(description="a new field name when image_field is 'Other', else null")
+    question_reasoning: str | None = Field(description="one or two sentences on what the question asks; null "
+                                                       "when there is no question")
+    question_field: TaskFieldName | None = Field(description="null when there is no question")
+    proposed_question_field: str | None = Field(description="a new field name when question_field is 'Other', "
+                                                            "else null")
+
+
+class SubfieldReply(Strict):
+    """Step two: a sub-field inside each field chosen in step one (an existing one, or a proposed name)."""
+
+    image_subfield: str = Field(description="one of the listed image sub-fields, or a short new name")
+    question_subfield: str | None = Field(description="one of the listed task sub-fields, or a short new name; "
+                                                      "null when there is no question")
 
 
 class PersonaReply(Strict):

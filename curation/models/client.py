@@ -9,6 +9,11 @@ wait and try again, at most `max_attempts` times. The wait honours `retry-after-
 (seconds, fractional allowed, or an HTTP date), else grows exponentially with full jitter. A 429, or a reply
 saying no requests remain (`x-ratelimit-remaining-requests: 0`), pauses every request of the client until the
 limit resets (`Retry-After` or `x-ratelimit-reset-requests`, e.g. `1s`, `6m0s`, `250ms`).
+
+Requests go through the SDK's generic `post` (its documented way to reach any endpoint) with the body as we built
+it, not through `chat.completions.create`: the typed method walks every request through a parameter transform
+that costs about 0.6 ms of CPU per call, which at 160 calls per second is a tenth of one core. The SDK still does
+the HTTP, the auth header and the mapping of status codes to its exception classes.
 """
 
 from __future__ import annotations
@@ -16,17 +21,25 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import hashlib
+import json
 import random
 import re
 import threading
 import time
 from dataclasses import dataclass
 
+import httpx2
 import openai
 
 from curation.errors import BackendUnavailable, ModelRequestRejected, UserError
 
-RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, openai.APITimeoutError)
+
+class MalformedReply(Exception):
+    """A 200 whose body is not a chat completion (a proxy's error page, a truncated body): retried."""
+
+
+RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, openai.APITimeoutError,
+             MalformedReply)
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 60.0
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -74,6 +87,19 @@ def retry_after_seconds(headers) -> float | None:
 def backoff_seconds(attempt: int, rng: random.Random) -> float:
     """Full jitter: uniform in [0, min(cap, base * 2**attempt)]."""
     return rng.uniform(0, min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** attempt))
+
+
+def parse_completion(content: bytes, attempts: int) -> ChatReply:
+    """The first choice's text and the token usage of a chat-completion body."""
+    try:
+        completion = json.loads(content)
+        message = completion["choices"][0]["message"]
+        usage = completion.get("usage") or {}
+        return ChatReply(content=message.get("content") or "", input_tokens=int(usage.get("prompt_tokens") or 0),
+                         output_tokens=int(usage.get("completion_tokens") or 0), attempts=attempts)
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
+        raise MalformedReply(f"not a chat completion ({type(error).__name__}: {error}): "
+                             f"{content[:200]!r}") from error
 
 
 class _Loop:
@@ -136,13 +162,9 @@ class ChatClient:
             async with self._semaphore:
                 try:
                     self.requests_sent += 1
-                    raw = await self._client.chat.completions.with_raw_response.create(**body)
-                    self._note_limits(raw.headers)
-                    completion = raw.parse()
-                    usage = completion.usage
-                    return ChatReply(content=completion.choices[0].message.content or "",
-                                     input_tokens=usage.prompt_tokens if usage else 0,
-                                     output_tokens=usage.completion_tokens if usage else 0, attempts=attempt + 1)
+                    response = await self._client.post("/chat/completions", body=body, cast_to=httpx2.Response)
+                    self._note_limits(response.headers)
+                    return parse_completion(response.content, attempt + 1)
                 except RETRYABLE as error:
                     last_error = error
                     headers = getattr(getattr(error, "response", None), "headers", None)

@@ -16,10 +16,11 @@ from pydantic import BaseModel
 from curation.models.base import ModelRequest, ModelResult, generation_for
 from curation.models.identity import HEURISTICS_VERSION, OFFLINE_LABEL, backend_identity
 from curation.models.image_stats import ImageStats, stats_for_file
+from curation.taxonomy import NO_QUESTION
 from schemas import BackendSpec
 from schemas.replies import (
-    CategoryReply, ChecklistQuestion, ChecklistReply, ConversationReply, PersonaReply, QualityReply, TurnChecklist,
-    Utterance,
+    CategoryReply, ChecklistQuestion, ChecklistReply, ConversationReply, FieldReply, PersonaReply, QualityReply,
+    SubfieldReply, TurnChecklist, Utterance,
 )
 
 
@@ -69,6 +70,50 @@ def category(stats: ImageStats) -> CategoryReply:
     if stats.axis_lines:
         return reply("Charts and Graphs", "line or scatter plot")
     return reply("Diagrams and Schematics", "boxes and connectors")
+
+
+# --- ProBench fields ------------------------------------------------------------------------------
+
+IMAGE_FIELD_BY_CATEGORY = {  # the category heuristic's answer -> (ProBench image field, sub-field)
+    "Charts and Graphs": ("Document and Text-based Images", "Charts and Graphs"),
+    "Documents and Paperwork": ("Document and Text-based Images", "Scanned Documents"),
+    "Receipts and Invoices": ("Document and Text-based Images", "Scanned Documents"),
+    "Diagrams and Schematics": ("Engineering and Technical Drawings", "Flow Diagrams"),
+    "Web Design and User Interfaces": ("Screenshots and UI Elements", "Mobile App UI"),
+    "Fine Art and Illustrations": ("Graphics and Artistic Images", "Illustrations"),
+    "Brands and Products": ("Graphics and Artistic Images", "Logos"),
+}
+TASK_FIELD_WORDS = (  # first match wins: (task field, sub-field, words that signal it)
+    ("Coding", "Code Understanding", ("code", "function", "bug", "python", "program", "script")),
+    ("Mathematics", "Statistics/Numerical Reasoning", ("calculate", "how much", "sum", "total", "average",
+                                                       "percent", "equation", "solve")),
+    ("Creative Writing", "Storytelling", ("story", "poem", "write a", "imagine", "caption for")),
+    ("Planning", "Complex Workflow Design", ("plan", "steps", "schedule", "strategy", "order")),
+    ("Information Extraction", "Summarization", ("summar", "extract", "list the", "what does the", "key points")),
+    ("Perception", "Counting", ("how many", "count")),
+    ("Perception", "Scene Understanding", ("describe", "what is in", "what is shown", "see")),
+)
+
+
+def fields(stats: ImageStats, question: str | None) -> FieldReply:
+    image_field, _ = IMAGE_FIELD_BY_CATEGORY.get(category(stats).category, ("Photographs", "Daily Photos"))
+    task = _task_field(question)
+    return FieldReply(image_reasoning=f"pixel statistics read as {category(stats).sub_category}",
+                      image_field=image_field, proposed_image_field=None,
+                      question_reasoning=None if question is None else "keyword match on the question text",
+                      question_field=None if question is None else task[0], proposed_question_field=None)
+
+
+def _task_field(question: str | None) -> tuple[str, str]:
+    text = (question or "").casefold()
+    return next(((field, sub) for field, sub, words in TASK_FIELD_WORDS if any(word in text for word in words)),
+                ("Knowledge", "World Knowledge"))
+
+
+def subfields(stats: ImageStats, question: str | None) -> SubfieldReply:
+    _, image_sub = IMAGE_FIELD_BY_CATEGORY.get(category(stats).category, ("Photographs", "Daily Photos"))
+    return SubfieldReply(image_subfield=image_sub, question_subfield=None if question is None else
+                         _task_field(question)[1])
 
 
 # --- persona -------------------------------------------------------------------------------------
@@ -234,6 +279,11 @@ def checklist(stats: ImageStats, conversation_text: str) -> ChecklistReply:
 
 # --- backend -------------------------------------------------------------------------------------
 
+def _question(request: ModelRequest) -> str | None:
+    text = request.variables.get("question")
+    return None if text in (None, NO_QUESTION) else text
+
+
 def _answer(request: ModelRequest, stats: ImageStats) -> BaseModel:
     rng = random.Random(request.seed)
     handlers: dict[str, Callable[[], BaseModel]] = {
@@ -242,6 +292,8 @@ def _answer(request: ModelRequest, stats: ImageStats) -> BaseModel:
         "persona": lambda: persona(stats, rng),
         "conversation": lambda: conversation(stats, rng, int(request.variables["turns"])),
         "checklist": lambda: checklist(stats, request.variables["conversation"]),
+        "field_classify": lambda: fields(stats, _question(request)),
+        "subfield_classify": lambda: subfields(stats, _question(request)),
     }
     if request.prompt.id not in handlers:
         raise NotImplementedError(f"the offline backend has no heuristic for prompt '{request.prompt.id}'; "

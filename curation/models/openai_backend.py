@@ -21,6 +21,7 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 import openai
@@ -40,8 +41,10 @@ from schemas import BackendSpec, ImageRef, ModelUsage
 
 KEYLESS_PLACEHOLDER = "not-needed"  # local servers (vLLM, Ollama) accept any key
 REPLY_NAMESPACE = "model_reply"
+PAYLOAD_NAMESPACE = "image_payload"  # encoded, downscaled images as sent
 
 
+@cache
 def strict_schema(model: type[BaseModel]) -> dict:
     """The model's JSON schema with every property required and no extra keys, as strict mode expects."""
 
@@ -61,13 +64,26 @@ def strict_schema(model: type[BaseModel]) -> dict:
     return schema
 
 
-def image_data_url(image: ImageRef, max_side_px: int) -> tuple[str, tuple[int, int]]:
-    """The image as a JPEG data URL, downscaled so its longest side is at most `max_side_px`; and its size sent."""
-    picture = decode_image(Path(image.path)).image
+def encode_image(image: ImageRef, max_side_px: int) -> tuple[bytes, tuple[int, int]]:
+    """The image as JPEG bytes, downscaled so its longest side is at most `max_side_px`; and the size sent."""
+    picture = decode_image(Path(image.path), draft_side_px=max_side_px).image
     picture.thumbnail((max_side_px, max_side_px))
     buffer = io.BytesIO()
     picture.save(buffer, format="JPEG", quality=90)
-    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode(), picture.size
+    return buffer.getvalue(), picture.size
+
+
+def image_data_url(image: ImageRef, max_side_px: int, cache: Cache | None = None) -> tuple[str, tuple[int, int]]:
+    """A JPEG data URL of the image; encoded once per image and size (every model stage sends the same image)."""
+    key = f"{image.sha256}:{max_side_px}:jpeg90"
+    stored = cache.get(PAYLOAD_NAMESPACE, key) if cache is not None else None
+    if isinstance(stored, dict) and Path(stored["path"]).exists():
+        data, size = Path(stored["path"]).read_bytes(), tuple(stored["size"])
+    else:
+        data, size = encode_image(image, max_side_px)
+        if cache is not None:
+            cache.put(PAYLOAD_NAMESPACE, key, {"path": str(cache.blob(data)), "size": list(size)})
+    return "data:image/jpeg;base64," + base64.b64encode(data).decode(), size
 
 
 def api_key_for(spec: BackendSpec) -> str:
@@ -144,7 +160,7 @@ class OpenAIBackend:
             scale = min(1.0, side / max(image.width or side, image.height or side))
             return {"type": "image_url", "image_url": {"url": url}}, (
                 int((image.width or side) * scale), int((image.height or side) * scale))
-        url, size = image_data_url(image, side)
+        url, size = image_data_url(image, side, self.cache)
         return {"type": "image_url", "image_url": {"url": url}}, size
 
     def build(self, request: ModelRequest) -> tuple[dict, str, int]:

@@ -59,6 +59,11 @@ def select(items: list[Sample], cfg: WeightedSampleConfig, ctx: StageContext) ->
     for name, group in members.items():
         ordered = sorted(group, key=lambda index: items[index].id)
         chosen.update(ctx.rng_for(name).sample(ordered, quotas[name]))
+    exponent = WEIGHT_EXPONENT[cfg.weighting]
+    ctx.summary.update({"weighting": cfg.weighting, "max_items": cfg.max_items, "seed": ctx.run_seed,
+                        "sizes": {name: len(group) for name, group in sorted(members.items())},
+                        "weights": {name: round(len(group) ** exponent, 6) for name, group in sorted(members.items())},
+                        "quotas": dict(sorted(quotas.items()))})
     return [Keep() if index in chosen else
             Drop(reason="not_sampled", detail={"category": category_of(item), "category_quota": quotas[category_of(item)],
                                                "category_size": len(members[category_of(item)])})

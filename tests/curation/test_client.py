@@ -49,11 +49,19 @@ def test_retry_after_ms_wins_over_retry_after():
 
 @pytest.mark.parametrize("fault", [Fault(kind="status", status=500, times=2, retry_after="0"),
                                    Fault(kind="status", status=503, retry_after="0"),
-                                   Fault(kind="drop_connection")])
+                                   Fault(kind="drop_connection"),
+                                   Fault(kind="not_a_completion", times=2)])
 def test_server_errors_and_dropped_connections_are_retried(fault):
     with FakeOpenAIServer(faults=[fault]) as server:
         reply = client(server).create(BODY)
         assert reply.attempts == fault.times + 1 and server.completions_served == 1
+
+
+def test_a_body_that_is_not_a_completion_is_named_in_the_error():
+    with FakeOpenAIServer(faults=[Fault(kind="not_a_completion", times=5)]) as server:
+        with pytest.raises(BackendUnavailable, match="not a chat completion.*Injected fault"):
+            client(server, attempts=2).create(BODY)
+        assert server.request_count == 2 and server.completions_served == 0
 
 
 def test_giving_up_after_the_attempts_is_backend_unavailable_with_a_resume_hint():

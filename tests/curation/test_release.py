@@ -87,7 +87,7 @@ def test_versions_are_never_overwritten_and_the_next_one_is_free(released):
 def test_incomplete_run_cannot_be_released(tmp_path):
     run_dir = small_run(tmp_path, "partial")
     run_stage(run_dir, 0)
-    with pytest.raises(UserError, match="incomplete \\(1 of 12 stages done\\)"):
+    with pytest.raises(UserError, match="incomplete \\(1 of 13 stages done\\)"):
         write_release(run_dir, tmp_path / "out")
 
 

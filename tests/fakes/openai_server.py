@@ -69,7 +69,7 @@ _WORDS = (
 _IMAGE_TOKENS = 85
 _DATA_URL = re.compile(r"data:image/(?:png|jpeg|jpg|gif|webp);base64,(?P<data>.*)", re.DOTALL)
 
-FaultKind = Literal["status", "drop_connection", "slow", "invalid_json", "schema_mismatch"]
+FaultKind = Literal["status", "drop_connection", "slow", "invalid_json", "schema_mismatch", "not_a_completion"]
 BatchLineFault = Literal["error", "invalid_json", "schema_mismatch"]
 BatchFault = Literal["failed", "expired"]
 
@@ -981,6 +981,8 @@ class FakeOpenAIServer:
             return _Reply(fault.status, body, _retry_headers(fault))
         if fault is not None and fault.kind == "drop_connection":
             return None
+        if fault is not None and fault.kind == "not_a_completion":  # as a misbehaving proxy might answer
+            return _Reply(200, {"object": "error", "message": "Injected fault: status 200 without a completion."})
         if fault is not None and fault.kind == "slow":
             self._stopping.wait(fault.delay_seconds)
         content = self._content(body, fault.kind if fault else None)

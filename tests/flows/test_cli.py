@@ -86,7 +86,7 @@ def test_report_prints_the_funnel_of_a_run_without_prefect(tmp_path):
     result = probe(["report", "r1"], tmp_path, home)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert "backend: offline-heuristic" in lines[0] and "12/12 stages done" in lines[0]
+    assert "backend: offline-heuristic" in lines[0] and "13/13 stages done" in lines[0]
     hashing = next(line for line in lines if "image_phash" in line)
     assert hashing.split()[2:4] == ["5", "1"] and "image_unreadable 1" in hashing
     assert "PREFECT_IMPORTED=False" in result.stderr and not list(home.iterdir())

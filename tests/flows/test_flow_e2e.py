@@ -98,6 +98,10 @@ def test_demo_run_is_in_prefect_with_the_funnel_artifact(demo_run, api):
     assert run.state.is_completed() and run.flow_id is not None
     artifact = funnel_artifact_of(run, artifacts)
     assert "| image_near_dedup |" in artifact.data and "near_duplicate" in artifact.data
+    labels = next(a for a in artifacts if a.key == "labels-multiverse-image-main" and a.flow_run_id == run.id)
+    assert "| after image_category |" in labels.data and "| **total** |" in labels.data
+    plot = Path(labels.data.split("Plot: `")[1].split("`")[0])
+    assert plot.is_file() and plot.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_rerun_with_the_same_run_id_skips_every_stage(demo_run, api):
@@ -186,7 +190,7 @@ def test_openai_backend_end_to_end_keeps_the_key_secret(api, tmp_path):
     assert quality["usage"]["fake-vlm"]["calls"] == 5 and quality["usage"]["fake-vlm"]["input_tokens"] > 0
     assert "new model calls cost $" in result.stdout
     conversation_decisions = next((tmp_path / "outputs" / "runs" / "api" / "stages").glob(
-        "10_conversation_generate/[0-9a-f]*/decisions.jsonl"))
+        "*_conversation_generate/[0-9a-f]*/decisions.jsonl"))
     rows = [json.loads(line) for line in conversation_decisions.read_text().splitlines()]
     assert rows and all(row["backend"] == "openai" and row["model"] == "fake-vlm" for row in rows)
     leaked = [path for path in (tmp_path / "outputs").rglob("*") if path.is_file() and secret.encode() in path.read_bytes()]
