@@ -159,6 +159,33 @@ def release(
     typer.echo(str(write_release(resolve_run_dir(run_ref, out), out.resolve(), version)))
 
 
+@app.command("import")
+def import_(
+    source: Annotated[str, typer.Argument(help="multiverse, convbench, probench or alignmmbench.")],
+    path: Annotated[Path, typer.Argument(help="MultiVerse: the HF dataset folder or a JSONL; ConvBench: the .xlsx; "
+                                              "ProBench and AlignMMBench: the JSONL.")],
+    out: Annotated[Path, typer.Option("--out", help="JSONL to write, one canonical sample per line.")],
+    images: Annotated[Optional[Path], typer.Option(help="Folder the rows' image paths are relative to (default: "
+                                                        "next to the input; ConvBench: visit_bench_images/).")] = None,
+    license_id: Annotated[Optional[str], typer.Option("--license", help="SPDX id for the samples (default: the "
+                                                                         "benchmark's published license).")] = None,
+) -> None:
+    """Map a released benchmark into canonical samples, to extend it or deduplicate against it.
+
+    Rows that cannot be mapped go to <out>.rejected.jsonl with the reason; embedded images are written once
+    into <out>-images/. Rows whose image file is missing are imported without it and counted."""
+    from curation.importers import import_file
+
+    summary = import_file(source, path, out, license_id, images,
+                          progress=lambda done: typer.echo(f"  {done} rows", err=True) if done % 10_000 == 0 else None)
+    typer.echo(f"imported {summary.imported} samples into {out}"
+               + (f" ({summary.without_image} without an image file)" if summary.without_image else ""))
+    if summary.rejected:
+        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.rejected.items()))
+        typer.echo(f"could not map {sum(summary.rejected.values())} rows ({reasons}); see "
+                   f"{out.with_name(out.stem + '.rejected.jsonl')}")
+
+
 @images_app.command("hash")
 def images_hash(
     paths: Annotated[list[str], typer.Argument(help="Image files and folders (searched recursively).")],

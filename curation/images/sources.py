@@ -112,7 +112,7 @@ def manifest_entries(manifest: Path) -> Iterator[Entry]:
 
 # --- Hugging Face dataset folder -------------------------------------------------------------------------
 
-def _dataset_tables(root: Path) -> Iterator[tuple[str, object]]:
+def dataset_tables(root: Path) -> Iterator[tuple[str, object]]:
     """(file name, pyarrow table) for each data file of a parquet folder or a `save_to_disk` folder."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -144,7 +144,7 @@ def _image_column(table, wanted: str | None) -> str:
 
 def dataset_entries(root: Path, image_column: str | None, id_column: str | None) -> Iterator[Entry]:
     """One entry per dataset row; images are the embedded bytes, or the file the row's path points to."""
-    for file_name, table in _dataset_tables(root):
+    for file_name, table in dataset_tables(root):
         column = _image_column(table, image_column)
         ids = table.column(id_column).to_pylist() if id_column and id_column in table.column_names else None
         licenses = table.column("license").to_pylist() if "license" in table.column_names else None
