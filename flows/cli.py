@@ -159,6 +159,28 @@ def release(
     typer.echo(str(write_release(resolve_run_dir(run_ref, out), out.resolve(), version)))
 
 
+@app.command()
+def stats(
+    source: Annotated[str, typer.Argument(metavar="SAMPLES", help="A samples JSONL (from `curate import` or a "
+                                                                   "stage's kept.jsonl), or a run id or folder.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
+    out: OutOption = Path("outputs"),
+) -> None:
+    """Dataset statistics as in MultiVerse's Table 1: dialogues, turns, question and answer lengths, MTLD,
+    unique checklist items and criteria, category counts (for a run: the samples it kept at its last stage)."""
+    from curation.report import resolve_run_dir
+    from curation.runner import read_samples
+    from curation.statistics import dataset_statistics, statistics_markdown
+
+    path = Path(source)
+    if not path.is_file():
+        run_dir = resolve_run_dir(source, out)
+        state = json.loads((run_dir / "state.json").read_text(encoding="utf-8"))["stages"]
+        path = Path([entry for entry in state if "output_dir" in entry][-1]["output_dir"]) / "kept.jsonl"
+    result = dataset_statistics(read_samples(path))
+    typer.echo(result.model_dump_json(indent=2) if as_json else statistics_markdown(result))
+
+
 @app.command("import")
 def import_(
     source: Annotated[str, typer.Argument(help="multiverse, convbench, probench or alignmmbench.")],

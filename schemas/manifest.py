@@ -16,6 +16,31 @@ class PromptUse(Strict):
     sha256: str
 
 
+class Spread(Strict):
+    """Count, average and maximum of a measure (None when there is nothing to measure)."""
+
+    count: int = 0
+    average: float | None = None
+    maximum: float | None = None
+
+
+class DatasetStatistics(Strict):
+    """MultiVerse Table 1-style statistics of a release (curation/statistics.py computes them)."""
+
+    dialogues: int
+    turns_total: int
+    turns_per_dialogue: Spread
+    question_length: Spread
+    answer_length: Spread
+    question_mtld: Spread
+    answer_mtld: Spread
+    length_unit: str = "words; characters for Chinese or Japanese text"
+    unique_checklist_items: int
+    unique_main_criteria: int
+    unique_sub_criteria: int
+    categories: dict[str, dict[str, int]]
+
+
 class ReleaseManifest(Strict):
     name: str
     version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
@@ -36,4 +61,5 @@ class ReleaseManifest(Strict):
     split: str
     licenses: dict[str, int] = Field(description="license -> number of samples")
     sources: dict[str, int] = Field(description="source dataset -> number of samples")
+    statistics: DatasetStatistics | None = None
     files: dict[str, JsonValue] = Field(default_factory=dict, description="relative path -> {bytes, sha256}")

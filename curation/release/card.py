@@ -7,6 +7,7 @@ from collections import Counter
 import yaml
 
 from curation.report import RunReport, funnel_markdown
+from curation.statistics import statistics_markdown
 from schemas import ReleaseManifest, ReleaseSpec, Sample
 
 HUB_LICENSE_IDS = {"CC0-1.0": "cc0-1.0", "CC-BY-4.0": "cc-by-4.0", "CC-BY-SA-4.0": "cc-by-sa-4.0",
@@ -87,6 +88,10 @@ Prompts:
 
 Review: {review}.{review_note}
 
+## Statistics
+
+{statistics_markdown(manifest.statistics) if manifest.statistics else "-"}
+
 ## Sources and licenses
 
 {_source_table(samples)}
@@ -98,6 +103,6 @@ Review: {review}.{review_note}
 
 ## Known limits
 
-- First-cut release format; datasheet, statistics and exporters are not included yet.
+- First-cut release format; datasheet and exporters are not included yet.
 - Goal and task categories are not assigned by this recipe yet (the columns are empty).
 """

@@ -22,6 +22,7 @@ from curation.release.card import render_card
 from curation.release.columns import FEATURES, to_row
 from curation.report import load_report
 from curation.runner import read_samples, write_json_atomic
+from curation.statistics import dataset_statistics
 from schemas import PromptUse, ReleaseManifest, Sample
 
 CHECKSUM_FILE = "SHA256SUMS"
@@ -89,7 +90,8 @@ def _manifest(samples: list[Sample], report, name: str, version: str, split: str
         review_modes=sorted({sample.review.mode or "none" for sample in samples}), funnel=report.stages,
         sample_count=len(samples), split=split,
         licenses=dict(Counter(sample.provenance.license for sample in samples).most_common()),
-        sources=dict(Counter(sample.provenance.source_dataset for sample in samples).most_common()))
+        sources=dict(Counter(sample.provenance.source_dataset for sample in samples).most_common()),
+        statistics=dataset_statistics(samples))
 
 
 def _write_parquet(samples: list[Sample], path: Path) -> None:

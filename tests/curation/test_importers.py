@@ -147,5 +147,7 @@ def test_the_import_command_reports_what_it_could_not_map(tmp_path):
     result = run_curate(["import", "probench", str(path), "--out", str(tmp_path / "o.jsonl")], tmp_path)
     assert result.returncode == 0, result.stderr
     assert "imported 1 samples" in result.stdout and "could not map 1 rows (malformed_row 1)" in result.stdout
+    table = run_curate(["stats", str(tmp_path / "o.jsonl")], tmp_path)
+    assert table.returncode == 0 and "| dialogues | 1 |" in table.stdout
     missing = run_curate(["import", "mmdu", str(path), "--out", str(tmp_path / "o.jsonl")], tmp_path)
     assert missing.returncode == 2 and "choose one of" in missing.stderr
