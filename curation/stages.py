@@ -1,6 +1,6 @@
 """Which stages exist: one line per stage. A recipe names stages from this table."""
 
-from curation.generation import checklist, conversation, persona
+from curation.generation import checklist, conversation, ladder, persona
 from curation.images import category, exact_dedup, ingest, near_dedup, phash, quality
 from curation.review import conversation_review
 from curation.selection import balance, min_size, weighted_sample
@@ -22,5 +22,9 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     persona.STAGE,
     conversation.STAGE,
     checklist.STAGE,
+    ladder.LADDER,
+    ladder.CAPTION,
+    ladder.REFERENCE,
+    ladder.FOCUS_POINTS,
     conversation_review.STAGE,
 )}

@@ -76,6 +76,34 @@ class SubfieldReply(Strict):
                                                       "null when there is no question")
 
 
+class CaptionReply(Strict):
+    """ConvBench's instruction-conditioned caption."""
+
+    caption: str = Field(description="a detailed description holding every visual fact the instructions need")
+
+
+class LadderReply(Strict):
+    """ConvBench's three instructions about one image, one per capability level, each building on the last."""
+
+    perception: str = Field(description="asks about what can be seen")
+    reasoning: str = Field(description="asks for reasoning that builds on the answer to the perception question")
+    creation: str = Field(description="asks for something new built on the first two answers")
+
+
+class ReferenceReply(Strict):
+    """Reference answers to the three ladder instructions, each aware of the earlier ones."""
+
+    perception_answer: str
+    reasoning_answer: str
+    creation_answer: str
+
+
+class FocusPointsReply(Strict):
+    """What a good answer to the creation instruction must do, as yes/no points."""
+
+    points: list[str] = Field(description="3 to 6 short, checkable points")
+
+
 class PersonaReply(Strict):
     character: str = Field(description="2-3 sentences describing a fictional person, not anyone shown in the image")
     scenario: str

@@ -19,8 +19,8 @@ from curation.models.image_stats import ImageStats, stats_for_file
 from curation.taxonomy import NO_QUESTION
 from schemas import BackendSpec
 from schemas.replies import (
-    CategoryReply, ChecklistQuestion, ChecklistReply, ConversationReply, FieldReply, PersonaReply, QualityReply,
-    SubfieldReply, TurnChecklist, Utterance,
+    CaptionReply, CategoryReply, ChecklistQuestion, ChecklistReply, ConversationReply, FieldReply, FocusPointsReply,
+    LadderReply, PersonaReply, QualityReply, ReferenceReply, SubfieldReply, TurnChecklist, Utterance,
 )
 
 
@@ -242,6 +242,37 @@ def conversation(stats: ImageStats, rng: random.Random, turns: int) -> Conversat
     return ConversationReply(utterances=utterances)
 
 
+# --- ConvBench ladder ---------------------------------------------------------------------------
+
+def ladder(stats: ImageStats, rng: random.Random, seed: str | None) -> LadderReply:
+    kind = kind_of(category(stats))
+    perception = seed or rng.choice(USER_TURNS[kind][0])
+    return LadderReply(perception=perception, reasoning=rng.choice(USER_TURNS[kind][2]),
+                       creation=rng.choice(USER_TURNS[kind][3]))
+
+
+def caption(stats: ImageStats) -> CaptionReply:
+    reply = category(stats)
+    kind = reply.proposed_category or reply.category
+    return CaptionReply(caption=f"A {reply.sub_category} ({kind.lower()}): {_facts(stats)}")
+
+
+def references(stats: ImageStats) -> ReferenceReply:
+    facts = _facts(stats)
+    return ReferenceReply(perception_answer=ASSISTANT_LEVEL_TEXT[0].format(facts=facts),
+                          reasoning_answer=ASSISTANT_LEVEL_TEXT[2].format(facts=facts),
+                          creation_answer=ASSISTANT_LEVEL_TEXT[3].format(facts=facts))
+
+
+def focus_points(stats: ImageStats) -> FocusPointsReply:
+    colours = ", ".join(stats.dominant_colours) or "its main colours"
+    return FocusPointsReply(points=[
+        "Does the answer produce the requested piece rather than describe the image again?",
+        f"Does it stay consistent with what the image shows (for example {colours})?",
+        "Does it use the conclusions of the earlier turns?",
+        "Is it organised so it could be used without further editing?"])
+
+
 # --- checklist -----------------------------------------------------------------------------------
 
 CHECKLIST_BY_LEVEL = (
@@ -293,6 +324,11 @@ def _answer(request: ModelRequest, stats: ImageStats) -> BaseModel:
         "conversation": lambda: conversation(stats, rng, int(request.variables["turns"])),
         "checklist": lambda: checklist(stats, request.variables["conversation"]),
         "field_classify": lambda: fields(stats, _question(request)),
+        "ladder": lambda: ladder(stats, rng, None if request.variables["seed_instruction"].startswith("(none")
+                                 else request.variables["seed_instruction"]),
+        "caption": lambda: caption(stats),
+        "reference": lambda: references(stats),
+        "focus_points": lambda: focus_points(stats),
         "subfield_classify": lambda: subfields(stats, _question(request)),
     }
     if request.prompt.id not in handlers:

@@ -22,6 +22,9 @@ FEATURES = Features({
     "source_dataset": STRING, "source_id": STRING, "license": STRING, "attribution": STRING,
     "image_sha256": STRING, "image_phash": STRING, "review_status": STRING, "review_mode": STRING,
     "generated_by": STRING,
+    # the other papers' fields (ConvBench, ProBench, AlignMMBench); per-turn ones as JSON, one entry per turn
+    "caption": STRING, "language": STRING, "track": STRING, "turn_details": STRING, "history": STRING,
+    "rewrites": STRING,
 })
 
 
@@ -48,4 +51,10 @@ def to_row(sample: Sample) -> dict:
         "review_status": sample.review.status, "review_mode": sample.review.mode,
         "generated_by": json.dumps({name: generation.model_dump(mode="json")
                                     for name, generation in sorted(sample.generated_by.items())}),
+        "caption": sample.caption, "language": sample.language, "track": sample.track,
+        "turn_details": json.dumps([turn.model_dump(include={"level", "task_category", "reference", "focus_points"})
+                                    for turn in sample.conversation], ensure_ascii=False),
+        "history": json.dumps([turn.model_dump(include={"speaker", "utterance"}) for turn in sample.history],
+                              ensure_ascii=False),
+        "rewrites": json.dumps([rewrite.model_dump() for rewrite in sample.rewrites], ensure_ascii=False),
     }

@@ -7,7 +7,8 @@ from curation.prompting import available_versions, load_prompt
 from curation.recipes import available_recipes, load_recipe, resolve_run
 from curation.stages import STAGES
 
-PROMPT_IDS = ("image_quality", "image_category", "persona", "conversation", "checklist")
+PROMPT_IDS = tuple(sorted(entry.name for entry in (Path(__file__).parents[2] / "prompts").iterdir()
+                          if entry.is_dir() and not entry.name.startswith("_")))
 
 
 def stage_config(run, name):
@@ -43,7 +44,7 @@ def test_user_overrides_win_and_are_validated(tmp_path):
 
 
 def test_unknown_recipe_and_missing_folder_say_what_to_do(tmp_path):
-    with pytest.raises(UserError, match="unknown recipe 'multiversal'; available: multiverse"):
+    with pytest.raises(UserError, match="unknown recipe 'multiversal'; available: convbench, multiverse"):
         load_recipe("multiversal")
     with pytest.raises(UserError, match="does not exist.*leave --input out to run the bundled demo corpus"):
         resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path / "missing"))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from curation.recipes import available_recipes
 from tests.conftest import PREFECT, SESSION_DIR, make_image, run_curate, stop_process, wait_http
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -138,6 +139,9 @@ def test_served_deployment_runs_and_rejects_bad_parameters(api, tmp_path):
                 break
             assert serve.poll() is None, log.read_text()[-3000:]
             time.sleep(0.5)
+        for recipe in available_recipes():  # one deployment per recipe
+            assert subprocess.run([str(PREFECT), "deployment", "inspect", f"curate/{recipe}"], env=env,
+                                  capture_output=True).returncode == 0, recipe
         bad = subprocess.run([str(PREFECT), "deployment", "run", "curate/multiverse", "--param", "recipe=nope"],
                              env=env, capture_output=True, text=True, timeout=60)
         assert bad.returncode != 0 and "Validation failed for field 'recipe'" in bad.stdout + bad.stderr

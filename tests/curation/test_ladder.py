@@ -1,0 +1,63 @@
+"""ConvBench's ladder: three levels, caption, references, focus points; offline and against the loopback server."""
+
+import itertools
+import json
+
+from datasets import load_dataset
+
+from curation.recipes import resolve_run
+from curation.release.writer import write_release
+from curation.report import load_report
+from curation.runner import RunStore, run_all
+from tests.conftest import make_image
+from tests.fakes.openai_server import FakeOpenAIServer
+
+
+def convbench_run(tmp_path, run_id, **backend):
+    for seed in range(4):
+        make_image(tmp_path / "images" / f"{seed}.png", seed)
+    config = resolve_run("convbench", out_dir=tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
+                         **backend)
+    store = RunStore(tmp_path / "out" / "runs" / run_id)
+    store.save_config(config)
+    run_all(store.root)
+    return store.root
+
+
+def test_offline_ladder_has_three_levels_references_and_focus_points_in_the_release(tmp_path):
+    run_dir = convbench_run(tmp_path, "offline")
+    release = write_release(run_dir, tmp_path / "out")
+    row = load_dataset(str(release))["test"][0]
+    details = json.loads(row["turn_details"])
+    assert [turn["level"] for turn in details] == ["perception", "reasoning", "creation"]
+    assert all(turn["reference"] for turn in details) and 3 <= len(details[2]["focus_points"]) <= 6
+    assert row["caption"] and [turn["speaker"] for turn in row["conversation"]] == ["user"] * 3
+    generated = json.loads(row["generated_by"])
+    assert {"ladder", "caption", "reference", "focus_points"} <= set(generated)
+    assert {entry["backend"] for entry in generated.values()} == {"offline-heuristic"}
+
+
+LADDERS = itertools.count()
+
+
+def repeated_ladder(body):
+    """Ladders whose reasoning turn repeats the perception turn for every other request; focus points too few."""
+    name = body.get("response_format", {}).get("json_schema", {}).get("name")
+    if name == "LadderReply":
+        odd = next(LADDERS) % 2
+        return {"perception": "What is on the left?", "reasoning": "What is on the left?" if odd else "Why there?",
+                "creation": "Write a plan."}
+    if name == "FocusPointsReply":
+        return {"points": ["Is it a plan?"]}
+    return None
+
+
+def test_malformed_ladders_and_short_focus_lists_are_recorded_drops(tmp_path):
+    with FakeOpenAIServer(responder=repeated_ladder) as server:
+        run_dir = convbench_run(tmp_path, "api", backend="openai", base_url=server.base_url, model="fake-vlm")
+    stats = {stage.stage: stage for stage in load_report(run_dir).stages}
+    ladder = stats["ladder_generate"]
+    assert ladder.items_in == 4 and ladder.by_reason == {"ladder_malformed": 2} and ladder.kept == 2
+    assert stats["focus_points_generate"].by_reason == {"too_few_focus_points": stats["focus_points_generate"].items_in}
+    decisions = next(run_dir.glob("stages/*_ladder_generate/*/decisions.jsonl")).read_text().splitlines()
+    assert all(json.loads(line)["backend"] == "openai" for line in decisions)
