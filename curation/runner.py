@@ -35,6 +35,7 @@ from curation.models.batch import MAX_SUBMISSIONS, BatchJobs, DeferredToBatch, P
 from curation.models.pricing import Budget, BudgetExceeded
 from curation.models.usage import add_usage, collecting
 from curation.fingerprint import sha256_file, sha256_json
+from curation.jsonl import read_jsonl, read_samples  # noqa: F401 - read_samples is part of the runner's API
 from curation.models import ModelBackend, make_backend
 from curation.models.identity import backend_identity
 from curation.parallel import ordered_map
@@ -78,18 +79,6 @@ class SilentProgress:
 
 
 # --- the run store -------------------------------------------------------------------------------
-
-def read_jsonl(path: Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
-
-
-def read_samples(path: Path) -> Iterator[Sample]:
-    for row in read_jsonl(path):
-        yield Sample.model_validate(row)
-
 
 def chunked(items: Iterable, size: int) -> Iterator[list]:
     chunk: list = []

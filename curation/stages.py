@@ -1,6 +1,6 @@
 """Which stages exist: one line per stage. A recipe names stages from this table."""
 
-from curation.generation import checklist, conversation, ladder, persona
+from curation.generation import checklist, conversation, ladder, persona, rewrites
 from curation.images import category, exact_dedup, ingest, near_dedup, phash, quality
 from curation.review import conversation_review
 from curation.selection import balance, min_size, weighted_sample
@@ -26,5 +26,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     ladder.CAPTION,
     ladder.REFERENCE,
     ladder.FOCUS_POINTS,
+    rewrites.QUESTION,
+    rewrites.PARAPHRASE,
+    rewrites.DIALOGUE,
     conversation_review.STAGE,
 )}

@@ -35,6 +35,12 @@ ImageFieldName = Literal[
     "Security and Surveillance", "Engineering and Technical Drawings", "Specialized Formats", "Other",
 ]
 
+# AlignMMBench Sec. 3.1: 13 tasks in 3 categories (the two Dialogue Context tasks are not asked of single images)
+AlignTaskName = Literal[
+    "Description", "Recognition", "Counting", "OCR", "Meme", "Knowledge",
+    "Reasoning", "Chart", "Problem", "Comparison", "Writing",
+]
+
 ChecklistCriterion = Literal[
     "Engagingness", "Tone & Style Appropriateness", "Contextual Understanding", "Memory", "Proactiveness",
     "Clarity & Logical Structure", "Coherence", "Knowledge Understanding", "Factual Correctness",
@@ -102,6 +108,30 @@ class FocusPointsReply(Strict):
     """What a good answer to the creation instruction must do, as yes/no points."""
 
     points: list[str] = Field(description="3 to 6 short, checkable points")
+
+
+class SeedQuestionReply(Strict):
+    """One AlignMMBench-style test case for an image: its task, a question and a reference answer."""
+
+    task: AlignTaskName
+    question: str
+    reference_answer: str = Field(description="correct, self-contained, in the question's language")
+
+
+class ParaphraseReply(Strict):
+    """Rewrites of a question that keep its meaning."""
+
+    rewrites: list[str]
+
+
+class IncoherenceReply(Strict):
+    """A dialogue history in which the assistant answered wrongly, and the user asking for a correction."""
+
+    first_question: str
+    wrong_answer: str = Field(description="plausible but contradicted by the image")
+    what_is_wrong: str
+    correction_request: str = Field(description="the user's next turn: points out the error, asks to fix it")
+    corrected_answer: str
 
 
 class PersonaReply(Strict):

@@ -4,7 +4,10 @@ Inputs (`curation.images.sources`):
 - a folder tree, with an optional `manifest.jsonl` (or `.csv`) at its root giving per-file provenance;
 - a manifest file (CSV or JSONL) listing local paths with `source`, `license` and `source_id`;
 - a local Hugging Face dataset folder (parquet, or `save_to_disk` arrow files) with an Image column; embedded
-  images are stored once, by content, in the cache's blob folder.
+  images are stored once, by content, in the cache's blob folder;
+- a JSONL of canonical samples (`curate import`, or a stage's kept.jsonl): each keeps its id, text and labels,
+  so imported benchmarks can be extended (paraphrased, relabelled) by a recipe; one whose image file is
+  missing or changed is dropped as `image_missing`.
 Entries a manifest or dataset does not describe get `source_dataset` (default: the input's name), their path as
 source id and `default_license`. An entry that cannot be used is dropped with its reason: `hidden_file`,
 `not_a_regular_file`, `image_missing`, `file_unreadable`, `unsupported_extension`. Decoding is the next stages'
@@ -20,6 +23,7 @@ from typing import Literal
 from pydantic import Field
 
 from curation.fingerprint import sha256_bytes, sha256_json
+from curation.jsonl import read_samples
 from curation.images.sources import (
     HF_DATA_SUFFIXES, Entry, dataset_entries, folder_entries, input_kind, manifest_entries,
 )
@@ -32,7 +36,7 @@ REASONS = ("hidden_file", "not_a_regular_file", "image_missing", "file_unreadabl
 
 class IngestConfig(StageConfig):
     input_path: str = Field(description="absolute path of the folder, manifest or dataset (set from --input)")
-    input_kind: Literal["auto", "folder", "manifest", "hf_dataset"] = Field(
+    input_kind: Literal["auto", "folder", "manifest", "hf_dataset", "samples"] = Field(
         "auto", description="auto: a .csv/.jsonl file is a manifest, a folder of .parquet/.arrow files a dataset")
     manifest_name: str = Field("manifest.jsonl", description="per-file provenance file at a folder's root")
     default_license: str = Field("unknown", description="license of entries nothing else describes")
@@ -63,6 +67,8 @@ def describe_input(cfg: IngestConfig) -> str:
     kind = _kind(cfg)
     if kind == "hf_dataset":
         files = sorted(path for path in root.rglob("*") if path.suffix in HF_DATA_SUFFIXES)
+    elif kind == "samples":
+        files = [root] + [Path(image.path) for sample in read_samples(root) for image in sample.images]
     else:
         files = [root / cfg.manifest_name] if kind == "folder" else [root]
         files += [entry.path for entry in entries(cfg) if entry.path is not None and entry.path.exists()]
@@ -100,7 +106,20 @@ def _content(entry: Entry, ctx: StageContext) -> tuple[bytes, Path] | tuple[str,
         return "file_unreadable", f"{type(error).__name__}: {error}"
 
 
+def _imported(cfg: IngestConfig) -> Iterator[tuple[Sample, Verdict]]:
+    for sample in read_samples(Path(cfg.input_path)):
+        problems = [image.path for image in sample.images
+                    if not Path(image.path).is_file() or sha256_bytes(Path(image.path).read_bytes()) != image.sha256]
+        if not sample.images or problems:
+            yield sample, Drop(reason="image_missing", detail={"paths": problems or ["(the sample has no image)"]})
+        else:
+            yield sample, Keep()
+
+
 def read(cfg: IngestConfig, ctx: StageContext) -> Iterator[tuple[Sample, Verdict]]:
+    if _kind(cfg) == "samples":
+        yield from _imported(cfg)
+        return
     for entry in entries(cfg):
         provenance = _provenance(entry, cfg)
         data, where = _content(entry, ctx)

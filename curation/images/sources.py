@@ -15,7 +15,7 @@ from typing import Literal
 
 from curation.errors import UserError
 
-InputKind = Literal["folder", "manifest", "hf_dataset"]
+InputKind = Literal["folder", "manifest", "hf_dataset", "samples"]
 MANIFEST_SUFFIXES = (".csv", ".jsonl")
 HF_DATA_SUFFIXES = (".parquet", ".arrow")
 # manifest column names people use, mapped to ours
@@ -34,13 +34,27 @@ class Entry:
     problem: tuple[str, str] | None = None  # (reason, detail) when the entry cannot be used
 
 
+def is_samples_file(path: Path) -> bool:
+    """A JSONL of canonical samples (from `curate import` or a stage's kept.jsonl): its first line says so."""
+    if path.suffix.lower() != ".jsonl":
+        return False
+    with open(path, encoding="utf-8") as lines:
+        first = next((line for line in lines if line.strip()), "")
+    try:
+        row = json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(row, dict) and {"schema_version", "id", "provenance"} <= set(row)
+
+
 def input_kind(path: Path) -> InputKind:
-    """A .csv/.jsonl file is a manifest; a folder holding .parquet/.arrow files and no images is a dataset."""
+    """A JSONL of canonical samples is samples; another .csv/.jsonl file is a manifest; a folder holding
+    .parquet/.arrow files and no images is a dataset."""
     if path.is_file():
         if path.suffix.lower() not in MANIFEST_SUFFIXES:
             raise UserError(f"--input {path} is a file but not a .csv or .jsonl manifest; pass a folder of images, "
-                            f"a manifest, or a Hugging Face dataset folder")
-        return "manifest"
+                            f"a manifest, a samples JSONL (curate import) or a Hugging Face dataset folder")
+        return "samples" if is_samples_file(path) else "manifest"
     if not path.is_dir():
         raise UserError(f"input {path} does not exist; pass --input with a folder of images, a manifest, or a "
                         f"Hugging Face dataset folder, or leave --input out to run the bundled demo corpus")

@@ -20,7 +20,8 @@ from curation.taxonomy import NO_QUESTION
 from schemas import BackendSpec
 from schemas.replies import (
     CaptionReply, CategoryReply, ChecklistQuestion, ChecklistReply, ConversationReply, FieldReply, FocusPointsReply,
-    LadderReply, PersonaReply, QualityReply, ReferenceReply, SubfieldReply, TurnChecklist, Utterance,
+    IncoherenceReply, LadderReply, ParaphraseReply, PersonaReply, QualityReply, ReferenceReply, SeedQuestionReply,
+    SubfieldReply, TurnChecklist, Utterance,
 )
 
 
@@ -273,6 +274,63 @@ def focus_points(stats: ImageStats) -> FocusPointsReply:
         "Is it organised so it could be used without further editing?"])
 
 
+# --- AlignMMBench: seed questions, rewrites, incoherent histories -------------------------------------
+
+SEED_TASK_BY_KIND = {"chart": "Chart", "document": "OCR", "receipt": "Counting", "diagram": "Reasoning",
+                     "ui": "Recognition", "photo": "Description"}
+SEED_QUESTIONS = {
+    "zh": {"Chart": "这张图表中哪一部分的数值最大？", "OCR": "请把图中的主要文字内容写出来。",
+           "Counting": "图中一共列出了多少个条目？", "Reasoning": "按照图中的流程，从起点到终点要经过哪些步骤？",
+           "Recognition": "这个界面的主要功能是什么？", "Description": "请详细描述这张图片。"},
+    "en": {"Chart": "Which part of this chart has the largest value?", "OCR": "Write out the main text in the image.",
+           "Counting": "How many entries are listed in the image?",
+           "Reasoning": "Following the flow in the image, which steps lead from the start to the end?",
+           "Recognition": "What is the main purpose of this screen?", "Description": "Describe this image in detail."},
+}
+REWRITE_TEMPLATES = {
+    "zh": ("请问，{q}", "{q}请详细回答。", "能否告诉我：{q}", "我想知道，{q}", "根据这张图片，{q}"),
+    "en": ("Could you tell me: {q}", "{q} Please answer in detail.", "I'd like to know: {q}",
+           "Looking at this image, {q}", "Quick question: {q}"),
+}
+
+
+def _language_code(text: str) -> str:
+    return "zh" if any("\u4e00" <= char <= "\u9fff" for char in text) else "en"
+
+
+def _facts_in(language: str, stats: ImageStats) -> str:
+    colours = ", ".join(stats.dominant_colours) or "-"
+    if language == "zh":
+        return f"图片为{stats.width}x{stats.height}像素，主要颜色：{colours}。"
+    return _facts(stats)
+
+
+def seed_question(stats: ImageStats, language_name: str) -> SeedQuestionReply:
+    language = "zh" if language_name.startswith("Chinese") else "en"
+    task = SEED_TASK_BY_KIND[kind_of(category(stats))]
+    return SeedQuestionReply(task=task, question=SEED_QUESTIONS[language][task],
+                             reference_answer=_facts_in(language, stats))
+
+
+def paraphrases(question: str, count: int) -> ParaphraseReply:
+    templates = REWRITE_TEMPLATES[_language_code(question)]
+    return ParaphraseReply(rewrites=[templates[index % len(templates)].format(q=question) for index in range(count)])
+
+
+def incoherence(stats: ImageStats, language_name: str) -> IncoherenceReply:
+    language = "zh" if language_name.startswith("Chinese") else "en"
+    task = SEED_TASK_BY_KIND[kind_of(category(stats))]
+    facts = _facts_in(language, stats)
+    if language == "zh":
+        return IncoherenceReply(first_question=SEED_QUESTIONS["zh"][task], wrong_answer="图中是一片空白，没有任何内容。",
+                                what_is_wrong="图片并非空白。", correction_request="你刚才的回答不对，请再仔细看看图片并改正。",
+                                corrected_answer=f"抱歉，我之前说错了。{facts}")
+    return IncoherenceReply(first_question=SEED_QUESTIONS["en"][task], wrong_answer="The image is blank; it shows nothing.",
+                            what_is_wrong="The image is not blank.",
+                            correction_request="That is not right. Please look at the image again and correct it.",
+                            corrected_answer=f"Sorry, I was wrong. {facts}")
+
+
 # --- checklist -----------------------------------------------------------------------------------
 
 CHECKLIST_BY_LEVEL = (
@@ -327,6 +385,9 @@ def _answer(request: ModelRequest, stats: ImageStats) -> BaseModel:
         "ladder": lambda: ladder(stats, rng, None if request.variables["seed_instruction"].startswith("(none")
                                  else request.variables["seed_instruction"]),
         "caption": lambda: caption(stats),
+        "seed_question": lambda: seed_question(stats, request.variables["language"]),
+        "paraphrase": lambda: paraphrases(request.variables["question"], int(request.variables["count"])),
+        "incoherence": lambda: incoherence(stats, request.variables["language"]),
         "reference": lambda: references(stats),
         "focus_points": lambda: focus_points(stats),
         "subfield_classify": lambda: subfields(stats, _question(request)),

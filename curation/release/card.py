@@ -31,11 +31,11 @@ def _license_metadata(licenses: dict[str, int]) -> dict:
             "license_details": "Samples keep their sources' terms; see the per-source table in this card."}
 
 
-def _metadata(manifest: ReleaseManifest, spec: ReleaseSpec) -> str:
+def _metadata(manifest: ReleaseManifest, spec: ReleaseSpec, config_name: str) -> str:
     meta = {**_license_metadata(manifest.licenses), "pretty_name": spec.pretty_name,
             "task_categories": spec.task_categories, "language": ["en"],
             "size_categories": [_size_category(manifest.sample_count)],
-            "configs": [{"config_name": "default",
+            "configs": [{"config_name": config_name,
                          "data_files": [{"split": spec.split, "path": f"data/{spec.split}-*.parquet"}]}]}
     return yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
 
@@ -56,13 +56,14 @@ def _backend_notice(manifest: ReleaseManifest) -> str:
             "not benchmark content. Rerun with `--backend openai` for model-written content.")
 
 
-def render_card(manifest: ReleaseManifest, report: RunReport, spec: ReleaseSpec, samples: list[Sample]) -> str:
+def render_card(manifest: ReleaseManifest, report: RunReport, spec: ReleaseSpec, samples: list[Sample],
+                config_name: str) -> str:
     prompts = "\n".join(f"- `{p.prompt_id}` v{p.version} (sha256 `{p.sha256[:12]}`)" for p in manifest.prompts)
     prompts = prompts or "- none (no stage called a model)"
     review = ", ".join(manifest.review_modes)
     review_note = (" Mode `auto` accepted every item without a person looking at it." if "auto" in review else "")
     return f"""---
-{_metadata(manifest, spec)}---
+{_metadata(manifest, spec, config_name)}---
 
 # {spec.pretty_name} ({manifest.version})
 

@@ -126,9 +126,14 @@ def write_release(run_dir: Path, out_dir: Path, version: str | None = None) -> P
                         f"overwritten, pick another --version")
     partial = release_root / f".{version}.partial"
     shutil.rmtree(partial, ignore_errors=True)
-    _write_parquet(samples, partial / "data" / f"{spec.split}-00000-of-00001.parquet")
+    data_file = partial / "data" / f"{spec.split}-00000-of-00001.parquet"
+    _write_parquet(samples, data_file)
     manifest = _manifest(samples, report, spec.name, version, spec.split)
-    (partial / "README.md").write_text(render_card(manifest, report, spec, samples), encoding="utf-8")
+    # `datasets` caches a local folder under its base name ("0.1.0") and config name; offline it returns a cached
+    # copy by those names alone, so another benchmark's 0.1.0 would load instead. A config name unique to the
+    # data keeps each release apart; `load_dataset(folder)` still needs no name (there is one config).
+    config_name = f"{spec.name}-{version}-{sha256_file(data_file)[:12]}"
+    (partial / "README.md").write_text(render_card(manifest, report, spec, samples, config_name), encoding="utf-8")
     manifest = manifest.model_copy(update={"files": _checksums(partial)})
     write_json_atomic(partial / "manifest.json", manifest.model_dump(mode="json"))
     _checksums(partial)

@@ -1,7 +1,7 @@
 """conversation_review: apply review outcomes to conversations.
 
-Mode `auto` accepts every item and records that no person looked at it (review.mode = "auto"); the release
-card says so. Human review in Label Studio (MultiVerse Sec. 3.4: natural, correct, needs the image) plugs in
+Mode `auto` accepts every item, and keeps every pending rewrite, and records that no person looked at it
+(review.mode = "auto"); the release card says so. Human review in Label Studio (MultiVerse Sec. 3.4: natural, correct, needs the image) plugs in
 here as another mode: `annotation/` writes outcomes into the run store and this stage applies them.
 """
 
@@ -22,7 +22,9 @@ class ReviewConfig(StageConfig):
 def generate(item: Sample, cfg: ReviewConfig, ctx: StageContext) -> list[Sample]:
     review = item.review.model_copy(update={"status": "accepted", "mode": "auto", "reviewers": [],
                                             "notes": "accepted without human review (auto mode)"})
-    return [item.model_copy(update={"review": review})]
+    rewrites = [rewrite.model_copy(update={"status": "kept"}) if rewrite.status == "pending" else rewrite
+                for rewrite in item.rewrites]
+    return [item.model_copy(update={"review": review, "rewrites": rewrites})]
 
 
 def check(item: Sample, cfg: ReviewConfig) -> Verdict:

@@ -51,6 +51,26 @@ def test_release_loads_offline_with_datasets_in_a_fresh_process(released):
     assert loaded["checklist"] > 0
 
 
+def test_two_releases_with_the_same_version_load_apart_offline(released, tmp_path):
+    _, _, folder = released
+    other_run = small_run(tmp_path, "other")
+    config = RunStore(other_run).load_config()
+    overrides = {**SMALL, "category_weighted_sample": {"max_items": 2}}
+    smaller = resolve_run("multiverse", out_dir=tmp_path / "out", input_path=config.input_path, run_id="other",
+                          overrides=overrides)
+    RunStore(other_run).save_config(smaller)
+    run_all(other_run)
+    other = write_release(other_run, tmp_path / "out")
+    assert other.name == folder.name == "0.1.0"
+    code = ("import sys; from datasets import load_dataset; "
+            "print(*(len(load_dataset(path)['test']) for path in sys.argv[1:]))")
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-c", code, str(folder), str(other), str(folder)], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-3:] == ["6", "2", "6"]
+
+
 def test_checksums_cover_every_file_and_match(released):
     _, _, folder = released
     listed = {}

@@ -29,7 +29,7 @@ def probe(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess
 
 @pytest.mark.parametrize("args,message", [
     (["run", "multiverse", "--input", "/no/such/folder"], "input /no/such/folder does not exist"),
-    (["run", "multiversal"], "unknown recipe 'multiversal'; available: convbench, multiverse"),
+    (["run", "multiversal"], "unknown recipe 'multiversal'; available: alignmmbench, convbench, multiverse"),
     (["run", "multiverse", "--set", "image_quality.min_quality_score=banana"], "bad parameter for stage image_quality"),
     (["run", "multiverse", "--set", "min_quality_score=4"], "--set expects stage.field=value"),
     (["run", "multiverse", "--set", "image_qualty.min_quality_score=4"], "no stage ['image_qualty']"),
@@ -66,7 +66,7 @@ def test_recipes_lists_and_shows_without_prefect_or_home_writes(tmp_path):
     home.mkdir()
     listed = probe(["recipes"], tmp_path, home)
     names = [line.split()[0] for line in listed.stdout.splitlines()]
-    assert listed.returncode == 0 and names == sorted(names) and {"convbench", "multiverse"} <= set(names)
+    assert listed.returncode == 0 and names == sorted(names) and {"alignmmbench", "convbench", "multiverse"} <= set(names)
     shown = probe(["recipes", "multiverse"], tmp_path, home)
     assert "min_quality_score: 5" in shown.stdout and "max_hamming_distance: 8" in shown.stdout
     assert "PREFECT_IMPORTED=False" in listed.stderr + shown.stderr
