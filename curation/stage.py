@@ -136,6 +136,13 @@ class TransformStage(StageBase):
 Stage = SourceStage | ItemStage | SetStage | TransformStage
 
 
+def model_transform(name: str, config: type[StageConfig], generate: Callable, prompt: str,
+                    check: Callable | None = None, *reasons: str) -> TransformStage:
+    """A transform stage whose `generate` asks one prompt (the common case of the generation stages)."""
+    return TransformStage(name=name, config=config, generate=generate, check=check, reasons=reasons, uses_model=True,
+                          prompts=(prompt,))
+
+
 def record_scores(item: Sample, scores: Scores, stage: str) -> Sample:
     """Store the scores (and who produced them) on the item under the stage's name."""
     generated = dict(item.generated_by)

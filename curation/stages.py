@@ -1,6 +1,6 @@
 """Which stages exist: one line per stage. A recipe names stages from this table."""
 
-from curation.generation import checklist, conversation, ladder, persona, rewrites
+from curation.generation import checklist, conversation, goal_task, ladder, persona, rewrites
 from curation.images import category, exact_dedup, ingest, near_dedup, phash, quality
 from curation.review import conversation_review
 from curation.selection import balance, min_size, weighted_sample
@@ -21,6 +21,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     weighted_sample.STAGE,
     persona.STAGE,
     conversation.STAGE,
+    goal_task.STAGE,
+    normalise.TASK_STAGE,
     checklist.STAGE,
     ladder.LADDER,
     ladder.CAPTION,

@@ -35,6 +35,10 @@ ImageFieldName = Literal[
     "Security and Surveillance", "Engineering and Technical Drawings", "Specialized Formats", "Other",
 ]
 
+# MultiVerse App. C.1: 8 interaction goals (their 484 sub-goals are open vocabulary)
+GoalName = Literal["Verification", "Analysis", "Exploration", "Optimization", "Calculation", "Understanding",
+                   "Research", "Creation"]
+
 # AlignMMBench Sec. 3.1: 13 tasks in 3 categories (the two Dialogue Context tasks are not asked of single images)
 AlignTaskName = Literal[
     "Description", "Recognition", "Counting", "OCR", "Meme", "Knowledge",
@@ -108,6 +112,16 @@ class FocusPointsReply(Strict):
     """What a good answer to the creation instruction must do, as yes/no points."""
 
     points: list[str] = Field(description="3 to 6 short, checkable points")
+
+
+class GoalTaskReply(Strict):
+    """MultiVerse's labels of a conversation: what the user is after (goal) and what the assistant must do (task)."""
+
+    goal: GoalName
+    sub_goal: str = Field(description="a short noun phrase, e.g. 'trend verification'")
+    task: str = Field(description="the kind of work the conversation needs, as a short noun phrase, e.g. 'chart "
+                                  "analysis'")
+    sub_task: str = Field(description="a finer short noun phrase")
 
 
 class SeedQuestionReply(Strict):

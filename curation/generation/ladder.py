@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from curation.stage import ModelStageConfig, StageContext, TransformStage, decision_field
+from curation.stage import ModelStageConfig, StageContext, decision_field, model_transform
 from schemas import Drop, Keep, Sample, Turn, Verdict
 
 LEVELS = ("perception", "reasoning", "creation")
@@ -96,13 +96,9 @@ def check_focus_points(item: Sample, cfg: FocusPointsConfig) -> Verdict:
     return Keep()
 
 
-LADDER = TransformStage(name="ladder_generate", config=LadderConfig, generate=generate_ladder, check=check_ladder,
-                        reasons=("ladder_malformed",), uses_model=True, prompts=("ladder",))
-CAPTION = TransformStage(name="caption_generate", config=LadderConfig, generate=generate_caption, check=None,
-                         uses_model=True, prompts=("caption",))
-REFERENCE = TransformStage(name="reference_generate", config=LadderConfig, generate=generate_references,
-                           check=check_references, reasons=("reference_missing",), uses_model=True,
-                           prompts=("reference",))
-FOCUS_POINTS = TransformStage(name="focus_points_generate", config=FocusPointsConfig, generate=generate_focus_points,
-                              check=check_focus_points, reasons=("too_few_focus_points",), uses_model=True,
-                              prompts=("focus_points",))
+LADDER = model_transform("ladder_generate", LadderConfig, generate_ladder, "ladder", check_ladder, "ladder_malformed")
+CAPTION = model_transform("caption_generate", LadderConfig, generate_caption, "caption")
+REFERENCE = model_transform("reference_generate", LadderConfig, generate_references, "reference", check_references,
+                            "reference_missing")
+FOCUS_POINTS = model_transform("focus_points_generate", FocusPointsConfig, generate_focus_points, "focus_points",
+                               check_focus_points, "too_few_focus_points")

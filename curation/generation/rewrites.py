@@ -23,7 +23,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from curation.stage import ModelStageConfig, StageContext, TransformStage, decision_field
+from curation.stage import ModelStageConfig, StageContext, decision_field, model_transform
 from schemas import Categories, Drop, Keep, Rewrite, Sample, Turn, Verdict
 from schemas.replies import AlignTaskName
 
@@ -133,12 +133,9 @@ def check_dialogue(item: Sample, cfg: DialogueConfig) -> Verdict:
     return Keep()
 
 
-QUESTION = TransformStage(name="question_generate", config=QuestionConfig, generate=generate_question,
-                          check=check_question, reasons=("question_missing",), uses_model=True,
-                          prompts=("seed_question",))
-PARAPHRASE = TransformStage(name="paraphrase_generate", config=ParaphraseConfig, generate=generate_rewrites,
-                            check=check_rewrites, reasons=("rewrites_degenerate",), uses_model=True,
-                            prompts=("paraphrase",))
-DIALOGUE = TransformStage(name="dialogue_context_generate", config=DialogueConfig, generate=generate_dialogue,
-                          check=check_dialogue, reasons=("incoherence_degenerate",), uses_model=True,
-                          prompts=("incoherence",))
+QUESTION = model_transform("question_generate", QuestionConfig, generate_question, "seed_question", check_question,
+                           "question_missing")
+PARAPHRASE = model_transform("paraphrase_generate", ParaphraseConfig, generate_rewrites, "paraphrase", check_rewrites,
+                             "rewrites_degenerate")
+DIALOGUE = model_transform("dialogue_context_generate", DialogueConfig, generate_dialogue, "incoherence",
+                           check_dialogue, "incoherence_degenerate")

@@ -20,7 +20,7 @@ from curation.taxonomy import NO_QUESTION
 from schemas import BackendSpec
 from schemas.replies import (
     CaptionReply, CategoryReply, ChecklistQuestion, ChecklistReply, ConversationReply, FieldReply, FocusPointsReply,
-    IncoherenceReply, LadderReply, ParaphraseReply, PersonaReply, QualityReply, ReferenceReply, SeedQuestionReply,
+    GoalTaskReply, IncoherenceReply, LadderReply, ParaphraseReply, PersonaReply, QualityReply, ReferenceReply, SeedQuestionReply,
     SubfieldReply, TurnChecklist, Utterance,
 )
 
@@ -274,6 +274,21 @@ def focus_points(stats: ImageStats) -> FocusPointsReply:
         "Is it organised so it could be used without further editing?"])
 
 
+# --- MultiVerse goal and task labels ---------------------------------------------------------------
+
+GOAL_TASK_BY_KIND = {"chart": ("Analysis", "trend interpretation", "chart analysis", "trend reading"),
+                     "document": ("Understanding", "document comprehension", "document understanding", "summarisation"),
+                     "diagram": ("Optimization", "process improvement", "diagram reasoning", "flow analysis"),
+                     "ui": ("Optimization", "interface improvement", "UI analysis", "layout critique"),
+                     "receipt": ("Calculation", "expense check", "receipt calculation", "arithmetic check"),
+                     "photo": ("Exploration", "scene interpretation", "image description", "scene understanding")}
+
+
+def goal_task(stats: ImageStats) -> GoalTaskReply:
+    goal, sub_goal, task, sub_task = GOAL_TASK_BY_KIND[kind_of(category(stats))]
+    return GoalTaskReply(goal=goal, sub_goal=sub_goal, task=task, sub_task=sub_task)
+
+
 # --- AlignMMBench: seed questions, rewrites, incoherent histories -------------------------------------
 
 SEED_TASK_BY_KIND = {"chart": "Chart", "document": "OCR", "receipt": "Counting", "diagram": "Reasoning",
@@ -385,6 +400,7 @@ def _answer(request: ModelRequest, stats: ImageStats) -> BaseModel:
         "ladder": lambda: ladder(stats, rng, None if request.variables["seed_instruction"].startswith("(none")
                                  else request.variables["seed_instruction"]),
         "caption": lambda: caption(stats),
+        "goal_task": lambda: goal_task(stats),
         "seed_question": lambda: seed_question(stats, request.variables["language"]),
         "paraphrase": lambda: paraphrases(request.variables["question"], int(request.variables["count"])),
         "incoherence": lambda: incoherence(stats, request.variables["language"]),

@@ -45,6 +45,10 @@ def load_recipe(name: str) -> Recipe:
     unknown = [spec.stage for spec in recipe.stages if spec.stage not in STAGES]
     if unknown:
         raise UserError(f"recipe '{name}' names unknown stages {unknown}; known: {', '.join(STAGES)}")
+    repeated = sorted({spec.stage for spec in recipe.stages if [s.stage for s in recipe.stages].count(spec.stage) > 1})
+    if repeated:
+        raise UserError(f"recipe '{name}' names {repeated} more than once; --set and reports address a stage by "
+                        f"its name, so each may appear once")
     return recipe
 
 

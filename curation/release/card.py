@@ -105,5 +105,4 @@ Review: {review}.{review_note}
 ## Known limits
 
 - First-cut release format; datasheet and exporters are not included yet.
-- Goal and task categories are not assigned by this recipe yet (the columns are empty).
 """

@@ -112,4 +112,11 @@ def relabel(items: list[Sample], cfg: NormaliseConfig, ctx: StageContext) -> lis
             for item, row, changes in zip(items, updated, raw, strict=True)]
 
 
+class TaskNormaliseConfig(NormaliseConfig):
+    labels: list[Literal["image", "task"]] = Field(["task"], min_length=1, description="which label pairs to merge")
+
+
 STAGE = SetStage(name="category_normalise", config=NormaliseConfig, relabel=relabel)
+# the same rule for labels assigned later in a recipe (MultiVerse's free-text task labels); a recipe names each
+# stage once, so settings given with --set reach exactly one step
+TASK_STAGE = SetStage(name="task_label_normalise", config=TaskNormaliseConfig, relabel=relabel)

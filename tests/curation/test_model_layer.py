@@ -7,13 +7,15 @@ import pytest
 
 from curation.models.batch import MAX_LINES_PER_FILE, PendingRequest, shards
 from curation.models.pricing import BudgetExceeded
-from curation.recipes import resolve_run
+from curation.recipes import load_recipe, resolve_run
+from curation.stages import STAGES
 from curation.report import funnel_text, load_report
 from curation.runner import RunStore, run_all
 from tests.conftest import make_image
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.flows.test_flow_e2e import scripted
 
+MODEL_STAGES = sum(STAGES[spec.stage].uses_model for spec in load_recipe("multiverse").stages)
 PRICE = {"fake-vlm": {"input_per_million": 1.0, "output_per_million": 2.0}}
 
 
@@ -42,6 +44,7 @@ def test_costs_are_counted_per_stage_and_a_rerun_is_free(tmp_path):
         report = load_report(tmp_path / "out" / "runs" / "first")
         usage = model_stages(report)
         assert set(usage) == {"image_quality", "image_category", "persona_generate", "conversation_generate",
+                              "goal_task_label",
                               "checklist_generate"}
         assert sum(u.calls for u in usage.values()) == calls
         quality = usage["image_quality"]
@@ -86,7 +89,7 @@ def test_the_budget_stops_before_it_is_exceeded_and_a_rerun_pays_nothing_twice(t
 def test_batch_mode_fills_the_cache_through_the_batch_api(tmp_path):
     with FakeOpenAIServer(responder=scripted, batch_seconds=0) as server:
         run_all(model_run(tmp_path, server, "batched", batch=True, batch_poll_seconds=0.05))
-        assert server.completions_served == 0 and server.batches_created == 5  # one per model stage
+        assert server.completions_served == 0 and server.batches_created == MODEL_STAGES  # one per model stage
         usage = model_stages(load_report(tmp_path / "out" / "runs" / "batched"))
         assert usage["image_quality"].batch_calls == 4 and usage["image_quality"].cached_calls == 4
         batched = usage["image_quality"]
@@ -106,7 +109,7 @@ def test_a_waiting_batch_is_polled_again_not_resubmitted(tmp_path):
         assert "waiting: image_quality" in funnel_text(report)
         model_run(tmp_path, server, "wait", batch=True, batch_wait_seconds=30, batch_poll_seconds=0.05)
         run_all(run_dir)
-        assert server.batches_created == 5 and server.completions_served == 0
+        assert server.batches_created == MODEL_STAGES and server.completions_served == 0
         assert load_report(run_dir).complete
 
 
@@ -116,7 +119,7 @@ def test_failed_batch_lines_are_submitted_again(tmp_path):
         # the first batch (image_quality) fails as a whole once; its lines go into a new batch
         server.set_batch_faults(["failed"])
         run_all(run_dir)
-        assert server.batches_created == 6 and server.completions_served == 0
+        assert server.batches_created == MODEL_STAGES + 1 and server.completions_served == 0
         assert load_report(run_dir).complete
 
 

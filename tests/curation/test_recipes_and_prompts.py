@@ -22,7 +22,7 @@ def test_multiverse_recipe_holds_the_paper_defaults(tmp_path):
     assert stage_config(run, "category_min_size")["min_items_per_category"] == 50
     assert stage_config(run, "category_weighted_sample")["max_items"] == 1000
     assert stage_config(run, "conversation_generate") == {"prompt_version": 1, "model": None, "batch": None, "turns": 4,
-                                                          "min_utterances": 6}
+                                                          "min_utterances": 6, "forbid_entity_name": True}
     assert stage_config(run, "image_ingest")["input_path"] == str(tmp_path.resolve())
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from curation.recipes import resolve_run
+from curation.recipes import load_recipe, resolve_run
 from curation.runner import RunStore, run_all
 from tests.conftest import make_image, run_curate
 
@@ -87,7 +87,8 @@ def test_report_prints_the_funnel_of_a_run_without_prefect(tmp_path):
     result = probe(["report", "r1"], tmp_path, home)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert "backend: offline-heuristic" in lines[0] and "13/13 stages done" in lines[0]
+    stages = len(load_recipe("multiverse").stages)
+    assert "backend: offline-heuristic" in lines[0] and f"{stages}/{stages} stages done" in lines[0]
     hashing = next(line for line in lines if "image_phash" in line)
     assert hashing.split()[2:4] == ["5", "1"] and "image_unreadable 1" in hashing
     assert "PREFECT_IMPORTED=False" in result.stderr and not list(home.iterdir())
