@@ -10,6 +10,10 @@ answer per turn and numbered focus points for the creation turn. Four stages, ru
 - caption_generate: the caption, conditioned on the instructions.
 - reference_generate: the three reference answers, in one call, each aware of the earlier ones.
 - focus_points_generate: 3-6 yes/no points for the creation turn (`min_focus_points` is a decision).
+
+What an item already has is kept: an imported ConvBench conversation (`curate import convbench`) keeps its
+three instructions, and its caption, references and focus points where the sheet had them; only the missing
+parts are drafted.
 """
 
 from __future__ import annotations
@@ -44,7 +48,17 @@ def ladder_turns(item: Sample) -> list[Turn]:
     return turns
 
 
+def has_ladder(item: Sample) -> bool:
+    try:
+        ladder_turns(item)
+    except ValueError:
+        return False
+    return True
+
+
 def generate_ladder(item: Sample, cfg: LadderConfig, ctx: StageContext) -> list[Sample]:
+    if has_ladder(item):
+        return [item.model_copy(update={"conversation": ladder_turns(item)})]
     seed = next((turn.utterance for turn in item.conversation if turn.speaker == "user"), None)
     result = ctx.ask("ladder", cfg.prompt_version, item, {"seed_instruction": seed or NO_SEED}, model=cfg.model)
     turns = [Turn(speaker="user", utterance=getattr(result.value, level).strip(), level=level) for level in LEVELS]
@@ -60,6 +74,8 @@ def check_ladder(item: Sample, cfg: LadderConfig) -> Verdict:
 
 
 def generate_caption(item: Sample, cfg: LadderConfig, ctx: StageContext) -> list[Sample]:
+    if item.caption:
+        return [item]
     instructions = "\n".join(f"- {turn.utterance}" for turn in ladder_turns(item))
     result = ctx.ask("caption", cfg.prompt_version, item, {"instructions": instructions}, model=cfg.model)
     return [_with(item, "caption", result, caption=result.value.caption.strip())]
@@ -67,6 +83,8 @@ def generate_caption(item: Sample, cfg: LadderConfig, ctx: StageContext) -> list
 
 def generate_references(item: Sample, cfg: LadderConfig, ctx: StageContext) -> list[Sample]:
     turns = ladder_turns(item)
+    if all(turn.reference for turn in turns):
+        return [item]
     variables = {turn.level: turn.utterance for turn in turns} | {"caption": item.caption or "(no caption)"}
     result = ctx.ask("reference", cfg.prompt_version, item, variables, model=cfg.model)
     answers = [getattr(result.value, f"{level}_answer").strip() for level in LEVELS]
@@ -81,6 +99,8 @@ def check_references(item: Sample, cfg: LadderConfig) -> Verdict:
 
 def generate_focus_points(item: Sample, cfg: FocusPointsConfig, ctx: StageContext) -> list[Sample]:
     perception, reasoning, creation = ladder_turns(item)
+    if creation.focus_points:
+        return [item]
     earlier = " ".join(f"{turn.utterance} -> {turn.reference or '(no reference)'}" for turn in (perception, reasoning))
     result = ctx.ask("focus_points", cfg.prompt_version, item, {"creation": creation.utterance, "earlier": earlier},
                      model=cfg.model)

@@ -61,3 +61,30 @@ def test_malformed_ladders_and_short_focus_lists_are_recorded_drops(tmp_path):
     assert stats["focus_points_generate"].by_reason == {"too_few_focus_points": stats["focus_points_generate"].items_in}
     decisions = next(run_dir.glob("stages/*_ladder_generate/*/decisions.jsonl")).read_text().splitlines()
     assert all(json.loads(line)["backend"] == "openai" for line in decisions)
+
+
+def test_an_imported_convbench_sheet_keeps_its_turns_and_gets_the_missing_parts(tmp_path):
+    from openpyxl import Workbook
+
+    from curation.importers import import_file
+    make_image(tmp_path / "visit_bench_images" / "a.png", 5)
+    book = Workbook()
+    book.active.title = "multi_turn_benchmark"
+    for row in (["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
+                 "The_third_turn_instruction", "third_turn_demands"],
+                [7, "a.png", "What is drawn?", "Why this colour?", "Write an ad for it.", "1. mentions colour"]):
+        book.active.append(row)
+    book.save(tmp_path / "ConvBench.xlsx")
+    import_file("convbench", tmp_path / "ConvBench.xlsx", tmp_path / "cb.jsonl")
+    config = resolve_run("convbench", out_dir=tmp_path / "out", input_path=str(tmp_path / "cb.jsonl"), run_id="imp",
+                         overrides={"focus_points_generate": {"min_focus_points": 1}})
+    store = RunStore(tmp_path / "out" / "runs" / "imp")
+    store.save_config(config)
+    run_all(store.root)
+    final = next(store.root.glob("stages/*_conversation_review/*/kept.jsonl"))
+    (sample,) = [json.loads(line) for line in final.read_text().splitlines()]
+    assert [turn["utterance"] for turn in sample["conversation"]] == ["What is drawn?", "Why this colour?",
+                                                                      "Write an ad for it."]
+    assert sample["conversation"][2]["focus_points"] == ["mentions colour"]  # the sheet's, not drafted
+    assert all(turn["reference"] for turn in sample["conversation"]) and sample["caption"]
+    assert "ladder" not in sample["generated_by"] and "focus_points" not in sample["generated_by"]
