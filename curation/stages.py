@@ -6,6 +6,8 @@ from curation.review import conversation_review
 from curation.selection import balance, min_size, weighted_sample
 from curation.stage import Stage
 from curation.taxonomy import fields, normalise
+from curation.text import language
+from curation.text import near_dedup as text_near_dedup
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     ingest.STAGE,
@@ -14,6 +16,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     near_dedup.STAGE,
     quality.STAGE,
     category.STAGE,
+    text_near_dedup.STAGE,
+    language.STAGE,
     fields.STAGE,
     normalise.STAGE,
     min_size.STAGE,

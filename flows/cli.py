@@ -21,9 +21,14 @@ app = typer.Typer(
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 OutOption = Annotated[Path, typer.Option("--out", help="Output folder holding runs/, releases/ and cache/.")]
+TextFile = Annotated[Path, typer.Argument(help="JSONL, one row per question or conversation.")]
+TextField = Annotated[str, typer.Option(help="The text field (a string, or a list of turns whose texts are joined).")]
 images_app = typer.Typer(help="Image hashing and near-duplicate search on their own, outside a pipeline run.",
                          no_args_is_help=True)
 app.add_typer(images_app, name="images")
+text_app = typer.Typer(help="Text near-duplicates and language on any JSONL, outside a pipeline run.",
+                       no_args_is_help=True)
+app.add_typer(text_app, name="text")
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, dict]:
@@ -206,6 +211,78 @@ def import_(
         reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.rejected.items()))
         typer.echo(f"could not map {sum(summary.rejected.values())} rows ({reasons}); see "
                    f"{out.with_name(out.stem + '.rejected.jsonl')}")
+
+
+def _text_rows(path: Path, field: str) -> tuple[list[str], list[str]]:
+    """(ids, texts) of a JSONL: each row's `id` (else its 0-based line number) and its `field` (a string, or a
+    list of turns whose texts are joined)."""
+    from curation.jsonl import read_jsonl
+
+    if not path.is_file():
+        raise UserError(f"{path} does not exist")
+    ids, texts = [], []
+    for number, row in enumerate(read_jsonl(path)):
+        value = row.get(field) if isinstance(row, dict) else None
+        if isinstance(value, list):
+            value = "\n".join(str(part.get("value") or part.get("utterance") or part.get("text") or "")
+                              if isinstance(part, dict) else str(part) for part in value)
+        if value is None:
+            raise UserError(f"{path} row {number} has no field '{field}'; name the text field with --field")
+        ids.append(str(row.get("id", number)))
+        texts.append(str(value))
+    return ids, texts
+
+
+@text_app.command("dups")
+def text_dups(
+    path: TextFile,
+    out: Annotated[Path, typer.Option("--out", help="JSONL of groups: {kept, dropped: [{id, jaccard}]}.")],
+    field: TextField = "question",
+    threshold: Annotated[float, typer.Option(help="Jaccard of shingle sets at which texts are near copies.")] = 0.7,
+    num_perm: Annotated[int, typer.Option(help="MinHash permutations.")] = 128,
+    reference: Annotated[Optional[Path], typer.Option(help="JSONL whose texts are kept over ours (same field).")] = None,
+) -> None:
+    """Near-duplicate groups by MinHash (word 3-grams; character 3-grams for Chinese/Japanese/Korean) after
+    NFKC, case and white-space normalisation: verbatim copies are always grouped; the first row of a group is
+    kept. Rows are named by their `id` field, else their 0-based line number."""
+    from curation.text.minhash import MinHashParams, SignatureStore, group_rows, near_duplicate_groups
+
+    ids, texts = _text_rows(path, field)
+    ref_ids, ref_texts = _text_rows(reference, field) if reference else ([], [])
+    groups, counts = near_duplicate_groups(texts, MinHashParams(threshold=threshold, num_perm=num_perm),
+                                           SignatureStore(None), ref_texts)
+    rows = group_rows(groups, ids, ref_ids)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    dropped = sum(len(row["dropped"]) for row in rows)
+    typer.echo(f"{counts['texts']} texts, {len(rows)} groups, {dropped} near copies to drop "
+               f"({counts['candidate_pairs']} candidate pairs, {counts['bands']} bands x {counts['rows_per_band']} "
+               f"rows) -> {out}")
+
+
+@text_app.command("lang")
+def text_lang(
+    path: TextFile,
+    out: Annotated[Path, typer.Option("--out", help="The same rows with `language` added.")],
+    field: TextField = "question",
+    min_letters: Annotated[int, typer.Option(help="Texts with fewer letters get 'unknown'.")] = 6,
+) -> None:
+    """Add `language` to every row: an ISO 639-1 code (zh, not zh-cn) from langdetect, seeded, or 'unknown'
+    for texts too short to tell."""
+    from collections import Counter
+
+    from curation.jsonl import read_jsonl
+    from curation.text.language import detect
+
+    _, texts = _text_rows(path, field)
+    counts: Counter[str] = Counter()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as handle:
+        for row, text in zip(read_jsonl(path), texts, strict=True):
+            code, _ = detect(text, min_letters)
+            counts[code] += 1
+            handle.write(json.dumps({**row, "language": code}, ensure_ascii=False) + "\n")
+    typer.echo(", ".join(f"{code} {count}" for code, count in counts.most_common()) + f" -> {out}")
 
 
 @images_app.command("hash")

@@ -1,0 +1,187 @@
+"""MinHash near-duplicate groups of short texts, with datasketch.
+
+1. Texts are normalised (NFKC, case, white space; `curation.text.normalise`). Equal normalised texts are
+   verbatim copies and are grouped directly, whatever the thresholds.
+2. Each distinct text becomes a set of shingles (word 3-grams; character 3-grams for Chinese, Japanese and
+   Korean) and a datasketch MinHash, computed with `MinHash.bulk` (hashing vectorised per text) instead of
+   token-by-token updates. Signatures are stored by text and parameters (`SignatureStore`), so a rerun or a new
+   batch computes only texts it has not seen.
+3. Candidate pairs come from LSH banding over the whole signature matrix at once: the band and row counts are
+   the ones datasketch's `MinHashLSH` chooses for the threshold and permutation count; texts whose band
+   values agree in any band are candidates.
+4. A candidate pair is a near duplicate when the exact Jaccard similarity of the two shingle sets is at least
+   the threshold (so the decision never rests on the estimate); groups are connected components (union-find).
+5. In each group the kept member is the first in input order; members matching a reference text are all
+   dropped, the reference being what is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from datasketch import MinHash, MinHashLSH
+
+from curation.grouping import UnionFind
+from curation.text import normalise, shingles
+
+DEFAULT_THRESHOLD = 0.7   # Jaccard of word 3-gram sets; copies with a word or two changed score 0.5-0.8
+DEFAULT_NUM_PERM = 128
+SEED = 1
+
+
+@dataclass(frozen=True)
+class MinHashParams:
+    threshold: float = DEFAULT_THRESHOLD
+    num_perm: int = DEFAULT_NUM_PERM
+    word_ngram: int = 3
+    char_ngram: int = 3
+
+    @property
+    def key(self) -> str:
+        return f"p{self.num_perm}-s{SEED}-w{self.word_ngram}-c{self.char_ngram}-legacy"
+
+    def bands(self) -> tuple[int, int]:
+        """(bands, rows per band) as datasketch's MinHashLSH picks them for this threshold (for 1.0, equal sets
+        only, those of 0.98: it needs two bands at least)."""
+        try:
+            lsh = MinHashLSH(threshold=min(self.threshold, 0.98), num_perm=self.num_perm)
+        except ValueError:  # few permutations and a high threshold: two bands of half the rows each
+            return 2, self.num_perm // 2
+        return lsh.b, lsh.r
+
+    def shingles(self, text: str) -> set[str]:
+        return shingles(text, self.word_ngram, self.char_ngram)
+
+
+def jaccard(first: set, second: set) -> float:
+    union = len(first | second)
+    return len(first & second) / union if union else 1.0
+
+
+class SignatureStore:
+    """MinHash signatures by (parameters, normalised text), in an sqlite file; None for an in-memory store."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self._memory: dict[str, bytes] = {}
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with self._connect() as db:
+                db.execute("CREATE TABLE IF NOT EXISTS signatures (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=60)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        if self.path is None:
+            return {key: self._memory[key] for key in keys if key in self._memory}
+        found: dict[str, bytes] = {}
+        with self._connect() as db:
+            for start in range(0, len(keys), 900):
+                chunk = keys[start:start + 900]
+                rows = db.execute(f"SELECT key, value FROM signatures WHERE key IN ({','.join('?' * len(chunk))})",
+                                  chunk)
+                found.update(rows)
+        return found
+
+    def put_many(self, rows: dict[str, bytes]) -> None:
+        if self.path is None:
+            self._memory.update(rows)
+            return
+        with self._connect() as db:
+            db.executemany("INSERT OR REPLACE INTO signatures (key, value) VALUES (?, ?)", rows.items())
+
+
+def signatures(texts: Sequence[str], params: MinHashParams, store: SignatureStore) -> tuple[np.ndarray, int]:
+    """(signature matrix, one row per text, uint32; how many were computed rather than read from the store)."""
+    keys = [hashlib.sha256(f"{params.key}\0{normalise(text)}".encode()).hexdigest() for text in texts]
+    stored = store.get_many(sorted(set(keys)))
+    missing = sorted({key: text for key, text in zip(keys, texts) if key not in stored}.items())
+    if missing:
+        sets = [[shingle.encode("utf-8") for shingle in sorted(params.shingles(text))] for _, text in missing]
+        hashes = MinHash.bulk(sets, num_perm=params.num_perm, seed=SEED, scheme="legacy")
+        computed = {key: minhash.hashvalues.astype(np.uint32).tobytes() for (key, _), minhash in zip(missing, hashes)}
+        store.put_many(computed)
+        stored.update(computed)
+    matrix = np.frombuffer(b"".join(stored[key] for key in keys), dtype=np.uint32).reshape(len(texts), params.num_perm) \
+        if texts else np.zeros((0, params.num_perm), dtype=np.uint32)
+    return matrix, len(missing)
+
+
+def candidate_pairs(matrix: np.ndarray, bands: int, rows: int) -> set[tuple[int, int]]:
+    """Pairs (i < j) whose signatures agree on every row of at least one band."""
+    pairs: set[tuple[int, int]] = set()
+    for band in range(bands):
+        block = np.ascontiguousarray(matrix[:, band * rows:(band + 1) * rows])
+        keys = block.view(np.dtype((np.void, block.dtype.itemsize * rows))).ravel()
+        _, inverse = np.unique(keys, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        for bucket in np.split(order, np.flatnonzero(np.diff(inverse[order])) + 1):
+            if len(bucket) > 1:
+                members = sorted(bucket.tolist())
+                pairs.update((members[i], members[j]) for i in range(len(members))
+                             for j in range(i + 1, len(members)))
+    return pairs
+
+
+@dataclass(frozen=True)
+class Group:
+    kept: int | None                          # index in the input; None when a reference text is the one kept
+    members: list[tuple[int, float]]          # (input index, Jaccard with the kept text or the reference)
+    reference: int | None = None              # index in the reference list
+
+
+def near_duplicate_groups(texts: Sequence[str], params: MinHashParams, store: SignatureStore,
+                          reference: Sequence[str] = ()) -> tuple[list[Group], dict[str, int]]:
+    """Groups of two or more among `texts` (and of input texts matching a reference text), and counts."""
+    everything = list(texts) + list(reference)
+    normalised = [normalise(text) for text in everything]
+    forest = UnionFind(len(everything))
+    first_seen: dict[str, int] = {}
+    for index, text in enumerate(normalised):              # verbatim copies, whatever the threshold
+        forest.union(first_seen.setdefault(text, index), index)
+    distinct = list(first_seen.values())                   # one text per verbatim group goes through LSH
+    matrix, computed = signatures([everything[index] for index in distinct], params, store)
+    bands, rows = params.bands()
+    sets = {index: params.shingles(everything[index]) for index in distinct}
+    candidates = candidate_pairs(matrix, bands, rows)
+    confirmed = 0
+    for first, second in candidates:
+        a, b = distinct[first], distinct[second]
+        if jaccard(sets[a], sets[b]) >= params.threshold:
+            forest.union(a, b)
+            confirmed += 1
+    members: dict[int, list[int]] = defaultdict(list)
+    for index in range(len(everything)):
+        members[forest.find(index)].append(index)
+    groups = []
+    n = len(texts)
+    for group in members.values():
+        inputs = [index for index in group if index < n]
+        refs = [index - n for index in group if index >= n]
+        if not inputs or (len(inputs) < 2 and not refs):
+            continue
+        anchor = n + refs[0] if refs else inputs[0]
+        dropped = inputs if refs else inputs[1:]
+        anchor_set = sets.get(anchor) or params.shingles(everything[anchor])
+        groups.append(Group(kept=None if refs else inputs[0], reference=refs[0] if refs else None,
+                            members=[(index, round(jaccard(anchor_set, sets.get(index) or params.shingles(
+                                everything[index])), 4)) for index in dropped]))
+    groups.sort(key=lambda group: min(index for index, _ in group.members))
+    return groups, {"texts": len(texts), "reference_texts": len(reference), "distinct_texts": len(distinct),
+                    "signatures_computed": computed,
+                    "candidate_pairs": len(candidates), "near_pairs_confirmed": confirmed, "bands": bands,
+                    "rows_per_band": rows}
+
+
+def group_rows(groups: Iterable[Group], ids: Sequence[str], reference_ids: Sequence[str] = ()) -> list[dict]:
+    """`curate text dups` rows: {"kept": id, "dropped": [{"id", "jaccard"}...]} (kept is `reference:<id>` when
+    a reference text is the one kept)."""
+    return [{"kept": ids[group.kept] if group.kept is not None else f"reference:{reference_ids[group.reference]}",
+             "dropped": [{"id": ids[index], "jaccard": value} for index, value in group.members]} for group in groups]

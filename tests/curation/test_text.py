@@ -1,0 +1,103 @@
+"""Text filters: normalisation, MinHash groups (verbatim, near, Chinese, reference), stored signatures, language."""
+
+import json
+
+import numpy as np
+import pytest
+from datasketch import MinHash
+
+from curation.text import normalise, shingles
+from curation.text.language import detect, language_group
+from curation.text.minhash import MinHashParams, SignatureStore, near_duplicate_groups, signatures
+from tests.conftest import run_curate
+
+BASE = "Which of the two bars in this chart grew faster between 2019 and 2021, and by how much?"
+
+
+def dropped_pairs(texts, threshold=0.7, reference=()):
+    groups, _ = near_duplicate_groups(texts, MinHashParams(threshold=threshold), SignatureStore(None), reference)
+    return {(group.kept, index) for group in groups for index, _ in group.members}
+
+
+def test_normalisation_makes_spacing_case_and_width_copies_equal():
+    assert normalise("  Ｈｏｗ   MANY\tcats?\n") == normalise("how many cats?") == "how many cats?"
+    assert shingles("Hi") == {"hi"} and shingles("") == set()
+    assert shingles("图表里有几只猫") == {"图表里", "表里有", "里有几", "有几只", "几只猫"}
+
+
+def test_signatures_equal_datasketch_minhash_updated_one_token_at_a_time():
+    params = MinHashParams()
+    matrix, computed = signatures([BASE, "another question entirely"], params, SignatureStore(None))
+    reference = MinHash(num_perm=params.num_perm, seed=1, scheme="legacy")
+    for shingle in sorted(params.shingles(BASE)):
+        reference.update(shingle.encode())
+    assert computed == 2 and np.array_equal(matrix[0], reference.hashvalues.astype(np.uint32))
+
+
+def test_verbatim_and_near_copies_group_and_different_texts_stay_apart():
+    texts = [BASE,
+             "  which of the two BARS in this chart grew faster between 2019 and 2021, and by how much? ",  # verbatim
+             BASE.replace("by how much", "by how much exactly"),                                          # near
+             "What does the sign on the left door say?",
+             "What does the sign on the right door say?"]
+    pairs = dropped_pairs(texts)
+    assert pairs == {(0, 1), (0, 2)}  # the two door questions differ in one word of nine: below 0.7
+
+
+def test_verbatim_copies_group_even_at_the_strictest_threshold():
+    assert dropped_pairs(["Count the cats.", "count   the CATS.", "Count the dogs."], threshold=1.0) == {(0, 1)}
+
+
+def test_chinese_near_copies_are_found_by_character_shingles():
+    texts = ["这张图表中哪一部分的数值最大？", "这张图表中哪一部分的数值最大呢？", "图片里的人在做什么？"]
+    assert dropped_pairs(texts) == {(0, 1)}
+
+
+def test_a_reference_text_is_kept_over_ours():
+    groups, _ = near_duplicate_groups(["Describe the painting!", "Something else"], MinHashParams(),
+                                      SignatureStore(None), reference=["describe the painting."])
+    assert len(groups) == 1 and groups[0].kept is None and groups[0].reference == 0
+    assert groups[0].members == [(0, 1.0)]
+
+
+def test_stored_signatures_are_reused_and_a_threshold_change_computes_none(tmp_path):
+    store = SignatureStore(tmp_path / "minhash.sqlite")
+    texts = [f"question number {k} about the picture" for k in range(50)]
+    _, first = near_duplicate_groups(texts, MinHashParams(threshold=0.7), store)
+    _, again = near_duplicate_groups(texts + ["a new question"], MinHashParams(threshold=0.5), store)
+    assert first["signatures_computed"] == 50 and again["signatures_computed"] == 1
+    _, other = near_duplicate_groups(texts, MinHashParams(num_perm=64), store)
+    assert other["signatures_computed"] == 50  # other parameters, other signatures
+
+
+@pytest.mark.parametrize("text,code", [("How many cats are in the picture?", "en"),
+                                       ("¿Cuántos gatos hay en la foto?", "es"),
+                                       ("Wie viele Katzen siehst du auf dem Bild?", "de"),
+                                       ("图里有几只猫？", "zh"), ("写真に猫は何匹いますか", "ja"),
+                                       ("사진에 고양이가 몇 마리 있나요?", "ko"), ("Hi!", "unknown"), ("12345 ?!", "unknown")])
+def test_languages_are_iso_codes_and_short_texts_are_unknown(text, code):
+    assert detect(text)[0] == code
+    assert detect(text) == detect(text)  # seeded
+
+
+def test_probench_groups():
+    assert [language_group(code) for code in ("en", "pt", "fr", "es", "de", "zh", "unknown")] == \
+        ["en", "pt", "fr", "es", "de", "other", "other"]
+
+
+def test_text_commands_on_any_jsonl(tmp_path):
+    rows = [{"id": "a", "question": BASE}, {"id": "b", "question": BASE.upper()},
+            {"question": "What colour is the car?"}, {"id": "d", "question": "Qual é a cor do carro na foto?"}]
+    source = tmp_path / "q.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    dups = run_curate(["text", "dups", str(source), "--out", str(tmp_path / "groups.jsonl")], tmp_path)
+    assert dups.returncode == 0, dups.stderr
+    assert [json.loads(line) for line in (tmp_path / "groups.jsonl").read_text().splitlines()] == [
+        {"kept": "a", "dropped": [{"id": "b", "jaccard": 1.0}]}]
+    lang = run_curate(["text", "lang", str(source), "--out", str(tmp_path / "lang.jsonl")], tmp_path)
+    assert lang.returncode == 0, lang.stderr
+    coded = [json.loads(line) for line in (tmp_path / "lang.jsonl").read_text().splitlines()]
+    assert [row["language"] for row in coded] == ["en", "en", "en", "pt"] and coded[2]["question"]
+    missing = run_curate(["text", "dups", str(source), "--field", "prompt", "--out", str(tmp_path / "g.jsonl")],
+                         tmp_path)
+    assert missing.returncode == 2 and "has no field 'prompt'" in missing.stderr
