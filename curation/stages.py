@@ -6,7 +6,7 @@ from curation.review import conversation_review
 from curation.selection import balance, min_size, weighted_sample
 from curation.stage import Stage
 from curation.taxonomy import fields, normalise
-from curation.text import language
+from curation.text import language, query_filter
 from curation.text import near_dedup as text_near_dedup
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (
@@ -16,6 +16,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     near_dedup.STAGE,
     quality.STAGE,
     category.STAGE,
+    query_filter.STAGE,
     text_near_dedup.STAGE,
     language.STAGE,
     fields.STAGE,

@@ -101,3 +101,30 @@ def test_text_commands_on_any_jsonl(tmp_path):
     missing = run_curate(["text", "dups", str(source), "--field", "prompt", "--out", str(tmp_path / "g.jsonl")],
                          tmp_path)
     assert missing.returncode == 2 and "has no field 'prompt'" in missing.stderr
+
+
+def test_short_and_stop_word_queries_are_dropped_with_their_counts(tmp_path):
+    from curation.cache import Cache
+    from curation.models.offline import OfflineBackend
+    from curation.stage import StageContext
+    from curation.text import query_filter
+    from schemas import Drop, Keep, Turn
+    from tests.conftest import make_sample
+
+    ctx = StageContext(run_dir=tmp_path, stage="query_filter", run_seed=0, backend=OfflineBackend(),
+                       cache=Cache(tmp_path / "c.sqlite"))
+    cfg = query_filter.QueryFilterConfig()
+
+    def verdict(text, language=None):
+        item = make_sample(1, language=language, conversation=[Turn(speaker="user", utterance=text)])
+        return query_filter.decide(query_filter.score(item, cfg, ctx), cfg)
+
+    assert verdict("hi").reason == "query_too_short"
+    assert verdict("what is this?").reason == "query_mostly_stop_words"
+    assert verdict("What breed is this dog, and how old might it be?") == Keep()
+    assert verdict("这是什么？", "zh").reason == "query_mostly_stop_words"
+    assert verdict("图中的猫是什么品种？", "zh") == Keep()
+    lenient = query_filter.QueryFilterConfig(max_stopword_ratio=1.0)
+    item = make_sample(2, conversation=[Turn(speaker="user", utterance="what is this?")])
+    stored = query_filter.score(item, cfg, ctx)
+    assert isinstance(query_filter.decide(stored, cfg), Drop) and query_filter.decide(stored, lenient) == Keep()
