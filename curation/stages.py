@@ -3,10 +3,10 @@
 from curation.generation import checklist, conversation, goal_task, ladder, persona, rewrites
 from curation.images import category, exact_dedup, ingest, near_dedup, phash, quality
 from curation.review import conversation_review
-from curation.selection import balance, min_size, weighted_sample
+from curation.selection import balance, min_size, tracks, weighted_sample
 from curation.stage import Stage
 from curation.taxonomy import fields, normalise
-from curation.text import language, query_filter
+from curation.text import judgements, language, query_filter
 from curation.text import near_dedup as text_near_dedup
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (
@@ -23,6 +23,11 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     normalise.STAGE,
     min_size.STAGE,
     balance.STAGE,
+    judgements.BLINDNESS,
+    judgements.BASELINE,
+    judgements.CHALLENGE,
+    judgements.INTERDEPENDENCY,
+    tracks.STAGE,
     weighted_sample.STAGE,
     persona.STAGE,
     conversation.STAGE,

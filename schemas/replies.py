@@ -148,6 +148,30 @@ class IncoherenceReply(Strict):
     corrected_answer: str
 
 
+class YesNoReply(Strict):
+    """A judgement with its reasoning first (ProBench's blindness and interdependency checks)."""
+
+    reasoning: str
+    decision: Literal["YES", "NO"]
+
+
+class Dimension(Strict):
+    explanation: str
+    score: int = Field(ge=0, le=10)
+
+
+class ChallengeReply(Strict):
+    """ProBench's challenge assessment: three dimensions, 0-10 each."""
+
+    textual: Dimension = Field(description="how hard the text of the request is to understand and satisfy")
+    image: Dimension = Field(description="how hard the image is to perceive and interpret")
+    reasoning: Dimension = Field(description="how much reasoning or expertise a good answer needs")
+
+
+class AnswerReply(Strict):
+    answer: str
+
+
 class PersonaReply(Strict):
     character: str = Field(description="2-3 sentences describing a fictional person, not anyone shown in the image")
     scenario: str

@@ -3,7 +3,7 @@
 from schemas import BackendSpec
 
 OFFLINE_LABEL = "offline-heuristic"
-HEURISTICS_VERSION = "heuristics-v1"
+HEURISTICS_VERSION = "heuristics-v2"
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 

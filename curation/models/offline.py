@@ -19,9 +19,9 @@ from curation.models.image_stats import ImageStats, stats_for_file
 from curation.taxonomy import NO_QUESTION
 from schemas import BackendSpec
 from schemas.replies import (
-    CaptionReply, CategoryReply, ChecklistQuestion, ChecklistReply, ConversationReply, FieldReply, FocusPointsReply,
-    GoalTaskReply, IncoherenceReply, LadderReply, ParaphraseReply, PersonaReply, QualityReply, ReferenceReply, SeedQuestionReply,
-    SubfieldReply, TurnChecklist, Utterance,
+    AnswerReply, CaptionReply, CategoryReply, ChallengeReply, ChecklistQuestion, ChecklistReply, ConversationReply,
+    Dimension, FieldReply, FocusPointsReply, GoalTaskReply, IncoherenceReply, LadderReply, ParaphraseReply, PersonaReply, QualityReply, ReferenceReply, SeedQuestionReply,
+    SubfieldReply, TurnChecklist, Utterance, YesNoReply,
 )
 
 
@@ -321,9 +321,13 @@ def _facts_in(language: str, stats: ImageStats) -> str:
 
 
 def seed_question(stats: ImageStats, language_name: str) -> SeedQuestionReply:
+    """The task's template question, led by the image's two main colours so questions differ across images."""
     language = "zh" if language_name.startswith("Chinese") else "en"
     task = SEED_TASK_BY_KIND[kind_of(category(stats))]
-    return SeedQuestionReply(task=task, question=SEED_QUESTIONS[language][task],
+    colours = (list(stats.dominant_colours) + ["grey", "grey"])[:2]
+    lead = (f"看{colours[0]}和{colours[1]}的部分：" if language == "zh"
+            else f"Looking at the {colours[0]} and {colours[1]} areas: ")
+    return SeedQuestionReply(task=task, question=lead + SEED_QUESTIONS[language][task],
                              reference_answer=_facts_in(language, stats))
 
 
@@ -344,6 +348,53 @@ def incoherence(stats: ImageStats, language_name: str) -> IncoherenceReply:
                             what_is_wrong="The image is not blank.",
                             correction_request="That is not right. Please look at the image again and correct it.",
                             corrected_answer=f"Sorry, I was wrong. {facts}")
+
+
+# --- ProBench judgements ------------------------------------------------------------------------------
+
+IMAGE_WORDS = re.compile(r"\b(this|these|here|image|picture|photo|chart|figure|shown|screen|diagram|page)\b|图|这张|照片",
+                         re.IGNORECASE)
+BACK_REFERENCES = re.compile(r"\b(it|that|those|them|previous|earlier|above|same|based on|you said)\b|刚才|上面|它",
+                             re.IGNORECASE)
+REASONING_WORDS = re.compile(r"\b(why|explain|calculate|compare|plan|prove|estimate|derive|design|how much)\b|为什么|计算",
+                             re.IGNORECASE)
+
+
+def _user_lines(conversation: str) -> list[str]:
+    return [line[len("USER: "):] for line in conversation.splitlines() if line.startswith("USER: ")]
+
+
+def blindness(conversation: str) -> YesNoReply:
+    users = _user_lines(conversation)
+    pointing = [text for text in users if IMAGE_WORDS.search(text)]
+    if pointing:
+        return YesNoReply(reasoning=f"{len(pointing)} of {len(users)} requests point at the image", decision="NO")
+    return YesNoReply(reasoning="no request refers to the image; general knowledge could answer", decision="YES")
+
+
+def challenge(stats: ImageStats, conversation: str) -> ChallengeReply:
+    users = _user_lines(conversation)
+    words = sum(len(text.split()) for text in users)
+    textual = min(10, 1 + words // 6)
+    image = min(10, 2 + (stats.text_row_bands >= 20) * 3 + (stats.edge_density > 0.05) * 2 + bool(stats.axis_lines))
+    reasoning = min(10, 1 + 2 * sum(len(REASONING_WORDS.findall(text)) for text in users))
+    return ChallengeReply(
+        textual=Dimension(explanation=f"{words} words of request over {len(users)} turn(s)", score=textual),
+        image=Dimension(explanation=f"{stats.text_row_bands} text row bands, edge density {stats.edge_density:.2f}",
+                        score=image),
+        reasoning=Dimension(explanation="reasoning cue words in the requests", score=reasoning))
+
+
+def interdependency(conversation: str) -> YesNoReply:
+    later = _user_lines(conversation)[1:]
+    linked = [text for text in later if BACK_REFERENCES.search(text)]
+    if linked:
+        return YesNoReply(reasoning=f"{len(linked)} later request(s) refer back", decision="NO")
+    return YesNoReply(reasoning="no later request refers back to an earlier turn", decision="YES")
+
+
+def baseline(stats: ImageStats) -> AnswerReply:
+    return AnswerReply(answer=f"From what the image shows: {_facts(stats)}")
 
 
 # --- checklist -----------------------------------------------------------------------------------
@@ -401,6 +452,10 @@ def _answer(request: ModelRequest, stats: ImageStats) -> BaseModel:
                                  else request.variables["seed_instruction"]),
         "caption": lambda: caption(stats),
         "goal_task": lambda: goal_task(stats),
+        "blindness": lambda: blindness(request.variables["conversation"]),
+        "challenge": lambda: challenge(stats, request.variables["conversation"]),
+        "interdependency": lambda: interdependency(request.variables["conversation"]),
+        "baseline_answer": lambda: baseline(stats),
         "seed_question": lambda: seed_question(stats, request.variables["language"]),
         "paraphrase": lambda: paraphrases(request.variables["question"], int(request.variables["count"])),
         "incoherence": lambda: incoherence(stats, request.variables["language"]),

@@ -44,7 +44,7 @@ def test_user_overrides_win_and_are_validated(tmp_path):
 
 
 def test_unknown_recipe_and_missing_folder_say_what_to_do(tmp_path):
-    with pytest.raises(UserError, match="unknown recipe 'multiversal'; available: alignmmbench, convbench, multiverse"):
+    with pytest.raises(UserError, match="unknown recipe 'multiversal'; available: alignmmbench, convbench, multiverse, probench"):
         load_recipe("multiversal")
     with pytest.raises(UserError, match="does not exist.*leave --input out to run the bundled demo corpus"):
         resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path / "missing"))

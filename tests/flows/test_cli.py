@@ -29,7 +29,7 @@ def probe(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess
 
 @pytest.mark.parametrize("args,message", [
     (["run", "multiverse", "--input", "/no/such/folder"], "input /no/such/folder does not exist"),
-    (["run", "multiversal"], "unknown recipe 'multiversal'; available: alignmmbench, convbench, multiverse"),
+    (["run", "multiversal"], "unknown recipe 'multiversal'; available: alignmmbench, convbench, multiverse, probench"),
     (["run", "multiverse", "--set", "image_quality.min_quality_score=banana"], "bad parameter for stage image_quality"),
     (["run", "multiverse", "--set", "min_quality_score=4"], "--set expects stage.field=value"),
     (["run", "multiverse", "--set", "image_qualty.min_quality_score=4"], "no stage ['image_qualty']"),
