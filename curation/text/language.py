@@ -1,9 +1,9 @@
 """Language identification: langdetect, seeded, as ISO 639-1 codes, with a floor below which it says `unknown`.
 
-- Letters are what count: a text with fewer than `MIN_LETTERS` (default 6) letters is `unknown` rather than a
-  guess; "How many cats?" (11 letters) still gets `en`.
-- Scripts decide before statistics where they are unambiguous on their own: kana means `ja`, hangul `ko`, other
-  Han characters `zh` (langdetect's short-text guesses between these are poor).
+- Scripts decide first where they are unambiguous on their own: kana means `ja`, hangul `ko`, other Han
+  characters `zh` (langdetect's short-text guesses between these are poor); two such characters suffice.
+- Otherwise letters are what count: a text with fewer than `MIN_LETTERS` (default 6) letters is `unknown`
+  rather than a guess; "How many cats?" (11 letters) still gets `en`.
 - langdetect's `zh-cn` / `zh-tw` become `zh`; its generator is seeded, so a text always gets the same answer.
 
 ProBench routed English to its single- and multi-round tracks and grouped the rest by frequency into PT, FR, ES,
@@ -47,15 +47,16 @@ def letters(text: str) -> int:
 
 def detect(text: str, min_letters: int = MIN_LETTERS) -> tuple[str, float]:
     """(ISO 639-1 code or 'unknown', probability)."""
-    if letters(text) < min_letters:
-        return UNKNOWN, 0.0
-    if KANA.search(text):
+    count = letters(text)
+    if count >= 2 and KANA.search(text):
         return "ja", 1.0
-    if HANGUL.search(text):
+    if count >= 2 and HANGUL.search(text):
         return "ko", 1.0
     han = len(HAN.findall(text))
-    if han and han >= letters(text) * 0.3:
+    if han >= 2 and han >= count * 0.3:
         return "zh", 1.0
+    if count < min_letters:
+        return UNKNOWN, 0.0
     from langdetect.lang_detect_exception import LangDetectException
     detector = _factory().create()
     detector.append(text)

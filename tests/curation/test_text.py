@@ -74,7 +74,8 @@ def test_stored_signatures_are_reused_and_a_threshold_change_computes_none(tmp_p
                                        ("¿Cuántos gatos hay en la foto?", "es"),
                                        ("Wie viele Katzen siehst du auf dem Bild?", "de"),
                                        ("图里有几只猫？", "zh"), ("写真に猫は何匹いますか", "ja"),
-                                       ("사진에 고양이가 몇 마리 있나요?", "ko"), ("Hi!", "unknown"), ("12345 ?!", "unknown")])
+                                       ("사진에 고양이가 몇 마리 있나요?", "ko"), ("数一数鸟。", "zh"), ("鳥を数えて。", "ja"),
+                                       ("Hi!", "unknown"), ("12345 ?!", "unknown"), ("猫", "unknown")])
 def test_languages_are_iso_codes_and_short_texts_are_unknown(text, code):
     assert detect(text)[0] == code
     assert detect(text) == detect(text)  # seeded
