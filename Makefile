@@ -3,8 +3,13 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Label Studio runs from its own venv (its pins conflict with Prefect's); a migrated template database makes a
+# fresh server start in seconds. Both live under .ls/ (git-ignored).
+LS_VENV     := .ls/venv
+LS_STAMP    := $(LS_VENV)/.installed
+LS_TEMPLATE := .ls/template/label_studio.sqlite3
 
-.PHONY: demo test clean constraints
+.PHONY: demo test clean constraints ls
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,11 +17,27 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
 	@touch $@
 
+$(LS_STAMP):
+	@test -x $(LS_VENV)/bin/python || $(PYTHON) -m venv $(LS_VENV)
+	$(LS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LS_VENV)/bin/python -m pip install --quiet "label-studio==1.23.2"
+	@touch $@
+
+$(LS_TEMPLATE): $(LS_STAMP)
+	@mkdir -p .ls/template
+	LABEL_STUDIO_BASE_DATA_DIR=$(CURDIR)/.ls/template DJANGO_DB=sqlite XDG_CONFIG_HOME=$(CURDIR)/.ls/template \
+	  LATEST_VERSION_CHECK=false COLLECT_ANALYTICS=false \
+	  $(LS_VENV)/bin/python "$$($(LS_VENV)/bin/python -c 'import label_studio, os; \
+	  print(os.path.dirname(label_studio.__file__))')/manage.py" migrate -v 0
+	@test -f $@
+
+ls: $(LS_TEMPLATE)
+
 demo: $(STAMP)
 	$(BIN)/curate run multiverse
 
 # pytest exits 5 when it collects no test: not a failure of the suite.
-test: $(STAMP)
+test: $(STAMP) $(LS_TEMPLATE)
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; status=0; fi; exit $$status
 
@@ -30,4 +51,4 @@ constraints:
 	rm -rf .venv-resolve
 
 clean:
-	rm -rf $(VENV) outputs .pytest_cache
+	rm -rf $(VENV) .ls outputs .pytest_cache

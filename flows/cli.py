@@ -29,6 +29,10 @@ app.add_typer(images_app, name="images")
 text_app = typer.Typer(help="Text near-duplicates and language on any JSONL, outside a pipeline run.",
                        no_args_is_help=True)
 app.add_typer(text_app, name="text")
+ls_app = typer.Typer(help="A local Label Studio server for review: up, down, status.", no_args_is_help=True)
+app.add_typer(ls_app, name="ls")
+LsData = Annotated[Path, typer.Option("--data", help="Label Studio's data folder (database, secret key, token, "
+                                                     "log).")]
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, dict]:
@@ -283,6 +287,48 @@ def text_lang(
             counts[code] += 1
             handle.write(json.dumps({**row, "language": code}, ensure_ascii=False) + "\n")
     typer.echo(", ".join(f"{code} {count}" for code, count in counts.most_common()) + f" -> {out}")
+
+
+@ls_app.command("up")
+def ls_up(
+    data: LsData = Path("outputs/label-studio"),
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8080,
+    files: Annotated[Optional[Path], typer.Option(help="Folder Label Studio may serve images from "
+                                                       "(default: <data>/files).")] = None,
+) -> None:
+    """Start Label Studio 1.23.2 (its own venv, SQLite, headless, signup closed) and wait until it is healthy.
+
+    The admin token is LABEL_STUDIO_API_KEY, or one generated at the first start: printed once, and kept in
+    <data>/token (mode 0600) for the review commands."""
+    from annotation.server import up
+
+    info, new_token = up(data, port, files)
+    typer.echo(f"Label Studio {info.version or '?'} at {info.url} (pid {info.pid}, data {info.data_dir})")
+    if new_token:
+        typer.echo(f"admin token (shown once; kept in {info.data_dir / 'token'}): {new_token}")
+
+
+@ls_app.command("down")
+def ls_down(data: LsData = Path("outputs/label-studio")) -> None:
+    """Stop the Label Studio server started for this data folder."""
+    from annotation.server import down
+
+    typer.echo("stopped" if down(data) else f"no Label Studio running for {data.resolve()}")
+
+
+@ls_app.command("status")
+def ls_status(data: LsData = Path("outputs/label-studio")) -> None:
+    """Whether the server for this data folder runs and answers, its URL and version."""
+    from annotation.server import status
+
+    info = status(data.resolve())
+    if info.pid is None:
+        typer.echo(f"not running (data {info.data_dir}); start it with `curate ls up`")
+        raise typer.Exit(1)
+    typer.echo(f"{'healthy' if info.healthy else 'not answering'}: Label Studio {info.version or '?'} at {info.url} "
+               f"(pid {info.pid}, data {info.data_dir})")
+    if not info.healthy:
+        raise typer.Exit(3)
 
 
 @images_app.command("hash")
