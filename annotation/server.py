@@ -55,6 +55,7 @@ class ServerInfo:
 
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: a closed port in TIME_WAIT is free
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:

@@ -201,7 +201,7 @@ def plan_stage(store: RunStore, run: RunConfig, index: int, registry: Registry =
         if len(state) < index or state[index - 1]["status"] != "done":  # absent, or waiting for batches
             raise RuntimeError(f"stage {index + 1} ({stage.name}) cannot start: stage {index} is not complete")
         input_digest = state[index - 1]["output_sha256"]
-    outside = stage.outside_input(config) if stage.outside_input else None
+    outside = stage.outside_input(config, store.root) if stage.outside_input else None
     common = {"stage": stage.name, "version": stage.version, "input": input_digest, "outside": outside,
               "backend": backend_identity(run.recipe.backend) if stage.uses_model else None,
               "prompts": _prompt_hashes(stage, config)}

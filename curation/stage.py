@@ -96,8 +96,9 @@ class StageBase:
     # how the runner spreads items: None means threads for model stages (I/O bound), else one at a time;
     # "processes" for CPU-bound stages (worker processes, or a Dask cluster when the run has one)
     parallel: Literal["serial", "threads", "processes"] | None = None
-    # a digest of files outside the run the stage reads (e.g. a reference set), so that changing them reruns it
-    outside_input: Callable[[Any], str] | None = None
+    # a digest of files the stage reads besides its input (a reference set, review outcomes in the run folder),
+    # so that changing them reruns it; called with the config and the run folder
+    outside_input: Callable[[Any, Path], str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,6 +31,9 @@ text_app = typer.Typer(help="Text near-duplicates and language on any JSONL, out
 app.add_typer(text_app, name="text")
 ls_app = typer.Typer(help="A local Label Studio server for review: up, down, status.", no_args_is_help=True)
 app.add_typer(ls_app, name="ls")
+review_app = typer.Typer(help="Review rounds in Label Studio: push a run's conversations, pull the judgements.",
+                         no_args_is_help=True)
+app.add_typer(review_app, name="review")
 LsData = Annotated[Path, typer.Option("--data", help="Label Studio's data folder (database, secret key, token, "
                                                      "log).")]
 
@@ -329,6 +332,43 @@ def ls_status(data: LsData = Path("outputs/label-studio")) -> None:
                f"(pid {info.pid}, data {info.data_dir})")
     if not info.healthy:
         raise typer.Exit(3)
+
+
+@review_app.command("push")
+def review_push(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
+    out: OutOption = Path("outputs"),
+    ls_data: LsData = Path("outputs/label-studio"),
+) -> None:
+    """Push the conversations entering the run's review stage as tasks (one project per round; a re-push adds
+    nothing twice). Uses LABEL_STUDIO_URL/LABEL_STUDIO_API_KEY, else the server `curate ls up` started."""
+    from annotation.review import connect, push
+    from curation.report import resolve_run_dir
+
+    result = push(resolve_run_dir(run_ref, out), connect(ls_data))
+    typer.echo(f"pushed {result.pushed}, already there {result.already}: {result.url}")
+
+
+@review_app.command("pull")
+def review_pull(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
+    out: OutOption = Path("outputs"),
+    ls_data: LsData = Path("outputs/label-studio"),
+) -> None:
+    """Pull the round's annotations: validate them, compute agreement per criterion, decide each sample by
+    majority (ties wait for a second phase), and write the outcomes the review stage applies on the next run."""
+    from annotation.review import connect, pull
+    from curation.report import resolve_run_dir
+
+    result = pull(resolve_run_dir(run_ref, out), connect(ls_data))
+    typer.echo(f"annotations {result.annotations}: applied {result.applied}, rejected as invalid {result.rejected}; "
+               f"samples accepted {result.accepted_samples}, rejected {result.rejected_samples}, "
+               f"pending {result.pending_samples}")
+    for name, values in result.agreement.items():
+        kappa = values["fleiss_kappa"]
+        percent = values["percent"]
+        typer.echo(f"  {name}: agreement {'-' if percent is None else f'{percent:.0%}'}, Fleiss kappa "
+                   f"{'-' if kappa is None else f'{kappa:.2f}'} ({values['items_with_two_or_more']} items with 2+)")
 
 
 @images_app.command("hash")

@@ -62,7 +62,7 @@ def load_reference(location: str) -> tuple[list[str], np.ndarray]:
     return table.paths, table.hashes
 
 
-def reference_digest(cfg: NearDedupConfig) -> str:
+def reference_digest(cfg: NearDedupConfig, run_dir: Path | None = None) -> str:
     """Part of the stage key: the reference files' names, sizes and modification times."""
     listing = []
     for location in cfg.reference:

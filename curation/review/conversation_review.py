@@ -1,35 +1,79 @@
 """conversation_review: apply review outcomes to conversations.
 
-Mode `auto` accepts every item, and keeps every pending rewrite, and records that no person looked at it
-(review.mode = "auto"); the release card says so. Human review in Label Studio (MultiVerse Sec. 3.4: natural, correct, needs the image) plugs in
-here as another mode: `annotation/` writes outcomes into the run store and this stage applies them.
+- Mode `auto` accepts every item and every pending rewrite, and records that no person looked at it
+  (review.mode = "auto"); the release card says so.
+- Mode `human` applies the outcomes people gave in Label Studio, which `curate review pull` writes to the run
+  folder (`review/outcomes.json`: per sample, accepted, rejected with reasons, or pending). MultiVerse's reviewers
+  judged three criteria (natural, correct, needs the image; Sec. 3.4); a majority "no" on any rejects the item as
+  `reviewer_rejected` with the criteria as reasons (`unnatural`, `incorrect`, `answerable_without_image`). While
+  any item has no outcome (not annotated yet, or a tie waiting for a second phase) the stage waits: the run
+  stops there (exit 5) and a rerun after the next pull continues.
+
+Curation never imports the annotation package: the outcomes file is the boundary.
 """
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
-from curation.stage import StageConfig, StageContext, TransformStage
-from schemas import Keep, Sample, Verdict
+from curation.fingerprint import sha256_file
+from curation.models.batch import StageWaiting
+from curation.stage import SetStage, StageConfig, StageContext
+from schemas import Drop, Keep, Sample, Verdict
+
+OUTCOMES = Path("review") / "outcomes.json"
 
 
 class ReviewConfig(StageConfig):
-    mode: Literal["auto"] = Field("auto", description="'auto' accepts everything and says so")
+    mode: Literal["auto", "human"] = Field("auto", description="'auto' accepts everything and says so; 'human' "
+                                                               "applies Label Studio outcomes (curate review pull)")
 
 
-def generate(item: Sample, cfg: ReviewConfig, ctx: StageContext) -> list[Sample]:
-    review = item.review.model_copy(update={"status": "accepted", "mode": "auto", "reviewers": [],
-                                            "notes": "accepted without human review (auto mode)"})
-    rewrites = [rewrite.model_copy(update={"status": "kept"}) if rewrite.status == "pending" else rewrite
-                for rewrite in item.rewrites]
-    return [item.model_copy(update={"review": review, "rewrites": rewrites})]
+def outcomes_digest(cfg: ReviewConfig, run_dir: Path) -> str | None:
+    path = run_dir / OUTCOMES
+    return sha256_file(path) if cfg.mode == "human" and path.exists() else None
 
 
-def check(item: Sample, cfg: ReviewConfig) -> Verdict:
-    return Keep()
+def _outcomes(ctx: StageContext) -> dict[str, dict]:
+    path = ctx.run_dir / OUTCOMES
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-STAGE = TransformStage(name="conversation_review", config=ReviewConfig, generate=generate, check=check,
-                       reasons=("reviewer_rejected",))
+def relabel(items: list[Sample], cfg: ReviewConfig, ctx: StageContext) -> list[Sample]:
+    if cfg.mode == "auto":
+        return [item.model_copy(update={
+            "review": item.review.model_copy(update={"status": "accepted", "mode": "auto", "reviewers": [],
+                                                     "notes": "accepted without human review (auto mode)"}),
+            "rewrites": [rewrite.model_copy(update={"status": "kept"}) if rewrite.status == "pending" else rewrite
+                         for rewrite in item.rewrites]}) for item in items]
+    outcomes = _outcomes(ctx)
+    waiting = [item.id for item in items if outcomes.get(item.id, {}).get("status") not in ("accepted", "rejected")]
+    ctx.summary.update({"reviewed": len(items) - len(waiting), "waiting": len(waiting)})
+    if waiting:
+        raise StageWaiting(f"{len(waiting)} of {len(items)} items have no review outcome yet (e.g. {waiting[0]}); "
+                           f"annotate them in Label Studio, run `curate review pull`, then rerun with the same "
+                           f"--run-id")
+    reviewed = []
+    for item in items:
+        outcome = outcomes[item.id]
+        review = item.review.model_copy(update={
+            "status": outcome["status"], "mode": "human", "reviewers": outcome.get("reviewers", []),
+            "reasons": outcome.get("reasons", []), "notes": outcome.get("notes"),
+            "project": outcome.get("project"), "round": outcome.get("round"),
+            "updated_at": datetime.fromisoformat(outcome["updated_at"]) if outcome.get("updated_at") else None})
+        reviewed.append(item.model_copy(update={"review": review}))
+    return reviewed
+
+
+def select(items: list[Sample], cfg: ReviewConfig, ctx: StageContext) -> list[Verdict]:
+    return [Drop(reason="reviewer_rejected", detail={"reasons": item.review.reasons, "reviewers": item.review.reviewers})
+            if item.review.status == "rejected" else Keep() for item in items]
+
+
+STAGE = SetStage(name="conversation_review", config=ReviewConfig, relabel=relabel, select=select,
+                 reasons=("reviewer_rejected",), outside_input=outcomes_digest)

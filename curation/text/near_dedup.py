@@ -38,7 +38,7 @@ def signature_store(run_dir: Path) -> SignatureStore:
     return SignatureStore(run_dir.parent.parent / "cache" / "minhash.sqlite")
 
 
-def reference_digest(cfg: TextDedupConfig) -> str:
+def reference_digest(cfg: TextDedupConfig, run_dir: Path | None = None) -> str:
     return sha256_json([[path, sha256_file(Path(path)) if Path(path).is_file() else None] for path in cfg.reference])
 
 

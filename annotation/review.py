@@ -1,0 +1,261 @@
+"""Conversation review rounds in Label Studio: push a run's conversations, pull the judgements back.
+
+Push (`curate review push RUN`): the samples entering the run's `conversation_review` stage become tasks of one
+project per round (`<run id> review round N`), each carrying its sample id, so a re-push adds nothing twice.
+Images are copied into the local server's files folder and served by a LocalFiles storage; for a server of
+your own (LABEL_STUDIO_URL) small images are embedded instead. Tasks go in batches of 500.
+
+Pull (`curate review pull RUN`): every non-cancelled annotation of the round's project, checked against the
+labeling config (all three criteria answered yes or no; an invalid one is reported in `review/rejected.jsonl`
+and not used), one per reviewer and task (the latest). Per criterion: percent agreement and Fleiss' kappa
+(`review/agreement.json`); per sample the majority decides, a tie leaves it pending for a second phase
+(`review/outcomes.json`), which the `conversation_review` stage applies in `human` mode.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from curation.errors import BackendUnavailable, UserError
+from curation.jsonl import read_samples
+from curation.review.agreement import fleiss_kappa, majority, percent_agreement
+from curation.runner import RunStore, write_json_atomic
+from schemas import Sample
+
+CRITERIA = {"natural": ("Is the conversation natural and realistic?", "unnatural"),
+            "correct": ("Are the assistant's answers correct?", "incorrect"),
+            "needs_image": ("Does answering need the image?", "answerable_without_image")}
+BATCH = 500
+EMBED_MAX_BYTES = 300_000
+REVIEW_DIR = "review"
+
+
+def labeling_config() -> str:
+    """Image, the dialogue in bubbles (Paragraphs: the Chat tag is Enterprise-only), three required yes/no
+    criteria and notes."""
+    choices = "\n".join(
+        f'  <Header value="{question}"/>\n'
+        f'  <Choices name="{name}" toName="dialogue" choice="single" showInline="true" required="true">'
+        f'<Choice value="yes"/><Choice value="no"/></Choices>' for name, (question, _) in CRITERIA.items())
+    return (f'<View>\n  <Header value="Sample $sample_id"/>\n  <Image name="image" value="$image" maxWidth="520px"/>\n'
+            f'  <Paragraphs name="dialogue" value="$dialogue" layout="dialogue" nameKey="author" textKey="text"/>\n'
+            f'{choices}\n  <TextArea name="notes" toName="dialogue" rows="3" editable="true" '
+            f'placeholder="What is wrong, if anything"/>\n</View>')
+
+
+@dataclass
+class Connection:
+    url: str
+    token: str
+    files_root: Path | None  # the local server's files folder; None for a server of the user's own
+
+    def client(self):
+        from label_studio_sdk import LabelStudio
+        return LabelStudio(base_url=self.url, api_key=self.token, timeout=120)
+
+
+def connect(ls_data: Path) -> Connection:
+    """LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY, else the server `curate ls up` runs for `ls_data`."""
+    url, token = os.environ.get("LABEL_STUDIO_URL"), os.environ.get("LABEL_STUDIO_API_KEY")
+    if url:
+        if not token:
+            raise UserError("LABEL_STUDIO_URL is set but LABEL_STUDIO_API_KEY is not; set the server's API token")
+        return Connection(url.rstrip("/"), token, None)
+    from annotation.server import admin_token, status
+    info = status(ls_data.resolve())
+    if not info.healthy:
+        raise BackendUnavailable(f"no Label Studio answering for {ls_data}; start one with `curate ls up` (or set "
+                                 f"LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY)")
+    return Connection(info.url, token or admin_token(info.data_dir)[0], info.data_dir / "files")
+
+
+@dataclass
+class RoundState:
+    project_id: int | None = None
+    title: str = ""
+    round: int = 1
+    pushed: dict[str, int] = field(default_factory=dict)   # sample id -> task id
+
+
+def _state_path(run_dir: Path) -> Path:
+    return run_dir / REVIEW_DIR / "state.json"
+
+
+def load_state(run_dir: Path) -> RoundState:
+    path = _state_path(run_dir)
+    return RoundState(**json.loads(path.read_text(encoding="utf-8"))) if path.exists() else RoundState()
+
+
+def review_input(run_dir: Path) -> list[Sample]:
+    """The samples entering the run's conversation_review stage (its previous stage must be done)."""
+    store = RunStore(run_dir)
+    names = [spec.stage for spec in store.load_config().recipe.stages]
+    if "conversation_review" not in names:
+        raise UserError(f"recipe {store.load_config().recipe.name} has no conversation_review stage")
+    index = names.index("conversation_review")
+    state = store.load_state()
+    if len(state) < index or state[index - 1].get("status") != "done":
+        raise UserError(f"run {run_dir.name} has not reached review yet (stage {index} of {len(names)}); finish "
+                        f"the earlier stages with `curate run ... --run-id {run_dir.name}`")
+    return list(read_samples(Path(state[index - 1]["output_dir"]) / "kept.jsonl"))
+
+
+def _image_url(sample: Sample, connection: Connection, run_id: str) -> str:
+    image = Path(sample.images[0].path)
+    if connection.files_root is not None:
+        target = connection.files_root / run_id / f"{sample.images[0].sha256}{image.suffix.lower() or '.img'}"
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(image, target)
+        return f"/data/local-files/?d={run_id}/{target.name}"
+    data = image.read_bytes()
+    if len(data) > EMBED_MAX_BYTES:
+        raise UserError(f"image {image} is {len(data)} bytes; with a server of your own, serve images from its "
+                        f"local-files root or cloud storage (embedding is limited to {EMBED_MAX_BYTES} bytes)")
+    kind = (sample.images[0].format or "png").lower()
+    return f"data:image/{kind};base64,{base64.b64encode(data).decode()}"
+
+
+def task_for(sample: Sample, image_url: str) -> dict:
+    turns = [*sample.history, *sample.conversation]
+    return {"data": {"sample_id": sample.id, "image": image_url,
+                     "dialogue": [{"author": turn.speaker, "text": turn.utterance} for turn in turns]},
+            "meta": {"sample_id": sample.id}}
+
+
+@dataclass
+class PushResult:
+    url: str
+    pushed: int
+    already: int
+
+
+def push(run_dir: Path, connection: Connection) -> PushResult:
+    samples = review_input(run_dir)
+    client = connection.client()
+    state = load_state(run_dir)
+    run_id = run_dir.name
+    if state.project_id is None:
+        state.title = f"{run_id} review round {state.round}"
+        project = client.projects.create(title=state.title, label_config=labeling_config())
+        state.project_id = project.id
+        if connection.files_root is not None:
+            (connection.files_root / run_id).mkdir(parents=True, exist_ok=True)
+            client.import_storage.local.create(project=project.id, path=str(connection.files_root / run_id),
+                                               title="images", use_blob_urls=True)
+        _save_state(run_dir, state)
+    existing = {task.data.get("sample_id"): task.id for task in client.tasks.list(project=state.project_id)}
+    state.pushed.update({sample_id: task_id for sample_id, task_id in existing.items() if sample_id})
+    new = [sample for sample in samples if sample.id not in state.pushed]
+    for start in range(0, len(new), BATCH):
+        batch = new[start:start + BATCH]
+        reply = client.projects.import_tasks(state.project_id, return_task_ids=True,
+                                             request=[task_for(s, _image_url(s, connection, run_id)) for s in batch])
+        state.pushed.update({sample.id: task_id for sample, task_id in zip(batch, reply.task_ids or [])})
+        _save_state(run_dir, state)
+    return PushResult(url=f"{connection.url}/projects/{state.project_id}", pushed=len(new),
+                      already=len(samples) - len(new))
+
+
+def _save_state(run_dir: Path, state: RoundState) -> None:
+    _state_path(run_dir).parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(_state_path(run_dir), state.__dict__)
+
+
+def parse_annotation(result: list[dict]) -> tuple[dict[str, str] | None, str | None, str]:
+    """(criteria, notes, problem): the three yes/no answers and the notes, or the reason the result is invalid."""
+    answers: dict[str, str] = {}
+    notes = None
+    for region in result or []:
+        name, value = region.get("from_name"), region.get("value") or {}
+        if name in CRITERIA:
+            chosen = value.get("choices") or []
+            if len(chosen) != 1 or chosen[0] not in ("yes", "no"):
+                return None, None, f"{name}: expected one of yes/no, got {chosen}"
+            answers[name] = chosen[0]
+        elif name == "notes":
+            notes = " ".join(value.get("text") or []).strip() or None
+        else:
+            return None, None, f"unknown field {name!r}"
+    missing = [name for name in CRITERIA if name not in answers]
+    return (None, None, f"criteria not answered: {', '.join(missing)}") if missing else (answers, notes, "")
+
+
+@dataclass
+class PullResult:
+    annotations: int
+    applied: int
+    rejected: int
+    accepted_samples: int
+    rejected_samples: int
+    pending_samples: int
+    agreement: dict
+
+
+def pull(run_dir: Path, connection: Connection) -> PullResult:
+    state = load_state(run_dir)
+    if state.project_id is None:
+        raise UserError(f"run {run_dir.name} has not been pushed for review; run `curate review push {run_dir.name}`")
+    client = connection.client()
+    by_task = {task_id: sample_id for sample_id, task_id in state.pushed.items()}
+    latest: dict[tuple[str, int], dict] = {}
+    rejected: list[dict] = []
+    seen = 0
+    for task in client.tasks.list(project=state.project_id, fields="all"):
+        sample_id = task.data.get("sample_id") or by_task.get(task.id)
+        for annotation in task.annotations or []:
+            if annotation.get("was_cancelled"):
+                continue
+            seen += 1
+            answers, notes, problem = parse_annotation(annotation.get("result"))
+            record = {"sample_id": sample_id, "task_id": task.id, "annotation_id": annotation["id"],
+                      "reviewer": annotation.get("completed_by"), "updated_at": annotation.get("updated_at")}
+            if problem:
+                rejected.append({**record, "problem": problem})
+                continue
+            key = (sample_id, record["reviewer"])
+            if key not in latest or (record["updated_at"] or "") >= (latest[key]["updated_at"] or ""):
+                latest[key] = {**record, "criteria": answers, "notes": notes}
+    folder = run_dir / REVIEW_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "annotations.jsonl").write_text("".join(json.dumps(row) + "\n" for row in latest.values()),
+                                              encoding="utf-8")
+    (folder / "rejected.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rejected), encoding="utf-8")
+    votes: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    reviewers: dict[str, list] = defaultdict(list)
+    notes: dict[str, list[str]] = defaultdict(list)
+    for row in latest.values():
+        for name, answer in row["criteria"].items():
+            votes[row["sample_id"]][name].append(answer)
+        reviewers[row["sample_id"]].append(row["reviewer"])
+        if row["notes"]:
+            notes[row["sample_id"]].append(row["notes"])
+    agreement = {name: {"percent": percent_agreement({s: v[name] for s, v in votes.items()}),
+                        "fleiss_kappa": fleiss_kappa({s: v[name] for s, v in votes.items()}),
+                        "items_with_two_or_more": sum(len(v[name]) >= 2 for v in votes.values())}
+                 for name in CRITERIA}
+    write_json_atomic(folder / "agreement.json", agreement)
+    outcomes = {}
+    for sample_id, criteria in votes.items():
+        decided = {name: majority(criteria[name]) for name in CRITERIA}
+        reasons = [CRITERIA[name][1] for name, value in decided.items() if value == "no"]
+        status = "rejected" if reasons else ("pending" if None in decided.values() else "accepted")
+        outcomes[sample_id] = {"status": status, "reasons": reasons, "votes": {k: list(v) for k, v in criteria.items()},
+                               "reviewers": [f"label-studio-user-{r}" for r in reviewers[sample_id]],
+                               "notes": " | ".join(notes[sample_id]) or None, "project": state.title,
+                               "round": state.round, "updated_at": datetime.now(UTC).isoformat()}
+    write_json_atomic(folder / "outcomes.json", outcomes)
+    counts = defaultdict(int)
+    for outcome in outcomes.values():
+        counts[outcome["status"]] += 1
+    return PullResult(annotations=seen, applied=len(latest), rejected=len(rejected),
+                      accepted_samples=counts["accepted"], rejected_samples=counts["rejected"],
+                      pending_samples=len(state.pushed) - counts["accepted"] - counts["rejected"],
+                      agreement=agreement)

@@ -1,0 +1,112 @@
+"""A review round against a real Label Studio: push, two annotators, pull, agreement, outcomes in the run."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from annotation import review, server
+from curation.errors import BackendUnavailable
+from curation.recipes import resolve_run
+from curation.report import load_report
+from curation.runner import RunStore, run_all
+from tests.conftest import free_port, make_image
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def label_studio(tmp_path_factory):
+    data = tmp_path_factory.mktemp("ls")
+    info, token = server.up(data, free_port())
+    yield data, info, token
+    server.down(data)
+
+
+def human_run(tmp_path, run_id="rev"):
+    for seed in range(4):
+        make_image(tmp_path / "images" / f"{seed}.png", seed)
+    overrides = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
+                 "conversation_generate": {"min_utterances": 2}, "conversation_review": {"mode": "human"}}
+    config = resolve_run("multiverse", out_dir=tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
+                         overrides=overrides)
+    store = RunStore(tmp_path / "out" / "runs" / run_id)
+    store.save_config(config)
+    run_all(store.root)
+    return store.root
+
+
+def annotate(client, task_id, user_id, natural="yes", correct="yes", needs_image="yes", notes=None):
+    result = [{"from_name": name, "to_name": "dialogue", "type": "choices", "value": {"choices": [value]}}
+              for name, value in (("natural", natural), ("correct", correct), ("needs_image", needs_image))]
+    if notes:
+        result.append({"from_name": "notes", "to_name": "dialogue", "type": "textarea", "value": {"text": [notes]}})
+    client.annotations.create(id=task_id, result=result, completed_by=user_id)
+
+
+def test_a_review_round_from_push_to_the_release_funnel(label_studio, tmp_path, monkeypatch):
+    data, info, token = label_studio
+    monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
+    run_dir = human_run(tmp_path)
+    report = load_report(run_dir)
+    assert report.waiting and "no review outcome" in report.waiting  # the review stage waits for people
+
+    connection = review.connect(data)
+    first = review.push(run_dir, connection)
+    again = review.push(run_dir, connection)
+    assert first.pushed == 4 and first.already == 0 and again.pushed == 0 and again.already == 4
+    client = connection.client()
+    tasks = {task.data["sample_id"]: task for task in client.tasks.list(project=review.load_state(run_dir).project_id)}
+    assert len(tasks) == 4 and all(task.data["image"].startswith("/data/local-files/?d=") for task in tasks.values())
+    image = client.tasks.get(next(iter(tasks.values())).id).data["image"]
+    import urllib.request
+    request = urllib.request.Request(info.url + image, headers={"Authorization": f"Token {token}"})
+    with urllib.request.urlopen(request, timeout=10) as served:  # noqa: S310 - loopback
+        assert served.read()[:4] == b"\x89PNG"
+
+    alice = client.users.create(username="alice", email="alice@localhost", password="pw-alice-123456").id
+    bob = client.users.create(username="bob", email="bob@localhost", password="pw-bob-1234567").id
+    ids = sorted(tasks)
+    annotate(client, tasks[ids[0]].id, alice)                                  # accepted by both
+    annotate(client, tasks[ids[0]].id, bob)
+    annotate(client, tasks[ids[1]].id, alice, needs_image="no", notes="general knowledge is enough")
+    annotate(client, tasks[ids[1]].id, bob, needs_image="no")                  # rejected by both
+    annotate(client, tasks[ids[2]].id, alice, correct="no")                     # a tie: pending
+    annotate(client, tasks[ids[2]].id, bob)
+    client.annotations.create(id=tasks[ids[3]].id, completed_by=alice,         # invalid: a criterion missing
+                              result=[{"from_name": "natural", "to_name": "dialogue", "type": "choices",
+                                       "value": {"choices": ["maybe"]}}])
+    pulled = review.pull(run_dir, connection)
+    assert (pulled.annotations, pulled.applied, pulled.rejected) == (7, 6, 1)
+    assert (pulled.accepted_samples, pulled.rejected_samples, pulled.pending_samples) == (1, 1, 2)
+    assert pulled.agreement["needs_image"]["percent"] == 1.0 and pulled.agreement["correct"]["percent"] == 2 / 3
+    outcomes = json.loads((run_dir / "review" / "outcomes.json").read_text())
+    assert outcomes[ids[1]]["reasons"] == ["answerable_without_image"]
+    assert outcomes[ids[1]]["notes"] == "general knowledge is enough" and outcomes[ids[2]]["status"] == "pending"
+    rejected = (run_dir / "review" / "rejected.jsonl").read_text()
+    assert "expected one of yes/no" in rejected and ids[3] in rejected
+
+    run_all(run_dir)
+    assert "2 of 4 items have no review outcome" in load_report(run_dir).waiting  # still waiting on two
+
+    annotate(client, tasks[ids[2]].id, alice := client.users.create(username="carol", email="carol@localhost",
+                                                                     password="pw-carol-123456").id, correct="yes")
+    annotate(client, tasks[ids[3]].id, bob)
+    review.pull(run_dir, connection)
+    run_all(run_dir)
+    final = load_report(run_dir)
+    assert final.complete and final.waiting is None
+    stage = final.stages[-1]
+    assert stage.stage == "conversation_review" and stage.by_reason == {"reviewer_rejected": 1} and stage.kept == 3
+    final_dir = Path(json.loads((run_dir / "state.json").read_text())["stages"][-1]["output_dir"])
+    kept = [json.loads(line) for line in (final_dir / "kept.jsonl").read_text().splitlines()]
+    assert {row["review"]["mode"] for row in kept} == {"human"} and all(row["review"]["reviewers"] for row in kept)
+    logs = [path for path in run_dir.rglob("*") if path.is_file() and token.encode() in path.read_bytes()]
+    assert logs == []
+
+
+def test_pull_with_the_server_down_is_a_clear_error_and_loses_nothing(tmp_path, monkeypatch):
+    monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    with pytest.raises(BackendUnavailable, match="curate ls up"):
+        review.connect(tmp_path / "no-server")
