@@ -119,8 +119,10 @@ def run(
     if result["release_dir"]:
         typer.echo(f"release:    {result['release_dir']}")
     if result["waiting"]:
-        typer.echo(f"\nwaiting for batches ({result['waiting']}); nothing is lost: rerun `curate run {recipe} "
-                   f"--run-id {result['run_id']}` later to resume polling and finish.")
+        if result.get("review"):
+            typer.echo(f"\n{result['review']}")
+        typer.echo(f"\nwaiting ({result['waiting']}); nothing is lost: rerun `curate run {recipe} "
+                   f"--run-id {result['run_id']}` later to resume and finish.")
         sys.exit(5)
     if result["emptied_by"]:
         typer.echo(f"\nno sample survived: {result['emptied_by']} removed the last ones, so nothing was released. "

@@ -44,6 +44,22 @@ for _logger_name in ("prefect.flow_runs", "prefect.task_runs"):
     logging.getLogger(_logger_name).addFilter(_OneLineForExpectedFailures())
 
 
+def _push_for_review(run_dir: Path, out: Path, logger) -> str:
+    """A run waiting for human review: push its conversations to Label Studio when one answers, else say how."""
+    from annotation.review import connect, push
+
+    try:
+        result = push(run_dir, connect(out / "label-studio"))
+    except (BackendUnavailable, UserError) as error:
+        message = f"review not pushed: {error}; push later with `curate review push {run_dir.name}`"
+        logger.warning(message)
+        return message
+    message = (f"review round pushed ({result.pushed} new, {result.already} already there): {result.url}; "
+               f"annotate, then `curate review pull {run_dir.name}` and rerun with --run-id {run_dir.name}")
+    logger.info(message)
+    return message
+
+
 def _artifact_key(recipe: str) -> str:
     return f"funnel-{recipe}".replace("_", "-")
 
@@ -97,10 +113,12 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_p
             if task(run_stage, name=spec.stage, cache_policy=NO_CACHE)(store.root, index, display) is None:
                 break  # waiting for batches: the next run resumes polling
     report = load_report(store.root)
+    review = _push_for_review(store.root, out, logger) if report.waiting and report.waiting.startswith(
+        "conversation_review:") else None
     if report.waiting:
         logger.warning("run %s is waiting: %s", config.run_id, report.waiting)
         return {"run_id": config.run_id, "run_dir": str(store.root), "emptied_by": None, "release_dir": None,
-                "waiting": report.waiting}
+                "waiting": report.waiting, "review": review}
     create_markdown_artifact(key=_artifact_key(recipe), description=f"Funnel of run {config.run_id}",
                              markdown=f"# Funnel of run `{config.run_id}`\n\nBackend: "
                                       f"{', '.join(report.backends)}\n\n{funnel_markdown(report)}\n")

@@ -110,3 +110,19 @@ def test_pull_with_the_server_down_is_a_clear_error_and_loses_nothing(tmp_path, 
     monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
     with pytest.raises(BackendUnavailable, match="curate ls up"):
         review.connect(tmp_path / "no-server")
+
+
+def test_a_run_in_human_mode_pushes_its_round_and_waits(label_studio, prefect_server, tmp_path):
+    from tests.conftest import run_curate
+    _, info, token = label_studio
+    for seed in range(3):
+        make_image(tmp_path / "images" / f"{seed}.png", seed)
+    env = {"PREFECT_API_URL": prefect_server, "LABEL_STUDIO_URL": info.url, "LABEL_STUDIO_API_KEY": token}
+    result = run_curate(["run", "multiverse", "--input", str(tmp_path / "images"), "--run-id", "human",
+                         "--progress", "log", "--set", "image_quality.min_quality_score=1",
+                         "--set", "category_min_size.min_items_per_category=1",
+                         "--set", "conversation_review.mode=human"], tmp_path, env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 5, output[-3000:]
+    assert "review round pushed (3 new, 0 already there)" in output and f"{info.url}/projects/" in output
+    assert token not in output
