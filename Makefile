@@ -9,7 +9,10 @@ LS_VENV     := .ls/venv
 LS_STAMP    := $(LS_VENV)/.installed
 LS_TEMPLATE := .ls/template/label_studio.sqlite3
 
-.PHONY: demo test clean constraints ls
+# The review-page test renders Label Studio in headless Chromium (Debian's package) driven by playwright-core.
+PW := .ls/pw/node_modules/playwright-core/package.json
+
+.PHONY: demo test clean constraints ls browser
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,11 +36,20 @@ $(LS_TEMPLATE): $(LS_STAMP)
 
 ls: $(LS_TEMPLATE)
 
+browser:
+	@command -v chromium >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+	  echo "installing chromium, nodejs and npm with apt-get"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium nodejs npm >/dev/null; }
+
+$(PW): | browser
+	@mkdir -p .ls/pw
+	cd .ls/pw && { test -f package.json || npm init -y >/dev/null; } && npm install --silent playwright-core
+
 demo: $(STAMP)
 	$(BIN)/curate run multiverse
 
 # pytest exits 5 when it collects no test: not a failure of the suite.
-test: $(STAMP) $(LS_TEMPLATE)
+test: $(STAMP) $(LS_TEMPLATE) $(PW)
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; status=0; fi; exit $$status
 

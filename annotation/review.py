@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +60,24 @@ class Connection:
     def client(self):
         from label_studio_sdk import LabelStudio
         return LabelStudio(base_url=self.url, api_key=self.token, timeout=120)
+
+
+@contextmanager
+def talking_to(connection: Connection, what: str):
+    """Connection failures become one clear error; what was recorded before them stays recorded."""
+    import httpx
+    from label_studio_sdk.core.api_error import ApiError
+    try:
+        yield
+    except httpx.TransportError as error:
+        raise BackendUnavailable(f"Label Studio at {connection.url} stopped answering during {what} "
+                                 f"({type(error).__name__}); nothing half-done was applied: rerun the same command "
+                                 f"when it is back") from error
+    except ApiError as error:
+        if error.status_code == 401:
+            raise UserError(f"Label Studio at {connection.url} rejected the API token (HTTP 401); check "
+                            f"LABEL_STUDIO_API_KEY") from error
+        raise
 
 
 def connect(ls_data: Path) -> Connection:
@@ -138,6 +157,11 @@ class PushResult:
 
 
 def push(run_dir: Path, connection: Connection) -> PushResult:
+    with talking_to(connection, "the push"):
+        return _push(run_dir, connection)
+
+
+def _push(run_dir: Path, connection: Connection) -> PushResult:
     samples = review_input(run_dir)
     client = connection.client()
     state = load_state(run_dir)
@@ -154,14 +178,31 @@ def push(run_dir: Path, connection: Connection) -> PushResult:
     existing = {task.data.get("sample_id"): task.id for task in client.tasks.list(project=state.project_id)}
     state.pushed.update({sample_id: task_id for sample_id, task_id in existing.items() if sample_id})
     new = [sample for sample in samples if sample.id not in state.pushed]
-    for start in range(0, len(new), BATCH):
-        batch = new[start:start + BATCH]
-        reply = client.projects.import_tasks(state.project_id, return_task_ids=True,
-                                             request=[task_for(s, _image_url(s, connection, run_id)) for s in batch])
-        state.pushed.update({sample.id: task_id for sample, task_id in zip(batch, reply.task_ids or [])})
+
+    def saved(batch: list[Sample], task_ids: list[int]) -> None:
+        state.pushed.update({sample.id: task_id for sample, task_id in zip(batch, task_ids)})
         _save_state(run_dir, state)
+
+    import_in_batches(client, state.project_id, new, lambda s: task_for(s, _image_url(s, connection, run_id)), saved)
     return PushResult(url=f"{connection.url}/projects/{state.project_id}", pushed=len(new),
                       already=len(samples) - len(new))
+
+
+def import_in_batches(client, project_id: int, items: list, to_task, done, batch_size: int = BATCH,
+                      attempts: int = 3) -> None:
+    """Import tasks `batch_size` at a time (well inside the 250K-task / 200 MB limit of one request); a batch
+    that times out is retried; `done(batch, task_ids)` records each batch as soon as it is in."""
+    for start in range(0, len(items), batch_size):
+        batch = items[start:start + batch_size]
+        for attempt in range(attempts):
+            try:
+                reply = client.projects.import_tasks(project_id, return_task_ids=True,
+                                                     request=[to_task(item) for item in batch])
+                break
+            except Exception as error:  # noqa: BLE001 - httpx timeouts and server errors surface as several types
+                if attempt == attempts - 1 or "timeout" not in type(error).__name__.lower() + str(error).lower():
+                    raise
+        done(batch, list(reply.task_ids or []))
 
 
 def _save_state(run_dir: Path, state: RoundState) -> None:
@@ -188,27 +229,12 @@ def parse_annotation(result: list[dict]) -> tuple[dict[str, str] | None, str | N
     return (None, None, f"criteria not answered: {', '.join(missing)}") if missing else (answers, notes, "")
 
 
-@dataclass
-class PullResult:
-    annotations: int
-    applied: int
-    rejected: int
-    accepted_samples: int
-    rejected_samples: int
-    pending_samples: int
-    agreement: dict
-
-
-def pull(run_dir: Path, connection: Connection) -> PullResult:
-    state = load_state(run_dir)
-    if state.project_id is None:
-        raise UserError(f"run {run_dir.name} has not been pushed for review; run `curate review push {run_dir.name}`")
-    client = connection.client()
-    by_task = {task_id: sample_id for sample_id, task_id in state.pushed.items()}
+def read_annotations(client, project_id: int, by_task: dict[int, str]) -> tuple[dict, list[dict], int]:
+    """(latest valid annotation per sample and reviewer, invalid ones with the problem, non-cancelled seen)."""
     latest: dict[tuple[str, int], dict] = {}
     rejected: list[dict] = []
     seen = 0
-    for task in client.tasks.list(project=state.project_id, fields="all"):
+    for task in client.tasks.list(project=project_id, fields="all"):
         sample_id = task.data.get("sample_id") or by_task.get(task.id)
         for annotation in task.annotations or []:
             if annotation.get("was_cancelled"):
@@ -223,6 +249,32 @@ def pull(run_dir: Path, connection: Connection) -> PullResult:
             key = (sample_id, record["reviewer"])
             if key not in latest or (record["updated_at"] or "") >= (latest[key]["updated_at"] or ""):
                 latest[key] = {**record, "criteria": answers, "notes": notes}
+    return latest, rejected, seen
+
+
+@dataclass
+class PullResult:
+    annotations: int
+    applied: int
+    rejected: int
+    accepted_samples: int
+    rejected_samples: int
+    pending_samples: int
+    agreement: dict
+
+
+def pull(run_dir: Path, connection: Connection) -> PullResult:
+    with talking_to(connection, "the pull"):
+        return _pull(run_dir, connection)
+
+
+def _pull(run_dir: Path, connection: Connection) -> PullResult:
+    state = load_state(run_dir)
+    if state.project_id is None:
+        raise UserError(f"run {run_dir.name} has not been pushed for review; run `curate review push {run_dir.name}`")
+    client = connection.client()
+    latest, rejected, seen = read_annotations(client, state.project_id,
+                                              {task_id: sample_id for sample_id, task_id in state.pushed.items()})
     folder = run_dir / REVIEW_DIR
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "annotations.jsonl").write_text("".join(json.dumps(row) + "\n" for row in latest.values()),

@@ -106,10 +106,31 @@ def test_a_review_round_from_push_to_the_release_funnel(label_studio, tmp_path, 
     assert logs == []
 
 
-def test_pull_with_the_server_down_is_a_clear_error_and_loses_nothing(tmp_path, monkeypatch):
+def test_a_server_going_down_between_pulls_loses_nothing(tmp_path, monkeypatch):
     monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
     with pytest.raises(BackendUnavailable, match="curate ls up"):
         review.connect(tmp_path / "no-server")
+    data = tmp_path / "ls"
+    port = free_port()
+    server.up(data, port)
+    try:
+        run_dir = human_run(tmp_path, "down")
+        connection = review.connect(data)
+        review.push(run_dir, connection)
+        client = connection.client()
+        reviewer = client.users.create(username="dana", email="dana@localhost", password="pw-dana-1234567").id
+        for task_id in review.load_state(run_dir).pushed.values():
+            annotate(client, task_id, reviewer)
+        server.down(data)
+        with pytest.raises(BackendUnavailable, match="stopped answering during the pull"):
+            review.pull(run_dir, connection)
+        assert not (run_dir / "review" / "outcomes.json").exists()
+        server.up(data, port)
+        pulled = review.pull(run_dir, review.connect(data))
+        assert pulled.applied == 4 and pulled.accepted_samples == 4 and pulled.pending_samples == 0
+    finally:
+        server.down(data)
 
 
 def test_a_run_in_human_mode_pushes_its_round_and_waits(label_studio, prefect_server, tmp_path):
@@ -126,3 +147,36 @@ def test_a_run_in_human_mode_pushes_its_round_and_waits(label_studio, prefect_se
     assert result.returncode == 5, output[-3000:]
     assert "review round pushed (3 new, 0 already there)" in output and f"{info.url}/projects/" in output
     assert token not in output
+
+
+SHOT_DIR = Path(__file__).resolve().parents[1] / "output"
+
+
+def test_the_review_page_shows_the_dialogue_and_the_image(label_studio, tmp_path, monkeypatch):
+    import os
+    import shutil
+    import subprocess
+    monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
+    data, info, _ = label_studio
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    playwright = server.REPO / ".ls" / "pw" / "node_modules" / "playwright-core"
+    assert chromium and playwright.exists(), "run `make test` (it installs Chromium and playwright-core)"
+    run_dir = human_run(tmp_path, "shot")
+    review.push(run_dir, review.connect(data))
+    state = review.load_state(run_dir)
+    sample_id, task_id = sorted(state.pushed.items())[0]
+    samples = {sample.id: sample for sample in review.review_input(run_dir)}
+    first_user_turn = samples[sample_id].conversation[0].utterance
+    SHOT_DIR.mkdir(parents=True, exist_ok=True)
+    shot = SHOT_DIR / "review_page.png"
+    home = tmp_path / "chrome-home"
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "CHROMIUM_PATH": chromium,
+           "PLAYWRIGHT_CORE": str(playwright)}
+    result = subprocess.run(["node", str(Path(__file__).with_name("shot.js")), info.url, server.USERNAME,
+                             (data / "password").read_text().strip(), str(state.project_id), str(task_id), str(shot),
+                             first_user_turn[:60]], capture_output=True, text=True, env=env, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found == {"dialogue": True, "images_loaded": found["images_loaded"], "choices": True}
+    assert found["images_loaded"] >= 1 and shot.stat().st_size > 20_000

@@ -1,0 +1,115 @@
+"""Label Studio round trip at 5,000 tasks: push with predictions, pull annotations; wall time and server memory.
+
+A fresh Label Studio 1.23.2 (`annotation.server.up`, template database) on loopback.
+
+- push, ours: `annotation.review.import_in_batches` (500 tasks per request, predictions included) of 5,000
+  review tasks; naive: one import request per task, timed on 500 tasks and reported per task;
+- pull, ours: `annotation.review.read_annotations` (the paged task list with annotations, validated and reduced to
+  the latest per reviewer) over 5,000 annotated tasks (imported with their annotations, so setting up does not
+  take an hour of single POSTs); naive: one `tasks.get` per task, timed on 500 tasks;
+- server memory: resident set of the server process after each step.
+
+    cd /work/main && .venv/bin/python bench/label_studio.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+import psutil  # noqa: E402
+
+from annotation import server  # noqa: E402
+from annotation.review import CRITERIA, import_in_batches, labeling_config, read_annotations  # noqa: E402
+
+IMAGE = "/data/local-files/?d=bench/image.png"
+
+
+def task(index: int, with_annotation: bool = False) -> dict:
+    dialogue = [{"author": "user" if turn % 2 == 0 else "assistant",
+                 "text": f"turn {turn} of conversation {index}: " + "words about the picture " * 6}
+                for turn in range(8)]
+    result = [{"from_name": name, "to_name": "dialogue", "type": "choices", "value": {"choices": ["yes"]}}
+              for name in CRITERIA]
+    row = {"data": {"sample_id": f"s{index:06d}", "image": IMAGE, "dialogue": dialogue},
+           "predictions": [{"model_version": "bench-run", "score": 0.5, "result": result}]}
+    if with_annotation:
+        row["annotations"] = [{"result": result, "completed_by": 1}]
+    return row
+
+
+def rss_mb(pid: int) -> float:
+    process = psutil.Process(pid)
+    return round(sum(p.memory_info().rss for p in [process, *process.children(recursive=True)]) / 2 ** 20, 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="500 tasks, naive on 100")
+    args = parser.parse_args()
+    n, naive_n = (500, 100) if args.quick else (5000, 500)
+    with tempfile.TemporaryDirectory() as scratch:
+        data = Path(scratch) / "ls"
+        info, token = server.up(data, common_free_port())
+        try:
+            from label_studio_sdk import LabelStudio
+            client = LabelStudio(base_url=info.url, api_key=token or (data / "token").read_text().strip(),
+                                 timeout=600)
+            memory = {"after start": rss_mb(info.pid)}
+            ours_project = client.projects.create(title="bench push ours", label_config=labeling_config()).id
+            tasks = [task(k) for k in range(n)]
+            push_seconds, _ = common.timed(lambda: import_in_batches(client, ours_project, tasks, lambda t: t,
+                                                                     lambda batch, ids: None))
+            memory["after push"] = rss_mb(info.pid)
+            naive_project = client.projects.create(title="bench push naive", label_config=labeling_config()).id
+            naive_push, _ = common.timed(lambda: [client.projects.import_tasks(naive_project, request=[t])
+                                                  for t in tasks[:naive_n]])
+            annotated_project = client.projects.create(title="bench pull", label_config=labeling_config()).id
+            setup_seconds, _ = common.timed(lambda: import_in_batches(
+                client, annotated_project, [task(k, True) for k in range(n)], lambda t: t, lambda b, i: None))
+            pull_seconds, (latest, rejected, seen) = common.timed(
+                lambda: read_annotations(client, annotated_project, {}))
+            memory["after pull"] = rss_mb(info.pid)
+            ids = [t.id for t in client.tasks.list(project=annotated_project, fields="all")][:naive_n]
+            naive_pull, _ = common.timed(lambda: [client.tasks.get(task_id) for task_id in ids])
+        finally:
+            server.down(data)
+    per = {"push_ours_ms_per_task": 1000 * push_seconds / n, "push_naive_ms_per_task": 1000 * naive_push / naive_n,
+           "pull_ours_ms_per_task": 1000 * pull_seconds / n, "pull_naive_ms_per_task": 1000 * naive_pull / naive_n}
+    data_out = {"benchmark": "label_studio", "quick": args.quick, "machine": common.machine(), "tasks": n,
+                "naive_sample": naive_n, "push_seconds": push_seconds, "naive_push_seconds": naive_push,
+                "annotated_setup_seconds": setup_seconds, "pull_seconds": pull_seconds,
+                "naive_pull_seconds": naive_pull, "annotations_seen": seen, "annotations_valid": len(latest),
+                "annotations_invalid": len(rejected), "server_rss_mb": memory, **per,
+                "push_speedup": per["push_naive_ms_per_task"] / per["push_ours_ms_per_task"],
+                "pull_speedup": per["pull_naive_ms_per_task"] / per["pull_ours_ms_per_task"]}
+    text, markdown = common.table(
+        ["step", "tasks", "ours s", "ours ms/task", f"naive ms/task (on {naive_n})", "ratio"],
+        [["push with predictions (500 per request vs one per request)", n, push_seconds,
+          per["push_ours_ms_per_task"], per["push_naive_ms_per_task"], data_out["push_speedup"]],
+         ["pull annotations (paged list vs one GET per task)", n, pull_seconds, per["pull_ours_ms_per_task"],
+          per["pull_naive_ms_per_task"], data_out["pull_speedup"]]])
+    summary = (f"Server memory (RSS): " + ", ".join(f"{k} {v} MB" for k, v in memory.items())
+               + f". Pulled {seen} annotations, {len(latest)} valid.")
+    print(text + "\n\n" + summary)
+    markdown = "\n\n".join([f"# Label Studio round trip{' (quick)' if args.quick else ''}",
+                            common.machine_line(data_out["machine"]), markdown, summary])
+    paths = common.write_results("label_studio" + ("_quick" if args.quick else ""), data_out, markdown)
+    print(f"wrote {paths[0]} and {paths[1]}")
+
+
+def common_free_port() -> int:
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+if __name__ == "__main__":
+    main()
