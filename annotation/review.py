@@ -40,15 +40,20 @@ REVIEW_DIR = "review"
 
 def labeling_config() -> str:
     """Image, the dialogue in bubbles (Paragraphs: the Chat tag is Enterprise-only), three required yes/no
-    criteria and notes."""
+    criteria, notes, and keep/reject per paraphrase rewrite (AlignMMBench; none shown when a sample has none)."""
     choices = "\n".join(
         f'  <Header value="{question}"/>\n'
         f'  <Choices name="{name}" toName="dialogue" choice="single" showInline="true" required="true">'
         f'<Choice value="yes"/><Choice value="no"/></Choices>' for name, (question, _) in CRITERIA.items())
+    rewrites = ('  <Repeater on="$rewrites" indexFlag="{{idx}}">\n'
+                '    <Text name="rewrite_{{idx}}" value="$rewrites[{{idx}}].text"/>\n'
+                '    <Choices name="keep_{{idx}}" toName="rewrite_{{idx}}" choice="single" showInline="true" '
+                'required="true"><Choice value="keep"/><Choice value="reject"/></Choices>\n  </Repeater>')
     return (f'<View>\n  <Header value="Sample $sample_id"/>\n  <Image name="image" value="$image" maxWidth="520px"/>\n'
             f'  <Paragraphs name="dialogue" value="$dialogue" layout="dialogue" nameKey="author" textKey="text"/>\n'
             f'{choices}\n  <TextArea name="notes" toName="dialogue" rows="3" editable="true" '
-            f'placeholder="What is wrong, if anything"/>\n</View>')
+            f'placeholder="What is wrong, if anything"/>\n'
+            f'  <Header value="Rewrites of the question: does each ask exactly the same thing?"/>\n{rewrites}\n</View>')
 
 
 @dataclass
@@ -145,7 +150,8 @@ def _image_url(sample: Sample, connection: Connection, run_id: str) -> str:
 def task_for(sample: Sample, image_url: str) -> dict:
     turns = [*sample.history, *sample.conversation]
     return {"data": {"sample_id": sample.id, "image": image_url,
-                     "dialogue": [{"author": turn.speaker, "text": turn.utterance} for turn in turns]},
+                     "dialogue": [{"author": turn.speaker, "text": turn.utterance} for turn in turns],
+                     "rewrites": [{"text": rewrite.text} for rewrite in sample.rewrites]},
             "meta": {"sample_id": sample.id}}
 
 
@@ -210,23 +216,31 @@ def _save_state(run_dir: Path, state: RoundState) -> None:
     write_json_atomic(_state_path(run_dir), state.__dict__)
 
 
-def parse_annotation(result: list[dict]) -> tuple[dict[str, str] | None, str | None, str]:
-    """(criteria, notes, problem): the three yes/no answers and the notes, or the reason the result is invalid."""
+def _single_choice(value: dict, allowed: tuple[str, ...]) -> str | None:
+    chosen = value.get("choices") or []
+    return chosen[0] if len(chosen) == 1 and chosen[0] in allowed else None
+
+
+def parse_annotation(result: list[dict], rewrites: int = 0) -> tuple[dict[str, str] | None, str | None, str]:
+    """(answers, notes, problem): the three yes/no criteria and keep/reject for each of the task's `rewrites`
+    (as `keep_<i>`), and the notes; or the reason the result is invalid."""
     answers: dict[str, str] = {}
     notes = None
     for region in result or []:
-        name, value = region.get("from_name"), region.get("value") or {}
-        if name in CRITERIA:
-            chosen = value.get("choices") or []
-            if len(chosen) != 1 or chosen[0] not in ("yes", "no"):
-                return None, None, f"{name}: expected one of yes/no, got {chosen}"
-            answers[name] = chosen[0]
+        name, value = str(region.get("from_name")), region.get("value") or {}
+        if name in CRITERIA or name.startswith("keep_"):
+            allowed = ("yes", "no") if name in CRITERIA else ("keep", "reject")
+            chosen = _single_choice(value, allowed)
+            if chosen is None or (name.startswith("keep_") and not (name[5:].isdigit() and int(name[5:]) < rewrites)):
+                return None, None, f"{name}: expected one of {'/'.join(allowed)} for an existing field, got " \
+                                   f"{value.get('choices')}"
+            answers[name] = chosen
         elif name == "notes":
             notes = " ".join(value.get("text") or []).strip() or None
         else:
             return None, None, f"unknown field {name!r}"
-    missing = [name for name in CRITERIA if name not in answers]
-    return (None, None, f"criteria not answered: {', '.join(missing)}") if missing else (answers, notes, "")
+    missing = [name for name in [*CRITERIA, *(f"keep_{index}" for index in range(rewrites))] if name not in answers]
+    return (None, None, f"not answered: {', '.join(missing)}") if missing else (answers, notes, "")
 
 
 def read_annotations(client, project_id: int, by_task: dict[int, str]) -> tuple[dict, list[dict], int]:
@@ -240,7 +254,7 @@ def read_annotations(client, project_id: int, by_task: dict[int, str]) -> tuple[
             if annotation.get("was_cancelled"):
                 continue
             seen += 1
-            answers, notes, problem = parse_annotation(annotation.get("result"))
+            answers, notes, problem = parse_annotation(annotation.get("result"), len(task.data.get("rewrites") or []))
             record = {"sample_id": sample_id, "task_id": task.id, "annotation_id": annotation["id"],
                       "reviewer": annotation.get("completed_by"), "updated_at": annotation.get("updated_at")}
             if problem:
@@ -296,10 +310,13 @@ def _pull(run_dir: Path, connection: Connection) -> PullResult:
     write_json_atomic(folder / "agreement.json", agreement)
     outcomes = {}
     for sample_id, criteria in votes.items():
-        decided = {name: majority(criteria[name]) for name in CRITERIA}
-        reasons = [CRITERIA[name][1] for name, value in decided.items() if value == "no"]
+        decided = {name: majority(values) for name, values in criteria.items()}
+        reasons = [CRITERIA[name][1] for name in CRITERIA if decided.get(name) == "no"]
         status = "rejected" if reasons else ("pending" if None in decided.values() else "accepted")
-        outcomes[sample_id] = {"status": status, "reasons": reasons, "votes": {k: list(v) for k, v in criteria.items()},
+        rewrites = {name[5:]: {"keep": "kept", "reject": "rejected"}[value] for name, value in decided.items()
+                    if name.startswith("keep_") and value is not None}
+        outcomes[sample_id] = {"status": status, "reasons": reasons, "rewrites": rewrites,
+                               "votes": {k: list(v) for k, v in criteria.items()},
                                "reviewers": [f"label-studio-user-{r}" for r in reviewers[sample_id]],
                                "notes": " | ".join(notes[sample_id]) or None, "project": state.title,
                                "round": state.round, "updated_at": datetime.now(UTC).isoformat()}

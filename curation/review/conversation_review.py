@@ -5,7 +5,8 @@
 - Mode `human` applies the outcomes people gave in Label Studio, which `curate review pull` writes to the run
   folder (`review/outcomes.json`: per sample, accepted, rejected with reasons, or pending). MultiVerse's reviewers
   judged three criteria (natural, correct, needs the image; Sec. 3.4); a majority "no" on any rejects the item as
-  `reviewer_rejected` with the criteria as reasons (`unnatural`, `incorrect`, `answerable_without_image`). While
+  `reviewer_rejected` with the criteria as reasons (`unnatural`, `incorrect`, `answerable_without_image`); each
+  paraphrase rewrite is kept or rejected by its own majority (AlignMMBench reviewed every rewrite). While
   any item has no outcome (not annotated yet, or a tie waiting for a second phase) the stage waits: the run
   stops there (exit 5) and a rerun after the next pull continues.
 
@@ -66,7 +67,10 @@ def relabel(items: list[Sample], cfg: ReviewConfig, ctx: StageContext) -> list[S
             "reasons": outcome.get("reasons", []), "notes": outcome.get("notes"),
             "project": outcome.get("project"), "round": outcome.get("round"),
             "updated_at": datetime.fromisoformat(outcome["updated_at"]) if outcome.get("updated_at") else None})
-        reviewed.append(item.model_copy(update={"review": review}))
+        decided = outcome.get("rewrites") or {}
+        rewrites = [rewrite.model_copy(update={"status": decided.get(str(index), rewrite.status)})
+                    for index, rewrite in enumerate(item.rewrites)]
+        reviewed.append(item.model_copy(update={"review": review, "rewrites": rewrites}))
     return reviewed
 
 

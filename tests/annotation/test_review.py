@@ -180,3 +180,36 @@ def test_the_review_page_shows_the_dialogue_and_the_image(label_studio, tmp_path
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert found == {"dialogue": True, "images_loaded": found["images_loaded"], "choices": True}
     assert found["images_loaded"] >= 1 and shot.stat().st_size > 20_000
+
+
+def test_each_paraphrase_rewrite_is_kept_or_rejected_by_its_reviewers(label_studio, tmp_path, monkeypatch):
+    monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
+    data, _, _ = label_studio
+    for seed in range(2):
+        make_image(tmp_path / "images" / f"{seed}.png", seed)
+    config = resolve_run("alignmmbench", out_dir=tmp_path / "out", input_path=str(tmp_path / "images"),
+                         run_id="para", overrides={"dialogue_context_generate": {"share": 0.0},
+                                                   "conversation_review": {"mode": "human"}})
+    store = RunStore(tmp_path / "out" / "runs" / "para")
+    store.save_config(config)
+    run_all(store.root)
+    connection = review.connect(data)
+    review.push(store.root, connection)
+    client = connection.client()
+    reviewer = client.users.create(username="erin", email="erin@localhost", password="pw-erin-1234567").id
+    for sample_id, task_id in review.load_state(store.root).pushed.items():
+        task = client.tasks.get(task_id)
+        assert len(task.data["rewrites"]) == 5
+        result = [{"from_name": name, "to_name": "dialogue", "type": "choices", "value": {"choices": ["yes"]}}
+                  for name in review.CRITERIA]
+        result += [{"from_name": f"keep_{index}", "to_name": f"rewrite_{index}", "type": "choices",
+                    "value": {"choices": ["reject" if index == 1 else "keep"]}} for index in range(5)]
+        client.annotations.create(id=task_id, result=result, completed_by=reviewer)
+    pulled = review.pull(store.root, connection)
+    assert pulled.accepted_samples == 2 and pulled.rejected == 0
+    run_all(store.root)
+    final_dir = Path(json.loads((store.root / "state.json").read_text())["stages"][-1]["output_dir"])
+    for row in map(json.loads, (final_dir / "kept.jsonl").read_text().splitlines()):
+        assert [rewrite["status"] for rewrite in row["rewrites"]] == ["kept", "rejected", "kept", "kept", "kept"]
+        assert row["review"]["mode"] == "human"
