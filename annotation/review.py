@@ -5,6 +5,9 @@ project per round (`<run id> review round N`), each carrying its sample id, so a
 Images are copied into the local server's files folder and served by a LocalFiles storage; for a server of
 your own (LABEL_STUDIO_URL) small images are embedded instead. Tasks go in batches of 500.
 
+Phase 2 (`curate review push RUN --phase 2 [--all]`): the samples phase 1 left tied (or all of them) go to a
+second project with every phase-1 judgement shown as a prediction; there the adjudicator's majority decides.
+
 Pull (`curate review pull RUN`): every non-cancelled annotation of the round's project, checked against the
 labeling config (all three criteria answered yes or no; an invalid one is reported in `review/rejected.jsonl`
 and not used), one per reviewer and task (the latest). Per criterion: percent agreement and Fleiss' kappa
@@ -106,6 +109,8 @@ class RoundState:
     title: str = ""
     round: int = 1
     pushed: dict[str, int] = field(default_factory=dict)   # sample id -> task id
+    phase2_project_id: int | None = None                    # adjudication of ties (or of everything) by others
+    phase2_pushed: dict[str, int] = field(default_factory=dict)
 
 
 def _state_path(run_dir: Path) -> Path:
@@ -162,36 +167,66 @@ class PushResult:
     already: int
 
 
-def push(run_dir: Path, connection: Connection) -> PushResult:
+def push(run_dir: Path, connection: Connection, phase: int = 1, everything: bool = False) -> PushResult:
+    """Phase 1: every sample entering review. Phase 2: the samples phase 1 left pending (ties), or all that phase 1
+    decided when `everything`, with each phase-1 judgement shown as a prediction for the adjudicator."""
     with talking_to(connection, "the push"):
-        return _push(run_dir, connection)
+        return _push(run_dir, connection, phase, everything)
 
 
-def _push(run_dir: Path, connection: Connection) -> PushResult:
+def _phase1_predictions(run_dir: Path) -> dict[str, list[dict]]:
+    """Phase-1 judgements per sample as Label Studio predictions (one per reviewer)."""
+    path = run_dir / REVIEW_DIR / "annotations.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+    predictions: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        result = [{"from_name": name, "to_name": "dialogue" if name in CRITERIA else f"rewrite_{name[5:]}",
+                   "type": "choices", "value": {"choices": [value]}} for name, value in row["criteria"].items()]
+        predictions[row["sample_id"]].append({"model_version": f"phase1-reviewer-{row['reviewer']}", "result": result})
+    return predictions
+
+
+def _push(run_dir: Path, connection: Connection, phase: int, everything: bool) -> PushResult:
     samples = review_input(run_dir)
     client = connection.client()
     state = load_state(run_dir)
     run_id = run_dir.name
-    if state.project_id is None:
-        state.title = f"{run_id} review round {state.round}"
-        project = client.projects.create(title=state.title, label_config=labeling_config())
-        state.project_id = project.id
+    predictions: dict[str, list[dict]] = {}
+    if phase == 2:
+        outcomes_path = run_dir / REVIEW_DIR / "outcomes.json"
+        if state.project_id is None or not outcomes_path.exists():
+            raise UserError(f"phase 2 adjudicates phase 1: push and pull run {run_id} first")
+        outcomes = json.loads(outcomes_path.read_text(encoding="utf-8"))
+        wanted = {sample_id for sample_id, outcome in outcomes.items()
+                  if everything or outcome["status"] == "pending"}
+        samples = [sample for sample in samples if sample.id in wanted]
+        predictions = _phase1_predictions(run_dir)
+    project_field, pushed = ("project_id", state.pushed) if phase == 1 else ("phase2_project_id", state.phase2_pushed)
+    if getattr(state, project_field) is None:
+        title = f"{run_id} review round {state.round}" + (" phase 2" if phase == 2 else "")
+        project = client.projects.create(title=title, label_config=labeling_config())
+        setattr(state, project_field, project.id)
+        state.title = state.title or title
         if connection.files_root is not None:
             (connection.files_root / run_id).mkdir(parents=True, exist_ok=True)
             client.import_storage.local.create(project=project.id, path=str(connection.files_root / run_id),
                                                title="images", use_blob_urls=True)
         _save_state(run_dir, state)
-    existing = {task.data.get("sample_id"): task.id for task in client.tasks.list(project=state.project_id)}
-    state.pushed.update({sample_id: task_id for sample_id, task_id in existing.items() if sample_id})
-    new = [sample for sample in samples if sample.id not in state.pushed]
+    project_id = getattr(state, project_field)
+    existing = {task.data.get("sample_id"): task.id for task in client.tasks.list(project=project_id)}
+    pushed.update({sample_id: task_id for sample_id, task_id in existing.items() if sample_id})
+    new = [sample for sample in samples if sample.id not in pushed]
 
     def saved(batch: list[Sample], task_ids: list[int]) -> None:
-        state.pushed.update({sample.id: task_id for sample, task_id in zip(batch, task_ids)})
+        pushed.update({sample.id: task_id for sample, task_id in zip(batch, task_ids)})
         _save_state(run_dir, state)
 
-    import_in_batches(client, state.project_id, new, lambda s: task_for(s, _image_url(s, connection, run_id)), saved)
-    return PushResult(url=f"{connection.url}/projects/{state.project_id}", pushed=len(new),
-                      already=len(samples) - len(new))
+    def to_task(sample: Sample) -> dict:
+        task = task_for(sample, _image_url(sample, connection, run_id))
+        return {**task, "predictions": predictions[sample.id]} if predictions.get(sample.id) else task
+
+    import_in_batches(client, project_id, new, to_task, saved)
+    return PushResult(url=f"{connection.url}/projects/{project_id}", pushed=len(new), already=len(samples) - len(new))
 
 
 def import_in_batches(client, project_id: int, items: list, to_task, done, batch_size: int = BATCH,
@@ -289,6 +324,11 @@ def _pull(run_dir: Path, connection: Connection) -> PullResult:
     client = connection.client()
     latest, rejected, seen = read_annotations(client, state.project_id,
                                               {task_id: sample_id for sample_id, task_id in state.pushed.items()})
+    adjudicated: dict[tuple[str, int], dict] = {}
+    if state.phase2_project_id is not None:
+        adjudicated, rejected2, seen2 = read_annotations(
+            client, state.phase2_project_id, {task_id: sample_id for sample_id, task_id in state.phase2_pushed.items()})
+        rejected, seen = rejected + rejected2, seen + seen2
     folder = run_dir / REVIEW_DIR
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "annotations.jsonl").write_text("".join(json.dumps(row) + "\n" for row in latest.values()),
@@ -308,14 +348,22 @@ def _pull(run_dir: Path, connection: Connection) -> PullResult:
                         "items_with_two_or_more": sum(len(v[name]) >= 2 for v in votes.values())}
                  for name in CRITERIA}
     write_json_atomic(folder / "agreement.json", agreement)
+    second: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for row in adjudicated.values():
+        for name, answer in row["criteria"].items():
+            second[row["sample_id"]][name].append(answer)
+        reviewers[row["sample_id"]].append(row["reviewer"])
     outcomes = {}
     for sample_id, criteria in votes.items():
         decided = {name: majority(values) for name, values in criteria.items()}
+        overruled = {name: majority(values) for name, values in second.get(sample_id, {}).items()}
+        decided |= {name: value for name, value in overruled.items() if value is not None}  # phase 2 decides
         reasons = [CRITERIA[name][1] for name in CRITERIA if decided.get(name) == "no"]
         status = "rejected" if reasons else ("pending" if None in decided.values() else "accepted")
         rewrites = {name[5:]: {"keep": "kept", "reject": "rejected"}[value] for name, value in decided.items()
                     if name.startswith("keep_") and value is not None}
         outcomes[sample_id] = {"status": status, "reasons": reasons, "rewrites": rewrites,
+                               "phase": 2 if sample_id in second else 1,
                                "votes": {k: list(v) for k, v in criteria.items()},
                                "reviewers": [f"label-studio-user-{r}" for r in reviewers[sample_id]],
                                "notes": " | ".join(notes[sample_id]) or None, "project": state.title,
@@ -324,7 +372,7 @@ def _pull(run_dir: Path, connection: Connection) -> PullResult:
     counts = defaultdict(int)
     for outcome in outcomes.values():
         counts[outcome["status"]] += 1
-    return PullResult(annotations=seen, applied=len(latest), rejected=len(rejected),
+    return PullResult(annotations=seen, applied=len(latest) + len(adjudicated), rejected=len(rejected),
                       accepted_samples=counts["accepted"], rejected_samples=counts["rejected"],
                       pending_samples=len(state.pushed) - counts["accepted"] - counts["rejected"],
                       agreement=agreement)

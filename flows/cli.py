@@ -341,13 +341,17 @@ def review_push(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
     out: OutOption = Path("outputs"),
     ls_data: LsData = Path("outputs/label-studio"),
+    phase: Annotated[int, typer.Option(min=1, max=2, help="2: send what phase 1 left tied to an adjudicator, "
+                                                          "with the phase-1 judgements shown.")] = 1,
+    everything: Annotated[bool, typer.Option("--all", help="With --phase 2: every sample phase 1 decided, "
+                                                           "not only the ties.")] = False,
 ) -> None:
     """Push the conversations entering the run's review stage as tasks (one project per round; a re-push adds
     nothing twice). Uses LABEL_STUDIO_URL/LABEL_STUDIO_API_KEY, else the server `curate ls up` started."""
     from annotation.review import connect, push
     from curation.report import resolve_run_dir
 
-    result = push(resolve_run_dir(run_ref, out), connect(ls_data))
+    result = push(resolve_run_dir(run_ref, out), connect(ls_data), phase, everything)
     typer.echo(f"pushed {result.pushed}, already there {result.already}: {result.url}")
 
 

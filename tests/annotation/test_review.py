@@ -90,10 +90,17 @@ def test_a_review_round_from_push_to_the_release_funnel(label_studio, tmp_path, 
     run_all(run_dir)
     assert "2 of 4 items have no review outcome" in load_report(run_dir).waiting  # still waiting on two
 
-    annotate(client, tasks[ids[2]].id, alice := client.users.create(username="carol", email="carol@localhost",
-                                                                     password="pw-carol-123456").id, correct="yes")
+    phase2 = review.push(run_dir, connection, phase=2)                           # the tie goes to an adjudicator
+    assert phase2.pushed == 1 and review.push(run_dir, connection, phase=2).pushed == 0
+    state = review.load_state(run_dir)
+    tie_task = client.tasks.get(state.phase2_pushed[ids[2]])
+    assert len(tie_task.predictions) == 2  # both phase-1 judgements shown
+    carol = client.users.create(username="carol", email="carol@localhost", password="pw-carol-123456").id
+    annotate(client, tie_task.id, carol, correct="yes")
     annotate(client, tasks[ids[3]].id, bob)
     review.pull(run_dir, connection)
+    outcomes = json.loads((run_dir / "review" / "outcomes.json").read_text())
+    assert outcomes[ids[2]]["status"] == "accepted" and outcomes[ids[2]]["phase"] == 2
     run_all(run_dir)
     final = load_report(run_dir)
     assert final.complete and final.waiting is None
