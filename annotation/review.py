@@ -8,6 +8,9 @@ your own (LABEL_STUDIO_URL) small images are embedded instead. Tasks go in batch
 Phase 2 (`curate review push RUN --phase 2 [--all]`): the samples phase 1 left tied (or all of them) go to a
 second project with every phase-1 judgement shown as a prediction; there the adjudicator's majority decides.
 
+Drafts (ConvBench): a sample's caption, per-turn references and focus points appear as editable boxes filled
+with the model's drafts (predictions); the latest reviewer's edit of each is applied.
+
 Pull (`curate review pull RUN`): every non-cancelled annotation of the round's project, checked against the
 labeling config (all three criteria answered yes or no; an invalid one is reported in `review/rejected.jsonl`
 and not used), one per reviewer and task (the latest). Per criterion: percent agreement and Fleiss' kappa
@@ -52,11 +55,27 @@ def labeling_config() -> str:
                 '    <Text name="rewrite_{{idx}}" value="$rewrites[{{idx}}].text"/>\n'
                 '    <Choices name="keep_{{idx}}" toName="rewrite_{{idx}}" choice="single" showInline="true" '
                 'required="true"><Choice value="keep"/><Choice value="reject"/></Choices>\n  </Repeater>')
+    # ConvBench drafts, pre-filled from predictions and edited in place; lists of zero or one entry so that
+    # samples without a caption or focus points show no box
+    drafts = ('  <Repeater on="$captions" indexFlag="{{idx}}">\n'
+              '    <Header value="Caption (the judge sees only this: it must hold every fact the answers need)"/>\n'
+              '    <Text name="caption_for_{{idx}}" value="$captions[{{idx}}].label"/>\n'
+              '    <TextArea name="caption_{{idx}}" toName="caption_for_{{idx}}" rows="4" editable="true" '
+              'maxSubmissions="1"/>\n  </Repeater>\n'
+              '  <Repeater on="$references" indexFlag="{{idx}}">\n'
+              '    <Text name="turn_{{idx}}" value="$references[{{idx}}].question"/>\n'
+              '    <TextArea name="reference_{{idx}}" toName="turn_{{idx}}" rows="3" editable="true" '
+              'maxSubmissions="1"/>\n  </Repeater>\n'
+              '  <Repeater on="$focus" indexFlag="{{idx}}">\n'
+              '    <Text name="focus_for_{{idx}}" value="$focus[{{idx}}].label"/>\n'
+              '    <TextArea name="focus_{{idx}}" toName="focus_for_{{idx}}" rows="4" editable="true" '
+              'maxSubmissions="1"/>\n  </Repeater>')
     return (f'<View>\n  <Header value="Sample $sample_id"/>\n  <Image name="image" value="$image" maxWidth="520px"/>\n'
             f'  <Paragraphs name="dialogue" value="$dialogue" layout="dialogue" nameKey="author" textKey="text"/>\n'
             f'{choices}\n  <TextArea name="notes" toName="dialogue" rows="3" editable="true" '
             f'placeholder="What is wrong, if anything"/>\n'
-            f'  <Header value="Rewrites of the question: does each ask exactly the same thing?"/>\n{rewrites}\n</View>')
+            f'  <Header value="Rewrites of the question: does each ask exactly the same thing?"/>\n{rewrites}\n'
+            f'{drafts}\n</View>')
 
 
 @dataclass
@@ -154,10 +173,23 @@ def _image_url(sample: Sample, connection: Connection, run_id: str) -> str:
 
 def task_for(sample: Sample, image_url: str) -> dict:
     turns = [*sample.history, *sample.conversation]
-    return {"data": {"sample_id": sample.id, "image": image_url,
-                     "dialogue": [{"author": turn.speaker, "text": turn.utterance} for turn in turns],
-                     "rewrites": [{"text": rewrite.text} for rewrite in sample.rewrites]},
-            "meta": {"sample_id": sample.id}}
+    referenced = [turn for turn in sample.conversation if turn.speaker == "user" and turn.reference]
+    focus = next((turn.focus_points for turn in sample.conversation if turn.focus_points), [])
+    data = {"sample_id": sample.id, "image": image_url,
+            "dialogue": [{"author": turn.speaker, "text": turn.utterance} for turn in turns],
+            "rewrites": [{"text": rewrite.text} for rewrite in sample.rewrites],
+            "captions": [{"label": "Caption"}] if sample.caption else [],
+            "references": [{"question": f"Reference answer to: {turn.utterance}"} for turn in referenced],
+            "focus": [{"label": "Focus points of the last turn, one per line"}] if focus else []}
+    drafts = ([("caption_0", "caption_for_0", sample.caption)] if sample.caption else [])
+    drafts += [(f"reference_{index}", f"turn_{index}", turn.reference) for index, turn in enumerate(referenced)]
+    drafts += [("focus_0", "focus_for_0", "\n".join(focus))] if focus else []
+    task = {"data": data, "meta": {"sample_id": sample.id}}
+    if drafts:  # the model's drafts, shown pre-filled for the reviewer to correct
+        task["predictions"] = [{"model_version": "drafts", "result": [
+            {"from_name": name, "to_name": target, "type": "textarea", "value": {"text": [text]}}
+            for name, target, text in drafts]}]
+    return task
 
 
 @dataclass
@@ -179,9 +211,17 @@ def _phase1_predictions(run_dir: Path) -> dict[str, list[dict]]:
     path = run_dir / REVIEW_DIR / "annotations.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
     predictions: dict[str, list[dict]] = defaultdict(list)
+    targets = {"caption": "caption_for_0", "focus": "focus_for_0"}
     for row in rows:
-        result = [{"from_name": name, "to_name": "dialogue" if name in CRITERIA else f"rewrite_{name[5:]}",
-                   "type": "choices", "value": {"choices": [value]}} for name, value in row["criteria"].items()]
+        result = []
+        for name, value in row["criteria"].items():
+            if name.startswith(EDITABLE):
+                kind, index = name.rsplit("_", 1)
+                result.append({"from_name": name, "to_name": targets.get(kind, f"turn_{index}"), "type": "textarea",
+                               "value": {"text": [value]}})
+            else:
+                result.append({"from_name": name, "to_name": "dialogue" if name in CRITERIA else f"rewrite_{name[5:]}",
+                               "type": "choices", "value": {"choices": [value]}})
         predictions[row["sample_id"]].append({"model_version": f"phase1-reviewer-{row['reviewer']}", "result": result})
     return predictions
 
@@ -256,13 +296,25 @@ def _single_choice(value: dict, allowed: tuple[str, ...]) -> str | None:
     return chosen[0] if len(chosen) == 1 and chosen[0] in allowed else None
 
 
-def parse_annotation(result: list[dict], rewrites: int = 0) -> tuple[dict[str, str] | None, str | None, str]:
-    """(answers, notes, problem): the three yes/no criteria and keep/reject for each of the task's `rewrites`
-    (as `keep_<i>`), and the notes; or the reason the result is invalid."""
+EDITABLE = ("caption_", "reference_", "focus_")
+
+
+def parse_annotation(result: list[dict], rewrites: int = 0, references: int = 0
+                     ) -> tuple[dict[str, str] | None, str | None, str]:
+    """(answers, notes, problem): the three yes/no criteria, keep/reject for each of the task's `rewrites`
+    (as `keep_<i>`), edited drafts (`caption_0`, `reference_<i>` for i < `references`, `focus_0`: text), and the
+    notes; or the reason the result is invalid."""
     answers: dict[str, str] = {}
     notes = None
     for region in result or []:
         name, value = str(region.get("from_name")), region.get("value") or {}
+        if name.startswith(EDITABLE) and not name.startswith(("caption_for_", "focus_for_")):
+            index = name.rsplit("_", 1)[1]
+            limit = references if name.startswith("reference_") else 1
+            if not index.isdigit() or int(index) >= limit:
+                return None, None, f"{name}: no such draft in this task"
+            answers[name] = "\n".join(value.get("text") or []).strip()
+            continue
         if name in CRITERIA or name.startswith("keep_"):
             allowed = ("yes", "no") if name in CRITERIA else ("keep", "reject")
             chosen = _single_choice(value, allowed)
@@ -289,7 +341,8 @@ def read_annotations(client, project_id: int, by_task: dict[int, str]) -> tuple[
             if annotation.get("was_cancelled"):
                 continue
             seen += 1
-            answers, notes, problem = parse_annotation(annotation.get("result"), len(task.data.get("rewrites") or []))
+            answers, notes, problem = parse_annotation(annotation.get("result"), len(task.data.get("rewrites") or []),
+                                                       len(task.data.get("references") or []))
             record = {"sample_id": sample_id, "task_id": task.id, "annotation_id": annotation["id"],
                       "reviewer": annotation.get("completed_by"), "updated_at": annotation.get("updated_at")}
             if problem:
@@ -337,8 +390,16 @@ def _pull(run_dir: Path, connection: Connection) -> PullResult:
     votes: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     reviewers: dict[str, list] = defaultdict(list)
     notes: dict[str, list[str]] = defaultdict(list)
+    edits: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)  # sample -> field -> (updated_at, text)
+    for row in [*latest.values(), *adjudicated.values()]:
+        for name, text in row["criteria"].items():
+            if name.startswith(EDITABLE) and text and (name not in edits[row["sample_id"]]
+                                                       or row["updated_at"] >= edits[row["sample_id"]][name][0]):
+                edits[row["sample_id"]][name] = (row["updated_at"] or "", text)
     for row in latest.values():
         for name, answer in row["criteria"].items():
+            if name.startswith(EDITABLE):
+                continue
             votes[row["sample_id"]][name].append(answer)
         reviewers[row["sample_id"]].append(row["reviewer"])
         if row["notes"]:
@@ -351,7 +412,8 @@ def _pull(run_dir: Path, connection: Connection) -> PullResult:
     second: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for row in adjudicated.values():
         for name, answer in row["criteria"].items():
-            second[row["sample_id"]][name].append(answer)
+            if not name.startswith(EDITABLE):
+                second[row["sample_id"]][name].append(answer)
         reviewers[row["sample_id"]].append(row["reviewer"])
     outcomes = {}
     for sample_id, criteria in votes.items():
@@ -364,6 +426,7 @@ def _pull(run_dir: Path, connection: Connection) -> PullResult:
                     if name.startswith("keep_") and value is not None}
         outcomes[sample_id] = {"status": status, "reasons": reasons, "rewrites": rewrites,
                                "phase": 2 if sample_id in second else 1,
+                               "edits": {name: text for name, (_, text) in sorted(edits.get(sample_id, {}).items())},
                                "votes": {k: list(v) for k, v in criteria.items()},
                                "reviewers": [f"label-studio-user-{r}" for r in reviewers[sample_id]],
                                "notes": " | ".join(notes[sample_id]) or None, "project": state.title,

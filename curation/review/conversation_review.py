@@ -6,7 +6,8 @@
   folder (`review/outcomes.json`: per sample, accepted, rejected with reasons, or pending). MultiVerse's reviewers
   judged three criteria (natural, correct, needs the image; Sec. 3.4); a majority "no" on any rejects the item as
   `reviewer_rejected` with the criteria as reasons (`unnatural`, `incorrect`, `answerable_without_image`); each
-  paraphrase rewrite is kept or rejected by its own majority (AlignMMBench reviewed every rewrite). While
+  paraphrase rewrite is kept or rejected by its own majority (AlignMMBench reviewed every rewrite); edited
+  captions, references and focus points (ConvBench's refinement) replace the drafts. While
   any item has no outcome (not annotated yet, or a tie waiting for a second phase) the stage waits: the run
   stops there (exit 5) and a rerun after the next pull continues.
 
@@ -70,8 +71,28 @@ def relabel(items: list[Sample], cfg: ReviewConfig, ctx: StageContext) -> list[S
         decided = outcome.get("rewrites") or {}
         rewrites = [rewrite.model_copy(update={"status": decided.get(str(index), rewrite.status)})
                     for index, rewrite in enumerate(item.rewrites)]
-        reviewed.append(item.model_copy(update={"review": review, "rewrites": rewrites}))
+        reviewed.append(apply_edits(item.model_copy(update={"review": review, "rewrites": rewrites}),
+                                    outcome.get("edits") or {}))
     return reviewed
+
+
+def apply_edits(item: Sample, edits: dict[str, str]) -> Sample:
+    """Reviewers' corrections of drafts: `caption_0`, `reference_<i>` (the i-th user turn with a reference),
+    `focus_0` (one point per line, numbering removed)."""
+    if not edits:
+        return item
+    turns = list(item.conversation)
+    referenced = [index for index, turn in enumerate(turns) if turn.speaker == "user" and turn.reference]
+    for name, text in edits.items():
+        if name.startswith("reference_") and int(name.split("_")[1]) < len(referenced):
+            position = referenced[int(name.split("_")[1])]
+            turns[position] = turns[position].model_copy(update={"reference": text})
+    if "focus_0" in edits:
+        points = [line.strip().lstrip("0123456789.)-* ").strip() for line in edits["focus_0"].splitlines()]
+        position = next((index for index, turn in enumerate(turns) if turn.focus_points), None)
+        if position is not None:
+            turns[position] = turns[position].model_copy(update={"focus_points": [p for p in points if p]})
+    return item.model_copy(update={"conversation": turns, "caption": edits.get("caption_0", item.caption)})
 
 
 def select(items: list[Sample], cfg: ReviewConfig, ctx: StageContext) -> list[Verdict]:

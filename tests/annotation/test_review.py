@@ -23,17 +23,22 @@ def label_studio(tmp_path_factory):
     server.down(data)
 
 
-def human_run(tmp_path, run_id="rev"):
-    for seed in range(4):
+def recipe_run(tmp_path, recipe, run_id, images, overrides):
+    """A run of `recipe` over `images` generated images with review in human mode, run up to the review."""
+    for seed in range(images):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
-    overrides = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
-                 "conversation_generate": {"min_utterances": 2}, "conversation_review": {"mode": "human"}}
-    config = resolve_run("multiverse", out_dir=tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
-                         overrides=overrides)
+    config = resolve_run(recipe, out_dir=tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
+                         overrides={**overrides, "conversation_review": {"mode": "human"}})
     store = RunStore(tmp_path / "out" / "runs" / run_id)
     store.save_config(config)
     run_all(store.root)
     return store.root
+
+
+def human_run(tmp_path, run_id="rev"):
+    return recipe_run(tmp_path, "multiverse", run_id, 4, {
+        "image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
+        "conversation_generate": {"min_utterances": 2}})
 
 
 def annotate(client, task_id, user_id, natural="yes", correct="yes", needs_image="yes", notes=None):
@@ -193,19 +198,12 @@ def test_each_paraphrase_rewrite_is_kept_or_rejected_by_its_reviewers(label_stud
     monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
     monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
     data, _, _ = label_studio
-    for seed in range(2):
-        make_image(tmp_path / "images" / f"{seed}.png", seed)
-    config = resolve_run("alignmmbench", out_dir=tmp_path / "out", input_path=str(tmp_path / "images"),
-                         run_id="para", overrides={"dialogue_context_generate": {"share": 0.0},
-                                                   "conversation_review": {"mode": "human"}})
-    store = RunStore(tmp_path / "out" / "runs" / "para")
-    store.save_config(config)
-    run_all(store.root)
+    root = recipe_run(tmp_path, "alignmmbench", "para", 2, {"dialogue_context_generate": {"share": 0.0}})
     connection = review.connect(data)
-    review.push(store.root, connection)
+    review.push(root, connection)
     client = connection.client()
     reviewer = client.users.create(username="erin", email="erin@localhost", password="pw-erin-1234567").id
-    for sample_id, task_id in review.load_state(store.root).pushed.items():
+    for sample_id, task_id in review.load_state(root).pushed.items():
         task = client.tasks.get(task_id)
         assert len(task.data["rewrites"]) == 5
         result = [{"from_name": name, "to_name": "dialogue", "type": "choices", "value": {"choices": ["yes"]}}
@@ -213,10 +211,41 @@ def test_each_paraphrase_rewrite_is_kept_or_rejected_by_its_reviewers(label_stud
         result += [{"from_name": f"keep_{index}", "to_name": f"rewrite_{index}", "type": "choices",
                     "value": {"choices": ["reject" if index == 1 else "keep"]}} for index in range(5)]
         client.annotations.create(id=task_id, result=result, completed_by=reviewer)
-    pulled = review.pull(store.root, connection)
+    pulled = review.pull(root, connection)
     assert pulled.accepted_samples == 2 and pulled.rejected == 0
-    run_all(store.root)
-    final_dir = Path(json.loads((store.root / "state.json").read_text())["stages"][-1]["output_dir"])
+    run_all(root)
+    final_dir = Path(json.loads((root / "state.json").read_text())["stages"][-1]["output_dir"])
     for row in map(json.loads, (final_dir / "kept.jsonl").read_text().splitlines()):
         assert [rewrite["status"] for rewrite in row["rewrites"]] == ["kept", "rejected", "kept", "kept", "kept"]
         assert row["review"]["mode"] == "human"
+
+
+def test_convbench_drafts_are_prefilled_and_the_reviewers_edits_replace_them(label_studio, tmp_path, monkeypatch):
+    monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
+    data, _, _ = label_studio
+    root = recipe_run(tmp_path, "convbench", "cb", 1, {})
+    connection = review.connect(data)
+    review.push(root, connection)
+    client = connection.client()
+    (task_id,) = review.load_state(root).pushed.values()
+    task = client.tasks.get(task_id)
+    drafts = {region["from_name"]: region["value"]["text"][0] for region in task.predictions[0].result}
+    assert set(drafts) == {"caption_0", "reference_0", "reference_1", "reference_2", "focus_0"}
+    assert len(task.data["references"]) == 3 and task.data["captions"] and task.data["focus"]
+    reviewer = client.users.create(username="fay", email="fay@localhost", password="pw-fay-12345678").id
+    result = [{"from_name": name, "to_name": "dialogue", "type": "choices", "value": {"choices": ["yes"]}}
+              for name in review.CRITERIA]
+    result += [{"from_name": "reference_1", "to_name": "turn_1", "type": "textarea",
+                "value": {"text": ["Because the light comes from the left, it is morning."]}},
+               {"from_name": "focus_0", "to_name": "focus_for_0", "type": "textarea",
+                "value": {"text": ["1. names the light\n2. stays under 50 words"]}}]
+    client.annotations.create(id=task_id, result=result, completed_by=reviewer)
+    assert review.pull(root, connection).accepted_samples == 1
+    run_all(root)
+    final_dir = Path(json.loads((root / "state.json").read_text())["stages"][-1]["output_dir"])
+    (row,) = map(json.loads, (final_dir / "kept.jsonl").read_text().splitlines())
+    turns = row["conversation"]
+    assert turns[1]["reference"] == "Because the light comes from the left, it is morning."
+    assert turns[0]["reference"] == drafts["reference_0"] and row["caption"] == drafts["caption_0"]
+    assert turns[2]["focus_points"] == ["names the light", "stays under 50 words"]
