@@ -9,7 +9,8 @@ Phase 2 (`curate review push RUN --phase 2 [--all]`): the samples phase 1 left t
 second project with every phase-1 judgement shown as a prediction; there the adjudicator's majority decides.
 
 Drafts (ConvBench): a sample's caption, per-turn references and focus points appear as editable boxes filled
-with the model's drafts (predictions); the latest reviewer's edit of each is applied.
+with the model's drafts (predictions); the latest reviewer's edit of each is applied. Checklists (MultiVerse):
+each item can be kept, deleted or rewritten, and new items added per user turn (`question | main | sub`).
 
 Pull (`curate review pull RUN`): every non-cancelled annotation of the round's project, checked against the
 labeling config (all three criteria answered yes or no; an invalid one is reported in `review/rejected.jsonl`
@@ -52,7 +53,7 @@ def labeling_config() -> str:
         f'  <Choices name="{name}" toName="dialogue" choice="single" showInline="true" required="true">'
         f'<Choice value="yes"/><Choice value="no"/></Choices>' for name, (question, _) in CRITERIA.items())
     rewrites = ('  <Repeater on="$rewrites" indexFlag="{{idx}}">\n'
-                '    <Text name="rewrite_{{idx}}" value="$rewrites[{{idx}}].text"/>\n'
+                '    <Text name="rewrite_{{idx}}" value="$rewrites[{{idx}}].label"/>\n'
                 '    <Choices name="keep_{{idx}}" toName="rewrite_{{idx}}" choice="single" showInline="true" '
                 'required="true"><Choice value="keep"/><Choice value="reject"/></Choices>\n  </Repeater>')
     # ConvBench drafts, pre-filled from predictions and edited in place; lists of zero or one entry so that
@@ -70,12 +71,23 @@ def labeling_config() -> str:
               '    <Text name="focus_for_{{idx}}" value="$focus[{{idx}}].label"/>\n'
               '    <TextArea name="focus_{{idx}}" toName="focus_for_{{idx}}" rows="4" editable="true" '
               'maxSubmissions="1"/>\n  </Repeater>')
+    checklist = ('  <Repeater on="$checklist" indexFlag="{{idx}}">\n'
+                 '    <Text name="item_{{idx}}" value="$checklist[{{idx}}].label"/>\n'
+                 '    <Choices name="check_{{idx}}" toName="item_{{idx}}" choice="single" showInline="true">'
+                 '<Choice value="keep"/><Choice value="delete"/></Choices>\n'
+                 '    <TextArea name="checkedit_{{idx}}" toName="item_{{idx}}" rows="1" editable="true" '
+                 'maxSubmissions="1" placeholder="Rewrite the question (empty: unchanged)"/>\n  </Repeater>\n'
+                 '  <Repeater on="$checklist_turns" indexFlag="{{idx}}">\n'
+                 '    <Text name="turn_items_{{idx}}" value="$checklist_turns[{{idx}}].label"/>\n'
+                 '    <TextArea name="checkadd_{{idx}}" toName="turn_items_{{idx}}" rows="2" editable="true" '
+                 'placeholder="New items, one per line: question | main criterion | sub-criterion"/>\n'
+                 '  </Repeater>')
     return (f'<View>\n  <Header value="Sample $sample_id"/>\n  <Image name="image" value="$image" maxWidth="520px"/>\n'
             f'  <Paragraphs name="dialogue" value="$dialogue" layout="dialogue" nameKey="author" textKey="text"/>\n'
             f'{choices}\n  <TextArea name="notes" toName="dialogue" rows="3" editable="true" '
             f'placeholder="What is wrong, if anything"/>\n'
-            f'  <Header value="Rewrites of the question: does each ask exactly the same thing?"/>\n{rewrites}\n'
-            f'{drafts}\n</View>')
+            f'{rewrites}\n'
+            f'{drafts}\n{checklist}\n</View>')
 
 
 @dataclass
@@ -177,10 +189,17 @@ def task_for(sample: Sample, image_url: str) -> dict:
     focus = next((turn.focus_points for turn in sample.conversation if turn.focus_points), [])
     data = {"sample_id": sample.id, "image": image_url,
             "dialogue": [{"author": turn.speaker, "text": turn.utterance} for turn in turns],
-            "rewrites": [{"text": rewrite.text} for rewrite in sample.rewrites],
+            "rewrites": [{"text": rewrite.text, "label": f"Rewrite {number} - does it ask exactly what the question "
+                                                          f"asks? {rewrite.text}"}
+                         for number, rewrite in enumerate(sample.rewrites, 1)],
             "captions": [{"label": "Caption"}] if sample.caption else [],
             "references": [{"question": f"Reference answer to: {turn.utterance}"} for turn in referenced],
             "focus": [{"label": "Focus points of the last turn, one per line"}] if focus else []}
+    user_turns = [turn for turn in sample.conversation if turn.speaker == "user"]
+    data["checklist"] = [{"label": f"Turn {number}: {item.question} ({item.main_criteria} / {item.sub_criteria})"}
+                         for number, turn in enumerate(user_turns, 1) for item in turn.checklist]
+    data["checklist_turns"] = [{"label": f"Add items for turn {number}"} for number, turn in enumerate(user_turns, 1)
+                               if turn.checklist]
     drafts = ([("caption_0", "caption_for_0", sample.caption)] if sample.caption else [])
     drafts += [(f"reference_{index}", f"turn_{index}", turn.reference) for index, turn in enumerate(referenced)]
     drafts += [("focus_0", "focus_for_0", "\n".join(focus))] if focus else []
@@ -212,13 +231,16 @@ def _phase1_predictions(run_dir: Path) -> dict[str, list[dict]]:
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
     predictions: dict[str, list[dict]] = defaultdict(list)
     targets = {"caption": "caption_for_0", "focus": "focus_for_0"}
+    prefixes = {"reference": "turn_", "check": "item_", "checkedit": "item_", "checkadd": "turn_items_"}
     for row in rows:
         result = []
         for name, value in row["criteria"].items():
             if name.startswith(EDITABLE):
                 kind, index = name.rsplit("_", 1)
-                result.append({"from_name": name, "to_name": targets.get(kind, f"turn_{index}"), "type": "textarea",
-                               "value": {"text": [value]}})
+                to_name = targets.get(kind, f"{prefixes.get(kind, 'turn_')}{index}")
+                result.append({"from_name": name, "to_name": to_name, "type": "choices", "value": {"choices": [value]}}
+                              if kind == "check" else {"from_name": name, "to_name": to_name, "type": "textarea",
+                                                       "value": {"text": [value]}})
             else:
                 result.append({"from_name": name, "to_name": "dialogue" if name in CRITERIA else f"rewrite_{name[5:]}",
                                "type": "choices", "value": {"choices": [value]}})
@@ -296,11 +318,11 @@ def _single_choice(value: dict, allowed: tuple[str, ...]) -> str | None:
     return chosen[0] if len(chosen) == 1 and chosen[0] in allowed else None
 
 
-EDITABLE = ("caption_", "reference_", "focus_")
+EDITABLE = ("caption_", "reference_", "focus_", "check_", "checkedit_", "checkadd_")
 
 
-def parse_annotation(result: list[dict], rewrites: int = 0, references: int = 0
-                     ) -> tuple[dict[str, str] | None, str | None, str]:
+def parse_annotation(result: list[dict], rewrites: int = 0, references: int = 0, checklist: int = 0,
+                     checklist_turns: int = 0) -> tuple[dict[str, str] | None, str | None, str]:
     """(answers, notes, problem): the three yes/no criteria, keep/reject for each of the task's `rewrites`
     (as `keep_<i>`), edited drafts (`caption_0`, `reference_<i>` for i < `references`, `focus_0`: text), and the
     notes; or the reason the result is invalid."""
@@ -309,11 +331,18 @@ def parse_annotation(result: list[dict], rewrites: int = 0, references: int = 0
     for region in result or []:
         name, value = str(region.get("from_name")), region.get("value") or {}
         if name.startswith(EDITABLE) and not name.startswith(("caption_for_", "focus_for_")):
-            index = name.rsplit("_", 1)[1]
-            limit = references if name.startswith("reference_") else 1
+            kind, index = name.rsplit("_", 1)
+            limit = {"reference": references, "check": checklist, "checkedit": checklist,
+                     "checkadd": checklist_turns}.get(kind, 1)
             if not index.isdigit() or int(index) >= limit:
-                return None, None, f"{name}: no such draft in this task"
-            answers[name] = "\n".join(value.get("text") or []).strip()
+                return None, None, f"{name}: no such field in this task"
+            if kind == "check":
+                chosen = _single_choice(value, ("keep", "delete"))
+                if chosen is None:
+                    return None, None, f"{name}: expected keep or delete, got {value.get('choices')}"
+                answers[name] = chosen
+            else:
+                answers[name] = "\n".join(value.get("text") or []).strip()
             continue
         if name in CRITERIA or name.startswith("keep_"):
             allowed = ("yes", "no") if name in CRITERIA else ("keep", "reject")
@@ -341,8 +370,9 @@ def read_annotations(client, project_id: int, by_task: dict[int, str]) -> tuple[
             if annotation.get("was_cancelled"):
                 continue
             seen += 1
-            answers, notes, problem = parse_annotation(annotation.get("result"), len(task.data.get("rewrites") or []),
-                                                       len(task.data.get("references") or []))
+            answers, notes, problem = parse_annotation(
+                annotation.get("result"), len(task.data.get("rewrites") or []), len(task.data.get("references") or []),
+                len(task.data.get("checklist") or []), len(task.data.get("checklist_turns") or []))
             record = {"sample_id": sample_id, "task_id": task.id, "annotation_id": annotation["id"],
                       "reviewer": annotation.get("completed_by"), "updated_at": annotation.get("updated_at")}
             if problem:

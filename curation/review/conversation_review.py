@@ -7,7 +7,8 @@
   judged three criteria (natural, correct, needs the image; Sec. 3.4); a majority "no" on any rejects the item as
   `reviewer_rejected` with the criteria as reasons (`unnatural`, `incorrect`, `answerable_without_image`); each
   paraphrase rewrite is kept or rejected by its own majority (AlignMMBench reviewed every rewrite); edited
-  captions, references and focus points (ConvBench's refinement) replace the drafts. While
+  captions, references and focus points (ConvBench's refinement) replace the drafts, and checklist items are
+  kept, deleted, rewritten or added (MultiVerse reviewed its checklists). While
   any item has no outcome (not annotated yet, or a tie waiting for a second phase) the stage waits: the run
   stops there (exit 5) and a rerun after the next pull continues.
 
@@ -92,7 +93,36 @@ def apply_edits(item: Sample, edits: dict[str, str]) -> Sample:
         position = next((index for index, turn in enumerate(turns) if turn.focus_points), None)
         if position is not None:
             turns[position] = turns[position].model_copy(update={"focus_points": [p for p in points if p]})
+    turns = _edit_checklists(turns, edits)
     return item.model_copy(update={"conversation": turns, "caption": edits.get("caption_0", item.caption)})
+
+
+def _edit_checklists(turns: list, edits: dict[str, str]) -> list:
+    """`check_<k>` keep/delete and `checkedit_<k>` a new question for the k-th item (user turns in order, items in
+    order); `checkadd_<t>` new items `question | main | sub`, one per line, for the t-th user turn with a checklist."""
+    from schemas import ChecklistItem
+    flat = [(position, index) for position, turn in enumerate(turns) if turn.speaker == "user"
+            for index in range(len(turn.checklist))]
+    with_items = [position for position, turn in enumerate(turns) if turn.speaker == "user" and turn.checklist]
+    lists = {position: list(turns[position].checklist) for position in with_items}
+    deleted = set()
+    for k, (position, index) in enumerate(flat):
+        if edits.get(f"checkedit_{k}"):
+            lists[position][index] = lists[position][index].model_copy(
+                update={"question": edits[f"checkedit_{k}"], "source_model": "reviewer"})
+        if edits.get(f"check_{k}") == "delete":
+            deleted.add((position, index))
+    for t, position in enumerate(with_items):
+        for line in (edits.get(f"checkadd_{t}") or "").splitlines():
+            parts = [part.strip() for part in line.split("|")]
+            if parts[0]:
+                lists[position].append(ChecklistItem(question=parts[0], main_criteria=(parts + ["", ""])[1] or "Other",
+                                                     sub_criteria=(parts + ["", "", ""])[2] or "reviewer addition",
+                                                     source_model="reviewer"))
+    for position in with_items:
+        kept = [item for index, item in enumerate(lists[position]) if (position, index) not in deleted]
+        turns[position] = turns[position].model_copy(update={"checklist": kept})
+    return turns
 
 
 def select(items: list[Sample], cfg: ReviewConfig, ctx: StageContext) -> list[Verdict]:

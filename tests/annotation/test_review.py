@@ -249,3 +249,41 @@ def test_convbench_drafts_are_prefilled_and_the_reviewers_edits_replace_them(lab
     assert turns[1]["reference"] == "Because the light comes from the left, it is morning."
     assert turns[0]["reference"] == drafts["reference_0"] and row["caption"] == drafts["caption_0"]
     assert turns[2]["focus_points"] == ["names the light", "stays under 50 words"]
+
+
+def test_checklist_items_are_kept_deleted_rewritten_or_added(label_studio, tmp_path, monkeypatch):
+    monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
+    data, _, _ = label_studio
+    root = human_run(tmp_path, "checks")
+    connection = review.connect(data)
+    review.push(root, connection)
+    client = connection.client()
+    sample_id, task_id = sorted(review.load_state(root).pushed.items())[0]
+    before = {sample.id: sample for sample in review.review_input(root)}[sample_id]
+    first_turn = before.conversation[0].checklist
+    task = client.tasks.get(task_id)
+    assert len(task.data["checklist"]) == sum(len(t.checklist) for t in before.conversation)
+    reviewer = client.users.create(username="gil", email="gil@localhost", password="pw-gil-12345678").id
+    result = [{"from_name": name, "to_name": "dialogue", "type": "choices", "value": {"choices": ["yes"]}}
+              for name in review.CRITERIA]
+    result += [{"from_name": "check_0", "to_name": "item_0", "type": "choices", "value": {"choices": ["delete"]}},
+               {"from_name": "checkedit_1", "to_name": "item_1", "type": "textarea",
+                "value": {"text": ["Does the answer name both colours?"]}},
+               {"from_name": "checkadd_0", "to_name": "turn_items_0", "type": "textarea",
+                "value": {"text": ["Does the answer avoid guessing the brand? | Factual Correctness | no guessing"]}}]
+    client.annotations.create(id=task_id, result=result, completed_by=reviewer)
+    review.pull(root, connection)
+    others = [tid for sid, tid in review.load_state(root).pushed.items() if sid != sample_id]
+    for other in others:
+        annotate(client, other, reviewer)
+    review.pull(root, connection)
+    run_all(root)
+    final_dir = Path(json.loads((root / "state.json").read_text())["stages"][-1]["output_dir"])
+    row = next(r for r in map(json.loads, (final_dir / "kept.jsonl").read_text().splitlines()) if r["id"] == sample_id)
+    questions = [(item["question"], item["source_model"]) for item in row["conversation"][0]["checklist"]]
+    assert len(questions) == len(first_turn)  # one deleted, one added
+    assert first_turn[0].question not in [q for q, _ in questions]
+    assert questions[0] == ("Does the answer name both colours?", "reviewer")
+    assert questions[-1] == ("Does the answer avoid guessing the brand?", "reviewer")
+    assert row["conversation"][2]["checklist"] == before.conversation[2].model_dump()["checklist"]
