@@ -45,9 +45,22 @@ EMBED_MAX_BYTES = 300_000
 REVIEW_DIR = "review"
 
 
-def labeling_config() -> str:
-    """Image, the dialogue in bubbles (Paragraphs: the Chat tag is Enterprise-only), three required yes/no
-    criteria, notes, and keep/reject per paraphrase rewrite (AlignMMBench; none shown when a sample has none)."""
+SECTIONS = ("rewrites", "drafts", "checklists")
+
+
+def sections_for(samples: list[Sample]) -> tuple[str, ...]:
+    """The review kinds a round needs beyond the conversation judgement, from what its samples hold."""
+    found = {"rewrites": any(s.rewrites for s in samples),
+             "drafts": any(s.caption or any(t.reference or t.focus_points for t in s.conversation) for s in samples),
+             "checklists": any(t.checklist for s in samples for t in s.conversation)}
+    return tuple(name for name in SECTIONS if found[name])
+
+
+def labeling_config(sections: tuple[str, ...] = SECTIONS) -> str:
+    """Always: the image, the dialogue in bubbles (Paragraphs: the Chat tag is Enterprise-only), three required
+    yes/no criteria and notes (MultiVerse). Then per kind in `sections`: keep/reject per paraphrase rewrite
+    (AlignMMBench), editable drafts of caption, references and focus points (ConvBench), and keep, delete,
+    rewrite or add per checklist item (MultiVerse). Within a kind, a sample without such content shows nothing."""
     choices = "\n".join(
         f'  <Header value="{question}"/>\n'
         f'  <Choices name="{name}" toName="dialogue" choice="single" showInline="true" required="true">'
@@ -86,8 +99,9 @@ def labeling_config() -> str:
             f'  <Paragraphs name="dialogue" value="$dialogue" layout="dialogue" nameKey="author" textKey="text"/>\n'
             f'{choices}\n  <TextArea name="notes" toName="dialogue" rows="3" editable="true" '
             f'placeholder="What is wrong, if anything"/>\n'
-            f'{rewrites}\n'
-            f'{drafts}\n{checklist}\n</View>')
+            + "".join(f"{part}\n" for name, part in (("rewrites", rewrites), ("drafts", drafts),
+                                                      ("checklists", checklist)) if name in sections)
+            + "</View>")
 
 
 @dataclass
@@ -266,7 +280,7 @@ def _push(run_dir: Path, connection: Connection, phase: int, everything: bool) -
     project_field, pushed = ("project_id", state.pushed) if phase == 1 else ("phase2_project_id", state.phase2_pushed)
     if getattr(state, project_field) is None:
         title = f"{run_id} review round {state.round}" + (" phase 2" if phase == 2 else "")
-        project = client.projects.create(title=title, label_config=labeling_config())
+        project = client.projects.create(title=title, label_config=labeling_config(sections_for(samples)))
         setattr(state, project_field, project.id)
         state.title = state.title or title
         if connection.files_root is not None:

@@ -287,3 +287,18 @@ def test_checklist_items_are_kept_deleted_rewritten_or_added(label_studio, tmp_p
     assert questions[0] == ("Does the answer name both colours?", "reviewer")
     assert questions[-1] == ("Does the answer avoid guessing the brand?", "reviewer")
     assert row["conversation"][2]["checklist"] == before.conversation[2].model_dump()["checklist"]
+
+
+def test_each_round_gets_the_config_of_its_review_kinds():
+    from schemas import ChecklistItem, Rewrite, Turn
+    from tests.conftest import make_sample
+    check = ChecklistItem(question="q?", main_criteria="m", sub_criteria="s")
+    multiverse = make_sample(1, conversation=[Turn(speaker="user", utterance="u", checklist=[check])])
+    convbench = make_sample(2, caption="c", conversation=[Turn(speaker="user", utterance="u", reference="r")])
+    alignmm = make_sample(3, rewrites=[Rewrite(text="t")], conversation=[Turn(speaker="user", utterance="u")])
+    assert review.sections_for([multiverse]) == ("checklists",)
+    assert review.sections_for([convbench]) == ("drafts",)
+    assert review.sections_for([alignmm, convbench]) == ("rewrites", "drafts")
+    plain = review.labeling_config(())
+    assert "keep_{{idx}}" not in plain and "checkadd_" not in plain and 'name="natural"' in plain
+    assert "checkadd_{{idx}}" in review.labeling_config(("checklists",))
