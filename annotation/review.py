@@ -197,7 +197,7 @@ def _image_url(sample: Sample, connection: Connection, run_id: str) -> str:
     return f"data:image/{kind};base64,{base64.b64encode(data).decode()}"
 
 
-def task_for(sample: Sample, image_url: str) -> dict:
+def task_for(sample: Sample, image_url: str, run_id: str = "") -> dict:
     turns = [*sample.history, *sample.conversation]
     referenced = [turn for turn in sample.conversation if turn.speaker == "user" and turn.reference]
     focus = next((turn.focus_points for turn in sample.conversation if turn.focus_points), [])
@@ -219,7 +219,10 @@ def task_for(sample: Sample, image_url: str) -> dict:
     drafts += [("focus_0", "focus_for_0", "\n".join(focus))] if focus else []
     task = {"data": data, "meta": {"sample_id": sample.id}}
     if drafts:  # the model's drafts, shown pre-filled for the reviewer to correct
-        task["predictions"] = [{"model_version": "drafts", "result": [
+        producer = next((sample.generated_by[name] for name in ("reference", "caption", "focus_points")
+                         if name in sample.generated_by), None)
+        tag = f"{run_id}/{producer.backend}/{producer.model}" if producer else f"{run_id}/imported"
+        task["predictions"] = [{"model_version": tag, "result": [
             {"from_name": name, "to_name": target, "type": "textarea", "value": {"text": [text]}}
             for name, target, text in drafts]}]
     return task
@@ -298,7 +301,7 @@ def _push(run_dir: Path, connection: Connection, phase: int, everything: bool) -
         _save_state(run_dir, state)
 
     def to_task(sample: Sample) -> dict:
-        task = task_for(sample, _image_url(sample, connection, run_id))
+        task = task_for(sample, _image_url(sample, connection, run_id), run_id)
         return {**task, "predictions": predictions[sample.id]} if predictions.get(sample.id) else task
 
     import_in_batches(client, project_id, new, to_task, saved)

@@ -232,6 +232,7 @@ def test_convbench_drafts_are_prefilled_and_the_reviewers_edits_replace_them(lab
     task = client.tasks.get(task_id)
     drafts = {region["from_name"]: region["value"]["text"][0] for region in task.predictions[0].result}
     assert set(drafts) == {"caption_0", "reference_0", "reference_1", "reference_2", "focus_0"}
+    assert task.predictions[0].model_version == "cb/offline-heuristic/heuristics-v2"  # run id, backend, model
     assert len(task.data["references"]) == 3 and task.data["captions"] and task.data["focus"]
     reviewer = client.users.create(username="fay", email="fay@localhost", password="pw-fay-12345678").id
     result = [{"from_name": name, "to_name": "dialogue", "type": "choices", "value": {"choices": ["yes"]}}
