@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperGroup
 import yaml
 
 from curation.errors import BackendUnavailable, StageFailed, UserError
@@ -160,17 +161,72 @@ def report(
         typer.echo("\nhistograms: " + ", ".join(str(path) for path in written if path.suffix == ".png"))
 
 
-@app.command()
+class _ReleaseGroup(TyperGroup):
+    """`curate release RUN` writes a release; `curate release verify|diff ...` check them."""
+
+    def resolve_command(self, ctx, args):
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["write", *args]
+        return super().resolve_command(ctx, args)
+
+
+release_app = typer.Typer(cls=_ReleaseGroup, help="Write a versioned release of a run (`curate release RUN`), "
+                                                  "verify one, or diff two.", no_args_is_help=True)
+app.add_typer(release_app, name="release")
+
+
+@release_app.command("write", hidden=True)
 def release(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
     version: Annotated[Optional[str], typer.Option(help="Semantic version; default: the next free one.")] = None,
+    strict_licenses: Annotated[bool, typer.Option(help="Refuse sources whose licenses conflict or are unknown.")]
+    = False,
     out: OutOption = Path("outputs"),
 ) -> None:
     """Write a versioned release of a completed run (never overwrites an existing version)."""
     from curation.release.writer import write_release
     from curation.report import resolve_run_dir
 
-    typer.echo(str(write_release(resolve_run_dir(run_ref, out), out.resolve(), version)))
+    folder = write_release(resolve_run_dir(run_ref, out), out.resolve(), version, strict_licenses)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    for conflict in manifest.get("license_terms", {}).get("conflicts", []):
+        typer.echo(f"warning: license conflict: {conflict}", err=True)
+    typer.echo(str(folder))
+
+
+@release_app.command("verify")
+def release_verify(folder: Annotated[Path, typer.Argument(help="A release folder, wherever it was copied.")]) -> None:
+    """Re-check a release: every checksum, no file missing or extra, the manifest and the data's columns and size."""
+    from curation.release.verify import verify
+
+    problems = verify(folder)
+    for problem in problems:
+        typer.echo(problem)
+    typer.echo(f"{folder}: {'intact' if not problems else f'{len(problems)} problem(s)'}")
+    if problems:
+        raise typer.Exit(1)
+
+
+@release_app.command("diff")
+def release_diff(
+    first: Annotated[Path, typer.Argument(help="The older release folder.")],
+    second: Annotated[Path, typer.Argument(help="The newer release folder.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the differences as JSON.")] = False,
+) -> None:
+    """Samples added and removed, and for the others the columns that changed."""
+    from curation.release.verify import diff
+
+    result = diff(first, second)
+    if as_json:
+        typer.echo(json.dumps(result.__dict__, indent=2))
+        return
+    typer.echo(f"added {len(result.added)}, removed {len(result.removed)}, changed {len(result.changed)}")
+    for sample_id in result.added:
+        typer.echo(f"+ {sample_id}")
+    for sample_id in result.removed:
+        typer.echo(f"- {sample_id}")
+    for sample_id, fields in result.changed.items():
+        typer.echo(f"~ {sample_id}: {', '.join(fields)}")
 
 
 @app.command()

@@ -40,6 +40,16 @@ def _metadata(manifest: ReleaseManifest, spec: ReleaseSpec, config_name: str) ->
     return yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
 
 
+def _terms_text(manifest: ReleaseManifest) -> str:
+    terms = manifest.license_terms or {}
+    lines = [f"Terms the release carries from its sources: {terms.get('summary', 'unknown')}. Each sample keeps its "
+             f"source's license (column `license`)."]
+    if terms.get("conflicts"):
+        lines += ["", "**License conflicts** (no single license covers the whole release; use each sample under its "
+                      "own terms):", "", *(f"- {conflict}" for conflict in terms["conflicts"])]
+    return "\n".join(lines)
+
+
 def _source_table(samples: list[Sample]) -> str:
     rows = Counter((s.provenance.source_dataset, s.provenance.license) for s in samples)
     lines = ["| source | license | samples |", "|---|---|---:|"]
@@ -96,6 +106,8 @@ Review: {review}.{review_note}
 ## Sources and licenses
 
 {_source_table(samples)}
+
+{_terms_text(manifest)}
 
 ## Files
 

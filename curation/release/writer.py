@@ -22,6 +22,7 @@ from curation.release.card import render_card
 from curation.release.columns import FEATURES, to_row
 from curation.report import load_report
 from curation.runner import read_samples, write_json_atomic
+from curation.release.licenses import release_terms
 from curation.statistics import dataset_statistics
 from schemas import PromptUse, ReleaseManifest, Sample
 
@@ -91,7 +92,13 @@ def _manifest(samples: list[Sample], report, name: str, version: str, split: str
         sample_count=len(samples), split=split,
         licenses=dict(Counter(sample.provenance.license for sample in samples).most_common()),
         sources=dict(Counter(sample.provenance.source_dataset for sample in samples).most_common()),
-        statistics=dataset_statistics(samples))
+        statistics=dataset_statistics(samples), license_terms=_terms(samples))
+
+
+def _terms(samples: list[Sample]) -> dict:
+    terms = release_terms(samples)
+    return {"conditions": terms.conditions, "summary": terms.summary, "conflicts": terms.conflicts,
+            "sources_by_license": terms.sources_by_license}
 
 
 def _write_parquet(samples: list[Sample], path: Path) -> None:
@@ -110,11 +117,15 @@ def _checksums(folder: Path) -> dict[str, dict]:
     return files
 
 
-def write_release(run_dir: Path, out_dir: Path, version: str | None = None) -> Path:
-    """Release the run's final samples; returns the new release folder."""
+def write_release(run_dir: Path, out_dir: Path, version: str | None = None, strict_licenses: bool = False) -> Path:
+    """Release the run's final samples; returns the new release folder. With `strict_licenses`, sources whose
+    terms conflict (or are unknown) are an error naming them; otherwise the manifest and card list them."""
     samples, report = _final_samples(run_dir)
     if not samples:
         raise UserError(f"run {report.config.run_id} kept no samples; nothing to release (see `curate report`)")
+    conflicts = release_terms(samples).conflicts
+    if strict_licenses and conflicts:
+        raise UserError("license conflict (--strict-licenses): " + "; ".join(conflicts))
     _check_images(samples)
     spec = report.config.recipe.release
     release_root = out_dir / "releases" / spec.name

@@ -1,0 +1,70 @@
+"""The release's terms, computed from its sources' licenses: share-alike and non-commercial propagate.
+
+Each sample keeps its source's license (from ingest). A license id is read as a set of conditions:
+attribution (BY, Apache, MIT), share-alike (SA), non-commercial (NC), no conditions (CC0, Public-Domain), or
+unknown. The release carries every condition any source has. Two situations are conflicts that no single set of
+terms resolves, and are named with their sources: a share-alike source beside a non-commercial one whose terms
+differ (share-alike requires derivatives under the same license, which the other forbids; MultiVerse's sources
+are such a mix), and a source whose license is unknown.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from schemas import Sample
+
+NO_CONDITIONS = {"CC0-1.0", "Public-Domain", "Unlicense"}
+PERMISSIVE = {"Apache-2.0", "MIT", "BSD-2-Clause", "BSD-3-Clause"}
+
+
+def conditions(license_id: str) -> set[str] | None:
+    """{'attribution', 'share-alike', 'non-commercial'} a license imposes, or None when unknown."""
+    if license_id in NO_CONDITIONS:
+        return set()
+    if license_id in PERMISSIVE:
+        return {"attribution"}
+    upper = license_id.upper()
+    if upper.startswith("CC-BY"):
+        parts = set(upper.split("-"))
+        return {"attribution"} | ({"share-alike"} if "SA" in parts else set()) | (
+            {"non-commercial"} if "NC" in parts else set())
+    return None
+
+
+@dataclass
+class ReleaseTerms:
+    conditions: list[str]
+    sources_by_license: dict[str, list[str]]
+    conflicts: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        return ", ".join(self.conditions) or "no conditions"
+
+
+def release_terms(samples: list[Sample]) -> ReleaseTerms:
+    sources: dict[str, set[str]] = defaultdict(set)
+    for sample in samples:
+        sources[sample.provenance.license].add(sample.provenance.source_dataset)
+    found: set[str] = set()
+    conflicts = []
+    known = {license_id: conditions(license_id) for license_id in sources}
+    for license_id, terms in sorted(known.items()):
+        if terms is None:
+            conflicts.append(f"license '{license_id}' of {', '.join(sorted(sources[license_id]))} is unknown: the "
+                             f"release cannot state terms for it")
+        else:
+            found |= terms
+    share_alike = sorted(lic for lic, terms in known.items() if terms and "share-alike" in terms)
+    non_commercial = sorted(lic for lic, terms in known.items() if terms and "non-commercial" in terms)
+    for sa in share_alike:
+        for nc in non_commercial:
+            if sa != nc:
+                conflicts.append(f"{sa} ({', '.join(sorted(sources[sa]))}) requires derivatives under {sa}, which "
+                                 f"{nc} ({', '.join(sorted(sources[nc]))}) does not allow")
+    order = ["attribution", "share-alike", "non-commercial"]
+    return ReleaseTerms(conditions=[name for name in order if name in found],
+                        sources_by_license={lic: sorted(names) for lic, names in sorted(sources.items())},
+                        conflicts=conflicts)

@@ -1,0 +1,87 @@
+"""Checking a release folder anywhere, and comparing two releases.
+
+`verify`: every file listed in SHA256SUMS exists with that hash, no file is missing from it, the manifest
+validates against our schema and names the same files, and the data's columns and row count match.
+`diff`: samples added and removed (by `index`, our sample id), and for samples in both the columns that changed
+(the image is compared by its sha256).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from curation.errors import UserError
+from curation.fingerprint import sha256_file
+from curation.release.columns import FEATURES
+from curation.release.writer import CHECKSUM_FILE
+from schemas import ReleaseManifest
+
+
+def _rows(folder: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+    rows = []
+    for path in sorted((folder / "data").glob("*.parquet")):
+        table = pq.read_table(path, columns=[name for name in FEATURES if name != "image"])
+        rows += table.to_pylist()
+    return rows
+
+
+def verify(folder: Path) -> list[str]:
+    """Problems found (empty when the release is intact)."""
+    if not (folder / CHECKSUM_FILE).is_file():
+        raise UserError(f"{folder} is not a release folder (no {CHECKSUM_FILE})")
+    problems = []
+    listed = {}
+    for line in (folder / CHECKSUM_FILE).read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.partition("  ")
+        listed[name] = digest
+    present = {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()} - {CHECKSUM_FILE}
+    problems += [f"missing: {name}" for name in sorted(set(listed) - present)]
+    problems += [f"not in {CHECKSUM_FILE}: {name}" for name in sorted(present - set(listed))]
+    problems += [f"changed: {name}" for name in sorted(set(listed) & present)
+                 if sha256_file(folder / name) != listed[name]]
+    try:
+        manifest = ReleaseManifest.model_validate_json((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValidationError) as error:
+        return problems + [f"manifest.json invalid: {str(error).splitlines()[0]}"]
+    problems += [f"manifest lists {name} with another hash" for name, entry in manifest.files.items()
+                 if isinstance(entry, dict) and name in listed and entry.get("sha256") != listed[name]]
+    if not any(problem.startswith(("missing: data", "changed: data")) for problem in problems):
+        import pyarrow.parquet as pq
+        for path in sorted((folder / "data").glob("*.parquet")):
+            columns = set(pq.read_schema(path).names)
+            if columns != set(FEATURES):
+                problems.append(f"{path.name}: columns differ from the release schema: "
+                                f"{sorted(columns ^ set(FEATURES))}")
+        count = sum(pq.read_metadata(path).num_rows for path in (folder / "data").glob("*.parquet"))
+        if count != manifest.sample_count:
+            problems.append(f"{count} rows, the manifest says {manifest.sample_count}")
+    return problems
+
+
+@dataclass
+class ReleaseDiff:
+    added: list[str]
+    removed: list[str]
+    changed: dict[str, list[str]]
+
+
+def diff(first: Path, second: Path) -> ReleaseDiff:
+    for folder in (first, second):
+        if not (folder / "manifest.json").is_file():
+            raise UserError(f"{folder} is not a release folder (no manifest.json)")
+    before = {row["index"]: row for row in _rows(first)}
+    after = {row["index"]: row for row in _rows(second)}
+    changed = {}
+    for sample_id in sorted(set(before) & set(after)):
+        fields = sorted(name for name in before[sample_id] if name != "generated_by"
+                        and json.dumps(before[sample_id][name], sort_keys=True, default=str)
+                        != json.dumps(after[sample_id].get(name), sort_keys=True, default=str))
+        if fields:
+            changed[sample_id] = fields
+    return ReleaseDiff(added=sorted(set(after) - set(before)), removed=sorted(set(before) - set(after)),
+                       changed=changed)

@@ -1,0 +1,84 @@
+"""Release verification, diffs and license propagation."""
+
+import shutil
+
+import pytest
+
+from curation.errors import UserError
+from curation.recipes import resolve_run
+from curation.release.licenses import release_terms
+from curation.release.verify import diff, verify
+from curation.release.writer import write_release
+from curation.runner import RunStore, run_all
+from schemas import Provenance
+from tests.conftest import make_sample, run_curate
+from tests.curation.test_release import SMALL, small_run
+
+
+def released(tmp_path, run_id, **overrides):
+    run_dir = small_run(tmp_path, run_id)
+    if overrides:
+        config = RunStore(run_dir).load_config()
+        RunStore(run_dir).save_config(resolve_run("multiverse", out_dir=tmp_path / "out", run_id=run_id,
+                                                  input_path=config.input_path, overrides={**SMALL, **overrides}))
+    run_all(run_dir)
+    return run_dir, write_release(run_dir, tmp_path / "out")
+
+
+def test_a_copied_release_verifies_and_tampering_is_found(tmp_path):
+    _, folder = released(tmp_path, "a")
+    copy = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(folder, copy)
+    assert verify(copy) == []
+    parquet = next((copy / "data").glob("*.parquet"))
+    data = bytearray(parquet.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    parquet.write_bytes(bytes(data))
+    (copy / "notes.txt").write_text("added later")
+    problems = verify(copy)
+    assert f"changed: data/{parquet.name}" in problems and "not in SHA256SUMS: notes.txt" in problems
+    result = run_curate(["release", "verify", str(copy)], tmp_path)
+    assert result.returncode == 1 and "problem(s)" in result.stdout
+    with pytest.raises(UserError, match="not a release folder"):
+        verify(tmp_path)
+
+
+def test_diff_lists_added_removed_and_changed_samples(tmp_path):
+    _, first = released(tmp_path, "d1")
+    _, second = released(tmp_path, "d2", category_weighted_sample={"max_items": 4},
+                         conversation_generate={"min_utterances": 2, "turns": 2})
+    result = diff(first, second)
+    assert len(result.removed) == 2 and result.added == []
+    assert result.changed and all("conversation" in fields for fields in result.changed.values())
+    shown = run_curate(["release", "diff", str(first), str(second)], tmp_path)
+    assert shown.returncode == 0 and shown.stdout.startswith("added 0, removed 2, changed 4")
+
+
+def sample(seed, license_id, source):
+    return make_sample(seed, provenance=Provenance(source_dataset=source, source_id=str(seed), license=license_id))
+
+
+def test_share_alike_and_non_commercial_propagate_and_their_mix_is_a_named_conflict():
+    open_terms = release_terms([sample(1, "CC0-1.0", "photos"), sample(2, "CC-BY-4.0", "charts")])
+    assert open_terms.conditions == ["attribution"] and open_terms.conflicts == []
+    nc = release_terms([sample(1, "CC-BY-NC-4.0", "mmvet"), sample(2, "Apache-2.0", "mmmu")])
+    assert nc.conditions == ["attribution", "non-commercial"] and nc.conflicts == []
+    mix = release_terms([sample(1, "CC-BY-SA-4.0", "mathvista"), sample(2, "CC-BY-NC-4.0", "mmdu"),
+                         sample(3, "CC-BY-NC-SA-4.0", "alignmm")])
+    assert mix.conditions == ["attribution", "share-alike", "non-commercial"]
+    assert any("CC-BY-SA-4.0 (mathvista)" in c and "CC-BY-NC-4.0 (mmdu)" in c for c in mix.conflicts)
+    unknown = release_terms([sample(1, "unknown", "scraped")])
+    assert unknown.conflicts and "scraped" in unknown.conflicts[0]
+
+
+def test_strict_licenses_refuses_a_run_with_an_unknown_license(tmp_path):
+    run_dir = small_run(tmp_path, "lic")
+    config = RunStore(run_dir).load_config()
+    overrides = {**SMALL, "image_ingest": {"default_license": "unknown"}}
+    RunStore(run_dir).save_config(resolve_run("multiverse", out_dir=tmp_path / "out", run_id="lic",
+                                              input_path=config.input_path, overrides=overrides))
+    run_all(run_dir)
+    with pytest.raises(UserError, match="license conflict.*unknown"):
+        write_release(run_dir, tmp_path / "out", strict_licenses=True)
+    folder = write_release(run_dir, tmp_path / "out")
+    assert "License conflicts" in (folder / "README.md").read_text()
