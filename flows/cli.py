@@ -230,6 +230,25 @@ def release_diff(
 
 
 @app.command()
+def export(
+    benchmark: Annotated[str, typer.Argument(help="multiverse, convbench or alignmmbench.")],
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
+    to: Annotated[Path, typer.Option("--to", help="Folder to write the benchmark's own format into.")],
+    out: OutOption = Path("outputs"),
+) -> None:
+    """Write a finished run's samples in a seed benchmark's released format (MultiVerse's Hugging Face fields,
+    ConvBench's spreadsheet, AlignMMBench's JSONL), with the images, so its evaluator reads them unchanged."""
+    from curation.release.exporters import EXPORTERS
+    from curation.release.writer import final_samples
+    from curation.report import resolve_run_dir
+
+    if benchmark not in EXPORTERS:
+        raise UserError(f"unknown format '{benchmark}'; choose one of: {', '.join(EXPORTERS)}")
+    samples, _ = final_samples(resolve_run_dir(run_ref, out))
+    typer.echo(f"{len(samples)} samples -> {EXPORTERS[benchmark](samples, to)}")
+
+
+@app.command()
 def stats(
     source: Annotated[str, typer.Argument(metavar="SAMPLES", help="A samples JSONL (from `curate import` or a "
                                                                    "stage's kept.jsonl), or a run id or folder.")],

@@ -52,7 +52,7 @@ def next_free_version(release_root: Path, first_version: str) -> str:
     return f"{major}.{minor}.{patch + 1}"
 
 
-def _final_samples(run_dir: Path) -> tuple[list[Sample], object]:
+def final_samples(run_dir: Path) -> tuple[list[Sample], object]:
     report = load_report(run_dir)
     if not report.complete:
         raise UserError(f"run {report.config.run_id} is incomplete ({len(report.stages)} of {report.total_stages} "
@@ -120,7 +120,7 @@ def _checksums(folder: Path) -> dict[str, dict]:
 def write_release(run_dir: Path, out_dir: Path, version: str | None = None, strict_licenses: bool = False) -> Path:
     """Release the run's final samples; returns the new release folder. With `strict_licenses`, sources whose
     terms conflict (or are unknown) are an error naming them; otherwise the manifest and card list them."""
-    samples, report = _final_samples(run_dir)
+    samples, report = final_samples(run_dir)
     if not samples:
         raise UserError(f"run {report.config.run_id} kept no samples; nothing to release (see `curate report`)")
     conflicts = release_terms(samples).conflicts

@@ -1,0 +1,102 @@
+"""Exporters to the seed benchmarks' own released formats, so their evaluators read our samples unchanged.
+
+- multiverse: a Hugging Face dataset folder with MultiVerse's fields exactly (index, image, character, scenario,
+  goal, conversation of {speaker, utterance, checklist of {question, main_criteria, sub_criteria}}, and the
+  main/sub goal, task and image categories), parquet with the images embedded;
+- convbench: `ConvBench.xlsx`, sheet `multi_turn_benchmark`, with ID, image_id and the three turn instructions,
+  plus the columns its evaluator reads (instruction-conditioned-caption, first/second/third_turn_answer,
+  third_turn_demands), and the images in `visit_bench_images/`;
+- alignmmbench: `metadata.jsonl` with question_id, image_path, history [{user, assistant}], prompt, ref_answer,
+  task and category, and the images in `images/`.
+
+Each output is read back by the importer of the same name (`curate import`), which the tests do.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from curation.errors import UserError
+from schemas import Sample
+
+ORDINALS = ("first", "second", "third")
+
+
+def _image_name(sample: Sample) -> str:
+    return f"{sample.images[0].sha256[:16]}{Path(sample.images[0].path).suffix.lower() or '.png'}"
+
+
+def _copy_image(sample: Sample, folder: Path) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / _image_name(sample)
+    if not target.exists():
+        shutil.copyfile(sample.images[0].path, target)
+    return target.name
+
+
+def export_multiverse(samples: list[Sample], out: Path) -> Path:
+    from datasets import Dataset, Features, Image, List, Value
+    string = Value("string")
+    features = Features({
+        "index": string, "image": Image(), "character": string, "scenario": string, "goal": string,
+        "conversation": List({"speaker": string, "utterance": string,
+                              "checklist": List({"question": string, "main_criteria": string,
+                                                 "sub_criteria": string})}),
+        "main_goal_category": string, "sub_goal_category": string, "main_task_category": string,
+        "sub_task_category": string, "image_main_category": string, "image_sub_category": string})
+    rows = [{"index": s.id, "image": {"bytes": Path(s.images[0].path).read_bytes(), "path": _image_name(s)},
+             "character": s.persona.character if s.persona else None,
+             "scenario": s.persona.scenario if s.persona else None, "goal": s.persona.goal if s.persona else None,
+             "conversation": [{"speaker": t.speaker, "utterance": t.utterance,
+                               "checklist": [{"question": c.question, "main_criteria": c.main_criteria,
+                                              "sub_criteria": c.sub_criteria} for c in t.checklist]}
+                              for t in s.conversation],
+             "main_goal_category": s.categories.goal_main, "sub_goal_category": s.categories.goal_sub,
+             "main_task_category": s.categories.task_main, "sub_task_category": s.categories.task_sub,
+             "image_main_category": s.categories.image_main, "image_sub_category": s.categories.image_sub}
+            for s in samples]
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    Dataset.from_list(rows, features=features).to_parquet(str(out / "data" / "train-00000-of-00001.parquet"))
+    return out
+
+
+def export_convbench(samples: list[Sample], out: Path) -> Path:
+    from openpyxl import Workbook
+    book = Workbook()
+    sheet = book.active
+    sheet.title = "multi_turn_benchmark"
+    sheet.append(["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
+                  "The_third_turn_instruction", "instruction-conditioned-caption", "first_turn_answer",
+                  "second_turn_answer", "third_turn_answer", "third_turn_demands"])
+    for number, sample in enumerate(samples, 1):
+        turns = [turn for turn in sample.conversation if turn.speaker == "user"]
+        if len(turns) != 3:
+            raise UserError(f"sample {sample.id} has {len(turns)} user turns; ConvBench needs exactly 3 (use the "
+                            f"convbench recipe)")
+        focus = "\n".join(f"{k}. {point}" for k, point in enumerate(turns[2].focus_points, 1))
+        sheet.append([number, _copy_image(sample, out / "visit_bench_images"), *(t.utterance for t in turns),
+                      sample.caption, *(t.reference for t in turns), focus or None])
+    out.mkdir(parents=True, exist_ok=True)
+    book.save(out / "ConvBench.xlsx")
+    return out / "ConvBench.xlsx"
+
+
+def export_alignmmbench(samples: list[Sample], out: Path) -> Path:
+    lines = []
+    for sample in samples:
+        pairs = [{"user": sample.history[k].utterance, "assistant": sample.history[k + 1].utterance}
+                 for k in range(0, len(sample.history) - 1, 2)]
+        question = next(turn for turn in sample.conversation if turn.speaker == "user")
+        lines.append({"question_id": sample.id, "image_path": f"images/{_copy_image(sample, out / 'images')}",
+                      "history": pairs, "prompt": question.utterance, "ref_answer": question.reference,
+                      "task": sample.categories.task_sub or question.task_category,
+                      "category": sample.categories.task_main})
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "metadata.jsonl"
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+EXPORTERS = {"multiverse": export_multiverse, "convbench": export_convbench, "alignmmbench": export_alignmmbench}
