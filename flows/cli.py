@@ -249,6 +249,28 @@ def export(
 
 
 @app.command()
+def publish(
+    folder: Annotated[Path, typer.Argument(help="A release folder.")],
+    repo: Annotated[str, typer.Option(help="Hugging Face dataset repo, ORG/NAME.")],
+    upload: Annotated[bool, typer.Option("--upload", help="Upload for real (HF_TOKEN from the environment); "
+                                                          "without it, only the plan is shown.")] = False,
+) -> None:
+    """Publish a release to the Hugging Face Hub with a tag per version. Without --upload (the default) it
+    checks the folder and prints what would be uploaded."""
+    from curation.release.publish import plan, upload as do_upload
+
+    upload_plan = plan(folder, repo)
+    for name, size in upload_plan.files:
+        typer.echo(f"  {size:>12,}  {name}")
+    typer.echo(f"{len(upload_plan.files)} files, {upload_plan.total_bytes:,} bytes -> dataset {upload_plan.repo}, "
+               f"tag {upload_plan.tag}")
+    if not upload:
+        typer.echo("dry run: nothing uploaded (add --upload, with HF_TOKEN set)")
+        return
+    typer.echo(do_upload(folder, upload_plan))
+
+
+@app.command()
 def stats(
     source: Annotated[str, typer.Argument(metavar="SAMPLES", help="A samples JSONL (from `curate import` or a "
                                                                    "stage's kept.jsonl), or a run id or folder.")],

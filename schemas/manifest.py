@@ -62,6 +62,8 @@ class ReleaseManifest(Strict):
     licenses: dict[str, int] = Field(description="license -> number of samples")
     sources: dict[str, int] = Field(description="source dataset -> number of samples")
     statistics: DatasetStatistics | None = None
+    removed_on_request: dict[str, str] = Field(default_factory=dict, description="sample id -> reason, from the "
+                                                                                 "benchmark's REMOVALS.jsonl")
     license_terms: dict[str, JsonValue] = Field(default_factory=dict, description="conditions the release carries "
                                                                                    "(from its sources) and conflicts")
     files: dict[str, JsonValue] = Field(default_factory=dict, description="relative path -> {bytes, sha256}")

@@ -114,6 +114,26 @@ Review: {review}.{review_note}
 `data/*.parquet` (images embedded), `manifest.json` (configuration hash, prompts, models, funnel, seed),
 `SHA256SUMS` (checksums of every other file).
 
+## Datasheet
+
+- **Motivation.** {report.config.recipe.description} It follows the curation steps of {report.config.recipe.paper},
+  reproduced by recipe `{manifest.recipe}`.
+- **Composition.** {manifest.sample_count} samples in split `{spec.split}`, from {len(manifest.sources)} source(s)
+  ({", ".join(f"{name}: {count}" for name, count in manifest.sources.items())}). Each sample has an image, its
+  provenance and license, and the fields listed under Files; statistics are above.
+- **Collection process.** Images from the sources above; every generated field records its producer (backend,
+  model, prompt version) in the `generated_by` column. Backends: {", ".join(manifest.backends) or "none"}.
+- **Preprocessing.** The funnel above: each stage's removals with their reasons; deduplication, quality and
+  sampling parameters are in `manifest.json` (the run's configuration, hash `{manifest.config_sha256[:12]}`).
+- **Review.** {review}. Reviewer ids and outcomes are in each sample's `review_*` columns.
+- **Uses.** Evaluation of vision-language models. Not for training models that are then evaluated on it. Each
+  sample stays under its source's license; see Sources and licenses.
+- **Distribution.** This folder is self-contained: `curate release verify <folder>` re-checks it anywhere.
+- **Maintenance and removal.** To have a sample removed, add `{{"sample_id": ..., "reason": ...}}` to
+  `REMOVALS.jsonl` beside the versions (or ask the maintainers); the next release leaves it out and lists it in
+  `manifest.json` (`removed_on_request`). {len(manifest.removed_on_request)} sample(s) removed on request in this
+  version.
+
 ## Known limits
 
 - First-cut release format; datasheet and exporters are not included yet.

@@ -95,6 +95,27 @@ def _manifest(samples: list[Sample], report, name: str, version: str, split: str
         statistics=dataset_statistics(samples), license_terms=_terms(samples))
 
 
+REMOVALS_FILE = "REMOVALS.jsonl"
+
+
+def read_removals(release_root: Path) -> dict[str, str]:
+    """Samples to leave out of every later release of this benchmark: `<releases>/<name>/REMOVALS.jsonl`, one
+    `{"sample_id": ..., "reason": ...}` per line (a takedown request, a found error)."""
+    path = release_root / REMOVALS_FILE
+    if not path.exists():
+        return {}
+    removals = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                row = json.loads(line)
+                removals[str(row["sample_id"])] = str(row.get("reason") or "removal requested")
+            except (ValueError, KeyError, TypeError) as error:
+                raise UserError(f"{path} line {number} is not {{\"sample_id\": ..., \"reason\": ...}}: {error}") \
+                    from error
+    return removals
+
+
 def _terms(samples: list[Sample]) -> dict:
     terms = release_terms(samples)
     return {"conditions": terms.conditions, "summary": terms.summary, "conflicts": terms.conflicts,
@@ -121,6 +142,10 @@ def write_release(run_dir: Path, out_dir: Path, version: str | None = None, stri
     """Release the run's final samples; returns the new release folder. With `strict_licenses`, sources whose
     terms conflict (or are unknown) are an error naming them; otherwise the manifest and card list them."""
     samples, report = final_samples(run_dir)
+    spec = report.config.recipe.release
+    removals = read_removals(out_dir / "releases" / spec.name)
+    removed = sorted(sample.id for sample in samples if sample.id in removals)
+    samples = [sample for sample in samples if sample.id not in removals]
     if not samples:
         raise UserError(f"run {report.config.run_id} kept no samples; nothing to release (see `curate report`)")
     conflicts = release_terms(samples).conflicts
@@ -139,7 +164,8 @@ def write_release(run_dir: Path, out_dir: Path, version: str | None = None, stri
     shutil.rmtree(partial, ignore_errors=True)
     data_file = partial / "data" / f"{spec.split}-00000-of-00001.parquet"
     _write_parquet(samples, data_file)
-    manifest = _manifest(samples, report, spec.name, version, spec.split)
+    manifest = _manifest(samples, report, spec.name, version, spec.split).model_copy(
+        update={"removed_on_request": {sample_id: removals[sample_id] for sample_id in removed}})
     # `datasets` caches a local folder under its base name ("0.1.0") and config name; offline it returns a cached
     # copy by those names alone, so another benchmark's 0.1.0 would load instead. A config name unique to the
     # data keeps each release apart; `load_dataset(folder)` still needs no name (there is one config).

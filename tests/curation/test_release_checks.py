@@ -82,3 +82,30 @@ def test_strict_licenses_refuses_a_run_with_an_unknown_license(tmp_path):
         write_release(run_dir, tmp_path / "out", strict_licenses=True)
     folder = write_release(run_dir, tmp_path / "out")
     assert "License conflicts" in (folder / "README.md").read_text()
+
+
+def test_a_removal_list_applies_to_the_next_release_and_is_recorded(tmp_path):
+    import json
+    run_dir, first = released(tmp_path, "rm")
+    kept_before = json.loads((first / "manifest.json").read_text())["sample_count"]
+    import pyarrow.parquet as pq
+    some_id = pq.read_table(next((first / "data").glob("*.parquet")), columns=["index"]).column(0)[0].as_py()
+    (first.parent / "REMOVALS.jsonl").write_text(json.dumps({"sample_id": some_id, "reason": "takedown request"})
+                                                 + "\n")
+    second = write_release(run_dir, tmp_path / "out")
+    manifest = json.loads((second / "manifest.json").read_text())
+    assert manifest["removed_on_request"] == {some_id: "takedown request"}
+    assert manifest["sample_count"] == kept_before - 1 and diff(first, second).removed == [some_id]
+    assert "1 sample(s) removed on request" in (second / "README.md").read_text()
+
+
+def test_publishing_shows_its_plan_and_needs_a_token_to_upload(tmp_path, monkeypatch):
+    _, folder = released(tmp_path, "pub")
+    dry = run_curate(["publish", str(folder), "--repo", "my-org/my-bench"], tmp_path)
+    assert dry.returncode == 0 and "tag v0.1.0" in dry.stdout and "dry run: nothing uploaded" in dry.stdout
+    assert "data/test-00000-of-00001.parquet" in dry.stdout and "manifest.json" in dry.stdout
+    env = {"HF_TOKEN": ""}
+    real = run_curate(["publish", str(folder), "--repo", "my-org/my-bench", "--upload"], tmp_path, env)
+    assert real.returncode == 2 and "HF_TOKEN" in real.stderr
+    bad = run_curate(["publish", str(folder), "--repo", "not a repo"], tmp_path)
+    assert bad.returncode == 2 and "is not ORG/NAME" in bad.stderr
