@@ -62,6 +62,7 @@ class ReleaseManifest(Strict):
     licenses: dict[str, int] = Field(description="license -> number of samples")
     sources: dict[str, int] = Field(description="source dataset -> number of samples")
     statistics: DatasetStatistics | None = None
+    review_projects: list[str] = Field(default_factory=list, description="Label Studio projects the reviews came from")
     removed_on_request: dict[str, str] = Field(default_factory=dict, description="sample id -> reason, from the "
                                                                                  "benchmark's REMOVALS.jsonl")
     license_terms: dict[str, JsonValue] = Field(default_factory=dict, description="conditions the release carries "

@@ -67,7 +67,7 @@ def _backend_notice(manifest: ReleaseManifest) -> str:
 
 
 def render_card(manifest: ReleaseManifest, report: RunReport, spec: ReleaseSpec, samples: list[Sample],
-                config_name: str) -> str:
+                config_name: str, plots: list[tuple[str, str]] = ()) -> str:
     prompts = "\n".join(f"- `{p.prompt_id}` v{p.version} (sha256 `{p.sha256[:12]}`)" for p in manifest.prompts)
     prompts = prompts or "- none (no stage called a model)"
     review = ", ".join(manifest.review_modes)
@@ -102,6 +102,8 @@ Review: {review}.{review_note}
 ## Statistics
 
 {statistics_markdown(manifest.statistics) if manifest.statistics else "-"}
+
+{chr(10).join(f"![{title}]({path})" for title, path in plots)}
 
 ## Sources and licenses
 

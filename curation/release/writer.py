@@ -23,6 +23,7 @@ from curation.release.columns import FEATURES, to_row
 from curation.report import load_report
 from curation.runner import read_samples, write_json_atomic
 from curation.release.licenses import release_terms
+from curation.release.plots import write_plots
 from curation.statistics import dataset_statistics
 from schemas import PromptUse, ReleaseManifest, Sample
 
@@ -92,7 +93,8 @@ def _manifest(samples: list[Sample], report, name: str, version: str, split: str
         sample_count=len(samples), split=split,
         licenses=dict(Counter(sample.provenance.license for sample in samples).most_common()),
         sources=dict(Counter(sample.provenance.source_dataset for sample in samples).most_common()),
-        statistics=dataset_statistics(samples), license_terms=_terms(samples))
+        statistics=dataset_statistics(samples), license_terms=_terms(samples),
+        review_projects=sorted({sample.review.project for sample in samples if sample.review.project}))
 
 
 REMOVALS_FILE = "REMOVALS.jsonl"
@@ -170,7 +172,9 @@ def write_release(run_dir: Path, out_dir: Path, version: str | None = None, stri
     # copy by those names alone, so another benchmark's 0.1.0 would load instead. A config name unique to the
     # data keeps each release apart; `load_dataset(folder)` still needs no name (there is one config).
     config_name = f"{spec.name}-{version}-{sha256_file(data_file)[:12]}"
-    (partial / "README.md").write_text(render_card(manifest, report, spec, samples, config_name), encoding="utf-8")
+    plots = write_plots(samples, partial, out_dir / "cache" / "matplotlib")
+    (partial / "README.md").write_text(render_card(manifest, report, spec, samples, config_name, plots),
+                                       encoding="utf-8")
     manifest = manifest.model_copy(update={"files": _checksums(partial)})
     write_json_atomic(partial / "manifest.json", manifest.model_dump(mode="json"))
     _checksums(partial)

@@ -114,6 +114,9 @@ def test_a_review_round_from_push_to_the_release_funnel(label_studio, tmp_path, 
     final_dir = Path(json.loads((run_dir / "state.json").read_text())["stages"][-1]["output_dir"])
     kept = [json.loads(line) for line in (final_dir / "kept.jsonl").read_text().splitlines()]
     assert {row["review"]["mode"] for row in kept} == {"human"} and all(row["review"]["reviewers"] for row in kept)
+    from curation.release.writer import write_release
+    manifest = json.loads((write_release(run_dir, tmp_path / "out") / "manifest.json").read_text())
+    assert manifest["review_projects"] == ["rev review round 1"] and manifest["review_modes"] == ["human"]
     logs = [path for path in run_dir.rglob("*") if path.is_file() and token.encode() in path.read_bytes()]
     assert logs == []
 

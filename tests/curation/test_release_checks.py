@@ -109,3 +109,12 @@ def test_publishing_shows_its_plan_and_needs_a_token_to_upload(tmp_path, monkeyp
     assert real.returncode == 2 and "HF_TOKEN" in real.stderr
     bad = run_curate(["publish", str(folder), "--repo", "not a repo"], tmp_path)
     assert bad.returncode == 2 and "is not ORG/NAME" in bad.stderr
+
+
+def test_the_card_shows_distribution_plots_that_the_checksums_cover(tmp_path):
+    _, folder = released(tmp_path, "plots")
+    card = (folder / "README.md").read_text()
+    shown = [line.split("(")[1].rstrip(")") for line in card.splitlines() if line.startswith("![")]
+    assert {"plots/image_categories.png", "plots/turns.png", "plots/question_length.png"} <= set(shown)
+    assert all((folder / path).read_bytes()[:4] == b"\x89PNG" for path in shown)
+    assert all(path in (folder / "SHA256SUMS").read_text() for path in shown) and verify(folder) == []
