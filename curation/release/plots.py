@@ -28,19 +28,17 @@ def _bars(counts: Counter, title: str, path: Path, horizontal: bool = True) -> P
     else:
         bars = axis.bar(labels, values, color="#4c72b0")
     axis.bar_label(bars, fontsize=7, padding=2)
-    axis.set_title(title, fontsize=10)
-    for side in ("top", "right"):
-        axis.spines[side].set_visible(False)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return _finish(plt, figure, axis, title, path)
 
 
 def _histogram(values: list[int], title: str, path: Path) -> Path:
     plt = _figure()
     figure, axis = plt.subplots(figsize=(7, 3.2))
     axis.hist(values, bins=min(30, max(5, len(set(values)))), color="#4c72b0")
+    return _finish(plt, figure, axis, title, path)
+
+
+def _finish(plt, figure, axis, title: str, path: Path) -> Path:
     axis.set_title(title, fontsize=10)
     for side in ("top", "right"):
         axis.spines[side].set_visible(False)
