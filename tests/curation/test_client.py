@@ -23,12 +23,14 @@ def test_reset_durations_are_parsed(text, seconds):
     assert parse_duration(text) == seconds
 
 
-def test_retry_after_headers_in_every_form():
+def test_retry_after_headers_in_every_form(monkeypatch):
     assert retry_after_seconds({"retry-after-ms": "150"}) == 0.15
     assert retry_after_seconds({"retry-after": "0.5"}) == 0.5
     assert retry_after_seconds({"retry-after-ms": "20", "retry-after": "9"}) == 0.02
-    future = email.utils.formatdate(time.time() + 30, usegmt=True)
-    assert 25 < retry_after_seconds({"retry-after": future}) <= 31
+    now = 1_800_000_000.0  # a fixed clock: the HTTP-date form is a difference from "now"
+    monkeypatch.setattr("curation.models.client.time.time", lambda: now)
+    assert retry_after_seconds({"retry-after": email.utils.formatdate(now + 30, usegmt=True)}) == 30.0
+    assert retry_after_seconds({"retry-after": email.utils.formatdate(now - 5, usegmt=True)}) == 0.0
     assert retry_after_seconds({}) is None and retry_after_seconds(None) is None
 
 
