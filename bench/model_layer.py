@@ -43,7 +43,6 @@ import hashlib
 import io
 import json
 import os
-import random
 import signal
 import sqlite3
 import subprocess
@@ -60,8 +59,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (sets HOME etc. to a temp dir before anything else is imported)
 
 import psutil  # noqa: E402
-from PIL import Image, ImageDraw  # noqa: E402
+from PIL import Image  # noqa: E402
 
+from tests.factories import make_image, scripted_reply  # noqa: E402
 from tests.fakes import openai_server as fake_module  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, Fault, _Reply  # noqa: E402
 
@@ -88,19 +88,6 @@ QUICK = {"n_client": 320, "n_backend": 320, "n_stage": 160, "n_breakdown": 100, 
 
 def canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def scripted(body: dict) -> object | None:
-    """Well-formed conversations and checklists (so they pass the stages' checks); else a schema instance."""
-    name = (body.get("response_format") or {}).get("json_schema", {}).get("name")
-    if name == "ConversationReply":
-        return {"utterances": [{"speaker": speaker, "text": f"{speaker} says something about turn {index}"}
-                               for index, speaker in enumerate(["user", "assistant"] * 4)]}
-    if name == "ChecklistReply":
-        return {"checklists": [{"user_turn": turn, "items": [
-            {"question": f"Does answer {turn} use the image?", "main_criteria": "Perceptual Understanding",
-             "sub_criteria": "grounding"}]} for turn in range(1, 5)]}
-    return None
 
 
 FAULT_MIXES = {
@@ -166,7 +153,7 @@ def serve(latency: float, faults: str, responder: str) -> None:
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     with BenchServer(latency_seconds=latency, faults=list(FAULT_MIXES[faults]),
-                     responder=scripted if responder == "scripted" else None) as server:
+                     responder=scripted_reply if responder == "scripted" else None) as server:
         print(server.base_url, flush=True)
         while not done.wait(0.5):
             pass
@@ -214,23 +201,8 @@ class ServerProcess:
 
 # ================================================================================================ helpers
 
-def make_image(path: Path, seed: int, size: tuple[int, int] = IMAGE_SIZE) -> Path:
-    """A deterministic small PNG: coloured rectangles and lines drawn from `seed`."""
-    rng = random.Random(seed)
-    image = Image.new("RGB", size, tuple(rng.randrange(256) for _ in range(3)))
-    draw = ImageDraw.Draw(image)
-    for _ in range(12):
-        x0, y0 = rng.randrange(size[0]), rng.randrange(size[1])
-        x1, y1 = x0 + rng.randrange(20, size[0] // 2), y0 + rng.randrange(20, size[1] // 2)
-        draw.rectangle([x0, y0, x1, y1], fill=tuple(rng.randrange(256) for _ in range(3)))
-        draw.line([rng.randrange(size[0]), 0, rng.randrange(size[0]), size[1]], fill=(0, 0, 0), width=3)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path)
-    return path
-
-
 def make_images(folder: Path, count: int, first_seed: int = 0) -> list[Path]:
-    return [make_image(folder / f"img-{seed:05d}.png", seed) for seed in range(first_seed, first_seed + count)]
+    return [make_image(folder / f"img-{seed:05d}.png", seed, IMAGE_SIZE) for seed in range(first_seed, first_seed + count)]
 
 
 def image_refs(paths: list[Path]):
@@ -684,7 +656,7 @@ def bench_sigkill(cfg: dict, work: Path, use_cli: bool) -> dict:
         return time.monotonic() - start
 
     # an uninterrupted run for reference
-    with BenchServer(latency_seconds=cfg["kill_latency"], responder=scripted) as server:
+    with BenchServer(latency_seconds=cfg["kill_latency"], responder=scripted_reply) as server:
         start = time.monotonic()
         finish(launch(work / "reference", server, "reference"), "reference")
         reference_seconds = time.monotonic() - start
@@ -692,7 +664,7 @@ def bench_sigkill(cfg: dict, work: Path, use_cli: bool) -> dict:
     reference_ids = release_ids(work / "reference")
     expected = reference["ok_by_schema"].get(schema, 0)
 
-    with BenchServer(latency_seconds=cfg["kill_latency"], responder=scripted) as server:
+    with BenchServer(latency_seconds=cfg["kill_latency"], responder=scripted_reply) as server:
         process = launch(work / "killed", server, "killed")
         started = time.monotonic()
         while process.poll() is None:

@@ -175,19 +175,48 @@ release_app = typer.Typer(cls=_ReleaseGroup, help="Write a versioned release of 
 app.add_typer(release_app, name="release")
 
 
+def _parse_splits(entries: list[str]) -> dict[str, float]:
+    splits = {}
+    for entry in entries:
+        name, sep, fraction = entry.partition("=")
+        try:
+            splits[name.strip()] = float(fraction)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise typer.BadParameter(f"'{entry}' is not NAME=FRACTION (e.g. test=0.9)", param_hint="--split")
+    return splits
+
+
 @release_app.command("write", hidden=True)
 def release(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
     version: Annotated[Optional[str], typer.Option(help="Semantic version; default: the next free one.")] = None,
     strict_licenses: Annotated[bool, typer.Option(help="Refuse sources whose licenses conflict or are unknown.")]
     = False,
+    split: Annotated[Optional[list[str]], typer.Option(
+        metavar="NAME=FRACTION", help="Instead of the recipe's splits, e.g. --split test=0.9 --split "
+                                      "validation=0.1. A sample's split depends on its id only, so it stays put "
+                                      "across versions.")] = None,
+    max_shard_mb: Annotated[Optional[float], typer.Option(help="Cut parquet files at about this size "
+                                                               "(default: the recipe's, 500).")] = None,
     out: OutOption = Path("outputs"),
 ) -> None:
     """Write a versioned release of a completed run (never overwrites an existing version)."""
+    from rich.progress import Progress
+
     from curation.release.writer import write_release
     from curation.report import resolve_run_dir
 
-    folder = write_release(resolve_run_dir(run_ref, out), out.resolve(), version, strict_licenses)
+    overrides = {}
+    if split:
+        overrides["splits"] = _parse_splits(split)
+    if max_shard_mb is not None:
+        overrides["max_shard_mb"] = max_shard_mb
+    with Progress(transient=True) as bar:
+        task = bar.add_task("writing samples", total=None)
+        folder = write_release(resolve_run_dir(run_ref, out), out.resolve(), version, strict_licenses, overrides,
+                               lambda: bar.advance(task))
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     for conflict in manifest.get("license_terms", {}).get("conflicts", []):
         typer.echo(f"warning: license conflict: {conflict}", err=True)
@@ -263,7 +292,8 @@ def publish(
     for name, size in upload_plan.files:
         typer.echo(f"  {size:>12,}  {name}")
     typer.echo(f"{len(upload_plan.files)} files, {upload_plan.total_bytes:,} bytes -> dataset {upload_plan.repo}, "
-               f"tag {upload_plan.tag}")
+               f"tag {upload_plan.tag}; files of the repo that this version lacks are deleted in the same commit "
+               f"(earlier versions stay under their tags)")
     if not upload:
         typer.echo("dry run: nothing uploaded (add --upload, with HF_TOKEN set)")
         return

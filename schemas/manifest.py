@@ -58,7 +58,8 @@ class ReleaseManifest(Strict):
     review_modes: list[str]
     funnel: list[StageStats]
     sample_count: int
-    split: str
+    splits: dict[str, int] = Field(description="split name -> number of samples")
+    split_fractions: dict[str, float] = Field(description="the fractions the splits were drawn with")
     licenses: dict[str, int] = Field(description="license -> number of samples")
     sources: dict[str, int] = Field(description="source dataset -> number of samples")
     statistics: DatasetStatistics | None = None

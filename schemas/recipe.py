@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, field_validator
 
 from schemas.sample import Strict
 
@@ -56,12 +57,31 @@ class StageSpec(Strict):
     config: dict[str, JsonValue] = Field(default_factory=dict)
 
 
+SPLIT_NAME = r"^[a-z][a-z0-9_]*$"
+
+
 class ReleaseSpec(Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
-    split: Literal["train", "test", "validation"] = "test"
+    splits: dict[str, float] = Field(
+        default_factory=lambda: {"test": 1.0},
+        description="split name -> fraction of the samples. A sample's split follows from a hash of the release "
+                    "name and its id alone, so it keeps its split in every later version whatever else changes")
+    max_shard_mb: float = Field(500, gt=0, description="parquet files are cut at about this size (images included)")
     first_version: str = Field("0.1.0", pattern=r"^\d+\.\d+\.\d+$")
     pretty_name: str
     task_categories: list[str] = Field(default_factory=lambda: ["image-text-to-text"])
+
+    @field_validator("splits")
+    @classmethod
+    def _fractions(cls, splits: dict[str, float]) -> dict[str, float]:
+        if not splits:
+            raise ValueError("at least one split is needed, e.g. {test: 1.0}")
+        bad = [name for name in splits if not re.match(SPLIT_NAME, name)]
+        if bad:
+            raise ValueError(f"split names must be lower-case words (a-z, 0-9, _): {bad}")
+        if any(fraction <= 0 for fraction in splits.values()) or abs(sum(splits.values()) - 1) > 1e-6:
+            raise ValueError(f"split fractions must be positive and add up to 1, got {splits}")
+        return splits
 
 
 class DemoSpec(Strict):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import signal
 import socket
@@ -41,9 +40,8 @@ for _name in ("PREFECT_API_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
     os.environ.pop(_name, None)
 
 import pytest  # noqa: E402
-from PIL import Image, ImageDraw  # noqa: E402
 
-from schemas import ImageRef, Provenance, Sample  # noqa: E402
+from tests.factories import make_image, make_sample  # noqa: E402,F401  (tests import them from here)
 
 REPO = Path(__file__).resolve().parents[1]
 CURATE = Path(sys.executable).parent / "curate"
@@ -108,30 +106,3 @@ def run_curate(args: list[str], cwd: Path, env: dict[str, str] | None = None, ti
     """The real `curate` console script in a subprocess."""
     return subprocess.run([str(CURATE), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
-
-
-# --- factories ---------------------------------------------------------------------------------------------
-
-def make_image(path: Path, seed: int, size: tuple[int, int] = (320, 240)) -> Path:
-    """A deterministic picture: coloured rectangles and lines drawn from `seed`."""
-    rng = random.Random(seed)
-    image = Image.new("RGB", size, tuple(rng.randrange(256) for _ in range(3)))
-    draw = ImageDraw.Draw(image)
-    for _ in range(12):
-        x0, y0 = rng.randrange(size[0]), rng.randrange(size[1])
-        x1, y1 = x0 + rng.randrange(20, size[0] // 2), y0 + rng.randrange(20, size[1] // 2)
-        draw.rectangle([x0, y0, x1, y1], fill=tuple(rng.randrange(256) for _ in range(3)))
-        draw.line([rng.randrange(size[0]), 0, rng.randrange(size[0]), size[1]], fill=(0, 0, 0), width=3)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path)
-    return path
-
-
-def make_sample(seed: int, **updates) -> Sample:
-    rng = random.Random(seed)
-    sha = "".join(rng.choice("0123456789abcdef") for _ in range(64))
-    phash = "".join(rng.choice("0123456789abcdef") for _ in range(16))
-    sample = Sample(id=f"s{seed:04d}", images=[ImageRef(path=f"/nonexistent/{seed}.png", sha256=sha, size_bytes=1000,
-                                                       width=100, height=100, format="PNG", phash=phash)],
-                    provenance=Provenance(source_dataset="factory", source_id=str(seed), license="CC0-1.0"))
-    return sample.model_copy(update=updates)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections import Counter
 
 import yaml
+from datasets import DatasetInfo, SplitDict, SplitInfo
+from datasets.info import DatasetInfosDict
 
+from curation.release.columns import FEATURES
 from curation.report import RunReport, funnel_markdown
 from curation.statistics import statistics_markdown
 from schemas import ReleaseManifest, ReleaseSpec, Sample
@@ -31,12 +34,22 @@ def _license_metadata(licenses: dict[str, int]) -> dict:
             "license_details": "Samples keep their sources' terms; see the per-source table in this card."}
 
 
-def _metadata(manifest: ReleaseManifest, spec: ReleaseSpec, config_name: str) -> str:
+def _metadata(manifest: ReleaseManifest, spec: ReleaseSpec, config_name: str, files: dict, languages: list[str]
+              ) -> str:
+    """The Hub's YAML: license, tasks, sizes, one config with a data_files entry per split, and `dataset_info`
+    (the features and each split's size), which `datasets` also reads: it loads the columns with these
+    features and checks each split's row count against them."""
     meta = {**_license_metadata(manifest.licenses), "pretty_name": spec.pretty_name,
-            "task_categories": spec.task_categories, "language": ["en"],
+            "task_categories": spec.task_categories, "language": languages,
             "size_categories": [_size_category(manifest.sample_count)],
             "configs": [{"config_name": config_name,
-                         "data_files": [{"split": spec.split, "path": f"data/{spec.split}-*.parquet"}]}]}
+                         "data_files": [{"split": name, "path": f"data/{name}-*.parquet"} for name in files]}]}
+    splits = SplitDict({name: SplitInfo(name=name, num_bytes=entry.arrow_bytes, num_examples=entry.rows)
+                        for name, entry in files.items()})
+    info = DatasetInfo(features=FEATURES, splits=splits,
+                       download_size=sum(path.stat().st_size for entry in files.values() for path in entry.paths),
+                       dataset_size=sum(entry.arrow_bytes for entry in files.values()))
+    DatasetInfosDict({config_name: info}).to_dataset_card_data(meta)
     return yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
 
 
@@ -57,6 +70,36 @@ def _source_table(samples: list[Sample]) -> str:
     return "\n".join(lines)
 
 
+def _languages(samples: list[Sample]) -> list[str]:
+    """The samples' languages (set by language routing or an importer); English where none was recorded, as the
+    recipes' prompts are written in English."""
+    return sorted({sample.language for sample in samples if sample.language}) or ["en"]
+
+
+def _splits_text(manifest: ReleaseManifest) -> str:
+    text = ", ".join(f"`{name}` {count}" for name, count in manifest.splits.items())
+    if len(manifest.splits) == 1:
+        return f"one split: {text}"
+    fractions = ", ".join(f"{name} {fraction:g}" for name, fraction in manifest.split_fractions.items())
+    return (f"splits {text}; drawn with fractions {fractions} from a hash of each sample's id, so a sample stays in "
+            f"its split in every later version")
+
+
+def _limits(manifest: ReleaseManifest) -> str:
+    limits = []
+    if manifest.offline_outputs:
+        limits.append("Generated fields come from deterministic offline heuristics (see the notice above); they "
+                      "are placeholders for model output, not benchmark content.")
+    if "auto" in manifest.review_modes:
+        limits.append("Review mode `auto`: no person checked these samples.")
+    if manifest.license_terms.get("conflicts"):
+        limits.append("The sources' licenses conflict; no single license covers the release.")
+    if manifest.total_cost_usd is None:
+        limits.append("The cost of the model calls is unknown (a model without a price was used).")
+    limits.append("Statistics and plots describe this version only; compare versions with `curate release diff`.")
+    return "\n".join(f"- {limit}" for limit in limits)
+
+
 def _backend_notice(manifest: ReleaseManifest) -> str:
     if not manifest.offline_outputs:
         return f"Generated fields come from: {', '.join(manifest.models)} ({', '.join(manifest.backends)})."
@@ -67,13 +110,13 @@ def _backend_notice(manifest: ReleaseManifest) -> str:
 
 
 def render_card(manifest: ReleaseManifest, report: RunReport, spec: ReleaseSpec, samples: list[Sample],
-                config_name: str, plots: list[tuple[str, str]] = ()) -> str:
+                config_name: str, plots: list[tuple[str, str]], files: dict) -> str:
     prompts = "\n".join(f"- `{p.prompt_id}` v{p.version} (sha256 `{p.sha256[:12]}`)" for p in manifest.prompts)
     prompts = prompts or "- none (no stage called a model)"
     review = ", ".join(manifest.review_modes)
     review_note = (" Mode `auto` accepted every item without a person looking at it." if "auto" in review else "")
     return f"""---
-{_metadata(manifest, spec, config_name)}---
+{_metadata(manifest, spec, config_name, files, _languages(samples))}---
 
 # {spec.pretty_name} ({manifest.version})
 
@@ -86,7 +129,7 @@ run `{manifest.run_id}`, code `{manifest.code_version}`, seed {manifest.seed}.
 
 ```python
 from datasets import load_dataset
-ds = load_dataset("<this folder>")["{spec.split}"]
+ds = load_dataset("<this folder>")  # splits: {", ".join(f"{name} ({count})" for name, count in manifest.splits.items())}
 ```
 
 ## How it was built
@@ -113,14 +156,15 @@ Review: {review}.{review_note}
 
 ## Files
 
-`data/*.parquet` (images embedded), `manifest.json` (configuration hash, prompts, models, funnel, seed),
+`data/<split>-NNNNN-of-MMMMM.parquet` (images embedded; {sum(len(entry.paths) for entry in files.values())} file(s), each
+about {spec.max_shard_mb:g} MB at most), `manifest.json` (configuration hash, prompts, models, funnel, seed),
 `SHA256SUMS` (checksums of every other file).
 
 ## Datasheet
 
 - **Motivation.** {report.config.recipe.description} It follows the curation steps of {report.config.recipe.paper},
   reproduced by recipe `{manifest.recipe}`.
-- **Composition.** {manifest.sample_count} samples in split `{spec.split}`, from {len(manifest.sources)} source(s)
+- **Composition.** {manifest.sample_count} samples ({_splits_text(manifest)}), from {len(manifest.sources)} source(s)
   ({", ".join(f"{name}: {count}" for name, count in manifest.sources.items())}). Each sample has an image, its
   provenance and license, and the fields listed under Files; statistics are above.
 - **Collection process.** Images from the sources above; every generated field records its producer (backend,
@@ -138,5 +182,5 @@ Review: {review}.{review_note}
 
 ## Known limits
 
-- First-cut release format; datasheet and exporters are not included yet.
+{_limits(manifest)}
 """

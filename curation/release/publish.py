@@ -2,7 +2,9 @@
 
 The plan: the folder must verify; every file with its size and sha256; the dataset repo and the tag `v<version>`
 the upload creates. Uploading needs `HF_TOKEN` in the environment (never an argument, never logged) and is one
-`upload_folder` plus one `create_tag` with huggingface_hub.
+`upload_folder` plus one `create_tag` with huggingface_hub. The commit also deletes the repo's files that this
+version does not have: shards are named `-of-MMMMM`, so a previous version's extra shards would otherwise stay
+beside the new ones and `data/test-*.parquet` would load both. Earlier versions stay reachable by their tags.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class UploadPlan:
     repo: str
     tag: str
     files: list[tuple[str, int]]   # relative path, bytes
+    delete_patterns: tuple[str, ...] = ("*",)  # remote files of earlier versions that this one does not have
 
     @property
     def total_bytes(self) -> int:
@@ -51,6 +54,7 @@ def upload(folder: Path, upload_plan: UploadPlan) -> str:
     api = HfApi(token=token)
     api.create_repo(upload_plan.repo, repo_type="dataset", exist_ok=True)
     commit = api.upload_folder(repo_id=upload_plan.repo, folder_path=str(folder), repo_type="dataset",
-                               commit_message=f"Release {upload_plan.tag}")
+                               commit_message=f"Release {upload_plan.tag}",
+                               delete_patterns=list(upload_plan.delete_patterns))
     api.create_tag(upload_plan.repo, tag=upload_plan.tag, repo_type="dataset", revision=commit.oid)
     return f"https://huggingface.co/datasets/{upload_plan.repo}/tree/{upload_plan.tag}"

@@ -1,17 +1,21 @@
 """Checking a release folder anywhere, and comparing two releases.
 
 `verify`: every file listed in SHA256SUMS exists with that hash, no file is missing from it, the manifest
-validates against our schema and names the same files, and the data's columns and row count match.
+validates against our schema and names the same files, and the data's columns and rows per split match the
+manifest and the card's `dataset_info`.
 `diff`: samples added and removed (by `index`, our sample id), and for samples in both the columns that changed
-(the image is compared by its sha256).
+(the image is compared by its sha256; `split` when a sample moved between splits).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+from datasets.info import DatasetInfosDict
 from pydantic import ValidationError
 
 from curation.errors import UserError
@@ -21,13 +25,38 @@ from curation.release.writer import CHECKSUM_FILE
 from schemas import ReleaseManifest
 
 
+def split_of(path: Path) -> str:
+    """`test-00000-of-00002.parquet` -> `test`."""
+    return path.name.split("-", 1)[0]
+
+
 def _rows(folder: Path) -> list[dict]:
     import pyarrow.parquet as pq
     rows = []
     for path in sorted((folder / "data").glob("*.parquet")):
         table = pq.read_table(path, columns=[name for name in FEATURES if name != "image"])
-        rows += table.to_pylist()
+        rows += [{**row, "split": split_of(path)} for row in table.to_pylist()]
     return rows
+
+
+def _card_problems(folder: Path, rows_per_split: Counter) -> list[str]:
+    """The card's `dataset_info` is what `datasets` loads with: its features must be ours and each split's
+    row count the data's."""
+    text = (folder / "README.md").read_text(encoding="utf-8") if (folder / "README.md").is_file() else ""
+    if not text.startswith("---\n") or "\n---\n" not in text[4:]:
+        return ["README.md has no YAML metadata block"]
+    try:
+        infos = DatasetInfosDict.from_dataset_card_data(yaml.safe_load(text[4:text.index("\n---\n", 4)]))
+    except (yaml.YAMLError, ValueError, TypeError, KeyError) as error:
+        return [f"README.md metadata unreadable: {error}"]
+    if len(infos) != 1:
+        return [f"README.md declares {len(infos)} dataset_info configs, expected 1"]
+    info = next(iter(infos.values()))
+    problems = [] if info.features == FEATURES else ["README.md dataset_info features differ from the release schema"]
+    declared = {name: split.num_examples for name, split in (info.splits or {}).items()}
+    if declared != dict(rows_per_split):
+        problems.append(f"README.md dataset_info splits {declared}, the data has {dict(rows_per_split)}")
+    return problems
 
 
 def verify(folder: Path) -> list[str]:
@@ -57,9 +86,14 @@ def verify(folder: Path) -> list[str]:
             if columns != set(FEATURES):
                 problems.append(f"{path.name}: columns differ from the release schema: "
                                 f"{sorted(columns ^ set(FEATURES))}")
-        count = sum(pq.read_metadata(path).num_rows for path in (folder / "data").glob("*.parquet"))
-        if count != manifest.sample_count:
-            problems.append(f"{count} rows, the manifest says {manifest.sample_count}")
+        rows_per_split = Counter()
+        for path in (folder / "data").glob("*.parquet"):
+            rows_per_split[split_of(path)] += pq.read_metadata(path).num_rows
+        if sum(rows_per_split.values()) != manifest.sample_count:
+            problems.append(f"{sum(rows_per_split.values())} rows, the manifest says {manifest.sample_count}")
+        if dict(rows_per_split) != manifest.splits:
+            problems.append(f"rows per split {dict(rows_per_split)}, the manifest says {manifest.splits}")
+        problems += _card_problems(folder, rows_per_split)
     return problems
 
 

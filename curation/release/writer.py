@@ -7,14 +7,17 @@ only if no folder of that version exists. The parquet uses the Hugging Face Imag
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from datasets import Dataset, disable_progress_bars
+from pydantic import ValidationError
 
 from curation.errors import UserError
 from curation.fingerprint import sha256_file, sha256_json
@@ -25,7 +28,7 @@ from curation.runner import read_samples, write_json_atomic
 from curation.release.licenses import release_terms
 from curation.release.plots import write_plots
 from curation.statistics import dataset_statistics
-from schemas import PromptUse, ReleaseManifest, Sample
+from schemas import PromptUse, ReleaseManifest, ReleaseSpec, Sample
 
 CHECKSUM_FILE = "SHA256SUMS"
 
@@ -78,19 +81,20 @@ def total_cost(stages) -> float | None:
     return None if any(cost is None for cost in costs) else round(sum(costs), 6)
 
 
-def _manifest(samples: list[Sample], report, name: str, version: str, split: str) -> ReleaseManifest:
+def _manifest(samples: list[Sample], report, spec: ReleaseSpec, version: str, splits: dict[str, int]
+              ) -> ReleaseManifest:
     generations = [generation for sample in samples for generation in sample.generated_by.values()]
     prompts = {(g.prompt_id, g.prompt_version, g.prompt_sha256) for g in generations if g.prompt_id}
     config = report.config
     return ReleaseManifest(
-        name=name, version=version, created_at=datetime.now(UTC), run_id=config.run_id, recipe=config.recipe.name,
+        name=spec.name, version=version, created_at=datetime.now(UTC), run_id=config.run_id, recipe=config.recipe.name,
         config_sha256=sha256_json(config.recipe), code_version=config.code_version, seed=config.recipe.seed,
         backends=sorted({g.backend for g in generations}),
         offline_outputs=any(g.backend == "offline-heuristic" for g in generations),
         models=sorted({g.model for g in generations}), total_cost_usd=total_cost(report.stages),
         prompts=[PromptUse(prompt_id=p, version=v, sha256=s) for p, v, s in sorted(prompts)],
         review_modes=sorted({sample.review.mode or "none" for sample in samples}), funnel=report.stages,
-        sample_count=len(samples), split=split,
+        sample_count=len(samples), splits=splits, split_fractions=spec.splits,
         licenses=dict(Counter(sample.provenance.license for sample in samples).most_common()),
         sources=dict(Counter(sample.provenance.source_dataset for sample in samples).most_common()),
         statistics=dataset_statistics(samples), license_terms=_terms(samples),
@@ -124,10 +128,109 @@ def _terms(samples: list[Sample]) -> dict:
             "sources_by_license": terms.sources_by_license}
 
 
-def _write_parquet(samples: list[Sample], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    disable_progress_bars()  # a release writes one small shard; a bar per shard is noise
-    Dataset.from_list([to_row(sample) for sample in samples], features=FEATURES).to_parquet(str(path))
+def assign_split(release_name: str, sample_id: str, splits: dict[str, float]) -> str:
+    """The split of one sample: a hash of the release name and the sample id, placed on the splits' fractions in
+    the order the recipe lists them. Other samples play no part, so a sample keeps its split in every version."""
+    point = int(hashlib.sha256(f"{release_name}\0{sample_id}".encode()).hexdigest()[:16], 16) / 2 ** 64
+    edge = 0.0
+    for name, fraction in splits.items():
+        edge += fraction
+        if point < edge:
+            return name
+    return name  # rounding at the top edge
+
+
+def split_samples(samples: list[Sample], spec: ReleaseSpec) -> dict[str, list[Sample]]:
+    chosen = {name: [] for name in spec.splits}
+    for sample in samples:
+        chosen[assign_split(spec.name, sample.id, spec.splits)].append(sample)
+    empty = [name for name, members in chosen.items() if not members]
+    if empty:
+        raise UserError(f"split(s) {', '.join(empty)} would get none of the {len(samples)} samples; raise their "
+                        f"fraction or drop them (release.splits = {spec.splits})")
+    return chosen
+
+
+ROW_GROUP_BYTES = 32 * 1024 * 1024  # the unit a reader decodes at once (the Hub's viewer, `datasets` streaming)
+
+
+@dataclass
+class SplitFiles:
+    paths: list[Path]
+    rows: int
+    arrow_bytes: int  # the in-memory size `datasets` records as a split's num_bytes
+
+
+def _row_bytes(row: dict) -> int:
+    image = row["image"]["bytes"]
+    return len(image) + len(json.dumps({k: v for k, v in row.items() if k != "image"}, ensure_ascii=False))
+
+
+class _ShardWriter:
+    """Rows go out in row groups of about ROW_GROUP_BYTES through pyarrow's ParquetWriter; a file is closed when it
+    reaches `max_bytes` and the next one opened. The arrow schema carries the features (`huggingface` metadata),
+    so `datasets` reads the Image column as images. Memory holds one row group, whatever the shard size."""
+
+    def __init__(self, data_dir: Path, split: str, max_bytes: int):
+        self.data_dir, self.split, self.max_bytes = data_dir, split, max_bytes
+        self.schema = FEATURES.arrow_schema
+        self.paths: list[Path] = []
+        self.rows: list[dict] = []
+        self.group_bytes = self.file_bytes = self.arrow_bytes = 0
+        self.writer = None
+
+    def add(self, row: dict) -> None:
+        size = _row_bytes(row)
+        if self.writer is not None and self.file_bytes + self.group_bytes + size > self.max_bytes and (
+                self.rows or self.file_bytes):
+            self._flush_group()
+            self._close_file()
+        if self.rows and self.group_bytes + size > ROW_GROUP_BYTES:
+            self._flush_group()
+        if self.writer is None:
+            self._open_file()
+        self.rows.append(FEATURES.encode_example(row))
+        self.group_bytes += size
+
+    def _open_file(self) -> None:
+        import pyarrow.parquet as pq
+        path = self.data_dir / f".{self.split}-{len(self.paths):05d}.parquet"
+        self.writer = pq.ParquetWriter(str(path), self.schema)
+        self.paths.append(path)
+
+    def _flush_group(self) -> None:
+        import pyarrow as pa
+        if self.rows:
+            table = pa.Table.from_pylist(self.rows, schema=self.schema)
+            self.writer.write_table(table, row_group_size=len(self.rows))
+            self.arrow_bytes += table.nbytes
+            self.file_bytes += self.group_bytes
+            self.rows, self.group_bytes = [], 0
+
+    def _close_file(self) -> None:
+        self.writer.close()
+        self.writer, self.file_bytes = None, 0
+
+    def close(self) -> list[Path]:
+        if self.writer is not None:
+            self._flush_group()
+            self._close_file()
+        count = len(self.paths)
+        return [path.rename(self.data_dir / f"{self.split}-{number:05d}-of-{count:05d}.parquet")
+                for number, path in enumerate(self.paths)]
+
+
+def write_shards(samples: list[Sample], data_dir: Path, split: str, max_shard_bytes: int,
+                 on_row: Callable[[], None] = lambda: None) -> SplitFiles:
+    """Parquet files of about `max_shard_bytes` each, named `<split>-NNNNN-of-MMMMM.parquet` as the Hub does,
+    streamed row group by row group."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    shards = _ShardWriter(data_dir, split, max_shard_bytes)
+    for sample in samples:
+        shards.add(to_row(sample))
+        on_row()
+    paths = shards.close()
+    return SplitFiles(paths=paths, rows=len(samples), arrow_bytes=shards.arrow_bytes)
 
 
 def _checksums(folder: Path) -> dict[str, dict]:
@@ -140,11 +243,25 @@ def _checksums(folder: Path) -> dict[str, dict]:
     return files
 
 
-def write_release(run_dir: Path, out_dir: Path, version: str | None = None, strict_licenses: bool = False) -> Path:
-    """Release the run's final samples; returns the new release folder. With `strict_licenses`, sources whose
-    terms conflict (or are unknown) are an error naming them; otherwise the manifest and card list them."""
-    samples, report = final_samples(run_dir)
+def release_spec(report, overrides: dict | None = None) -> ReleaseSpec:
+    """The recipe's release section with the command line's changes (splits, shard size) validated."""
     spec = report.config.recipe.release
+    if not overrides:
+        return spec
+    try:
+        return ReleaseSpec.model_validate({**spec.model_dump(), **overrides})
+    except ValidationError as error:
+        raise UserError(f"release settings: {error.errors()[0]['msg']} ({overrides})") from error
+
+
+def write_release(run_dir: Path, out_dir: Path, version: str | None = None, strict_licenses: bool = False,
+                  overrides: dict | None = None, on_row: Callable[[], None] = lambda: None) -> Path:
+    """Release the run's final samples; returns the new release folder. With `strict_licenses`, sources whose
+    terms conflict (or are unknown) are an error naming them; otherwise the manifest and card list them.
+    `overrides` replaces release settings of the recipe (`splits`, `max_shard_mb`) for this release; `on_row` is
+    called once per sample written (a progress bar)."""
+    samples, report = final_samples(run_dir)
+    spec = release_spec(report, overrides)
     removals = read_removals(out_dir / "releases" / spec.name)
     removed = sorted(sample.id for sample in samples if sample.id in removals)
     samples = [sample for sample in samples if sample.id not in removals]
@@ -154,7 +271,6 @@ def write_release(run_dir: Path, out_dir: Path, version: str | None = None, stri
     if strict_licenses and conflicts:
         raise UserError("license conflict (--strict-licenses): " + "; ".join(conflicts))
     _check_images(samples)
-    spec = report.config.recipe.release
     release_root = out_dir / "releases" / spec.name
     version = version or next_free_version(release_root, spec.first_version)
     parse_version(version)
@@ -164,16 +280,19 @@ def write_release(run_dir: Path, out_dir: Path, version: str | None = None, stri
                         f"overwritten, pick another --version")
     partial = release_root / f".{version}.partial"
     shutil.rmtree(partial, ignore_errors=True)
-    data_file = partial / "data" / f"{spec.split}-00000-of-00001.parquet"
-    _write_parquet(samples, data_file)
-    manifest = _manifest(samples, report, spec.name, version, spec.split).model_copy(
+    by_split = split_samples(samples, spec)
+    files = {name: write_shards(members, partial / "data", name, int(spec.max_shard_mb * 1024 * 1024), on_row)
+             for name, members in by_split.items()}
+    manifest = _manifest(samples, report, spec, version, {name: len(members) for name, members in by_split.items()})
+    manifest = manifest.model_copy(
         update={"removed_on_request": {sample_id: removals[sample_id] for sample_id in removed}})
     # `datasets` caches a local folder under its base name ("0.1.0") and config name; offline it returns a cached
     # copy by those names alone, so another benchmark's 0.1.0 would load instead. A config name unique to the
     # data keeps each release apart; `load_dataset(folder)` still needs no name (there is one config).
-    config_name = f"{spec.name}-{version}-{sha256_file(data_file)[:12]}"
+    data_hash = sha256_json([sha256_file(path) for name in sorted(files) for path in files[name].paths])
+    config_name = f"{spec.name}-{version}-{data_hash[:12]}"
     plots = write_plots(samples, partial, out_dir / "cache" / "matplotlib")
-    (partial / "README.md").write_text(render_card(manifest, report, spec, samples, config_name, plots),
+    (partial / "README.md").write_text(render_card(manifest, report, spec, samples, config_name, plots, files),
                                        encoding="utf-8")
     manifest = manifest.model_copy(update={"files": _checksums(partial)})
     write_json_atomic(partial / "manifest.json", manifest.model_dump(mode="json"))

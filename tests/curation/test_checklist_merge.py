@@ -6,7 +6,7 @@ from curation.runner import RunStore, read_samples, run_all
 from schemas import ChecklistItem
 from tests.conftest import make_image
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.flows.test_flow_e2e import scripted
+from tests.factories import scripted_reply
 
 
 def item(question, main="Memory"):
@@ -40,7 +40,7 @@ def by_model(body):
             {"question": "Does the answer use the image?", "main_criteria": "Multimodal Consistency",
              "sub_criteria": "grounding"},
             {"question": own, "main_criteria": "Helpfulness", "sub_criteria": "own"}]} for turn in range(1, 5)]}
-    return scripted(body)
+    return scripted_reply(body)
 
 
 def test_a_run_with_two_drafting_models_merges_their_checklists(tmp_path):

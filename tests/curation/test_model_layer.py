@@ -13,7 +13,7 @@ from curation.report import funnel_text, load_report
 from curation.runner import RunStore, run_all
 from tests.conftest import make_image
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.flows.test_flow_e2e import scripted
+from tests.factories import scripted_reply
 
 MODEL_STAGES = sum(STAGES[spec.stage].uses_model for spec in load_recipe("multiverse").stages)
 PRICE = {"fake-vlm": {"input_per_million": 1.0, "output_per_million": 2.0}}
@@ -38,7 +38,7 @@ def model_stages(report):
 
 
 def test_costs_are_counted_per_stage_and_a_rerun_is_free(tmp_path):
-    with FakeOpenAIServer(responder=scripted) as server:
+    with FakeOpenAIServer(responder=scripted_reply) as server:
         run_all(model_run(tmp_path, server, "first"))
         calls = server.completions_served
         report = load_report(tmp_path / "out" / "runs" / "first")
@@ -58,7 +58,7 @@ def test_costs_are_counted_per_stage_and_a_rerun_is_free(tmp_path):
 
 
 def test_refresh_asks_again(tmp_path):
-    with FakeOpenAIServer(responder=scripted) as server:
+    with FakeOpenAIServer(responder=scripted_reply) as server:
         run_all(model_run(tmp_path, server, "a"))
         calls = server.completions_served
         config = resolve_run("multiverse", out_dir=tmp_path / "out", run_id="a", backend="openai",
@@ -72,7 +72,7 @@ def test_refresh_asks_again(tmp_path):
 
 
 def test_the_budget_stops_before_it_is_exceeded_and_a_rerun_pays_nothing_twice(tmp_path):
-    with FakeOpenAIServer(responder=scripted) as server:
+    with FakeOpenAIServer(responder=scripted_reply) as server:
         # each call is estimated at about 0.005 USD (about 1,100 input tokens and 2,048 output tokens)
         run_dir = model_run(tmp_path, server, "budget", max_cost_usd=0.012)
         with pytest.raises(BudgetExceeded, match="would take spending past --max-cost"):
@@ -87,20 +87,20 @@ def test_the_budget_stops_before_it_is_exceeded_and_a_rerun_pays_nothing_twice(t
 
 
 def test_batch_mode_fills_the_cache_through_the_batch_api(tmp_path):
-    with FakeOpenAIServer(responder=scripted, batch_seconds=0) as server:
+    with FakeOpenAIServer(responder=scripted_reply, batch_seconds=0) as server:
         run_all(model_run(tmp_path, server, "batched", batch=True, batch_poll_seconds=0.05))
         assert server.completions_served == 0 and server.batches_created == MODEL_STAGES  # one per model stage
         usage = model_stages(load_report(tmp_path / "out" / "runs" / "batched"))
         assert usage["image_quality"].batch_calls == 4 and usage["image_quality"].cached_calls == 4
         batched = usage["image_quality"]
-    with FakeOpenAIServer(responder=scripted) as server:
+    with FakeOpenAIServer(responder=scripted_reply) as server:
         run_all(model_run(tmp_path / "sync", server, "plain"))
         plain = model_stages(load_report(tmp_path / "sync" / "out" / "runs" / "plain"))["image_quality"]
     assert batched.cost_usd == pytest.approx(plain.cost_usd / 2)  # half price
 
 
 def test_a_waiting_batch_is_polled_again_not_resubmitted(tmp_path):
-    with FakeOpenAIServer(responder=scripted, batch_seconds=1.5) as server:
+    with FakeOpenAIServer(responder=scripted_reply, batch_seconds=1.5) as server:
         run_dir = model_run(tmp_path, server, "wait", batch=True, batch_wait_seconds=0, batch_poll_seconds=0.05)
         done = run_all(run_dir)
         assert [stats.stage for stats in done][-1] == "image_near_dedup"
@@ -114,7 +114,7 @@ def test_a_waiting_batch_is_polled_again_not_resubmitted(tmp_path):
 
 
 def test_failed_batch_lines_are_submitted_again(tmp_path):
-    with FakeOpenAIServer(responder=scripted, batch_seconds=0) as server:
+    with FakeOpenAIServer(responder=scripted_reply, batch_seconds=0) as server:
         run_dir = model_run(tmp_path, server, "requeue", images=3, batch=True, batch_poll_seconds=0.05)
         # the first batch (image_quality) fails as a whole once; its lines go into a new batch
         server.set_batch_faults(["failed"])

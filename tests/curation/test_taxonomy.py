@@ -19,7 +19,7 @@ from schemas import Categories, Drop, ImageRef, Keep, Turn
 from tests.conftest import make_image, make_sample
 from tests.curation.test_model_layer import model_run
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.flows.test_flow_e2e import scripted
+from tests.factories import scripted_reply
 
 
 @pytest.fixture
@@ -135,7 +135,7 @@ def field_responder(body):
         text = text if isinstance(text, str) else " ".join(p.get("text", "") for p in text)
         listed = [line[2:] for line in text.splitlines() if line.startswith("- ") and "(" not in line]
         return {"image_subfield": listed[0] if listed else "Road Maps", "question_subfield": None}
-    return scripted(body)
+    return scripted_reply(body)
 
 
 def test_two_step_classification_against_the_loopback_server(tmp_path, ctx):
@@ -234,7 +234,7 @@ def varied(body):
                    ("Others", "Photography"), ("Diagrams and Schematics", None), ("Others", "Street Art")]
         main, proposed = options[digest % len(options)]
         return {"category": main, "sub_category": "general", "proposed_category": proposed}
-    return scripted(body)
+    return scripted_reply(body)
 
 
 def chat_requests(server) -> int:

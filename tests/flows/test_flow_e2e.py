@@ -15,6 +15,7 @@ import pytest
 
 from curation.recipes import available_recipes
 from tests.conftest import PREFECT, SESSION_DIR, make_image, run_curate, stop_process, wait_http
+from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.slow
@@ -158,24 +159,11 @@ def test_served_deployment_runs_and_rejects_bad_parameters(api, tmp_path):
         stop_process(serve)
 
 
-def scripted(body: dict) -> object | None:
-    """Well-formed conversations and checklists; everything else is a generated schema instance."""
-    name = body.get("response_format", {}).get("json_schema", {}).get("name")
-    if name == "ConversationReply":
-        return {"utterances": [{"speaker": speaker, "text": f"{speaker} turn {index}"}
-                               for index, speaker in enumerate(["user", "assistant"] * 4)]}
-    if name == "ChecklistReply":
-        return {"checklists": [{"user_turn": turn, "items": [
-            {"question": f"Does answer {turn} use the image?", "main_criteria": "Perceptual Understanding",
-             "sub_criteria": "grounding"}]} for turn in range(1, 5)]}
-    return None
-
-
 def test_openai_backend_end_to_end_keeps_the_key_secret(api, tmp_path):
     for seed in range(5):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
     secret = "sk-test-SECRET-0123456789"
-    with FakeOpenAIServer(expected_api_key=secret, responder=scripted) as server:
+    with FakeOpenAIServer(expected_api_key=secret, responder=scripted_reply) as server:
         result = run_curate(
             ["run", "multiverse", "--input", str(tmp_path / "images"), "--backend", "openai", "--base-url",
              server.base_url, "--model", "fake-vlm", "--run-id", "api", "--progress", "log",
@@ -250,7 +238,7 @@ def test_a_run_killed_mid_stage_resumes_without_asking_twice(api, tmp_path):
     args = ["run", "multiverse", "--input", str(tmp_path / "images"), "--backend", "openai", "--model", "fake-vlm",
             "--progress", "none", "--concurrency", "2", "--set", "image_quality.min_quality_score=1",
             "--set", "category_min_size.min_items_per_category=1"]
-    with FakeOpenAIServer(responder=scripted, latency_seconds=0.3) as server:
+    with FakeOpenAIServer(responder=scripted_reply, latency_seconds=0.3) as server:
         env = {**os.environ, **api}
         killed = subprocess.Popen([str(Path(PREFECT).parent / "curate"), *args, "--base-url", server.base_url,
                                    "--run-id", "killed"], cwd=tmp_path, env=env, start_new_session=True,

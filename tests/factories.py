@@ -1,0 +1,50 @@
+"""Deterministic test data shared by the tests and the benchmarks: pictures, samples and well-formed model replies
+for the loopback OpenAI server. Plain functions with no pytest import, so `bench/` uses the same ones."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from PIL import Image, ImageDraw
+
+from schemas import ImageRef, Provenance, Sample
+
+
+def make_image(path: Path, seed: int, size: tuple[int, int] = (320, 240)) -> Path:
+    """A deterministic picture: coloured rectangles and lines drawn from `seed`."""
+    rng = random.Random(seed)
+    image = Image.new("RGB", size, tuple(rng.randrange(256) for _ in range(3)))
+    draw = ImageDraw.Draw(image)
+    for _ in range(12):
+        x0, y0 = rng.randrange(size[0]), rng.randrange(size[1])
+        x1, y1 = x0 + rng.randrange(20, size[0] // 2), y0 + rng.randrange(20, size[1] // 2)
+        draw.rectangle([x0, y0, x1, y1], fill=tuple(rng.randrange(256) for _ in range(3)))
+        draw.line([rng.randrange(size[0]), 0, rng.randrange(size[0]), size[1]], fill=(0, 0, 0), width=3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path)
+    return path
+
+
+def make_sample(seed: int, **updates) -> Sample:
+    rng = random.Random(seed)
+    sha = "".join(rng.choice("0123456789abcdef") for _ in range(64))
+    phash = "".join(rng.choice("0123456789abcdef") for _ in range(16))
+    sample = Sample(id=f"s{seed:04d}", images=[ImageRef(path=f"/nonexistent/{seed}.png", sha256=sha, size_bytes=1000,
+                                                       width=100, height=100, format="PNG", phash=phash)],
+                    provenance=Provenance(source_dataset="factory", source_id=str(seed), license="CC0-1.0"))
+    return sample.model_copy(update=updates)
+
+
+def scripted_reply(body: dict) -> object | None:
+    """A responder for the loopback server: well-formed conversations (4 user turns) and checklists, so they pass
+    the stages' checks; None (a generated schema instance) for everything else."""
+    name = (body.get("response_format") or {}).get("json_schema", {}).get("name")
+    if name == "ConversationReply":
+        return {"utterances": [{"speaker": speaker, "text": f"{speaker} says something about turn {index}"}
+                               for index, speaker in enumerate(["user", "assistant"] * 4)]}
+    if name == "ChecklistReply":
+        return {"checklists": [{"user_turn": turn, "items": [
+            {"question": f"Does answer {turn} use the image?", "main_criteria": "Perceptual Understanding",
+             "sub_criteria": "grounding"}]} for turn in range(1, 5)]}
+    return None
