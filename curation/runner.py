@@ -38,7 +38,7 @@ from curation.fingerprint import sha256_file, sha256_json
 from curation.jsonl import read_jsonl, read_samples  # noqa: F401 - read_samples is part of the runner's API
 from curation.models import ModelBackend, make_backend
 from curation.models.identity import backend_identity
-from curation.parallel import ordered_map
+from curation.parallel import on_dask_worker, ordered_map, relax_dask_malloc
 from curation.prompting import load_prompt
 from curation.stage import (
     GENERIC_REASONS, ItemStage, SetStage, SourceStage, Stage, StageConfig, StageContext, TransformStage,
@@ -52,6 +52,7 @@ THREADS_PER_REQUEST_SLOT = 2  # measured in bench/model_layer.py: 1 per slot lea
 MODEL_WINDOW_ITEMS = 1024     # items started ahead of the oldest unfinished one: > a backoff's worth of replies
 CHUNK_ITEMS = 256          # items read, processed and written at a time
 PROCESS_CHUNK_ITEMS = 32   # items per task sent to a worker process or Dask worker
+PROCESS_MIN_ITEMS = 256   # below this, a stage meant for processes runs here (worker start-up costs more)
 RAW_REPLY_MAX_CHARS = 4000
 
 
@@ -337,6 +338,7 @@ def work_chunk(run_dir: str, index: int, rows: list[str], registry: Registry = S
     """Work records (scores, generated items or a recorded failure, and model usage) for serialized samples.
 
     A plain function of plain arguments, so it runs alike here, in a worker process or on a Dask worker."""
+    relax_dask_malloc()
     stage, config, ctx = _context_for(run_dir, index, registry)
     records = []
     for row in rows:
@@ -348,14 +350,24 @@ def work_chunk(run_dir: str, index: int, rows: list[str], registry: Registry = S
     return records
 
 
-def _execution_plan(stage: Stage, run_config: RunConfig, backend: ModelBackend) -> tuple[str, int, int]:
-    """(mode, workers, items per chunk) for a stage."""
+def _execution_plan(stage: Stage, run_config: RunConfig, backend: ModelBackend, items: int
+                    ) -> tuple[str, int, int]:
+    """(mode, workers, items per chunk) for a stage over `items` inputs.
+
+    Model stages wait on a server, so they run in threads; with the offline backend the same stages are CPU work
+    (pixel statistics, templates), so they go to processes like hashing. Processes (or the Dask cluster, when the
+    stage runs on one) pay off only beyond PROCESS_MIN_ITEMS items and with more than one worker: starting a
+    worker costs about a second."""
     mode = stage.parallel or ("threads" if stage.uses_model else "serial")
+    if mode == "threads" and run_config.recipe.backend.kind == "offline":
+        mode = "processes"
     if mode == "threads":  # the client's limit caps requests in flight; spare threads build and parse meanwhile
         return mode, THREADS_PER_REQUEST_SLOT * getattr(backend, "concurrency", 1), 1
     if mode == "processes":
-        return mode, run_config.recipe.execution.jobs or os.cpu_count() or 1, PROCESS_CHUNK_ITEMS
-    return mode, 1, CHUNK_ITEMS
+        workers = run_config.recipe.execution.jobs or os.cpu_count() or 1
+        if on_dask_worker() or (workers > 1 and items >= PROCESS_MIN_ITEMS):
+            return mode, workers, PROCESS_CHUNK_ITEMS
+    return "serial", 1, CHUNK_ITEMS
 
 
 def _batch_enabled(run: StageRun, run_config: RunConfig) -> bool:
@@ -416,7 +428,7 @@ def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunC
     partial = work_dir.with_name(work_dir.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    mode, workers, chunk_items = _execution_plan(stage, run_config, backend)
+    mode, workers, chunk_items = _execution_plan(stage, run_config, backend, count_lines(source))
     function = partial_function(work_chunk, str(store.root), run.index, registry=registry)
     with open(source, encoding="utf-8") as lines:
         chunks = chunked((line.rstrip("\n") for line in lines if line.strip()), chunk_items)

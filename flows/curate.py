@@ -5,12 +5,13 @@ Resuming relies on the run store's DONE markers, not on Prefect's result cache, 
 
 from __future__ import annotations
 
+import base64
 import logging
 from pathlib import Path
 from typing import Any, Literal
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect_dask import DaskTaskRunner
 
@@ -44,8 +45,9 @@ for _logger_name in ("prefect.flow_runs", "prefect.task_runs"):
     logging.getLogger(_logger_name).addFilter(_OneLineForExpectedFailures())
 
 
-def _push_for_review(run_dir: Path, out: Path, logger) -> str:
-    """A run waiting for human review: push its conversations to Label Studio when one answers, else say how."""
+def _push_for_review(run_dir: Path, out: Path, recipe: str, logger) -> str:
+    """A run waiting for human review: push its conversations to Label Studio when one answers, else say how.
+    The project's address becomes the link artifact `review-<recipe>` of the flow run."""
     from annotation.review import connect, push
 
     try:
@@ -54,10 +56,19 @@ def _push_for_review(run_dir: Path, out: Path, logger) -> str:
         message = f"review not pushed: {error}; push later with `curate review push {run_dir.name}`"
         logger.warning(message)
         return message
+    create_link_artifact(key=f"review-{recipe}".replace("_", "-"), link=result.url, link_text="Review in Label Studio",
+                         description=f"Label Studio project of run {run_dir.name}: annotate, then `curate review "
+                                     f"pull {run_dir.name}`")
     message = (f"review round pushed ({result.pushed} new, {result.already} already there): {result.url}; "
                f"annotate, then `curate review pull {run_dir.name}` and rerun with --run-id {run_dir.name}")
     logger.info(message)
     return message
+
+
+def _inline_png(path: Path, title: str) -> str:
+    """The plot inside the artifact itself (a data URL, which the Prefect UI renders), so it shows wherever the
+    UI runs, not only on the machine that holds the run folder."""
+    return f"![{title}](data:image/png;base64,{base64.b64encode(path.read_bytes()).decode('ascii')})"
 
 
 def _artifact_key(recipe: str) -> str:
@@ -113,7 +124,7 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_p
             if task(run_stage, name=spec.stage, cache_policy=NO_CACHE)(store.root, index, display) is None:
                 break  # waiting for batches: the next run resumes polling
     report = load_report(store.root)
-    review = _push_for_review(store.root, out, logger) if report.waiting and report.waiting.startswith(
+    review = _push_for_review(store.root, out, recipe, logger) if report.waiting and report.waiting.startswith(
         "conversation_review:") else None
     if report.waiting:
         logger.warning("run %s is waiting: %s", config.run_id, report.waiting)
@@ -129,7 +140,8 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_p
             key=f"labels-{recipe}-{histogram.kind}".replace("_", "-"),
             description=f"Kept items per {LABEL_TITLES[histogram.kind]}, run {config.run_id}",
             markdown=f"# Kept items per {LABEL_TITLES[histogram.kind]}, run `{config.run_id}`\n\n"
-                     f"{histogram_markdown(histogram, limit=40)}\n\nPlot: `{plot}`\n")
+                     f"{histogram_markdown(histogram, limit=40)}\n\n{_inline_png(plot, histogram.kind)}\n\n"
+                     f"Plot: `{plot}`\n")
     emptied_by = next((stats.stage for stats in report.stages if stats.kept == 0), None)
     release_dir = None
     if emptied_by is not None:

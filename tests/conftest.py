@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 # Before anything imports Prefect, Hugging Face or matplotlib: point every tool's home into one session folder.
@@ -42,6 +38,7 @@ for _name in ("PREFECT_API_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
 import pytest  # noqa: E402
 
 from tests.factories import make_image, make_sample  # noqa: E402,F401  (tests import them from here)
+from tests.servers import free_port, stop_process, wait_http  # noqa: E402,F401
 
 REPO = Path(__file__).resolve().parents[1]
 CURATE = Path(sys.executable).parent / "curate"
@@ -50,38 +47,6 @@ PREFECT = Path(sys.executable).parent / "prefect"
 
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(SESSION_DIR, ignore_errors=True)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def stop_process(process: subprocess.Popen, timeout: float = 15) -> None:
-    """SIGTERM to the process group we started, then SIGKILL if it lingers."""
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=timeout)
-
-
-def wait_http(url: str, process: subprocess.Popen, log: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise RuntimeError(f"{url} not healthy after {timeout}s:\n{log.read_text()[-3000:]}")
 
 
 @pytest.fixture(scope="session")

@@ -96,17 +96,26 @@ def _axis_lines(ink: np.ndarray) -> bool:
     return bool(horizontal and vertical)
 
 
-def _strong_colour_share(rgb: np.ndarray) -> float:
-    return float(((_saturation(rgb) > 0.45) & (rgb.max(axis=-1) > 80)).mean())
+def _colour_shares(rgb: np.ndarray) -> tuple[float, float]:
+    """(strong colour share, tinted share): saturated and not dark pixels, and pixels with any visible tint."""
+    brightest = _channel_max(rgb)
+    saturation = (brightest - _channel_min(rgb)) / np.maximum(brightest, 1)
+    return (float(((saturation > 0.45) & (brightest > 80)).mean()),
+            float(((saturation > 0.12) & (brightest > 120)).mean()))
 
 
-def _tinted_share(rgb: np.ndarray) -> float:
-    return float(((_saturation(rgb) > 0.12) & (rgb.max(axis=-1) > 120)).mean())
+def _channel_max(rgb: np.ndarray) -> np.ndarray:
+    """Per-pixel max over the three channels; elementwise, several times faster than `max(axis=-1)`."""
+    return np.maximum(np.maximum(rgb[..., 0], rgb[..., 1]), rgb[..., 2])
+
+
+def _channel_min(rgb: np.ndarray) -> np.ndarray:
+    return np.minimum(np.minimum(rgb[..., 0], rgb[..., 1]), rgb[..., 2])
 
 
 def _saturation(rgb: np.ndarray) -> np.ndarray:
-    brightest = rgb.max(axis=-1)
-    return (brightest - rgb.min(axis=-1)) / np.maximum(brightest, 1)
+    brightest = _channel_max(rgb)
+    return (brightest - _channel_min(rgb)) / np.maximum(brightest, 1)
 
 
 def _top_bar(rgb: np.ndarray) -> bool:
@@ -131,13 +140,13 @@ def compute_stats(image: Image.Image) -> ImageStats:
     structure = _ink(_luminance(_thumbnail(image, STRUCTURE_SIDE_PX)))
     laplacian = np.abs(4 * lum[1:-1, 1:-1] - lum[:-2, 1:-1] - lum[2:, 1:-1] - lum[1:-1, :-2] - lum[1:-1, 2:])
     gradient = np.hypot(np.diff(lum, axis=0)[:, :-1], np.diff(lum, axis=1)[:-1, :])
-    near_white = (rgb > 235).all(axis=-1)
+    near_white = _channel_min(rgb) > 235
     palette_size, dominant = _palette(rgb)
+    strong_colour_share, tinted_share = _colour_shares(rgb)
     return ImageStats(
         width=image.width, height=image.height,
         near_white_fraction=float(near_white.mean()), flat_fraction=float((gradient < 1).mean()),
-        dark_fraction=float((lum < 80).mean()), strong_colour_share=_strong_colour_share(rgb),
-        tinted_share=_tinted_share(rgb),
+        dark_fraction=float((lum < 80).mean()), strong_colour_share=strong_colour_share, tinted_share=tinted_share,
         contrast=float(lum.std()), sharpness=float(laplacian.mean()), edge_density=float((gradient > 40).mean()),
         entropy_bits=_entropy(lum), colourfulness=_colourfulness(rgb), palette_size=palette_size,
         text_row_bands=_text_row_bands(structure), axis_lines=_axis_lines(structure), top_bar=_top_bar(rgb),

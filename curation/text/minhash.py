@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -28,11 +29,14 @@ import numpy as np
 from datasketch import MinHash, MinHashLSH
 
 from curation.grouping import UnionFind
+from curation.parallel import on_dask_worker, ordered_map, relax_dask_malloc
 from curation.text import normalise, shingles
 
 DEFAULT_THRESHOLD = 0.7   # Jaccard of word 3-gram sets; copies with a word or two changed score 0.5-0.8
 DEFAULT_NUM_PERM = 128
 SEED = 1
+SIGNATURE_CHUNK = 2_000          # texts per task
+SIGNATURE_PROCESS_MIN = 20_000   # fewer missing signatures are computed here (worker start-up costs about 1 s)
 
 
 @dataclass(frozen=True)
@@ -98,15 +102,30 @@ class SignatureStore:
             db.executemany("INSERT OR REPLACE INTO signatures (key, value) VALUES (?, ?)", rows.items())
 
 
+def _signature_chunk(job: tuple[MinHashParams, list[str]]) -> list[bytes]:
+    """Signatures of some texts as uint32 bytes; a plain function, so a worker process or Dask worker runs it."""
+    relax_dask_malloc()
+    params, texts = job
+    sets = [[shingle.encode("utf-8") for shingle in sorted(params.shingles(text))] for text in texts]
+    return [minhash.hashvalues.astype(np.uint32).tobytes()
+            for minhash in MinHash.bulk(sets, num_perm=params.num_perm, seed=SEED, scheme="legacy")]
+
+
 def signatures(texts: Sequence[str], params: MinHashParams, store: SignatureStore) -> tuple[np.ndarray, int]:
-    """(signature matrix, one row per text, uint32; how many were computed rather than read from the store)."""
+    """(signature matrix, one row per text, uint32; how many were computed rather than read from the store).
+
+    Missing signatures are computed in chunks: over worker processes when there are many, over the cluster when
+    the stage runs on a Dask worker, else here."""
     keys = [hashlib.sha256(f"{params.key}\0{normalise(text)}".encode()).hexdigest() for text in texts]
     stored = store.get_many(sorted(set(keys)))
     missing = sorted({key: text for key, text in zip(keys, texts) if key not in stored}.items())
     if missing:
-        sets = [[shingle.encode("utf-8") for shingle in sorted(params.shingles(text))] for _, text in missing]
-        hashes = MinHash.bulk(sets, num_perm=params.num_perm, seed=SEED, scheme="legacy")
-        computed = {key: minhash.hashvalues.astype(np.uint32).tobytes() for (key, _), minhash in zip(missing, hashes)}
+        work = [(params, [text for _, text in missing[start:start + SIGNATURE_CHUNK]])
+                for start in range(0, len(missing), SIGNATURE_CHUNK)]
+        spread = on_dask_worker() or (len(missing) >= SIGNATURE_PROCESS_MIN and (os.cpu_count() or 1) > 1)
+        rows = [row for chunk in ordered_map(_signature_chunk, work, "processes" if spread else "serial",
+                                             os.cpu_count() or 1) for row in chunk]
+        computed = {key: row for (key, _), row in zip(missing, rows, strict=True)}
         store.put_many(computed)
         stored.update(computed)
     matrix = np.frombuffer(b"".join(stored[key] for key in keys), dtype=np.uint32).reshape(len(texts), params.num_perm) \

@@ -162,6 +162,10 @@ def test_a_run_in_human_mode_pushes_its_round_and_waits(label_studio, prefect_se
     assert result.returncode == 5, output[-3000:]
     assert "review round pushed (3 new, 0 already there)" in output and f"{info.url}/projects/" in output
     assert token not in output
+    from tests.flows.test_flow_e2e import read_server
+    _, artifacts = read_server({"PREFECT_API_URL": prefect_server})
+    (link,) = [artifact for artifact in artifacts if artifact.key == "review-multiverse"]
+    assert f"[Review in Label Studio]({info.url}/projects/" in link.data and token not in link.data
 
 
 SHOT_DIR = Path(__file__).resolve().parents[1] / "output"

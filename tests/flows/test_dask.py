@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from curation.runner import PROCESS_CHUNK_ITEMS
 from tests.conftest import REPO, SESSION_DIR, free_port, run_curate, stop_process
 from tests.flows.test_flow_e2e import funnel
 
@@ -65,3 +67,31 @@ def test_a_run_on_the_cluster_spreads_hashing_over_both_workers_and_matches_a_lo
     assert funnel(distributed.stdout) == funnel(local.stdout)
     per_worker = chunks_per_worker(cluster)
     assert len(per_worker) == 2 and all(count > 0 for count in per_worker.values()), per_worker
+    # hashing and every offline model stage went to the cluster, chunk by chunk
+    from curation.report import load_report
+    items_in = {stats.stage: stats.items_in for stats in load_report(tmp_path / "outputs" / "runs" / "local").stages}
+    spread = ["image_phash", "image_quality", "image_category", "persona_generate", "conversation_generate",
+              "goal_task_label", "checklist_generate"]
+    assert sum(per_worker.values()) == sum(math.ceil(items_in[stage] / PROCESS_CHUNK_ITEMS) for stage in spread)
+
+
+def test_minhash_signatures_computed_on_the_cluster_equal_local_ones(cluster):
+    from distributed import Client
+
+    from curation.text.minhash import MinHashParams, SignatureStore, signatures
+
+    texts = [f"what does panel {number} of the chart show about region {number % 7}" for number in range(5_000)]
+    params = MinHashParams()
+    local, _ = signatures(texts, params, SignatureStore(None))
+
+    def on_worker(texts):
+        return signatures(texts, params, SignatureStore(None))
+
+    with Client(cluster, timeout=30) as client:
+        before = client.run(lambda dask_worker: sum("_signature_chunk" in str(entry[0])
+                                                    for entry in dask_worker.state.log))
+        remote, computed = client.submit(on_worker, texts, pure=False).result()
+        after = client.run(lambda dask_worker: sum("_signature_chunk" in str(entry[0])
+                                                   for entry in dask_worker.state.log))
+    assert computed == 5_000 and (remote == local).all()
+    assert sum(after.values()) > sum(before.values())  # the chunks ran as tasks of the cluster

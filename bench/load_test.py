@@ -1,0 +1,336 @@
+"""Load test: 50,000 generated images through the image half of the multiverse recipe, three ways, in one run.
+
+Corpus (generated once into --work, reused by later runs): n JPEGs of 256x192 drawn from a seed (rectangles and
+lines over a background colour), of which 1% are byte-identical copies of an earlier image, 4% near copies
+(an earlier image resized to 90%, brightened by 8% and re-encoded at quality 70) and 0.2% truncated files.
+
+Each way runs `curate run multiverse --input <corpus> --no-release` (paper defaults but a quality threshold of 4,
+offline backend, one Prefect server on loopback for all) in a fresh process tree:
+
+- `--jobs 1`: everything in the one process (the naive way: no worker processes);
+- `--jobs 2`: CPU-bound stages (hashing, offline scoring) over 2 worker processes;
+- Dask: a local cluster (a scheduler and 2 single-threaded worker processes, started as `dask scheduler` and
+  `dask worker`) given as `--dask-address`; stages run through Prefect's Dask task runner and spread their items
+  over the workers.
+
+Reported per way: wall time of the command, seconds per stage (from `curate report --json`), images per second
+through the image stages (ingest to weighted sample), peak resident memory of the whole process tree (the CLI,
+its worker processes, and for Dask the scheduler and workers; sampled every 0.2 s; the Prefect server is not
+counted), CPU seconds by kind of process, and the planted copies found.
+The sampled ids must be the same for the three ways.
+
+    cd /work/main && .venv/bin/python bench/load_test.py [--quick] [--images N] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+import psutil  # noqa: E402
+
+from tests.servers import free_port, stop_process, wait_http  # noqa: E402
+
+BIN = Path(sys.executable).parent
+IMAGE_STAGES = ["image_ingest", "image_exact_dedup", "image_phash", "image_near_dedup", "image_quality",
+                "image_category", "category_normalise", "category_min_size", "category_weighted_sample"]
+EXACT_SHARE, NEAR_SHARE, CORRUPT_SHARE = 0.01, 0.04, 0.002
+# The offline heuristic grades these synthetic pictures 3 or 4 (70% get 4); at the paper's 5 nothing would reach
+# the category and sampling stages, so the load test keeps 4 and up.
+QUALITY = ["--set", "image_quality.min_quality_score=4"]
+
+
+# ------------------------------------------------------------------------------------------------ corpus
+
+def _draw(seed: int):
+    import random
+
+    from PIL import Image, ImageDraw
+    rng = random.Random(seed)
+    size = (256, 192)
+    image = Image.new("RGB", size, tuple(rng.randrange(256) for _ in range(3)))
+    draw = ImageDraw.Draw(image)
+    for _ in range(rng.randrange(6, 16)):
+        x0, y0 = rng.randrange(size[0]), rng.randrange(size[1])
+        box = [x0, y0, x0 + rng.randrange(10, 128), y0 + rng.randrange(10, 96)]
+        if rng.random() < 0.5:
+            draw.rectangle(box, fill=tuple(rng.randrange(256) for _ in range(3)))
+        else:
+            draw.ellipse(box, fill=tuple(rng.randrange(256) for _ in range(3)))
+        draw.line([rng.randrange(size[0]), 0, rng.randrange(size[0]), size[1]], fill=(0, 0, 0), width=2)
+    return image
+
+
+def _make(job: tuple[str, int, str, int]) -> None:
+    """(kind, number, folder, source number): write image `number` as an original, copy, near copy or corrupt file."""
+    from PIL import ImageEnhance
+    kind, number, folder, source = job
+    path = Path(folder) / f"img-{number:06d}.jpg"
+    if kind == "original":
+        _draw(number).save(path, quality=90)
+    elif kind == "exact":
+        _draw(source).save(path, quality=90)  # the same seed and settings give the same bytes
+    elif kind == "near":
+        image = _draw(source)
+        image = image.resize((int(image.width * 0.9), int(image.height * 0.9)))
+        ImageEnhance.Brightness(image).enhance(1.08).save(path, quality=70)
+    else:
+        _draw(number).save(path, quality=90)
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
+
+
+def make_corpus(folder: Path, count: int) -> dict:
+    marker = folder / "corpus.json"
+    if marker.exists() and json.loads(marker.read_text())["count"] == count:
+        return json.loads(marker.read_text())
+    shutil.rmtree(folder, ignore_errors=True)
+    (folder / "images").mkdir(parents=True)
+    import random
+    rng = random.Random(7)
+    jobs, truth = [], {"exact": [], "near": [], "corrupt": []}
+    for number in range(count):
+        draw = rng.random()
+        if number > 100 and draw < EXACT_SHARE:
+            kind, source = "exact", rng.randrange(number)
+        elif number > 100 and draw < EXACT_SHARE + NEAR_SHARE:
+            kind, source = "near", rng.randrange(number)
+        elif draw < EXACT_SHARE + NEAR_SHARE + CORRUPT_SHARE:
+            kind, source = "corrupt", number
+        else:
+            kind, source = "original", number
+        while kind in ("exact", "near") and jobs[source][0] != "original":
+            source = rng.randrange(number)  # copy an original, not a copy
+        jobs.append((kind, number, str(folder / "images"), source))
+        if kind != "original":
+            truth[kind].append([number, source])
+    start = time.perf_counter()
+    with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
+        list(pool.map(_make, jobs, chunksize=256))
+    info = {"count": count, "seconds": time.perf_counter() - start, "truth": truth,
+            "bytes": sum(path.stat().st_size for path in (folder / "images").iterdir())}
+    marker.write_text(json.dumps(info))
+    return info
+
+
+# ------------------------------------------------------------------------------------------------ running
+
+def _role(process: psutil.Process) -> str:
+    command = " ".join(process.cmdline())
+    for marker, role in (("curate run", "curate (flow, stage drivers)"), ("dask worker", "dask worker"),
+                         ("dask scheduler", "dask scheduler"), ("multiprocessing", "worker process"),
+                         ("distributed.nanny", "dask worker"), ("spawn_main", "worker process")):
+        if marker in command:
+            return role
+    return "other"
+
+
+class TreeMemory:
+    """Peak of the summed RSS of some root processes and all their descendants, sampled in a thread."""
+
+    def __init__(self, roots: list[int], every: float = 0.2):
+        self.roots, self.every, self.peak, self._stop = roots, every, 0, threading.Event()
+        self.cpu: dict[int, tuple[str, float]] = {}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = 0
+            for pid in self.roots:
+                try:
+                    root = psutil.Process(pid)
+                    for process in [root, *root.children(recursive=True)]:
+                        try:
+                            total += process.memory_info().rss
+                            times = process.cpu_times()
+                            self.cpu[process.pid] = (_role(process), times.user + times.system)
+                        except psutil.Error:
+                            pass
+                except psutil.Error:
+                    pass
+            self.peak = max(self.peak, total)
+            self._stop.wait(self.every)
+
+    def cpu_by_role(self) -> dict[str, float]:
+        """CPU seconds per kind of process (as last sampled, so a process's final 0.2 s may be missing)."""
+        roles: dict[str, float] = {}
+        for role, seconds in self.cpu.values():
+            roles[role] = round(roles.get(role, 0.0) + seconds, 1)
+        return roles
+
+    def __enter__(self) -> TreeMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def start_cluster(env: dict, logs: Path) -> tuple[str, list[subprocess.Popen]]:
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                  "--no-dashboard"], env=env, stdout=open(logs / "scheduler.log", "w"),
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    workers = subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers", "2", "--nthreads", "1",
+                                "--no-dashboard", "--host", "127.0.0.1"], env=env,
+                               stdout=open(logs / "workers.log", "w"), stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    from distributed import Client
+    with Client(address, timeout=60) as client:
+        client.wait_for_workers(2, timeout=120)
+    return address, [workers, scheduler]
+
+
+def start_prefect(env: dict, logs: Path) -> tuple[str, subprocess.Popen]:
+    """A Prefect server on loopback for the runs (as an operator runs one), rather than a temporary server per run."""
+    port = free_port()
+    log = logs / "prefect-server.log"
+    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                              env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    api = f"http://127.0.0.1:{port}/api"
+    wait_http(f"{api}/health", server, log, timeout=120)
+    return api, server
+
+
+def run_way(name: str, corpus: Path, out: Path, extra: list[str], env: dict, cluster_pids: list[int]) -> dict:
+    command = [str(BIN / "curate"), "run", "multiverse", "--input", str(corpus / "images"), "--run-id", name,
+               "--out", str(out), "--no-release", "--progress", "log", *QUALITY, *extra]
+    log = out / f"{name}.log"
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with open(log, "w") as handle:
+        process = subprocess.Popen(command, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        with TreeMemory([process.pid, *cluster_pids]) as memory:
+            code = process.wait()
+    seconds = time.perf_counter() - start
+    if code != 0:
+        raise SystemExit(f"{name} failed ({code}); see {log}")
+    report = json.loads(subprocess.run([str(BIN / "curate"), "report", name, "--out", str(out), "--json"],
+                                       env=env, capture_output=True, text=True, check=True).stdout)
+    stages = {stage["stage"]: stage for stage in report}
+    image_seconds = sum(stages[stage]["seconds"] for stage in IMAGE_STAGES)
+    state = json.loads((out / "runs" / name / "state.json").read_text())["stages"]
+    sampled_dir = Path(state[IMAGE_STAGES.index("category_weighted_sample")]["output_dir"])
+    sampled = sorted(json.loads(line)["id"] for line in open(sampled_dir / "kept.jsonl"))
+    return {"wall_seconds": seconds, "image_stage_seconds": image_seconds,
+            "stage_seconds": {stage: round(entry["seconds"], 2) for stage, entry in stages.items()},
+            "funnel": {stage: [entry["items_in"], entry["kept"], entry["by_reason"]] for stage, entry in stages.items()},
+            "peak_rss_mb": memory.peak / 2**20, "cpu_seconds_by_role": memory.cpu_by_role(),
+            "sampled_ids": sampled, "run_dir": str(out / "runs" / name)}
+
+
+def planted_found(run_dir: Path, truth: dict) -> dict:
+    """How many planted pairs lost one member to the dedup stage meant for them, and how many broken files were
+    dropped with an image_* reason (by file name)."""
+    state = json.loads((run_dir / "state.json").read_text())["stages"]
+    reason_of: dict[str, str] = {}
+    for entry in state:
+        folder = Path(entry["output_dir"])
+        reasons = {}
+        for line in open(folder / "decisions.jsonl"):
+            row = json.loads(line)
+            if not row["kept"]:
+                reasons[row["item_id"]] = row["reason"]
+        for line in open(folder / "dropped.jsonl"):
+            row = json.loads(line)
+            if row["id"] in reasons:
+                reason_of[Path(row["images"][0]["path"]).name] = reasons[row["id"]]
+    name = "img-{:06d}.jpg".format
+    return {"exact_planted": len(truth["exact"]),
+            "exact_dropped": sum("exact_duplicate" in (reason_of.get(name(a)), reason_of.get(name(b)))
+                                 for a, b in truth["exact"]),
+            "near_planted": len(truth["near"]),
+            "near_dropped": sum("near_duplicate" in (reason_of.get(name(a)), reason_of.get(name(b)))
+                                for a, b in truth["near"]),
+            "corrupt_planted": len(truth["corrupt"]),
+            "corrupt_dropped": sum(reason_of.get(name(a), "").startswith("image_") for a, _ in truth["corrupt"])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="5,000 images instead of 50,000")
+    parser.add_argument("--images", type=int, help="corpus size (overrides --quick)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/bench-load"), help="corpus and runs go here")
+    parser.add_argument("--ways", default="jobs1,jobs2,dask")
+    args = parser.parse_args()
+    count = args.images or (5_000 if args.quick else 50_000)
+    corpus = args.work / f"corpus-{count}"
+    info = make_corpus(corpus, count)
+    print(f"corpus: {count} images, {info['bytes'] / 2**20:.0f} MB, generated in {info['seconds']:.0f} s", flush=True)
+    runs = args.work / f"runs-{count}-{int(time.time())}"
+    home = runs / "home"
+    env = {**os.environ, "PREFECT_HOME": str(home / "prefect"), "PREFECT_LOGGING_LEVEL": "INFO",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PYTHONPATH": str(common.ROOT)}
+    (home / "prefect").mkdir(parents=True)
+    api, prefect = start_prefect(env, runs)
+    env["PREFECT_API_URL"] = api
+    ways = {}
+    try:
+        for way in args.ways.split(","):
+            cluster: list[subprocess.Popen] = []
+            extra = {"jobs1": ["--jobs", "1"], "jobs2": ["--jobs", "2"]}.get(way, [])
+            if way == "dask":
+                address, cluster = start_cluster(env, runs)
+                extra = ["--dask-address", address]
+            try:
+                print(f"running {way} ...", flush=True)
+                ways[way] = run_way(way, corpus, runs, extra, env, [process.pid for process in cluster])
+            finally:
+                for process in cluster:
+                    stop_process(process)
+            ways[way]["planted"] = planted_found(Path(ways[way]["run_dir"]), info["truth"])
+            print(f"  {way}: {ways[way]['wall_seconds']:.0f} s wall, image stages {ways[way]['image_stage_seconds']:.0f}"
+                  f" s, peak {ways[way]['peak_rss_mb']:.0f} MB, CPU s {ways[way]['cpu_seconds_by_role']}", flush=True)
+    finally:
+        stop_process(prefect)
+    same = len({json.dumps(way["sampled_ids"]) for way in ways.values()}) == 1
+    first = next(iter(ways.values()))
+    rows = []
+    for way, result in ways.items():
+        label = {"jobs1": "1 process (--jobs 1)", "jobs2": "2 worker processes (--jobs 2)",
+                 "dask": "Dask local cluster, 2 workers"}[way]
+        rows.append([label, result["wall_seconds"], result["image_stage_seconds"],
+                     count / result["image_stage_seconds"], result["peak_rss_mb"],
+                     ways.get("jobs1", first)["image_stage_seconds"] / result["image_stage_seconds"]])
+    text, markdown = common.table(["way", "wall s", "image stages s", "images/s", "peak RSS MB (all processes)",
+                                   "speed-up vs 1 process"], rows)
+    stage_rows = [[stage, *(ways[way]["stage_seconds"].get(stage, float("nan")) for way in ways)]
+                  for stage in first["stage_seconds"]]
+    stage_text, stage_md = common.table(["stage", *ways], stage_rows)
+    funnel_rows = [[stage, items_in, kept, ", ".join(f"{k} {v}" for k, v in reasons.items()) or "-"]
+                   for stage, (items_in, kept, reasons) in first["funnel"].items()]
+    funnel_text, funnel_md = common.table(["stage", "in", "kept", "removed"], funnel_rows)
+    roles = sorted({role for result in ways.values() for role in result["cpu_seconds_by_role"]})
+    cpu_text, cpu_md = common.table(["CPU seconds", *ways], [[role, *(ways[way]["cpu_seconds_by_role"].get(role, 0.0)
+                                                                      for way in ways)] for role in roles])
+    planted = first["planted"]
+    summary = (f"{count} images ({info['bytes'] / 2**20:.0f} MB). Planted: {planted['exact_planted']} exact copies "
+               f"({planted['exact_dropped']} dropped as exact duplicates), {planted['near_planted']} near copies "
+               f"({planted['near_dropped']} dropped as near duplicates), {planted['corrupt_planted']} truncated "
+               f"files ({planted['corrupt_dropped']} dropped with an image_* reason). Same sampled ids in every "
+               f"way: {same}.")
+    print(text, stage_text, cpu_text, funnel_text, summary, sep="\n\n")
+    for result in ways.values():
+        result.pop("sampled_ids")
+    data = {"benchmark": "load_test", "machine": common.machine(), "images": count, "corpus": info | {"truth": None},
+            "ways": ways, "same_sampled_ids": same}
+    common.write_results("load_test" + ("" if count == 50_000 else f"_{count}"), data,
+                         f"# Load test: {count} images through the image stages\n\n"
+                         f"{common.machine_line(data['machine'])}\n\n{markdown}\n\nSeconds per stage:\n\n{stage_md}\n\n"
+                         f"CPU seconds by process:\n\n{cpu_md}\n\nFunnel (the same for every way):\n\n{funnel_md}\n\n{summary}\n")
+
+
+if __name__ == "__main__":
+    main()

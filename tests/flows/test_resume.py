@@ -1,0 +1,129 @@
+"""Crash-safe resume: a `curate run` SIGKILLed at several points and started again with the same run id ends with
+the same decisions, items and release as an uninterrupted run, skips the stages it had finished, and sends the
+loopback model server no request it had already answered."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from curation.release.verify import diff
+from tests.conftest import CURATE, make_image, run_curate
+from tests.factories import scripted_reply
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.flows.test_flow_e2e import STAGES, summary_lines
+
+CONCURRENCY = 2
+ARGS = ["run", "multiverse", "--backend", "openai", "--model", "fake-vlm", "--progress", "log", "--concurrency",
+        str(CONCURRENCY), "--set", "image_quality.min_quality_score=1",
+        "--set", "category_min_size.min_items_per_category=1"]
+
+
+def chat_bodies(server: FakeOpenAIServer, since: int = 0) -> list[str]:
+    return [json.dumps(request.body, sort_keys=True) for request in server.requests[since:]
+            if request.path.endswith("/chat/completions")]
+
+
+def schema_count(server: FakeOpenAIServer, name: str) -> int:
+    return sum(1 for request in server.requests if request.path.endswith("/chat/completions")
+               and (request.body.get("response_format") or {}).get("json_schema", {}).get("name") == name)
+
+
+def finished_stages(run_dir: Path) -> set[str]:
+    """Stages whose output was complete (a DONE marker beside kept.jsonl) at this moment."""
+    return {marker.parent.parent.name.split("_", 1)[1] for marker in (run_dir / "stages").glob("*/*/DONE")
+            if not marker.parent.name.startswith("work-")}
+
+
+def stage_outputs(run_dir: Path) -> dict[str, tuple[list[dict], list[dict]]]:
+    """stage -> (decisions, kept items) as written, without the stage key (it hashes the model server's URL, and
+    each run here has its own loopback server) and with the output folder's own path taken out."""
+    state = json.loads((run_dir / "state.json").read_text())["stages"]
+    root = str(run_dir.parent.parent)
+
+    def rows(path: Path) -> list[dict]:
+        return [{key: value for key, value in json.loads(line).items() if key != "stage_key"}
+                for line in path.read_text().replace(root, "<out>").splitlines()]
+    return {entry["stage"]: (rows(Path(entry["output_dir"]) / "decisions.jsonl"),
+                             rows(Path(entry["output_dir"]) / "kept.jsonl")) for entry in state}
+
+
+def release_of(stdout: str) -> Path:
+    line = next(line for line in stdout.splitlines() if line.startswith("release:"))
+    return Path(line.split(None, 1)[1].strip())
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("resume-images")
+    for seed in range(12):
+        make_image(folder / f"{seed}.png", seed)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(images, prefect_server, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("uninterrupted")
+    with FakeOpenAIServer(responder=scripted_reply, latency_seconds=0.05) as server:
+        result = run_curate([*ARGS, "--input", str(images), "--base-url", server.base_url, "--run-id", "whole"],
+                            workdir, {"PREFECT_API_URL": prefect_server})
+        requests = len(chat_bodies(server))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return workdir / "outputs" / "runs" / "whole", release_of(result.stdout), requests
+
+
+KILL_POINTS = {
+    # name: (kill when this holds, stage finished at the kill, stage not finished at the kill)
+    "between_stages": (lambda server, run_dir: "image_phash" in finished_stages(run_dir), "image_phash",
+                       "image_quality"),
+    "in_image_quality": (lambda server, run_dir: schema_count(server, "QualityReply") >= 4, "image_near_dedup",
+                         "image_quality"),
+    "in_conversation_generate": (lambda server, run_dir: schema_count(server, "ConversationReply") >= 3,
+                                 "persona_generate", "conversation_generate"),
+    # every stage done: the kill lands in the release or the report
+    "after_the_last_stage": (lambda server, run_dir: "conversation_review" in finished_stages(run_dir),
+                             "conversation_review", None),
+}
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_a_run_killed_and_resumed_equals_an_uninterrupted_one(point, images, uninterrupted, prefect_server,
+                                                                tmp_path):
+    whole_dir, whole_release, whole_requests = uninterrupted
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "PREFECT_LOGGING_LEVEL": "INFO"}
+    run_dir = tmp_path / "outputs" / "runs" / "killed"
+    with FakeOpenAIServer(responder=scripted_reply, latency_seconds=0.2) as server:
+        args = [*ARGS, "--input", str(images), "--base-url", server.base_url, "--run-id", "killed"]
+        process = subprocess.Popen([str(CURATE), *args], cwd=tmp_path, env=env, start_new_session=True,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 180
+        reached, finished, unfinished = KILL_POINTS[point]
+        while process.poll() is None and time.monotonic() < deadline and not reached(server, run_dir):
+            time.sleep(0.02)
+        assert process.poll() is None, f"the run ended before the kill point {point}"
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        done_at_kill = finished_stages(run_dir)
+        assert finished in done_at_kill and unfinished not in done_at_kill, done_at_kill  # killed where meant
+        before = chat_bodies(server)
+        resumed = run_curate(args, tmp_path, {"PREFECT_API_URL": prefect_server, "PREFECT_LOGGING_LEVEL": "INFO"})
+        after = chat_bodies(server)[len(before):]
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    # the same decisions and items at every stage, and the same release
+    assert stage_outputs(run_dir) == stage_outputs(whole_dir)
+    changes = diff(whole_release, release_of(resumed.stdout))
+    assert (changes.added, changes.removed, changes.changed) == ([], [], {})
+    # finished stages were skipped, not redone
+    lines = summary_lines(resumed.stdout + resumed.stderr)
+    assert done_at_kill and done_at_kill & set(STAGES) <= set(lines), (done_at_kill, lines)
+    assert all("skipped, already done" in lines[stage] for stage in done_at_kill & set(STAGES)), lines
+    # no answered request was sent again: only those in flight at the kill (at most --concurrency) could be
+    repeated = set(before) & set(after)
+    assert repeated <= set(before[-CONCURRENCY:]), len(repeated)
+    assert len(before) + len(after) - len(repeated) == whole_requests
