@@ -37,9 +37,10 @@ $(LS_TEMPLATE): $(LS_STAMP)
 ls: $(LS_TEMPLATE)
 
 browser:
-	@command -v chromium >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
-	  echo "installing chromium, nodejs and npm with apt-get"; apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium nodejs npm >/dev/null; }
+	@missing=""; command -v chromium >/dev/null 2>&1 || missing="chromium"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
+	if [ -n "$$missing" ]; then echo "installing$$missing with apt-get"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
 $(PW): | browser
 	@mkdir -p .ls/pw

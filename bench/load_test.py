@@ -17,7 +17,8 @@ Reported per way: wall time of the command, seconds per stage (from `curate repo
 through the image stages (ingest to weighted sample), peak resident memory of the whole process tree (the CLI,
 its worker processes, and for Dask the scheduler and workers; sampled every 0.2 s; the Prefect server is not
 counted), CPU seconds by kind of process, and the planted copies found.
-The sampled ids must be the same for the three ways.
+The sampled ids must be the same for the three ways. Each way writes to its own output folder, so none of them
+reads image fingerprints that another cached.
 
     cd /work/main && .venv/bin/python bench/load_test.py [--quick] [--images N] [--work DIR]
 """
@@ -286,7 +287,7 @@ def main() -> None:
                 extra = ["--dask-address", address]
             try:
                 print(f"running {way} ...", flush=True)
-                ways[way] = run_way(way, corpus, runs, extra, env, [process.pid for process in cluster])
+                ways[way] = run_way(way, corpus, runs / way, extra, env, [process.pid for process in cluster])
             finally:
                 for process in cluster:
                     stop_process(process)
