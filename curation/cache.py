@@ -1,9 +1,10 @@
 """The one cache of the pipeline: a sqlite key-value store shared by all runs under an output folder.
 
 Stages reach it through their context (`ctx.cache`) and never invent cache files of their own.
-Namespaces in use: `image_fingerprint` (by content sha256), `model_reply` (by backend, prompt hash, variables,
-image hashes and seed; remote backends only). Later: MinHash signatures. Blobs: images that arrived embedded
-in a dataset, as files named by their sha256.
+Namespaces in use: `image_fingerprint` (by content sha256), `image_stats` (the offline backend's pixel
+statistics, by the code's and the content's hash), `model_reply` (by backend, prompt hash, variables, image hashes
+and seed; remote backends only). MinHash signatures have their own file (`curation/text/minhash.py`).
+Blobs: images that arrived embedded in a dataset, as files named by their sha256.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ def make_backend(spec: BackendSpec, cache: Cache | None = None, budget: Budget |
     """The backend the spec names; a paid backend runs only when asked for, never because a key is set."""
     if spec.kind == "offline":
         from curation.models.offline import OfflineBackend
-        return OfflineBackend()
+        return OfflineBackend(cache)
     from curation.models.openai_backend import OpenAIBackend
     return OpenAIBackend(spec, cache=cache, budget=budget)
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from curation.cache import Cache
 from curation.images.decode import decode_image
 
 THUMB_SIDE_PX = 256        # sharpness, edges, colour
@@ -155,7 +157,27 @@ def compute_stats(image: Image.Image) -> ImageStats:
     )
 
 
+STATS_NAMESPACE = "image_stats"
+# Stored statistics are keyed by this file's own hash as well as the image's: any edit to how they are computed
+# makes new keys, so a stale entry can never be read back.
+STATS_CODE_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+
+
 @lru_cache(maxsize=512)
 def stats_for_file(path: str, sha256: str) -> ImageStats:
     """Stats of a file, memoised per content (the sha256 is part of the key so an edited file is recomputed)."""
     return compute_stats(decode_image(Path(path)).image)
+
+
+def stored_stats(path: str, sha256: str, cache: Cache | None) -> ImageStats:
+    """Stats of a file, kept in the run store's cache when there is one: every offline stage after the first
+    (quality, category, persona, ...) reads them there instead of decoding the image again, in any process."""
+    if cache is None:
+        return stats_for_file(path, sha256)
+    key = f"{STATS_CODE_VERSION}:{sha256}"
+    stored = cache.get(STATS_NAMESPACE, key)
+    if isinstance(stored, dict):
+        return ImageStats(**{**stored, "dominant_colours": tuple(stored["dominant_colours"])})
+    stats = stats_for_file(path, sha256)
+    cache.put(STATS_NAMESPACE, key, asdict(stats))
+    return stats

@@ -15,7 +15,8 @@ from pydantic import BaseModel
 
 from curation.models.base import ModelRequest, ModelResult, generation_for
 from curation.models.identity import HEURISTICS_VERSION, OFFLINE_LABEL, backend_identity
-from curation.models.image_stats import ImageStats, stats_for_file
+from curation.cache import Cache
+from curation.models.image_stats import ImageStats, stored_stats
 from curation.taxonomy import NO_QUESTION
 from schemas import BackendSpec
 from schemas.replies import (
@@ -476,6 +477,9 @@ class OfflineBackend:
     model = HEURISTICS_VERSION
     concurrency = 2
 
+    def __init__(self, cache: Cache | None = None):
+        self.cache = cache  # where pixel statistics are kept between stages and processes; None: memory only
+
     def identity(self) -> dict[str, str]:
         return backend_identity(BackendSpec())
 
@@ -486,6 +490,6 @@ class OfflineBackend:
         if not request.images:
             raise ValueError(f"the offline heuristics need an image (prompt '{request.prompt.id}')")
         image = request.images[0]
-        value = _answer(request, stats_for_file(image.path, image.sha256))
+        value = _answer(request, stored_stats(image.path, image.sha256, self.cache))
         return ModelResult(value=request.prompt.output_schema.model_validate(value.model_dump()),
                            generation=generation_for(self, request.prompt))

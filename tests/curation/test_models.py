@@ -7,6 +7,7 @@ from PIL import Image
 
 from curation.errors import BackendUnavailable, ModelOutputInvalid, UserError
 from curation.fingerprint import sha256_file
+from curation.images.decode import ImageDecodeError
 from curation.models import ModelRequest, make_backend
 from curation.models.offline import OfflineBackend
 from curation.models.openai_backend import OpenAIBackend
@@ -83,6 +84,25 @@ def test_offline_conversation_alternates_and_checklist_covers_each_user_turn(dem
     text = "\n".join(f"{u.speaker.upper()}: {u.text}" for u in reply.utterances)
     checklist = backend.complete(request("checklist", demo_images["document-02"], conversation=text)).value
     assert [entry.user_turn for entry in checklist.checklists] == [1, 2, 3, 4]
+
+
+def test_offline_pixel_statistics_are_stored_once_and_read_back_by_later_stages(tmp_path):
+    from curation.cache import Cache
+    from curation.models.image_stats import STATS_NAMESPACE, stats_for_file
+
+    image = image_ref(make_image(tmp_path / "chart.png", 11, (320, 240)))
+    cache = Cache(tmp_path / "cache.sqlite")
+    first = {prompt: OfflineBackend(cache).complete(request(prompt, image)).value
+             for prompt in ("image_quality", "image_category", "persona")}
+    assert cache.count(STATS_NAMESPACE) == 1
+    # another process: no memory of the image, and the file is gone; the stored statistics give the same answers
+    stats_for_file.cache_clear()
+    Path(image.path).unlink()
+    again = {prompt: OfflineBackend(Cache(tmp_path / "cache.sqlite")).complete(request(prompt, image)).value
+             for prompt in first}
+    assert again == first
+    with pytest.raises(ImageDecodeError):  # without the store it would have to decode the missing file
+        OfflineBackend().complete(request("image_quality", image))
 
 
 # --- the OpenAI protocol against a real loopback server ------------------------------------------------
