@@ -10,8 +10,8 @@ offline backend, one Prefect server on loopback for all) in a fresh process tree
 - `--jobs 1`: everything in the one process (the naive way: no worker processes);
 - `--jobs 2`: CPU-bound stages (hashing, offline scoring) over 2 worker processes;
 - Dask: a local cluster (a scheduler and 2 single-threaded worker processes, started as `dask scheduler` and
-  `dask worker`) given as `--dask-address`; stages run through Prefect's Dask task runner and spread their items
-  over the workers.
+  `dask worker`, with the workers' statistical profiler off as the README advises for CPU-bound stages) given as
+  `--dask-address`; stages run through Prefect's Dask task runner and spread their items over the workers.
 
 Reported per way: wall time of the command, seconds per stage (from `curate report --json`), images per second
 through the image stages (ingest to weighted sample), peak resident memory of the whole process tree (the CLI,
@@ -154,7 +154,10 @@ class TreeMemory:
                         try:
                             total += process.memory_info().rss
                             times = process.cpu_times()
-                            self.cpu[process.pid] = (_role(process), times.user + times.system)
+                            # the role as first recognised: an exiting process may show an empty command line
+                            known = self.cpu.get(process.pid, ("other", 0.0))[0]
+                            role = known if known != "other" else _role(process)
+                            self.cpu[process.pid] = (role, times.user + times.system)
                         except psutil.Error:
                             pass
                 except psutil.Error:
@@ -185,7 +188,8 @@ def start_cluster(env: dict, logs: Path) -> tuple[str, list[subprocess.Popen]]:
                                   "--no-dashboard"], env=env, stdout=open(logs / "scheduler.log", "w"),
                                  stderr=subprocess.STDOUT, start_new_session=True)
     workers = subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers", "2", "--nthreads", "1",
-                                "--no-dashboard", "--host", "127.0.0.1"], env=env,
+                                "--no-dashboard", "--host", "127.0.0.1"],
+                               env={**env, "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"},
                                stdout=open(logs / "workers.log", "w"), stderr=subprocess.STDOUT,
                                start_new_session=True)
     from distributed import Client
@@ -255,6 +259,9 @@ def planted_found(run_dir: Path, truth: dict) -> dict:
             "near_planted": len(truth["near"]),
             "near_dropped": sum("near_duplicate" in (reason_of.get(name(a)), reason_of.get(name(b)))
                                 for a, b in truth["near"]),
+            # two near copies of one source are the same bytes, so the second goes as an exact duplicate
+            "near_dropped_as_exact": sum("near_duplicate" not in (reason_of.get(name(a)), reason_of.get(name(b)))
+                                         and reason_of.get(name(a)) == "exact_duplicate" for a, b in truth["near"]),
             "corrupt_planted": len(truth["corrupt"]),
             "corrupt_dropped": sum(reason_of.get(name(a), "").startswith("image_") for a, _ in truth["corrupt"])}
 
@@ -319,9 +326,9 @@ def main() -> None:
     planted = first["planted"]
     summary = (f"{count} images ({info['bytes'] / 2**20:.0f} MB). Planted: {planted['exact_planted']} exact copies "
                f"({planted['exact_dropped']} dropped as exact duplicates), {planted['near_planted']} near copies "
-               f"({planted['near_dropped']} dropped as near duplicates), {planted['corrupt_planted']} truncated "
-               f"files ({planted['corrupt_dropped']} dropped with an image_* reason). Same sampled ids in every "
-               f"way: {same}.")
+               f"({planted['near_dropped']} dropped as near duplicates, {planted['near_dropped_as_exact']} as exact "
+               f"copies of an identical near copy of the same source), {planted['corrupt_planted']} truncated files "
+               f"({planted['corrupt_dropped']} dropped with an image_* reason). Same sampled ids in every way: {same}.")
     print(text, stage_text, cpu_text, funnel_text, summary, sep="\n\n")
     for result in ways.values():
         result.pop("sampled_ids")

@@ -38,7 +38,7 @@ from curation.fingerprint import sha256_file, sha256_json
 from curation.jsonl import read_jsonl, read_samples  # noqa: F401 - read_samples is part of the runner's API
 from curation.models import ModelBackend, make_backend
 from curation.models.identity import backend_identity
-from curation.parallel import on_dask_worker, ordered_map, relax_dask_malloc
+from curation.parallel import on_dask_worker, ordered_map, keep_temporaries_on_heap
 from curation.prompting import load_prompt
 from curation.stage import (
     GENERIC_REASONS, ItemStage, SetStage, SourceStage, Stage, StageConfig, StageContext, TransformStage,
@@ -338,7 +338,7 @@ def work_chunk(run_dir: str, index: int, rows: list[str], registry: Registry = S
     """Work records (scores, generated items or a recorded failure, and model usage) for serialized samples.
 
     A plain function of plain arguments, so it runs alike here, in a worker process or on a Dask worker."""
-    relax_dask_malloc()
+    keep_temporaries_on_heap()
     stage, config, ctx = _context_for(run_dir, index, registry)
     records = []
     for row in rows:

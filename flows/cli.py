@@ -73,7 +73,9 @@ def run(
         "--set", help="Override a stage parameter: stage.field=value (repeatable).")] = [],
     release: Annotated[bool, typer.Option(help="Write a versioned release when the run completes.")] = True,
     progress: Annotated[str, typer.Option(help="auto, bar, log or none.")] = "auto",
-    jobs: Annotated[Optional[int], typer.Option(help="Worker processes for image hashing (default: one per core).")] = None,
+    jobs: Annotated[Optional[int], typer.Option(
+        help="Worker processes for CPU-bound stages: image hashing, MinHash signatures and, with the offline "
+             "backend, every scoring and generating stage (default: one per core).")] = None,
     concurrency: Annotated[Optional[int], typer.Option(
         help="Model requests in flight at once, shared by all stages (default: the recipe's, 8).")] = None,
     max_cost: Annotated[Optional[float], typer.Option(
@@ -87,7 +89,8 @@ def run(
                                    "24 h; a rerun resumes polling.")] = None,
     dask_address: Annotated[Optional[str], typer.Option(
         help="Run the stages on this Dask scheduler (e.g. tcp://10.0.0.5:8786) through Prefect's Dask task "
-             "runner; image hashing spreads over its workers. Worth it from roughly 100K images.")] = None,
+             "runner; hashing, MinHash signatures and offline scoring spread over its workers. On one machine "
+             "--jobs is faster; a cluster adds machines.")] = None,
     out: OutOption = Path("outputs"),
 ) -> None:
     """Run a recipe as a Prefect flow (an ephemeral Prefect server unless PREFECT_API_URL is set)."""

@@ -95,8 +95,8 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_p
            batch: bool | None = None) -> dict[str, Any]:
     """Run `recipe` on `input_path` (none: the bundled demo corpus); `overrides` maps stage -> config changes.
 
-    `dask_address` runs the stages through Prefect's Dask task runner, and CPU-bound stages (image hashing)
-    spread their items over that cluster's workers."""
+    `dask_address` runs the stages through Prefect's Dask task runner, and CPU-bound stages (hashing, MinHash
+    signatures, offline scoring) spread their items over that cluster's workers."""
     logger = get_run_logger()
     out = Path(out_dir).resolve()
     config = resolve_run(recipe, out_dir=out, run_id=run_id, input_path=input_path, backend=backend,

@@ -29,7 +29,7 @@ import numpy as np
 from datasketch import MinHash, MinHashLSH
 
 from curation.grouping import UnionFind
-from curation.parallel import on_dask_worker, ordered_map, relax_dask_malloc
+from curation.parallel import on_dask_worker, ordered_map, keep_temporaries_on_heap
 from curation.text import normalise, shingles
 
 DEFAULT_THRESHOLD = 0.7   # Jaccard of word 3-gram sets; copies with a word or two changed score 0.5-0.8
@@ -104,7 +104,7 @@ class SignatureStore:
 
 def _signature_chunk(job: tuple[MinHashParams, list[str]]) -> list[bytes]:
     """Signatures of some texts as uint32 bytes; a plain function, so a worker process or Dask worker runs it."""
-    relax_dask_malloc()
+    keep_temporaries_on_heap()
     params, texts = job
     sets = [[shingle.encode("utf-8") for shingle in sorted(params.shingles(text))] for text in texts]
     return [minhash.hashvalues.astype(np.uint32).tobytes()

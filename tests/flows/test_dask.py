@@ -12,18 +12,22 @@ from pathlib import Path
 import pytest
 
 from curation.runner import PROCESS_CHUNK_ITEMS
-from tests.conftest import REPO, SESSION_DIR, free_port, run_curate, stop_process
+from tests.conftest import REPO, SESSION_DIR, free_port, make_image, run_curate, stop_process
+from tests.factories import scripted_reply
+from tests.fakes.openai_server import FakeOpenAIServer
 from tests.flows.test_flow_e2e import funnel
+from tests.flows.test_resume import stage_outputs
 
 pytestmark = pytest.mark.slow
 DASK = Path(sys.executable).parent / "dask"
+WORKER_KEY = "sk-test-dask-workers-0123"  # what the workers' environment holds; no task argument carries it
 
 
 @pytest.fixture(scope="module")
 def cluster(prefect_server):
     """tcp address of a scheduler with two single-threaded worker processes; workers report to the test server."""
     port = free_port()
-    env = {**os.environ, "PREFECT_API_URL": prefect_server, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": WORKER_KEY}
     logs = [open(SESSION_DIR / name, "w") for name in ("dask-scheduler.log", "dask-workers.log")]
     scheduler = subprocess.Popen([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", str(port),
                                   "--no-dashboard"], env=env, stdout=logs[0], stderr=subprocess.STDOUT,
@@ -95,3 +99,37 @@ def test_minhash_signatures_computed_on_the_cluster_equal_local_ones(cluster):
                                                    for entry in dask_worker.state.log))
     assert computed == 5_000 and (remote == local).all()
     assert sum(after.values()) > sum(before.values())  # the chunks ran as tasks of the cluster
+
+
+def tasks_per_worker(address: str, marker: str) -> dict[str, int]:
+    from distributed import Client
+
+    with Client(address, timeout=30) as client:
+        return client.run(lambda dask_worker: len({str(entry[0]) for entry in dask_worker.state.log
+                                                   if marker in str(entry[0])}))
+
+
+def test_model_calls_run_on_the_cluster_and_give_the_local_run_s_decisions(cluster, prefect_server, tmp_path):
+    for seed in range(6):
+        make_image(tmp_path / "images" / f"{seed}.png", seed)
+    args = ["run", "multiverse", "--input", str(tmp_path / "images"), "--backend", "openai", "--model", "fake-vlm",
+            "--no-release", "--progress", "none", "--set", "image_quality.min_quality_score=1",
+            "--set", "category_min_size.min_items_per_category=1"]
+    env = {"PREFECT_API_URL": prefect_server, "OPENAI_API_KEY": WORKER_KEY}
+    before = tasks_per_worker(cluster, "run_stage-")
+    with FakeOpenAIServer(expected_api_key=WORKER_KEY, responder=scripted_reply) as server:
+        local = run_curate([*args, "--base-url", server.base_url, "--run-id", "calls"], tmp_path, env)
+        assert local.returncode == 0, local.stderr[-3000:]
+        sent_locally = server.completions_served
+        (tmp_path / "elsewhere").mkdir()
+        remote = run_curate([*args, "--base-url", server.base_url, "--run-id", "calls", "--dask-address", cluster],
+                            tmp_path / "elsewhere", env)
+        assert remote.returncode == 0, remote.stderr[-3000:]
+        sent_from_cluster = server.completions_served - sent_locally
+    after = tasks_per_worker(cluster, "run_stage-")
+    # every stage, model stages included, ran as a task of the cluster, made each call once and decided as the
+    # local run did
+    decided = stage_outputs(tmp_path / "elsewhere" / "outputs" / "runs" / "calls")
+    assert sum(after.values()) - sum(before.values()) == len(decided), (before, after)
+    assert sent_locally > 6 and sent_from_cluster == sent_locally
+    assert decided == stage_outputs(tmp_path / "outputs" / "runs" / "calls")
