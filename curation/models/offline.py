@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from curation.cache import Cache
 from curation.models.base import ModelRequest, ModelResult, generation_for
 from curation.models.identity import HEURISTICS_VERSION, OFFLINE_LABEL, backend_identity
-from curation.cache import Cache
 from curation.models.image_stats import ImageStats, stored_stats
 from curation.taxonomy import NO_QUESTION
 from schemas import BackendSpec
