@@ -398,6 +398,8 @@ def bench_cpu_breakdown(cfg: dict, work: Path) -> dict:
         return 1000 * (cpu_seconds() - before) / len(items)
 
     class Canned:  # stands in for the shared client: a valid reply, no network
+        slots = threading.BoundedSemaphore(1)
+
         def create(self, body):
             return ChatReply(content='{"rationale": "Sharp and well lit.", "quality_score": 4}', input_tokens=900,
                              output_tokens=20, attempts=1)

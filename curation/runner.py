@@ -42,7 +42,7 @@ from curation.parallel import on_dask_worker, ordered_map, keep_temporaries_on_h
 from curation.prompting import load_prompt
 from curation.stage import (
     GENERIC_REASONS, ItemStage, SetStage, SourceStage, Stage, StageConfig, StageContext, TransformStage,
-    record_scores,
+    apply_update, record_scores,
 )
 from curation.stages import STAGES
 from schemas import Decision, Drop, Keep, ModelUsage, RunConfig, Sample, Scores, StageStats, Verdict
@@ -493,6 +493,38 @@ def _decide_items(run: StageRun, source: Path, work_file: Path, writer: StageWri
             writer.write(item, Drop(reason="stage_error", detail={"message": "generated nothing"}))
 
 
+def _run_set_stage(stage: SetStage, config: StageConfig, source: Path, ctx: StageContext, writer: StageWriter,
+                   progress: Progress) -> None:
+    """With a view: decide on the views (a few hundred bytes per item), then stream the items from the input
+    past the verdicts. Without: the stage gets every item in memory (only stages that see a sampled set)."""
+    if stage.view is None:
+        items = list(read_samples(source))
+        relabelled, verdicts = stage.decide(items, config, ctx)
+        if [item.id for item in relabelled] != [item.id for item in items]:
+            raise RuntimeError(f"{stage.name}: relabel must return the same items in the same order")
+        _check_count(stage, verdicts, len(items), "verdicts")
+        for item, verdict in zip(relabelled, verdicts, strict=True):
+            writer.write(item, verdict)
+        progress.advance(len(items))
+        return
+    views = stage.views(read_samples(source), config)
+    updates = stage.relabel(views, config, ctx) if stage.relabel is not None else None
+    verdicts = stage.select(views, config, ctx)
+    _check_count(stage, verdicts, len(views), "verdicts")
+    if updates is not None:
+        _check_count(stage, updates, len(views), "relabellings")
+    del views
+    for index, item in enumerate(read_samples(source)):
+        writer.write(apply_update(item, updates[index], stage.name) if updates else item, verdicts[index])
+        if index % CHUNK_ITEMS == CHUNK_ITEMS - 1 or index == len(verdicts) - 1:
+            progress.advance(index % CHUNK_ITEMS + 1)
+
+
+def _check_count(stage: Stage, results: list, expected: int, what: str) -> None:
+    if len(results) != expected:
+        raise RuntimeError(f"{stage.name} returned {len(results)} {what} for {expected} items")
+
+
 def execute_stage(store: RunStore, run_config: RunConfig, run: StageRun, backend: ModelBackend, cache: Cache,
                   progress: Progress, registry: Registry = STAGES) -> StageStats:
     stage = run.stage
@@ -509,18 +541,7 @@ def execute_stage(store: RunStore, run_config: RunConfig, run: StageRun, backend
     source = Path(previous["output_dir"]) / "kept.jsonl"
     progress.start(stage.name, run.index, count_lines(source))
     if isinstance(stage, SetStage):
-        items = list(read_samples(source))
-        if stage.relabel is not None:
-            relabelled = stage.relabel(items, run.config, ctx)
-            if [item.id for item in relabelled] != [item.id for item in items]:
-                raise RuntimeError(f"{stage.name}: relabel must return the same items in the same order")
-            items = relabelled
-        verdicts = stage.select(items, run.config, ctx)
-        if len(verdicts) != len(items):
-            raise RuntimeError(f"{stage.name} returned {len(verdicts)} verdicts for {len(items)} items")
-        for item, verdict in zip(items, verdicts, strict=True):
-            writer.write(item, verdict)
-        progress.advance(len(items))
+        _run_set_stage(stage, run.config, source, ctx, writer, progress)
         return writer.commit(summary=ctx.summary)
     work_file = _compute_work(run, source, store, run_config, backend, progress, registry)
     _decide_items(run, source, work_file, writer)

@@ -3,7 +3,10 @@
 - SourceStage: makes items from outside the run (ingest).
 - ItemStage: `score` one item (stored), then `decide` from the stored scores alone.
 - SetStage: `select` over the whole collection (dedup, category size, sampling), one verdict per input;
-  optionally `relabel` first, which rewrites labels using the whole collection (category merging).
+  optionally `relabel` first, which rewrites labels using the whole collection (category merging). A set stage
+  that sees the whole corpus declares a `view`: the few fields its decision needs (an id and a hash or a label,
+  170-430 bytes where a parsed Sample takes 6.7-9.5 KB), so the runner holds views, not items, and streams the
+  items past the verdicts afterwards.
 - TransformStage: `generate` new or enriched items from one item (persona, conversation, paraphrase: one to
   many), then an optional `check` that decides on the generated content.
 
@@ -17,7 +20,7 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -116,15 +119,48 @@ class ItemStage(StageBase):
     kind: Literal["item"] = "item"
 
 
-def keep_all(items: list[Sample], cfg: Any, ctx: StageContext) -> list[Verdict]:
+def keep_all(items: list, cfg: Any, ctx: StageContext) -> list[Verdict]:
     return [Keep() for _ in items]
+
+
+class Keyed(NamedTuple):
+    """The view of a set stage whose decision needs an item's id and one value (a label, a question)."""
+
+    id: str
+    value: Any
+
+
+Update = dict[str, Any]  # Sample field -> new value; "scores" is the stage's own scores entry
 
 
 @dataclass(frozen=True, kw_only=True)
 class SetStage(StageBase):
-    select: Callable[[list[Sample], Any, StageContext], list[Verdict]] = keep_all
-    relabel: Callable[[list[Sample], Any, StageContext], list[Sample]] | None = None  # same items, same order
+    """Without a view, `relabel` and `select` get whole Samples and `relabel` returns them changed (same items,
+    same order); for stages that only ever see a sampled set (review, tracks). With a view, both get
+    `view(item, config)` of every item, and `relabel` returns per item the fields to change (or None)."""
+
+    view: Callable[[Sample, Any], Any] | None = None
+    select: Callable[[list, Any, StageContext], list[Verdict]] = keep_all
+    relabel: Callable[[list, Any, StageContext], list] | None = None
     kind: Literal["set"] = "set"
+
+    def __post_init__(self) -> None:
+        if self.view is not None and self.relabel is not None and self.select is not keep_all:
+            raise ValueError(f"{self.name}: with a view, select would see the views before relabelling; split the "
+                             f"stage in two")
+
+    def views(self, items: Iterable[Sample], cfg: Any) -> list:
+        return [self.view(item, cfg) for item in items] if self.view is not None else list(items)
+
+    def decide(self, items: list[Sample], cfg: Any, ctx: StageContext) -> tuple[list[Sample], list[Verdict]]:
+        """The stage over items in memory (what the runner does in two streaming passes): (items, verdicts)."""
+        views = self.views(items, cfg)
+        if self.relabel is not None:
+            changed = self.relabel(views, cfg, ctx)
+            items = changed if self.view is None else [apply_update(item, update, self.name)
+                                                       for item, update in zip(items, changed, strict=True)]
+            views = self.views(items, cfg)
+        return items, self.select(views, cfg, ctx)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,3 +186,13 @@ def record_scores(item: Sample, scores: Scores, stage: str) -> Sample:
     if scores.generation is not None:
         generated[stage] = scores.generation
     return item.model_copy(update={"scores": {**item.scores, stage: scores.values}, "generated_by": generated})
+
+
+def apply_update(item: Sample, update: Update | None, stage: str) -> Sample:
+    """A set stage's relabelling applied to the whole item; its "scores" entry is stored under the stage's name."""
+    if not update:
+        return item
+    fields = {name: value for name, value in update.items() if name != "scores"}
+    if "scores" in update:
+        fields["scores"] = {**item.scores, stage: update["scores"]}
+    return item.model_copy(update=fields)

@@ -48,3 +48,8 @@ def scripted_reply(body: dict) -> object | None:
             {"question": f"Does answer {turn} use the image?", "main_criteria": "Perceptual Understanding",
              "sub_criteria": "grounding"}]} for turn in range(1, 5)]}
     return None
+
+
+def decide(stage, items, cfg, ctx):
+    """A set stage's verdicts on Samples in memory, through its view as the runner does it."""
+    return stage.decide(items, cfg, ctx)[1]

@@ -9,19 +9,19 @@ from __future__ import annotations
 from pydantic import Field
 
 from curation.grouping import pick_kept
-from curation.images.near_dedup import preference
+from curation.images.near_dedup import ImageKey, image_key, preference
 from curation.stage import SetStage, StageConfig, StageContext
-from schemas import Drop, Keep, Sample, Verdict
+from schemas import Drop, Keep, Verdict
 
 
 class ExactDedupConfig(StageConfig):
     source_priority: tuple[str, ...] = Field((), description="source datasets to prefer, most preferred first")
 
 
-def select(items: list[Sample], cfg: ExactDedupConfig, ctx: StageContext) -> list[Verdict]:
+def select(items: list[ImageKey], cfg: ExactDedupConfig, ctx: StageContext) -> list[Verdict]:
     by_hash: dict[str, list[int]] = {}
     for index, item in enumerate(items):
-        by_hash.setdefault(item.images[0].sha256, []).append(index)
+        by_hash.setdefault(item.sha256, []).append(index)
     verdicts: list[Verdict] = [Keep()] * len(items)
     for group in by_hash.values():
         if len(group) < 2:
@@ -30,8 +30,8 @@ def select(items: list[Sample], cfg: ExactDedupConfig, ctx: StageContext) -> lis
         for index in group:
             if index != kept:
                 verdicts[index] = Drop(reason="exact_duplicate", detail={
-                    "duplicate_of": items[kept].id, "sha256": items[index].images[0].sha256})
+                    "duplicate_of": items[kept].id, "sha256": items[index].sha256})
     return verdicts
 
 
-STAGE = SetStage(name="image_exact_dedup", config=ExactDedupConfig, select=select, reasons=("exact_duplicate",))
+STAGE = SetStage(name="image_exact_dedup", config=ExactDedupConfig, view=image_key, select=select, reasons=("exact_duplicate",))

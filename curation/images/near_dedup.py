@@ -12,6 +12,7 @@ The search (`curation.images.hamming`) returns exactly the pairs brute force wou
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from pydantic import Field
@@ -30,12 +31,27 @@ class NearDedupConfig(StageConfig):
     reference: tuple[str, ...] = Field((), description="hashes files (JSONL) or release folders to check against")
 
 
-def preference(item: Sample, source_priority: tuple[str, ...]) -> tuple:
-    """Sort key of the keep rule: smaller is preferred."""
+class ImageKey(NamedTuple):
+    """What the image dedup stages decide on: the keep rule's fields and the two hashes."""
+
+    id: str
+    sha256: str
+    phash: str | None
+    pixels: int
+    size_bytes: int
+    source: str
+
+
+def image_key(item: Sample, cfg: object = None) -> ImageKey:
     image = item.images[0]
-    source = item.provenance.source_dataset
-    rank = source_priority.index(source) if source in source_priority else len(source_priority)
-    return (-(image.width or 0) * (image.height or 0), -image.size_bytes, rank, item.id)
+    return ImageKey(item.id, image.sha256, image.phash, (image.width or 0) * (image.height or 0), image.size_bytes,
+                    item.provenance.source_dataset)
+
+
+def preference(key: ImageKey, source_priority: tuple[str, ...]) -> tuple:
+    """Sort key of the keep rule: smaller is preferred."""
+    rank = source_priority.index(key.source) if key.source in source_priority else len(source_priority)
+    return (-key.pixels, -key.size_bytes, rank, key.id)
 
 
 def distance(first: str, second: str) -> int:
@@ -74,7 +90,7 @@ def reference_digest(cfg: NearDedupConfig, run_dir: Path | None = None) -> str:
     return sha256_json(listing)
 
 
-def _reference_matches(items: list[Sample], hashes: np.ndarray, cfg: NearDedupConfig) -> dict[int, Drop]:
+def _reference_matches(items: list[ImageKey], hashes: np.ndarray, cfg: NearDedupConfig) -> dict[int, Drop]:
     drops: dict[int, Drop] = {}
     for location in cfg.reference:
         names, reference = load_reference(location)
@@ -86,8 +102,8 @@ def _reference_matches(items: list[Sample], hashes: np.ndarray, cfg: NearDedupCo
     return drops
 
 
-def select(items: list[Sample], cfg: NearDedupConfig, ctx: StageContext) -> list[Verdict]:
-    hashes = np.array([int(item.images[0].phash, 16) for item in items], dtype=np.uint64)
+def select(items: list[ImageKey], cfg: NearDedupConfig, ctx: StageContext) -> list[Verdict]:
+    hashes = np.array([int(item.phash, 16) for item in items], dtype=np.uint64)
     verdicts: list[Verdict] = [Keep()] * len(items)
     contaminated = _reference_matches(items, hashes, cfg)
     for index, drop in contaminated.items():
@@ -100,10 +116,10 @@ def select(items: list[Sample], cfg: NearDedupConfig, ctx: StageContext) -> list
             if index != kept:
                 verdicts[index] = Drop(reason="near_duplicate", detail={
                     "near_duplicate_of": items[kept].id,
-                    "hamming_distance": distance(items[index].images[0].phash, items[kept].images[0].phash),
+                    "hamming_distance": distance(items[index].phash, items[kept].phash),
                     "group_size": len(group)})
     return verdicts
 
 
-STAGE = SetStage(name="image_near_dedup", config=NearDedupConfig, select=select,
+STAGE = SetStage(name="image_near_dedup", config=NearDedupConfig, view=image_key, select=select,
                  reasons=("near_duplicate", "matches_reference"), outside_input=reference_digest)

@@ -3,6 +3,9 @@
 One event loop per process runs all requests; callers in any thread (the runner's item threads, several Prefect
 tasks in one process) block on their own request while the loop multiplexes them. One `ChatClient` per base URL
 and key is shared by everything in the process, so its concurrency limit holds across stages and tasks.
+`ChatClient.slots` is the same limit for a caller's thread: the backend holds a slot from sending a request until
+its reply is stored, so a process killed at any moment has at most `concurrency` requests sent and not yet kept
+(a resumed run sends only those again).
 
 Retries are ours (the SDK's are off, so they do not multiply): on 429, 5xx, timeouts and dropped connections,
 wait and try again, at most `max_attempts` times. The wait honours `retry-after-ms`, then `Retry-After`
@@ -133,6 +136,7 @@ class ChatClient:
         self._loop = _Loop.get()
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout_seconds, max_retries=0)
         self._semaphore = self._loop.run(self._make_semaphore(concurrency))
+        self.slots = threading.BoundedSemaphore(concurrency)
         self._pause_until = 0.0
         self._rng = random.Random()
         self.requests_sent = 0

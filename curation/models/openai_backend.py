@@ -227,6 +227,11 @@ class OpenAIBackend:
             estimate = cost_usd(price, estimated, self.spec.max_output_tokens, batch=True) or 0.0
             self._deferred[key] = PendingRequest(key, body, request.prompt.output_schema, estimate)
             raise DeferredToBatch(key)
+        with self.client.slots:  # freed once the reply is stored, so a kill loses at most `concurrency` replies
+            return self._exchange(request, body, key, estimated)
+
+    def _exchange(self, request: ModelRequest, body: dict, key: str, estimated: int) -> ModelResult:
+        model = body["model"]
         raw, usage = self._send(body, estimated)
         schema_model = request.prompt.output_schema
         try:

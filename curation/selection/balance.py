@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Literal
 
-from curation.stage import SetStage, StageConfig, StageContext, decision_field
+from curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
 from schemas import Drop, Keep, Sample, Verdict
 
 UNLABELLED = "unlabelled"
@@ -51,10 +51,14 @@ def water_fill(sizes: dict[str, int], target: int) -> tuple[dict[str, int], int 
     return quotas, low
 
 
-def select(items: list[Sample], cfg: BalanceConfig, ctx: StageContext) -> list[Verdict]:
+def field_view(item: Sample, cfg: BalanceConfig) -> Keyed:
+    return Keyed(item.id, getattr(item.categories, cfg.field) or UNLABELLED)
+
+
+def select(items: list[Keyed], cfg: BalanceConfig, ctx: StageContext) -> list[Verdict]:
     members: dict[str, list[int]] = defaultdict(list)
     for index, item in enumerate(items):
-        members[getattr(item.categories, cfg.field) or UNLABELLED].append(index)
+        members[item.value].append(index)
     sizes = {name: len(group) for name, group in sorted(members.items())}
     quotas, cap = water_fill(sizes, cfg.target_total)
     chosen: set[int] = set()
@@ -69,4 +73,5 @@ def select(items: list[Sample], cfg: BalanceConfig, ctx: StageContext) -> list[V
             for index in range(len(items))]
 
 
-STAGE = SetStage(name="field_balance", config=BalanceConfig, select=select, reasons=("field_downsampled",))
+STAGE = SetStage(name="field_balance", config=BalanceConfig, view=field_view, select=select,
+                 reasons=("field_downsampled",))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from curation.stage import SetStage, StageConfig, StageContext, decision_field
+from curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
 from schemas import Drop, Keep, Sample, Verdict
 
 
@@ -19,13 +19,17 @@ def category_of(item: Sample) -> str:
     return item.categories.image_main or "uncategorised"
 
 
-def select(items: list[Sample], cfg: MinSizeConfig, ctx: StageContext) -> list[Verdict]:
-    sizes = Counter(category_of(item) for item in items)
-    return [Keep() if sizes[category_of(item)] >= cfg.min_items_per_category else
-            Drop(reason="category_too_small", detail={"category": category_of(item),
-                                                      "category_size": sizes[category_of(item)],
+def category_view(item: Sample, cfg: object = None) -> Keyed:
+    return Keyed(item.id, category_of(item))
+
+
+def select(items: list[Keyed], cfg: MinSizeConfig, ctx: StageContext) -> list[Verdict]:
+    sizes = Counter(item.value for item in items)
+    return [Keep() if sizes[item.value] >= cfg.min_items_per_category else
+            Drop(reason="category_too_small", detail={"category": item.value, "category_size": sizes[item.value],
                                                       "min_items_per_category": cfg.min_items_per_category})
             for item in items]
 
 
-STAGE = SetStage(name="category_min_size", config=MinSizeConfig, select=select, reasons=("category_too_small",))
+STAGE = SetStage(name="category_min_size", config=MinSizeConfig, view=category_view, select=select,
+                 reasons=("category_too_small",))

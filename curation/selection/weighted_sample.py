@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Literal
 
-from curation.selection.min_size import category_of
-from curation.stage import SetStage, StageConfig, StageContext, decision_field
-from schemas import Drop, Keep, Sample, Verdict
+from curation.selection.min_size import category_view
+from curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
+from schemas import Drop, Keep, Verdict
 
 WEIGHT_EXPONENT = {"proportional": 1.0, "sqrt": 0.5, "uniform": 0.0}
 
@@ -49,10 +49,10 @@ def allocate(sizes: dict[str, int], total: int, exponent: float) -> dict[str, in
     return quotas
 
 
-def select(items: list[Sample], cfg: WeightedSampleConfig, ctx: StageContext) -> list[Verdict]:
+def select(items: list[Keyed], cfg: WeightedSampleConfig, ctx: StageContext) -> list[Verdict]:
     members: dict[str, list[int]] = defaultdict(list)
     for index, item in enumerate(items):
-        members[category_of(item)].append(index)
+        members[item.value].append(index)
     quotas = allocate({name: len(group) for name, group in members.items()}, cfg.max_items,
                       WEIGHT_EXPONENT[cfg.weighting])
     chosen: set[int] = set()
@@ -65,10 +65,10 @@ def select(items: list[Sample], cfg: WeightedSampleConfig, ctx: StageContext) ->
                         "weights": {name: round(len(group) ** exponent, 6) for name, group in sorted(members.items())},
                         "quotas": dict(sorted(quotas.items()))})
     return [Keep() if index in chosen else
-            Drop(reason="not_sampled", detail={"category": category_of(item), "category_quota": quotas[category_of(item)],
-                                               "category_size": len(members[category_of(item)])})
+            Drop(reason="not_sampled", detail={"category": item.value, "category_quota": quotas[item.value],
+                                               "category_size": len(members[item.value])})
             for index, item in enumerate(items)]
 
 
-STAGE = SetStage(name="category_weighted_sample", config=WeightedSampleConfig, select=select,
-                 reasons=("not_sampled",))
+STAGE = SetStage(name="category_weighted_sample", config=WeightedSampleConfig, view=category_view,
+                 select=select, reasons=("not_sampled",))

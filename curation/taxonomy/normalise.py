@@ -26,9 +26,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from curation.stage import SetStage, StageConfig, StageContext
+from curation.stage import SetStage, StageConfig, StageContext, Update
 from curation.taxonomy import default_synonyms, seeded_names
-from schemas import Sample
+from schemas import Categories, Sample
 
 FILLERS = frozenset({"and", "of", "the", "a", "an"})
 LABEL_FIELDS = {"image": ("image_main", "image_sub"), "task": ("task_main", "task_sub")}
@@ -75,9 +75,14 @@ def canonical_names(counts: Counter[str], synonyms: dict[str, str], seeded: tupl
     return mapping
 
 
-def relabel(items: list[Sample], cfg: NormaliseConfig, ctx: StageContext) -> list[Sample]:
+def labels_view(item: Sample, cfg: object = None) -> dict[str, str | None]:
+    return item.categories.model_dump()
+
+
+def relabel(items: list[dict[str, str | None]], cfg: NormaliseConfig, ctx: StageContext) -> list[Update | None]:
+    """Per item: its merged labels with the raw ones as its scores, or None when none changed."""
     synonyms = {**(default_synonyms() if cfg.default_synonyms else {}), **cfg.synonyms}
-    updated = [item.categories.model_dump() for item in items]
+    updated = [dict(row) for row in items]
     raw: list[dict[str, str]] = [{} for _ in items]
     summary: dict[str, dict] = {}
     for kind in cfg.labels:
@@ -107,16 +112,15 @@ def relabel(items: list[Sample], cfg: NormaliseConfig, ctx: StageContext) -> lis
             "categories_before": len(mains), "categories_after": len(set(mains.values())),
         }
     ctx.summary.update(summary)
-    return [item.model_copy(update={"categories": item.categories.model_validate(row),
-                                    "scores": {**item.scores, ctx.stage: changes} if changes else item.scores})
-            for item, row, changes in zip(items, updated, raw, strict=True)]
+    return [{"categories": Categories.model_validate(row), "scores": changes} if changes else None
+            for row, changes in zip(updated, raw, strict=True)]
 
 
 class TaskNormaliseConfig(NormaliseConfig):
     labels: list[Literal["image", "task"]] = Field(["task"], min_length=1, description="which label pairs to merge")
 
 
-STAGE = SetStage(name="category_normalise", config=NormaliseConfig, relabel=relabel)
+STAGE = SetStage(name="category_normalise", config=NormaliseConfig, view=labels_view, relabel=relabel)
 # the same rule for labels assigned later in a recipe (MultiVerse's free-text task labels); a recipe names each
 # stage once, so settings given with --set reach exactly one step
-TASK_STAGE = SetStage(name="task_label_normalise", config=TaskNormaliseConfig, relabel=relabel)
+TASK_STAGE = SetStage(name="task_label_normalise", config=TaskNormaliseConfig, view=labels_view, relabel=relabel)

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from curation.fingerprint import sha256_file, sha256_json
 from curation.jsonl import read_samples
-from curation.stage import SetStage, StageConfig, StageContext
+from curation.stage import Keyed, SetStage, StageConfig, StageContext
 from curation.text import question_text
 from curation.text.minhash import DEFAULT_NUM_PERM, DEFAULT_THRESHOLD, MinHashParams, SignatureStore, \
     near_duplicate_groups
@@ -42,13 +42,16 @@ def reference_digest(cfg: TextDedupConfig, run_dir: Path | None = None) -> str:
     return sha256_json([[path, sha256_file(Path(path)) if Path(path).is_file() else None] for path in cfg.reference])
 
 
-def select(items: list[Sample], cfg: TextDedupConfig, ctx: StageContext) -> list[Verdict]:
+def text_view(item: Sample, cfg: TextDedupConfig) -> Keyed:
+    return Keyed(item.id, question_text(item, cfg.field))
+
+
+def select(items: list[Keyed], cfg: TextDedupConfig, ctx: StageContext) -> list[Verdict]:
     params = MinHashParams(threshold=cfg.threshold, num_perm=cfg.num_perm, word_ngram=cfg.word_ngram,
                            char_ngram=cfg.char_ngram)
-    references = [sample for path in cfg.reference for sample in read_samples(Path(path))]
-    texts = [question_text(item, cfg.field) for item in items]
-    groups, counts = near_duplicate_groups(texts, params, signature_store(ctx.run_dir),
-                                           [question_text(sample, cfg.field) for sample in references])
+    references = [text_view(sample, cfg) for path in cfg.reference for sample in read_samples(Path(path))]
+    groups, counts = near_duplicate_groups([item.value for item in items], params, signature_store(ctx.run_dir),
+                                           [reference.value for reference in references])
     ctx.summary.update(counts)
     verdicts: list[Verdict] = [Keep() for _ in items]
     for group in groups:
@@ -58,5 +61,5 @@ def select(items: list[Sample], cfg: TextDedupConfig, ctx: StageContext) -> list
     return verdicts
 
 
-STAGE = SetStage(name="text_near_dedup", config=TextDedupConfig, select=select, reasons=("near_duplicate_text",),
-                 outside_input=reference_digest)
+STAGE = SetStage(name="text_near_dedup", config=TextDedupConfig, view=text_view, select=select,
+                 reasons=("near_duplicate_text",), outside_input=reference_digest)

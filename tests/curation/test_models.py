@@ -202,3 +202,30 @@ def test_model_replies_are_cached_so_a_rerun_sends_nothing(tmp_path):
         assert ask(0) == first and server.completions_served == 1   # answered from the cache
         ask(1)
         assert server.completions_served == 2                       # a different seed is a different request
+
+
+def test_a_request_keeps_its_slot_until_its_reply_is_stored(tmp_path):
+    """A kill can lose at most `concurrency` replies: the next request waits for the last reply to be stored."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from curation.cache import Cache
+    from curation.models.openai_backend import REPLY_NAMESPACE
+
+    class SlowCache(Cache):
+        seen_at_store: list[int] = []
+
+        def put(self, namespace, key, value):
+            if namespace == REPLY_NAMESPACE:
+                time.sleep(0.2)  # a slow disk: other threads could send meanwhile if the slot were free
+                self.seen_at_store.append(len(server.requests))
+            super().put(namespace, key, value)
+
+    image = image_ref(make_image(tmp_path / "a.png", 1))
+    with FakeOpenAIServer() as server:
+        backend = OpenAIBackend(spec(server, concurrency=1), cache=SlowCache(tmp_path / "cache.sqlite"),
+                                api_key="k")
+        with ThreadPoolExecutor(3) as pool:
+            list(pool.map(lambda seed: backend.complete(request("image_quality", image, seed=seed)), range(3)))
+        assert server.completions_served == 3
+    assert SlowCache.seen_at_store == [1, 2, 3]

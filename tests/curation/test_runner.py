@@ -12,8 +12,8 @@ from curation.errors import BackendUnavailable, ModelOutputInvalid
 from curation.report import funnel_text, load_report
 from curation.runner import RunStore, run_all, run_stage
 from curation.errors import StageFailed
-from curation.stage import ItemStage, SetStage, SourceStage, StageConfig, TransformStage, decision_field
-from schemas import Drop, Generation, Keep, Recipe, ReleaseSpec, RunConfig, Scores, StageSpec
+from curation.stage import ItemStage, Keyed, SetStage, SourceStage, StageConfig, TransformStage, decision_field
+from schemas import Drop, Generation, Keep, Recipe, ReleaseSpec, RunConfig, Sample, Scores, StageSpec
 from tests.conftest import make_sample
 
 CALLS: Counter = Counter()
@@ -79,7 +79,27 @@ def toy_check(item, cfg):
     return Drop(reason="toy_odd_copy") if item.id.endswith("copy-1") else Keep()
 
 
+SEEN: list = []
+
+
+def toy_parity(item, cfg):
+    return Keyed(item.id, int(item.id[1:]) % 2)
+
+
+def toy_mark(views, cfg, ctx):
+    SEEN.extend(views)
+    return [{"language": "odd", "scores": {"parity": 1}} if view.value else None for view in views]
+
+
+def toy_evens(views, cfg, ctx):
+    SEEN.extend(views)
+    return [Drop(reason="toy_odd", detail={"id": view.id}) if view.value else Keep() for view in views]
+
+
 REGISTRY = {
+    "toy_mark": SetStage(name="toy_mark", config=TakeConfig, view=toy_parity, relabel=toy_mark),
+    "toy_evens": SetStage(name="toy_evens", config=TakeConfig, view=toy_parity, select=toy_evens,
+                          reasons=("toy_odd",)),
     "toy_split": TransformStage(name="toy_split", config=SplitConfig, generate=toy_split, check=toy_check,
                                 reasons=("toy_odd_copy",)),
     "toy_source": SourceStage(name="toy_source", config=SourceConfig, read=toy_read, reasons=("toy_bad",),
@@ -104,6 +124,7 @@ def make_run(tmp_path, score_config=None, take_config=None, extra=()) -> Path:
 @pytest.fixture(autouse=True)
 def reset_calls():
     CALLS.clear()
+    SEEN.clear()
 
 
 def decisions(run_dir, index):
@@ -224,3 +245,31 @@ def test_a_changed_configuration_clears_the_chain_until_stages_revalidate(tmp_pa
     make_run(tmp_path, {"multiplier": 3})
     assert RunStore(run_dir).load_state() == []
     assert load_report(run_dir).stages == []
+
+
+def kept_items(run_dir, index):
+    entry = RunStore(run_dir).load_state()[index]
+    return [Sample.model_validate_json(line) for line in open(Path(entry["output_dir"]) / "kept.jsonl")]
+
+
+def test_a_set_stage_with_a_view_decides_on_views_and_its_relabelling_reaches_the_whole_items(tmp_path):
+    run_dir = make_run(tmp_path, extra=(StageSpec(stage="toy_mark"), StageSpec(stage="toy_evens")))
+    run_all(run_dir, registry=REGISTRY)
+    assert SEEN and all(type(view) is Keyed for view in SEEN)  # never a parsed Sample
+    before, marked, evens = kept_items(run_dir, 2), kept_items(run_dir, 3), kept_items(run_dir, 4)
+    assert [item.id for item in marked] == [item.id for item in before]
+    for old, new in zip(before, marked):
+        odd = int(old.id[1:]) % 2
+        assert new.language == ("odd" if odd else None)
+        assert new.scores == ({**old.scores, "toy_mark": {"parity": 1}} if odd else old.scores)
+        assert new.model_copy(update={"language": None, "scores": old.scores}) == old  # nothing else changed
+    # the streaming runner gives what the stage gives on items in memory
+    assert marked == REGISTRY["toy_mark"].decide(before, TakeConfig(), None)[0]
+    assert [item.id for item in evens] == [item.id for item in marked if int(item.id[1:]) % 2 == 0]
+    dropped = [row for row in decisions(run_dir, 4) if not row["kept"]]
+    assert dropped and all(row["reason"] == "toy_odd" and row["detail"]["id"] == row["item_id"] for row in dropped)
+
+
+def test_a_view_stage_cannot_both_relabel_and_select():
+    with pytest.raises(ValueError, match="split the stage"):
+        SetStage(name="both", config=TakeConfig, view=toy_parity, relabel=toy_mark, select=toy_evens)

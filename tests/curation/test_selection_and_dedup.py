@@ -14,6 +14,7 @@ from curation.selection import min_size, weighted_sample
 from curation.stage import StageContext
 from schemas import Categories, Drop, Keep
 from tests.conftest import make_sample
+from tests.factories import decide
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def test_exact_dedup_keeps_the_preferred_source_and_names_the_kept_one(ctx):
     b = make_sample(2).model_copy(update={"images": a.images,
                                           "provenance": a.provenance.model_copy(update={"source_dataset": "mirror"})})
     c = make_sample(3)
-    verdicts = exact_dedup.select([a, b, c], exact_dedup.ExactDedupConfig(source_priority=("mirror",)), ctx)
+    verdicts = decide(exact_dedup.STAGE, [a, b, c], exact_dedup.ExactDedupConfig(source_priority=("mirror",)), ctx)
     assert verdicts[0] == Drop(reason="exact_duplicate", detail={"duplicate_of": b.id, "sha256": a.images[0].sha256})
     assert verdicts[1] == Keep() and verdicts[2] == Keep()
 
@@ -53,7 +54,7 @@ def test_near_dedup_keeps_the_largest_image_and_records_distance(ctx):
     small = with_image(make_sample(2), phash=f"{phash ^ 0b111:016x}", width=50, height=50)
     large = with_image(make_sample(3), phash=base.images[0].phash, width=400, height=300)
     far = with_image(make_sample(4), phash=f"{phash ^ ((1 << 64) - 1):016x}")
-    verdicts = near_dedup.select([small, large, far], near_dedup.NearDedupConfig(max_hamming_distance=4), ctx)
+    verdicts = decide(near_dedup.STAGE, [small, large, far], near_dedup.NearDedupConfig(max_hamming_distance=4), ctx)
     assert verdicts[0] == Drop(reason="near_duplicate",
                                detail={"near_duplicate_of": large.id, "hamming_distance": 3, "group_size": 2})
     assert verdicts[1:] == [Keep(), Keep()]
@@ -63,7 +64,7 @@ def test_near_dedup_groups_chains_so_distance_can_exceed_threshold(ctx):
     a = with_image(make_sample(1), phash="0000000000000000", width=500, height=500)
     b = with_image(make_sample(2), phash="000000000000000f")
     c = with_image(make_sample(3), phash="00000000000000ff")
-    verdicts = near_dedup.select([a, b, c], near_dedup.NearDedupConfig(max_hamming_distance=4), ctx)
+    verdicts = decide(near_dedup.STAGE, [a, b, c], near_dedup.NearDedupConfig(max_hamming_distance=4), ctx)
     assert verdicts[0] == Keep()
     assert verdicts[2].detail["near_duplicate_of"] == a.id and verdicts[2].detail["hamming_distance"] == 8
 
@@ -74,7 +75,7 @@ def categorised(seed, name):
 
 def test_min_size_drops_small_categories_with_their_size(ctx):
     items = [categorised(i, "Charts") for i in range(3)] + [categorised(10, "Receipts")]
-    verdicts = min_size.select(items, min_size.MinSizeConfig(min_items_per_category=2), ctx)
+    verdicts = decide(min_size.STAGE, items, min_size.MinSizeConfig(min_items_per_category=2), ctx)
     assert verdicts[:3] == [Keep()] * 3
     assert verdicts[3] == Drop(reason="category_too_small",
                                detail={"category": "Receipts", "category_size": 1, "min_items_per_category": 2})
@@ -104,9 +105,9 @@ def test_allocation_is_proportional_and_capped():
 def test_weighted_sample_matches_quotas_and_is_reproducible(ctx):
     items = corpus({"a": 60, "b": 30, "c": 10})
     cfg = weighted_sample.WeightedSampleConfig(max_items=20)
-    first = weighted_sample.select(items, cfg, ctx)
+    first = decide(weighted_sample.STAGE, items, cfg, ctx)
     assert kept_counts(items, first) == {"a": 12, "b": 6, "c": 2}
-    assert weighted_sample.select(items, cfg, ctx) == first
+    assert decide(weighted_sample.STAGE, items, cfg, ctx) == first
     dropped = next(v for v in first if isinstance(v, Drop))
     assert dropped.reason == "not_sampled" and {"category", "category_quota", "category_size"} <= set(dropped.detail)
 
@@ -114,9 +115,9 @@ def test_weighted_sample_matches_quotas_and_is_reproducible(ctx):
 def test_weighted_sample_does_not_depend_on_input_order(ctx):
     items = corpus({"a": 40, "b": 25})
     cfg = weighted_sample.WeightedSampleConfig(max_items=15)
-    chosen = {item.id for item, v in zip(items, weighted_sample.select(items, cfg, ctx)) if v == Keep()}
+    chosen = {item.id for item, v in zip(items, decide(weighted_sample.STAGE, items, cfg, ctx)) if v == Keep()}
     shuffled = items[::-1]
-    again = {item.id for item, v in zip(shuffled, weighted_sample.select(shuffled, cfg, ctx)) if v == Keep()}
+    again = {item.id for item, v in zip(shuffled, decide(weighted_sample.STAGE, shuffled, cfg, ctx)) if v == Keep()}
     assert chosen == again
 
 
@@ -126,7 +127,7 @@ def test_weighted_sample_is_uniform_within_a_category_over_many_seeds(tmp_path):
     for seed in range(400):
         seeded = StageContext(run_dir=tmp_path, stage="s", run_seed=seed, backend=OfflineBackend(),
                               cache=Cache(tmp_path / "c.sqlite"))
-        verdicts = weighted_sample.select(items, weighted_sample.WeightedSampleConfig(max_items=3), seeded)
+        verdicts = decide(weighted_sample.STAGE, items, weighted_sample.WeightedSampleConfig(max_items=3), seeded)
         hits.update(item.id for item, v in zip(items, verdicts) if v == Keep())
     # each item is drawn with probability 0.3: 120 of 400 expected; 5 sigma is about 46
     assert all(abs(count - 120) < 46 for count in hits.values()) and len(hits) == 10
@@ -138,7 +139,7 @@ def test_a_different_seed_draws_a_different_sample(tmp_path):
     for seed in (1, 2):
         seeded = StageContext(run_dir=tmp_path, stage="s", run_seed=seed, backend=OfflineBackend(),
                               cache=Cache(tmp_path / "c.sqlite"))
-        verdicts = weighted_sample.select(items, weighted_sample.WeightedSampleConfig(max_items=10), seeded)
+        verdicts = decide(weighted_sample.STAGE, items, weighted_sample.WeightedSampleConfig(max_items=10), seeded)
         picks.append({item.id for item, v in zip(items, verdicts) if v == Keep()})
     assert picks[0] != picks[1]
 
@@ -158,7 +159,7 @@ def test_items_matching_a_reference_set_are_dropped_naming_the_reference(ctx, tm
     unrelated = with_image(make_sample(3), phash=f"{phash ^ ((1 << 64) - 1):016x}")
     reference = write_hashes(tmp_path / "old.jsonl", [("old/a.png", base.images[0].phash)])
     cfg = near_dedup.NearDedupConfig(max_hamming_distance=4, reference=(str(reference),))
-    verdicts = near_dedup.select([base, near, unrelated], cfg, ctx)
+    verdicts = decide(near_dedup.STAGE, [base, near, unrelated], cfg, ctx)
     assert verdicts[0] == Drop(reason="matches_reference", detail={
         "reference": "old/a.png", "reference_set": str(reference), "hamming_distance": 0})
     assert verdicts[1].reason == "matches_reference" and verdicts[1].detail["hamming_distance"] == 2

@@ -19,7 +19,7 @@ from schemas import Categories, Drop, ImageRef, Keep, Turn
 from tests.conftest import make_image, make_sample
 from tests.curation.test_model_layer import model_run
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.factories import scripted_reply
+from tests.factories import decide, scripted_reply
 
 
 @pytest.fixture
@@ -59,6 +59,10 @@ def test_merging_prefers_the_seeded_name_then_the_most_frequent_spelling():
     assert mapping["Cats"] == "Cats"
 
 
+def relabelled(items, cfg, ctx):
+    return normalise.STAGE.decide(items, cfg, ctx)[0]
+
+
 def test_merging_is_stable_under_reordering_and_idempotent():
     names = ["Photographs", "photos", "Photography", "Street Art", "street-arts", "Maps", "maps", "Map", "Cats"]
     counts = Counter({name: (index % 3) + 1 for index, name in enumerate(names)})
@@ -78,21 +82,21 @@ def test_the_stage_rewrites_labels_keeps_the_raw_ones_and_records_the_mapping(ct
     items = labelled(["Photographs", "photos", "PHOTOGRAPH", "Charts & Graphs", "Charts and Graphs"])
     items[1] = items[1].model_copy(update={"categories": Categories(image_main="photos", image_sub="Street Scenes")})
     items[2] = items[2].model_copy(update={"categories": Categories(image_main="PHOTOGRAPH", image_sub="street scene")})
-    out = normalise.relabel(items, normalise.NormaliseConfig(), ctx)
+    out = relabelled(items, normalise.NormaliseConfig(), ctx)
     assert [item.categories.image_main for item in out] == ["Photographs"] * 3 + ["Charts and Graphs"] * 2
     assert out[1].categories.image_sub == out[2].categories.image_sub
-    assert out[1].scores["test"]["image_main_raw"] == "photos" and "test" not in out[0].scores
+    assert out[1].scores["category_normalise"]["image_main_raw"] == "photos" and not out[0].scores
     assert ctx.summary["image"]["merged"] == {"Charts & Graphs": "Charts and Graphs", "PHOTOGRAPH": "Photographs",
                                               "photos": "Photographs"}
     assert ctx.summary["image"]["categories_before"] == 5 and ctx.summary["image"]["categories_after"] == 2
     recipe_synonym = normalise.NormaliseConfig(synonyms={"Charts and Graphs": "Data Plots"})
-    again = normalise.relabel(items, recipe_synonym, StageContext(**{**ctx.__dict__, "summary": {}}))
+    again = relabelled(items, recipe_synonym, StageContext(**{**ctx.__dict__, "summary": {}}))
     assert {item.categories.image_main for item in again[3:]} == {"Data Plots"}
 
 
 def test_task_fields_merge_onto_probench_names(ctx):
     items = labelled(["coding", "Coding", "Data Cleaning", "data-cleaning", "Creative writings"], kind="task")
-    out = normalise.relabel(items, normalise.NormaliseConfig(labels=["task"]), ctx)
+    out = relabelled(items, normalise.NormaliseConfig(labels=["task"]), ctx)
     assert [item.categories.task_main for item in out] == ["Coding", "Coding", "Data Cleaning", "Data Cleaning",
                                                            "Creative Writing"]
     assert all(item.categories.image_main is None for item in out)
@@ -153,7 +157,7 @@ def test_two_step_classification_against_the_loopback_server(tmp_path, ctx):
         assert server.completions_served == 16  # field, then sub-field, per item
     mains = {item.categories.image_main for item in labelled_items}
     assert mains <= {"Maps", "maps", "Photographs", "Medical Images"} and None not in mains
-    out = normalise.relabel(labelled_items, normalise.NormaliseConfig(), live)
+    out = relabelled(labelled_items, normalise.NormaliseConfig(), live)
     assert {item.categories.image_main for item in out} <= {"Maps", "maps", "Photographs", "Medical Images"}
     assert len({item.categories.image_main for item in out if item.categories.image_main.casefold() == "maps"}) <= 1
 
@@ -184,11 +188,11 @@ def test_balancing_drops_only_from_large_fields_reproducibly(ctx):
     names = ["Coding"] * 50 + ["Mathematics"] * 30 + ["Planning"] * 5 + [None] * 3
     items = labelled(names, kind="task")
     cfg = balance.BalanceConfig(target_total=40)
-    verdicts = balance.select(items, cfg, ctx)
+    verdicts = decide(balance.STAGE, items, cfg, ctx)
     kept = Counter(item.categories.task_main or "unlabelled" for item, v in zip(items, verdicts) if v == Keep())
     assert kept == {"Coding": 16, "Mathematics": 16, "Planning": 5, "unlabelled": 3}
     assert ctx.summary["cap"] == 16 and ctx.summary["quotas"]["Coding"] == 16
-    assert balance.select(items, cfg, ctx) == verdicts
+    assert decide(balance.STAGE, items, cfg, ctx) == verdicts
     dropped = next(v for v in verdicts if isinstance(v, Drop))
     assert dropped.reason == "field_downsampled" and dropped.detail["cap"] == 16
 
@@ -206,7 +210,7 @@ def test_sampled_shares_follow_the_weights_and_the_summary_records_them(weightin
     for seed in range(60):
         seeded = StageContext(run_dir=tmp_path, stage="s", run_seed=seed, backend=OfflineBackend(),
                               cache=Cache(tmp_path / "c.sqlite"))
-        verdicts = weighted_sample.select(items, weighted_sample.WeightedSampleConfig(max_items=cap,
+        verdicts = decide(weighted_sample.STAGE, items, weighted_sample.WeightedSampleConfig(max_items=cap,
                                                                                        weighting=weighting), seeded)
         kept = Counter(item.categories.image_main for item, v in zip(items, verdicts) if v == Keep())
         for name in sizes:
