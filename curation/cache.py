@@ -62,7 +62,8 @@ class Cache:
         path = self.path.parent / "blobs" / digest[:2] / digest
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(f"{digest}.{os.getpid()}.partial")
+            # unique per process and thread: two threads storing the same image must not share a partial file
+            partial = path.with_name(f"{digest}.{os.getpid()}.{threading.get_ident()}.partial")
             partial.write_bytes(data)
             os.replace(partial, path)
         return path

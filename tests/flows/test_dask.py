@@ -49,11 +49,18 @@ def cluster(prefect_server):
             handle.close()
 
 
-def chunks_per_worker(address: str) -> dict[str, int]:
+RUNNING = ("executing", "long-running")  # a task that opens a worker client to submit its own tasks secedes
+
+
+def tasks_per_worker(address: str, marker: str) -> dict[str, int]:
+    """Tasks whose key contains `marker` that each worker ran to the end (executing or long-running -> memory). A
+    task stolen from a worker before it started is in that worker's log too, so counting seen keys would count it
+    twice."""
     from distributed import Client
 
     def count(dask_worker) -> int:
-        return len({str(entry[0]) for entry in dask_worker.state.log if "work_chunk" in str(entry[0])})
+        return len({str(entry[0]) for entry in dask_worker.state.log
+                    if marker in str(entry[0]) and len(entry) > 3 and entry[1] in RUNNING and entry[3] == "memory"})
 
     with Client(address, timeout=30) as client:
         return client.run(count)
@@ -69,7 +76,7 @@ def test_a_run_on_the_cluster_spreads_hashing_over_both_workers_and_matches_a_lo
                               "--dask-address", cluster], tmp_path / "elsewhere", env)
     assert distributed.returncode == 0, distributed.stderr[-3000:]
     assert funnel(distributed.stdout) == funnel(local.stdout)
-    per_worker = chunks_per_worker(cluster)
+    per_worker = tasks_per_worker(cluster, "work_chunk")
     assert len(per_worker) == 2 and all(count > 0 for count in per_worker.values()), per_worker
     # hashing and every offline model stage went to the cluster, chunk by chunk
     from curation.report import load_report
@@ -99,14 +106,6 @@ def test_minhash_signatures_computed_on_the_cluster_equal_local_ones(cluster):
                                                    for entry in dask_worker.state.log))
     assert computed == 5_000 and (remote == local).all()
     assert sum(after.values()) > sum(before.values())  # the chunks ran as tasks of the cluster
-
-
-def tasks_per_worker(address: str, marker: str) -> dict[str, int]:
-    from distributed import Client
-
-    with Client(address, timeout=30) as client:
-        return client.run(lambda dask_worker: len({str(entry[0]) for entry in dask_worker.state.log
-                                                   if marker in str(entry[0])}))
 
 
 def test_model_calls_run_on_the_cluster_and_give_the_local_run_s_decisions(cluster, prefect_server, tmp_path):
