@@ -38,7 +38,7 @@ from curation.fingerprint import sha256_file, sha256_json
 from curation.jsonl import read_jsonl, read_samples  # noqa: F401 - read_samples is part of the runner's API
 from curation.models import ModelBackend, make_backend
 from curation.models.identity import backend_identity
-from curation.parallel import on_dask_worker, ordered_map, keep_temporaries_on_heap
+from curation.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
 from curation.prompting import load_prompt
 from curation.stage import (
     GENERIC_REASONS, ItemStage, SetStage, SourceStage, Stage, StageConfig, StageContext, TransformStage,
@@ -514,10 +514,11 @@ def _run_set_stage(stage: SetStage, config: StageConfig, source: Path, ctx: Stag
     if updates is not None:
         _check_count(stage, updates, len(views), "relabellings")
     del views
-    for index, item in enumerate(read_samples(source)):
-        writer.write(apply_update(item, updates[index], stage.name) if updates else item, verdicts[index])
-        if index % CHUNK_ITEMS == CHUNK_ITEMS - 1 or index == len(verdicts) - 1:
-            progress.advance(index % CHUNK_ITEMS + 1)
+    rows = zip(read_samples(source), verdicts, updates or [None] * len(verdicts), strict=True)
+    for chunk in chunked(rows, CHUNK_ITEMS):
+        for item, verdict, update in chunk:
+            writer.write(apply_update(item, update, stage.name), verdict)
+        progress.advance(len(chunk))
 
 
 def _check_count(stage: Stage, results: list, expected: int, what: str) -> None:

@@ -34,4 +34,5 @@ def select(items: list[ImageKey], cfg: ExactDedupConfig, ctx: StageContext) -> l
     return verdicts
 
 
-STAGE = SetStage(name="image_exact_dedup", config=ExactDedupConfig, view=image_key, select=select, reasons=("exact_duplicate",))
+STAGE = SetStage(name="image_exact_dedup", config=ExactDedupConfig, view=image_key, select=select,
+                 reasons=("exact_duplicate",))
