@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from curation.errors import BackendUnavailable, UserError
-from curation.jsonl import read_samples
-from curation.review.agreement import fleiss_kappa, majority, percent_agreement
-from curation.runner import RunStore, write_json_atomic
-from schemas import Sample
+from benchcurate.curation.errors import BackendUnavailable, UserError
+from benchcurate.curation.jsonl import read_samples
+from benchcurate.curation.review.agreement import fleiss_kappa, majority, percent_agreement
+from benchcurate.curation.runner import RunStore, write_json_atomic
+from benchcurate.schemas import Sample
 
 CRITERIA = {"natural": ("Is the conversation natural and realistic?", "unnatural"),
             "correct": ("Are the assistant's answers correct?", "incorrect"),
@@ -140,7 +140,7 @@ def connect(ls_data: Path) -> Connection:
         if not token:
             raise UserError("LABEL_STUDIO_URL is set but LABEL_STUDIO_API_KEY is not; set the server's API token")
         return Connection(url.rstrip("/"), token, None)
-    from annotation.server import admin_token, status
+    from benchcurate.annotation.server import admin_token, status
     info = status(ls_data.resolve())
     if not info.healthy:
         raise BackendUnavailable(f"no Label Studio answering for {ls_data}; start one with `curate ls up` (or set "

@@ -28,7 +28,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from curation.errors import BackendUnavailable, UserError
+from benchcurate.curation.errors import BackendUnavailable, UserError
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PORT = 8080

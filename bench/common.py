@@ -5,8 +5,8 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import shutil
 import platform
+import shutil
 import statistics
 import sys
 import tempfile

@@ -27,15 +27,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (sets HOME etc. to a temp dir before anything else is imported)
-
 import imagehash  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from curation.demo.render import render_demo_images  # noqa: E402
-from curation.images.decode import decode_image  # noqa: E402
-from curation.images.hashfile import CHUNK_FILES, hash_files  # noqa: E402
-from curation.images.phash import PhashConfig  # noqa: E402
+from benchcurate.curation.demo.render import render_demo_images  # noqa: E402
+from benchcurate.curation.images.decode import decode_image  # noqa: E402
+from benchcurate.curation.images.hashfile import CHUNK_FILES, hash_files  # noqa: E402
+from benchcurate.curation.images.phash import PhashConfig  # noqa: E402
 
 SET_DIR = Path("/tmp/bench-hash-throughput-set-v1")
 PHOTOS = common.ROOT / "curation" / "demo" / "photos"

@@ -17,16 +17,14 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
-
 import psutil  # noqa: E402
 
-from annotation import server  # noqa: E402
-from annotation.review import CRITERIA, import_in_batches, labeling_config, read_annotations  # noqa: E402
+from benchcurate.annotation import server  # noqa: E402
+from benchcurate.annotation.review import CRITERIA, import_in_batches, labeling_config, read_annotations  # noqa: E402
 
 IMAGE = "/data/local-files/?d=bench/image.png"
 
@@ -95,7 +93,7 @@ def main() -> None:
           per["push_ours_ms_per_task"], per["push_naive_ms_per_task"], data_out["push_speedup"]],
          ["pull annotations (paged list vs one GET per task)", n, pull_seconds, per["pull_ours_ms_per_task"],
           per["pull_naive_ms_per_task"], data_out["pull_speedup"]]])
-    summary = (f"Server memory (RSS): " + ", ".join(f"{k} {v} MB" for k, v in memory.items())
+    summary = ("Server memory (RSS): " + ", ".join(f"{k} {v} MB" for k, v in memory.items())
                + f". Pulled {seen} annotations, {len(latest)} valid.")
     print(text + "\n\n" + summary)
     markdown = "\n\n".join([f"# Label Studio round trip{' (quick)' if args.quick else ''}",

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-from curation.text.language import detect  # noqa: E402
+from benchcurate.curation.text.language import detect  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "language_sample.jsonl"
 

@@ -38,7 +38,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
-
 import psutil  # noqa: E402
 
 from tests.servers import free_port, stop_process, wait_http  # noqa: E402

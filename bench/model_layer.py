@@ -57,7 +57,6 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (sets HOME etc. to a temp dir before anything else is imported)
-
 import psutil  # noqa: E402
 from PIL import Image  # noqa: E402
 
@@ -206,8 +205,8 @@ def make_images(folder: Path, count: int, first_seed: int = 0) -> list[Path]:
 
 
 def image_refs(paths: list[Path]):
-    from curation.fingerprint import sha256_file
-    from schemas import ImageRef
+    from benchcurate.curation.fingerprint import sha256_file
+    from benchcurate.schemas import ImageRef
     refs = []
     for path in paths:
         with Image.open(path) as image:
@@ -231,13 +230,13 @@ def scratch(prefix: str) -> Path:
 
 
 def backend_spec(base_url: str, **updates):
-    from schemas import BackendSpec
+    from benchcurate.schemas import BackendSpec
     return BackendSpec(kind="openai", base_url=base_url, model="fake-vlm", **updates)
 
 
 def model_requests(refs, count: int, first_seed: int):
-    from curation.models.base import ModelRequest
-    from curation.prompting import load_prompt
+    from benchcurate.curation.models.base import ModelRequest
+    from benchcurate.curation.prompting import load_prompt
     prompt = load_prompt("image_quality", 1)
     return [ModelRequest(prompt=prompt, variables={}, images=(refs[n % len(refs)],), seed=first_seed + n)
             for n in range(count)]
@@ -273,7 +272,7 @@ def run_repeats(server: ServerProcess, repeats: int, once) -> tuple[list[float],
 
 
 def bench_client(cfg: dict) -> dict:
-    from curation.models.client import shared_client
+    from benchcurate.curation.models.client import shared_client
     n, threads = cfg["n_client"], 2 * CONCURRENCY
     with ServerProcess(LATENCY) as server:
         client = shared_client(server.base_url, "sk-bench", concurrency=CONCURRENCY, timeout_seconds=60,
@@ -295,8 +294,8 @@ def bench_client(cfg: dict) -> dict:
 
 
 def bench_backend(cfg: dict, work: Path) -> dict:
-    from curation.cache import Cache
-    from curation.models.openai_backend import OpenAIBackend
+    from benchcurate.curation.cache import Cache
+    from benchcurate.curation.models.openai_backend import OpenAIBackend
     n = cfg["n_backend"]
     refs = image_refs(make_images(work / "images", 64, first_seed=10_000))
     with ServerProcess(LATENCY) as server:
@@ -315,8 +314,8 @@ def bench_backend(cfg: dict, work: Path) -> dict:
 
 
 def stage_run(work: Path, images: Path, base_url: str, run_id: str, backend: dict, overrides: dict | None = None):
-    from curation.recipes import resolve_run
-    from curation.runner import RunStore
+    from benchcurate.curation.recipes import resolve_run
+    from benchcurate.curation.runner import RunStore
     settings = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
                 "backend": backend, **(overrides or {})}
     config = resolve_run("multiverse", out_dir=work / "out", input_path=str(images), run_id=run_id,
@@ -329,8 +328,8 @@ def stage_run(work: Path, images: Path, base_url: str, run_id: str, backend: dic
 def bench_stage(cfg: dict, work: Path) -> dict:
     import shutil
 
-    from curation.models.openai_backend import REPLY_NAMESPACE
-    from curation.runner import THREADS_PER_REQUEST_SLOT, cache_path, plan_stage, run_stage
+    from benchcurate.curation.models.openai_backend import REPLY_NAMESPACE
+    from benchcurate.curation.runner import THREADS_PER_REQUEST_SLOT, cache_path, plan_stage, run_stage
     n = cfg["n_stage"]
     images = work / "images"
     make_images(images, n)
@@ -385,9 +384,9 @@ def bench_cpu_breakdown(cfg: dict, work: Path) -> dict:
     from openai._utils._transform import maybe_transform
     from openai.types.chat import completion_create_params
 
-    from curation.cache import Cache
-    from curation.models.client import ChatReply
-    from curation.models.openai_backend import OpenAIBackend
+    from benchcurate.curation.cache import Cache
+    from benchcurate.curation.models.client import ChatReply
+    from benchcurate.curation.models.openai_backend import OpenAIBackend
     n = cfg["n_breakdown"]
     refs = image_refs(make_images(work / "images", 32, first_seed=50_000))
 
@@ -470,7 +469,7 @@ class PauseMeter:
     """Counts ChatClient._pause calls and the wall time the client spent paused (wraps the method, same effect)."""
 
     def __init__(self):
-        from curation.models.client import ChatClient
+        from benchcurate.curation.models.client import ChatClient
         self.cls, self.original = ChatClient, ChatClient._pause
         self.calls, self.intervals = 0, []
 
@@ -499,8 +498,8 @@ class PauseMeter:
 
 
 def bench_failures(cfg: dict, work: Path) -> dict:
-    from curation.models import client as client_module
-    from curation.runner import run_all
+    from benchcurate.curation.models import client as client_module
+    from benchcurate.curation.runner import run_all
     n = cfg["n_faults"]
     images = work / "images"
     make_images(images, n, first_seed=20_000)
@@ -545,8 +544,8 @@ def fault_scheduling(cfg: dict) -> dict:
     with the runner's settings for a model stage (THREADS_PER_REQUEST_SLOT x 32 workers, MODEL_WINDOW_ITEMS items
     submitted ahead of the oldest unfinished one), and with the settings before they were measured here (32
     workers, window 64)."""
-    from curation.models.client import shared_client
-    from curation.parallel import ordered_map
+    from benchcurate.curation.models.client import shared_client
+    from benchcurate.curation.parallel import ordered_map
     n = cfg["n_fault_scheduling"]
     rows = {}
     with ServerProcess(LATENCY, faults="ten_percent") as server:
@@ -564,7 +563,7 @@ def fault_scheduling(cfg: dict) -> dict:
             rows["all submitted at once (64 threads)"] = {"requests_per_second": n / seconds,
                                                           "pauses": meter.calls,
                                                           "paused_seconds": meter.paused_seconds()}
-        from curation.runner import MODEL_WINDOW_ITEMS, THREADS_PER_REQUEST_SLOT
+        from benchcurate.curation.runner import MODEL_WINDOW_ITEMS, THREADS_PER_REQUEST_SLOT
         workers = THREADS_PER_REQUEST_SLOT * CONCURRENCY
         settings = [(f"runner's ordered_map ({workers} workers, window {MODEL_WINDOW_ITEMS})", workers,
                      MODEL_WINDOW_ITEMS),
@@ -600,8 +599,8 @@ def run_command(out: Path, images: Path, base_url: str, run_id: str, cfg: dict, 
 
 def child_run(out: str, images: str, base_url: str, run_id: str, concurrency: str) -> None:
     """The runner without Prefect (for --quick): what `curate run` does, resolve, run every stage, release."""
-    from curation.release.writer import write_release
-    from curation.runner import run_all
+    from benchcurate.curation.release.writer import write_release
+    from benchcurate.curation.runner import run_all
     store = stage_run(Path(out), Path(images), base_url, run_id, {"concurrency": int(concurrency)})
     # stage_run puts runs under <work>/out; keep the CLI's layout <out>/runs by passing out's parent
     run_all(store.root)
@@ -727,12 +726,12 @@ def per_call_us(function, items, repeats: int) -> tuple[float, list[float]]:
 
 
 def bench_cache(cfg: dict, work: Path) -> dict:
-    from curation.cache import Cache
-    from curation.fingerprint import sha256_json
-    from curation.images.decode import decode_image
-    from curation.models.openai_backend import REPLY_NAMESPACE, OpenAIBackend, strict_schema
-    from curation.models.pricing import estimate_input_tokens
-    from curation.models.usage import collecting
+    from benchcurate.curation.cache import Cache
+    from benchcurate.curation.fingerprint import sha256_json
+    from benchcurate.curation.images.decode import decode_image
+    from benchcurate.curation.models.openai_backend import REPLY_NAMESPACE, OpenAIBackend, strict_schema
+    from benchcurate.curation.models.pricing import estimate_input_tokens
+    from benchcurate.curation.models.usage import collecting
 
     n, repeats = cfg["n_cache"], cfg["repeats"]
     refs = image_refs(make_images(work / "images", cfg["cache_images"], first_seed=40_000))

@@ -27,7 +27,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
-
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
@@ -47,7 +46,7 @@ def make_corpus(folder: Path, count: int) -> list[Path]:
 
 
 def samples_of(folder: Path):
-    from schemas import ImageRef
+    from benchcurate.schemas import ImageRef
     from tests.factories import make_sample
     samples = []
     for number, path in enumerate(sorted(folder.glob("*.png"))):
@@ -69,8 +68,8 @@ def peak_rss_mb() -> float:
 def child(way: str, images: Path, out: Path, shard_mb: float) -> dict:
     from datasets import Dataset, disable_progress_bars
 
-    from curation.release.columns import FEATURES, to_row
-    from curation.release.writer import write_shards
+    from benchcurate.curation.release.columns import FEATURES, to_row
+    from benchcurate.curation.release.writer import write_shards
     disable_progress_bars()
     samples = samples_of(images)
     baseline = peak_rss_mb()

@@ -22,14 +22,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (sets HOME etc. to a temp dir before anything else is imported)
-
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
-from curation.grouping import groups_from_pairs  # noqa: E402
-from curation.images.hamming import brute_force_pairs, pairs_within, plan_chunks  # noqa: E402
-from curation.images.hashfile import duplicate_groups, read_hashes  # noqa: E402
-from curation.images.phash import PhashConfig, algorithm  # noqa: E402
+from benchcurate.curation.grouping import groups_from_pairs  # noqa: E402
+from benchcurate.curation.images.hamming import brute_force_pairs, pairs_within, plan_chunks  # noqa: E402
+from benchcurate.curation.images.hashfile import duplicate_groups, read_hashes  # noqa: E402
+from benchcurate.curation.images.phash import PhashConfig, algorithm  # noqa: E402
 
 THRESHOLD = 8
 PLANTED_SHARE = 0.01

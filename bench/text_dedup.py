@@ -26,11 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
-
 from datasketch import MinHash, MinHashLSH  # noqa: E402
 
-from curation.text import normalise  # noqa: E402
-from curation.text.minhash import MinHashParams, SignatureStore, jaccard, near_duplicate_groups  # noqa: E402
+from benchcurate.curation.text import normalise  # noqa: E402
+from benchcurate.curation.text.minhash import MinHashParams, SignatureStore, jaccard, near_duplicate_groups  # noqa: E402
 
 HAN = [chr(code) for code in range(0x4E00, 0x4E00 + 3000)]
 FULL_WIDTH = str.maketrans({chr(c): chr(c + 0xFEE0) for c in range(0x21, 0x7F)})

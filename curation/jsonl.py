@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from schemas import Sample
+from benchcurate.schemas import Sample
 
 
 def read_jsonl(path: Path) -> Iterator[dict]:

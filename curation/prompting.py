@@ -15,8 +15,8 @@ from importlib import resources
 import yaml
 from pydantic import BaseModel
 
-import schemas.replies
-from curation.errors import UserError
+from benchcurate.curation.errors import UserError
+from benchcurate.schemas import replies
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Prompt:
 
 
 def available_versions(prompt_id: str) -> list[int]:
-    folder = resources.files("prompts") / prompt_id
+    folder = resources.files("benchcurate.prompts") / prompt_id
     if not folder.is_dir():
         return []
     return sorted(int(entry.name[1:-5]) for entry in folder.iterdir()
@@ -62,14 +62,14 @@ def available_versions(prompt_id: str) -> list[int]:
 
 @cache
 def load_prompt(prompt_id: str, version: int) -> Prompt:
-    path = resources.files("prompts") / prompt_id / f"v{version}.yaml"
+    path = resources.files("benchcurate.prompts") / prompt_id / f"v{version}.yaml"
     if not path.is_file():
         known = available_versions(prompt_id)
         raise UserError(f"no prompt '{prompt_id}' version {version} (available: {known or 'none'}); "
                         f"pin an existing version in the recipe")
     raw = path.read_bytes()
     data = yaml.safe_load(raw)
-    schema = getattr(schemas.replies, data["output_schema"], None)
+    schema = getattr(replies, data["output_schema"], None)
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
         raise ValueError(f"prompt {prompt_id} v{version} names unknown output_schema {data['output_schema']!r}")
     if data["id"] != prompt_id or data["version"] != version:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from curation.errors import UserError
-from curation.runner import RunStore
-from schemas import RunConfig, StageStats
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.runner import RunStore
+from benchcurate.schemas import RunConfig, StageStats
 
 
 @dataclass(frozen=True)

@@ -29,23 +29,37 @@ from typing import Protocol
 
 from pydantic import JsonValue
 
-from curation.cache import Cache
-from curation.errors import BackendUnavailable, ModelOutputInvalid, ModelRequestRejected, StageFailed, UserError
-from curation.models.batch import MAX_SUBMISSIONS, BatchJobs, DeferredToBatch, PendingRequest, StageWaiting
-from curation.models.pricing import Budget, BudgetExceeded
-from curation.models.usage import add_usage, collecting
-from curation.fingerprint import sha256_file, sha256_json
-from curation.jsonl import read_jsonl, read_samples  # noqa: F401 - read_samples is part of the runner's API
-from curation.models import ModelBackend, make_backend
-from curation.models.identity import backend_identity
-from curation.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
-from curation.prompting import load_prompt
-from curation.stage import (
-    GENERIC_REASONS, ItemStage, SetStage, SourceStage, Stage, StageConfig, StageContext, TransformStage,
-    apply_update, record_scores,
+from benchcurate.curation.cache import Cache
+from benchcurate.curation.errors import (
+    BackendUnavailable,
+    ModelOutputInvalid,
+    ModelRequestRejected,
+    StageFailed,
+    UserError,
 )
-from curation.stages import STAGES
-from schemas import Decision, Drop, Keep, ModelUsage, RunConfig, Sample, Scores, StageStats, Verdict
+from benchcurate.curation.fingerprint import sha256_file, sha256_json
+from benchcurate.curation.jsonl import read_jsonl, read_samples  # noqa: F401 - read_samples is part of the runner's API
+from benchcurate.curation.models import ModelBackend, make_backend
+from benchcurate.curation.models.batch import MAX_SUBMISSIONS, BatchJobs, DeferredToBatch, PendingRequest, StageWaiting
+from benchcurate.curation.models.identity import backend_identity
+from benchcurate.curation.models.pricing import Budget, BudgetExceeded
+from benchcurate.curation.models.usage import add_usage, collecting
+from benchcurate.curation.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
+from benchcurate.curation.prompting import load_prompt
+from benchcurate.curation.stage import (
+    GENERIC_REASONS,
+    ItemStage,
+    SetStage,
+    SourceStage,
+    Stage,
+    StageConfig,
+    StageContext,
+    TransformStage,
+    apply_update,
+    record_scores,
+)
+from benchcurate.curation.stages import STAGES
+from benchcurate.schemas import Decision, Drop, Keep, ModelUsage, RunConfig, Sample, Scores, StageStats, Verdict
 
 LABEL_KINDS = ("image_main", "task_main")  # counted per stage for the category histograms
 THREADS_PER_REQUEST_SLOT = 2  # measured in bench/model_layer.py: 1 per slot leaves the server under-fed

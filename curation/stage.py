@@ -24,11 +24,11 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from curation.cache import Cache
-from curation.models.base import ModelBackend, ModelRequest, ModelResult
-from curation.prompting import load_prompt
-from curation.seeds import derive_rng, derive_seed
-from schemas import Keep, Sample, Scores, Verdict
+from benchcurate.curation.cache import Cache
+from benchcurate.curation.models.base import ModelBackend, ModelRequest, ModelResult
+from benchcurate.curation.prompting import load_prompt
+from benchcurate.curation.seeds import derive_rng, derive_seed
+from benchcurate.schemas import Keep, Sample, Scores, Verdict
 
 GENERIC_REASONS = ("stage_error", "model_output_invalid", "model_request_rejected")
 

@@ -1,13 +1,13 @@
 """Which stages exist: one line per stage. A recipe names stages from this table."""
 
-from curation.generation import checklist, conversation, goal_task, ladder, persona, rewrites
-from curation.images import category, exact_dedup, ingest, near_dedup, phash, quality
-from curation.review import conversation_review
-from curation.selection import balance, min_size, tracks, weighted_sample
-from curation.stage import Stage
-from curation.taxonomy import fields, normalise
-from curation.text import judgements, language, query_filter
-from curation.text import near_dedup as text_near_dedup
+from benchcurate.curation.generation import checklist, conversation, goal_task, ladder, persona, rewrites
+from benchcurate.curation.images import category, exact_dedup, ingest, near_dedup, phash, quality
+from benchcurate.curation.review import conversation_review
+from benchcurate.curation.selection import balance, min_size, tracks, weighted_sample
+from benchcurate.curation.stage import Stage
+from benchcurate.curation.taxonomy import fields, normalise
+from benchcurate.curation.text import judgements, language, query_filter
+from benchcurate.curation.text import near_dedup as text_near_dedup
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     ingest.STAGE,

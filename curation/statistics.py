@@ -21,7 +21,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
-from schemas import DatasetStatistics, Sample, Spread
+from benchcurate.schemas import DatasetStatistics, Sample, Spread
 
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 MTLD_THRESHOLD = 0.72

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from typer.core import TyperGroup
 import yaml
+from typer.core import TyperGroup
 
-from curation.errors import BackendUnavailable, StageFailed, UserError
-from curation.models.pricing import BudgetExceeded
+from benchcurate.curation.errors import BackendUnavailable, StageFailed, UserError
+from benchcurate.curation.models.pricing import BudgetExceeded
 
 app = typer.Typer(
     help="Curate reviewed, versioned multimodal benchmarks from images.\n\n"
@@ -94,7 +94,7 @@ def run(
     out: OutOption = Path("outputs"),
 ) -> None:
     """Run a recipe as a Prefect flow (an ephemeral Prefect server unless PREFECT_API_URL is set)."""
-    from curation.recipes import resolve_run
+    from benchcurate.curation.recipes import resolve_run
 
     if backend not in (None, "offline", "openai"):
         raise UserError(f"--backend must be offline or openai, not '{backend}'")
@@ -110,8 +110,8 @@ def run(
                 refresh_cache=refresh_cache, batch=batch)
     _quiet_prefect_defaults()
     _check_prefect_api()
-    from flows.curate import curate
-    from curation.report import funnel_text, load_report
+    from benchcurate.curation.report import funnel_text, load_report
+    from benchcurate.flows.curate import curate
 
     result = curate(recipe=recipe, run_id=run_id, input_path=None if input_path is None else str(input_path),
                     backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides,
@@ -143,8 +143,14 @@ def report(
     """Print a run's funnel (items in, removed by each stage with the reason, out), then the kept items per
     category after each step that changed them, and the names category merging joined. Also writes the
     histograms as Markdown and PNG under <run>/report/."""
-    from curation.report import (
-        LABEL_TITLES, funnel_text, histogram_text, histograms, load_report, merged_labels, resolve_run_dir,
+    from benchcurate.curation.report import (
+        LABEL_TITLES,
+        funnel_text,
+        histogram_text,
+        histograms,
+        load_report,
+        merged_labels,
+        resolve_run_dir,
         write_label_report,
     )
 
@@ -208,8 +214,8 @@ def release(
     """Write a versioned release of a completed run (never overwrites an existing version)."""
     from rich.progress import Progress
 
-    from curation.release.writer import write_release
-    from curation.report import resolve_run_dir
+    from benchcurate.curation.release.writer import write_release
+    from benchcurate.curation.report import resolve_run_dir
 
     overrides = {}
     if split:
@@ -229,7 +235,7 @@ def release(
 @release_app.command("verify")
 def release_verify(folder: Annotated[Path, typer.Argument(help="A release folder, wherever it was copied.")]) -> None:
     """Re-check a release: every checksum, no file missing or extra, the manifest and the data's columns and size."""
-    from curation.release.verify import verify
+    from benchcurate.curation.release.verify import verify
 
     problems = verify(folder)
     for problem in problems:
@@ -246,7 +252,7 @@ def release_diff(
     as_json: Annotated[bool, typer.Option("--json", help="Print the differences as JSON.")] = False,
 ) -> None:
     """Samples added and removed, and for the others the columns that changed."""
-    from curation.release.verify import diff
+    from benchcurate.curation.release.verify import diff
 
     result = diff(first, second)
     if as_json:
@@ -270,9 +276,9 @@ def export(
 ) -> None:
     """Write a finished run's samples in a seed benchmark's released format (MultiVerse's Hugging Face fields,
     ConvBench's spreadsheet, AlignMMBench's JSONL), with the images, so its evaluator reads them unchanged."""
-    from curation.release.exporters import EXPORTERS
-    from curation.release.writer import final_samples
-    from curation.report import resolve_run_dir
+    from benchcurate.curation.release.exporters import EXPORTERS
+    from benchcurate.curation.release.writer import final_samples
+    from benchcurate.curation.report import resolve_run_dir
 
     if benchmark not in EXPORTERS:
         raise UserError(f"unknown format '{benchmark}'; choose one of: {', '.join(EXPORTERS)}")
@@ -289,7 +295,8 @@ def publish(
 ) -> None:
     """Publish a release to the Hugging Face Hub with a tag per version. Without --upload (the default) it
     checks the folder and prints what would be uploaded."""
-    from curation.release.publish import plan, upload as do_upload
+    from benchcurate.curation.release.publish import plan
+    from benchcurate.curation.release.publish import upload as do_upload
 
     upload_plan = plan(folder, repo)
     for name, size in upload_plan.files:
@@ -312,9 +319,9 @@ def stats(
 ) -> None:
     """Dataset statistics as in MultiVerse's Table 1: dialogues, turns, question and answer lengths, MTLD,
     unique checklist items and criteria, category counts (for a run: the samples it kept at its last stage)."""
-    from curation.report import resolve_run_dir
-    from curation.runner import read_samples
-    from curation.statistics import dataset_statistics, statistics_markdown
+    from benchcurate.curation.report import resolve_run_dir
+    from benchcurate.curation.runner import read_samples
+    from benchcurate.curation.statistics import dataset_statistics, statistics_markdown
 
     path = Path(source)
     if not path.is_file():
@@ -340,7 +347,7 @@ def import_(
 
     Rows that cannot be mapped go to <out>.rejected.jsonl with the reason; embedded images are written once
     into <out>-images/. Rows whose image file is missing are imported without it and counted."""
-    from curation.importers import import_file
+    from benchcurate.curation.importers import import_file
 
     summary = import_file(source, path, out, license_id, images,
                           progress=lambda done: typer.echo(f"  {done} rows", err=True) if done % 10_000 == 0 else None)
@@ -355,7 +362,7 @@ def import_(
 def _text_rows(path: Path, field: str) -> tuple[list[str], list[str]]:
     """(ids, texts) of a JSONL: each row's `id` (else its 0-based line number) and its `field` (a string, or a
     list of turns whose texts are joined)."""
-    from curation.jsonl import read_jsonl
+    from benchcurate.curation.jsonl import read_jsonl
 
     if not path.is_file():
         raise UserError(f"{path} does not exist")
@@ -384,7 +391,7 @@ def text_dups(
     """Near-duplicate groups by MinHash (word 3-grams; character 3-grams for Chinese/Japanese/Korean) after
     NFKC, case and white-space normalisation: verbatim copies are always grouped; the first row of a group is
     kept. Rows are named by their `id` field, else their 0-based line number."""
-    from curation.text.minhash import MinHashParams, SignatureStore, group_rows, near_duplicate_groups
+    from benchcurate.curation.text.minhash import MinHashParams, SignatureStore, group_rows, near_duplicate_groups
 
     ids, texts = _text_rows(path, field)
     ref_ids, ref_texts = _text_rows(reference, field) if reference else ([], [])
@@ -410,8 +417,8 @@ def text_lang(
     for texts too short to tell."""
     from collections import Counter
 
-    from curation.jsonl import read_jsonl
-    from curation.text.language import detect
+    from benchcurate.curation.jsonl import read_jsonl
+    from benchcurate.curation.text.language import detect
 
     _, texts = _text_rows(path, field)
     counts: Counter[str] = Counter()
@@ -435,7 +442,7 @@ def ls_up(
 
     The admin token is LABEL_STUDIO_API_KEY, or one generated at the first start: printed once, and kept in
     <data>/token (mode 0600) for the review commands."""
-    from annotation.server import up
+    from benchcurate.annotation.server import up
 
     info, new_token = up(data, port, files)
     typer.echo(f"Label Studio {info.version or '?'} at {info.url} (pid {info.pid}, data {info.data_dir})")
@@ -446,7 +453,7 @@ def ls_up(
 @ls_app.command("down")
 def ls_down(data: LsData = Path("outputs/label-studio")) -> None:
     """Stop the Label Studio server started for this data folder."""
-    from annotation.server import down
+    from benchcurate.annotation.server import down
 
     typer.echo("stopped" if down(data) else f"no Label Studio running for {data.resolve()}")
 
@@ -454,7 +461,7 @@ def ls_down(data: LsData = Path("outputs/label-studio")) -> None:
 @ls_app.command("status")
 def ls_status(data: LsData = Path("outputs/label-studio")) -> None:
     """Whether the server for this data folder runs and answers, its URL and version."""
-    from annotation.server import status
+    from benchcurate.annotation.server import status
 
     info = status(data.resolve())
     if info.pid is None:
@@ -478,8 +485,8 @@ def review_push(
 ) -> None:
     """Push the conversations entering the run's review stage as tasks (one project per round; a re-push adds
     nothing twice). Uses LABEL_STUDIO_URL/LABEL_STUDIO_API_KEY, else the server `curate ls up` started."""
-    from annotation.review import connect, push
-    from curation.report import resolve_run_dir
+    from benchcurate.annotation.review import connect, push
+    from benchcurate.curation.report import resolve_run_dir
 
     result = push(resolve_run_dir(run_ref, out), connect(ls_data), phase, everything)
     typer.echo(f"pushed {result.pushed}, already there {result.already}: {result.url}")
@@ -493,8 +500,8 @@ def review_pull(
 ) -> None:
     """Pull the round's annotations: validate them, compute agreement per criterion, decide each sample by
     majority (ties wait for a second phase), and write the outcomes the review stage applies on the next run."""
-    from annotation.review import connect, pull
-    from curation.report import resolve_run_dir
+    from benchcurate.annotation.review import connect, pull
+    from benchcurate.curation.report import resolve_run_dir
 
     result = pull(resolve_run_dir(run_ref, out), connect(ls_data))
     typer.echo(f"annotations {result.annotations}: applied {result.applied}, rejected as invalid {result.rejected}; "
@@ -521,8 +528,8 @@ def images_hash(
 
     from rich.progress import Progress
 
-    from curation.images.hashfile import expand_paths, hash_files
-    from curation.images.phash import PhashConfig
+    from benchcurate.curation.images.hashfile import expand_paths, hash_files
+    from benchcurate.curation.images.phash import PhashConfig
 
     files = expand_paths(paths)
     cfg = PhashConfig(max_pixels=max_pixels, draft_side_px=draft_side_px or None)
@@ -548,7 +555,7 @@ def images_dups(
     jobs: Annotated[int, typer.Option(help="Worker processes for the search.")] = 1,
 ) -> None:
     """Group near-duplicates: every pair within the threshold (exactly), grouped by connectivity."""
-    from curation.images.hashfile import duplicate_groups, read_hashes
+    from benchcurate.curation.images.hashfile import duplicate_groups, read_hashes
 
     if not 0 <= threshold <= 64:
         raise UserError(f"--threshold must be between 0 and 64, not {threshold}")
@@ -569,7 +576,7 @@ def recipes(
     name: Annotated[Optional[str], typer.Argument(help="Show this recipe's resolved configuration.")] = None,
 ) -> None:
     """List the recipes, or show one with every stage's parameters and defaults."""
-    from curation.recipes import available_recipes, describe_recipe, load_recipe
+    from benchcurate.curation.recipes import available_recipes, describe_recipe, load_recipe
 
     if name is None:
         for recipe_name in available_recipes():
@@ -588,7 +595,7 @@ def serve(
     if not _check_prefect_api():
         raise UserError("curate serve needs a Prefect server: start one with `prefect server start` and "
                         "set PREFECT_API_URL=http://127.0.0.1:4200/api")
-    from flows.deployments import serve_all
+    from benchcurate.flows.deployments import serve_all
 
     serve_all(out, limit)
 

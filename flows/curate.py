@@ -15,16 +15,27 @@ from prefect.artifacts import create_link_artifact, create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect_dask import DaskTaskRunner
 
-from curation.demo.corpus import build_demo_corpus
-from curation.errors import BackendUnavailable, StageFailed, UserError
-from curation.models.pricing import BudgetExceeded
-from curation.recipes import DEMO_CORPUS_DIRNAME, available_recipes, changed_stages, existing_run, resolve_run
-from curation.release.writer import write_release
-from curation.report import (
-    LABEL_TITLES, funnel_markdown, histogram_markdown, histograms, load_report, write_label_report,
+from benchcurate.curation.demo.corpus import build_demo_corpus
+from benchcurate.curation.errors import BackendUnavailable, StageFailed, UserError
+from benchcurate.curation.models.pricing import BudgetExceeded
+from benchcurate.curation.recipes import (
+    DEMO_CORPUS_DIRNAME,
+    available_recipes,
+    changed_stages,
+    existing_run,
+    resolve_run,
 )
-from curation.runner import RunStore, check_backend, run_stage
-from flows.progress import ProgressMode, make_progress, stage_summary
+from benchcurate.curation.release.writer import write_release
+from benchcurate.curation.report import (
+    LABEL_TITLES,
+    funnel_markdown,
+    histogram_markdown,
+    histograms,
+    load_report,
+    write_label_report,
+)
+from benchcurate.curation.runner import RunStore, check_backend, run_stage
+from benchcurate.flows.progress import ProgressMode, make_progress, stage_summary
 
 RecipeName = Literal[tuple(available_recipes())]  # type: ignore[valid-type]
 EXPECTED_FAILURES = (UserError, BackendUnavailable, StageFailed, BudgetExceeded)
@@ -48,7 +59,7 @@ for _logger_name in ("prefect.flow_runs", "prefect.task_runs"):
 def _push_for_review(run_dir: Path, out: Path, recipe: str, logger) -> str:
     """A run waiting for human review: push its conversations to Label Studio when one answers, else say how.
     The project's address becomes the link artifact `review-<recipe>` of the flow run."""
-    from annotation.review import connect, push
+    from benchcurate.annotation.review import connect, push
 
     try:
         result = push(run_dir, connect(out / "label-studio"))

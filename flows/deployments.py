@@ -7,8 +7,8 @@ from pathlib import Path
 from prefect import serve
 from prefect.deployments.runner import EntrypointType
 
-from curation.recipes import available_recipes, load_recipe
-from flows.curate import curate
+from benchcurate.curation.recipes import available_recipes, load_recipe
+from benchcurate.flows.curate import curate
 
 
 def serve_all(out_dir: Path, limit: int = 1) -> None:

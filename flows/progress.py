@@ -10,8 +10,8 @@ from typing import Literal
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from curation.runner import SilentProgress
-from schemas import StageStats
+from benchcurate.curation.runner import SilentProgress
+from benchcurate.schemas import StageStats
 
 ProgressMode = Literal["auto", "bar", "log", "none"]
 

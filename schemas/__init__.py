@@ -1,11 +1,29 @@
 """Pydantic models at every boundary of the pipeline; nothing else lives here."""
 
-from schemas.decision import Decision, Drop, Keep, ModelUsage, Scores, StageStats, Verdict
-from schemas.manifest import DatasetStatistics, PromptUse, ReleaseManifest, Spread
-from schemas.recipe import BackendSpec, DemoSpec, ExecutionSpec, Price, Recipe, ReleaseSpec, RunConfig, StageSpec
-from schemas.sample import (
-    Categories, Challenge, ChecklistItem, Generation, ImageRef, Persona, Provenance, ReviewState, Rewrite,
-    Sample, Turn,
+from benchcurate.schemas.decision import Decision, Drop, Keep, ModelUsage, Scores, StageStats, Verdict
+from benchcurate.schemas.manifest import DatasetStatistics, PromptUse, ReleaseManifest, Spread
+from benchcurate.schemas.recipe import (
+    BackendSpec,
+    DemoSpec,
+    ExecutionSpec,
+    Price,
+    Recipe,
+    ReleaseSpec,
+    RunConfig,
+    StageSpec,
+)
+from benchcurate.schemas.sample import (
+    Categories,
+    Challenge,
+    ChecklistItem,
+    Generation,
+    ImageRef,
+    Persona,
+    Provenance,
+    ReviewState,
+    Rewrite,
+    Sample,
+    Turn,
 )
 
 __all__ = [

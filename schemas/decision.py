@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from schemas.sample import Generation, ScoreValue, Strict
+from benchcurate.schemas.sample import Generation, ScoreValue, Strict
 
 REASON_PATTERN = r"^[a-z][a-z0-9_]*$"
 

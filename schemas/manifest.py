@@ -6,8 +6,8 @@ from datetime import datetime
 
 from pydantic import Field, JsonValue
 
-from schemas.decision import StageStats
-from schemas.sample import Strict
+from benchcurate.schemas.decision import StageStats
+from benchcurate.schemas.sample import Strict
 
 
 class PromptUse(Strict):

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, JsonValue, field_validator
 
-from schemas.sample import Strict
+from benchcurate.schemas.sample import Strict
 
 BackendKind = Literal["offline", "openai"]
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"

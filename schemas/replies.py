@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from schemas.sample import Speaker, Strict
+from benchcurate.schemas.sample import Speaker, Strict
 
 ImageCategoryName = Literal[
     "Vehicles and Transportation", "Food and Cuisine", "People and Lifestyle", "Sports and Recreation",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from schemas import ImageRef, Provenance, Sample
+from benchcurate.schemas import ImageRef, Provenance, Sample
 
 
 def make_image(path: Path, seed: int, size: tuple[int, int] = (320, 240)) -> Path:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from PIL import Image, ImageEnhance
 
-from curation.demo.render import render_demo_images
-from curation.fingerprint import sha256_json
+from benchcurate.curation.demo.render import render_demo_images
+from benchcurate.curation.fingerprint import sha256_json
 
 CORPUS_VERSION = 1
 COMPLETE_SUFFIX = ".complete"  # `<dest>.complete` beside the corpus, so ingest never sees it
@@ -66,7 +66,7 @@ EXACT_COPIES = ("photos/camera.png", "rendered/pie_chart-01.png", "rendered/tabl
 
 
 def _photos(root: Path) -> list[dict]:
-    folder = resources.files("curation.demo") / "photos"
+    folder = resources.files("benchcurate.curation.demo") / "photos"
     rows = []
     (root / "photos").mkdir()
     for line in (folder / "LICENSES.jsonl").read_text(encoding="utf-8").splitlines():
@@ -123,7 +123,7 @@ def _broken(root: Path) -> list[dict]:
 
 
 def corpus_signature() -> str:
-    photos = (resources.files("curation.demo") / "photos" / "LICENSES.jsonl").read_text(encoding="utf-8")
+    photos = (resources.files("benchcurate.curation.demo") / "photos" / "LICENSES.jsonl").read_text(encoding="utf-8")
     return sha256_json({"version": CORPUS_VERSION, "photos": photos})
 
 

@@ -17,8 +17,8 @@ import re
 
 from pydantic import Field
 
-from curation.stage import ModelStageConfig, StageContext, TransformStage
-from schemas import ChecklistItem, Drop, Keep, Sample, Verdict
+from benchcurate.curation.stage import ModelStageConfig, StageContext, TransformStage
+from benchcurate.schemas import ChecklistItem, Drop, Keep, Sample, Verdict
 
 WORD = re.compile(r"\w+")
 

@@ -13,8 +13,8 @@ import re
 
 from pydantic import Field
 
-from curation.stage import ModelStageConfig, StageContext, TransformStage, decision_field
-from schemas import Drop, Keep, Sample, Turn, Verdict
+from benchcurate.curation.stage import ModelStageConfig, StageContext, TransformStage, decision_field
+from benchcurate.schemas import Drop, Keep, Sample, Turn, Verdict
 
 
 class ConversationConfig(ModelStageConfig):

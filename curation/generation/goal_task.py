@@ -7,9 +7,9 @@ category_normalise (`labels: [task]`) like any proposed name. Drops nothing.
 
 from __future__ import annotations
 
-from curation.generation.checklist import conversation_text
-from curation.stage import ItemStage, ModelStageConfig, StageContext
-from schemas import Categories, Keep, Sample, Scores, Verdict
+from benchcurate.curation.generation.checklist import conversation_text
+from benchcurate.curation.stage import ItemStage, ModelStageConfig, StageContext
+from benchcurate.schemas import Categories, Keep, Sample, Scores, Verdict
 
 
 class GoalTaskConfig(ModelStageConfig):

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from curation.stage import ModelStageConfig, StageContext, decision_field, model_transform
-from schemas import Drop, Keep, Sample, Turn, Verdict
+from benchcurate.curation.stage import ModelStageConfig, StageContext, decision_field, model_transform
+from benchcurate.schemas import Drop, Keep, Sample, Turn, Verdict
 
 LEVELS = ("perception", "reasoning", "creation")
 NO_SEED = "(none given: write your own)"

@@ -6,8 +6,8 @@ the image alone; the character must never be a real person shown in the image.
 
 from __future__ import annotations
 
-from curation.stage import ModelStageConfig, StageContext, TransformStage
-from schemas import Persona, Sample
+from benchcurate.curation.stage import ModelStageConfig, StageContext, TransformStage
+from benchcurate.schemas import Persona, Sample
 
 
 class PersonaConfig(ModelStageConfig):

@@ -23,9 +23,9 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from curation.stage import ModelStageConfig, StageContext, decision_field, model_transform
-from schemas import Categories, Drop, Keep, Rewrite, Sample, Turn, Verdict
-from schemas.replies import AlignTaskName
+from benchcurate.curation.stage import ModelStageConfig, StageContext, decision_field, model_transform
+from benchcurate.schemas import Categories, Drop, Keep, Rewrite, Sample, Turn, Verdict
+from benchcurate.schemas.replies import AlignTaskName
 
 LANGUAGES = {"zh": "Chinese (Simplified)", "en": "English"}
 CATEGORY_OF_TASK = {task: "Perception & Understanding" for task in

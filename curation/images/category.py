@@ -7,8 +7,8 @@ merging synonyms is a later step.
 
 from __future__ import annotations
 
-from curation.stage import ItemStage, ModelStageConfig, StageContext
-from schemas import Categories, Drop, Keep, Sample, Scores, Verdict
+from benchcurate.curation.stage import ItemStage, ModelStageConfig, StageContext
+from benchcurate.schemas import Categories, Drop, Keep, Sample, Scores, Verdict
 
 
 class CategoryConfig(ModelStageConfig):

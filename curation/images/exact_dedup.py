@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from curation.grouping import pick_kept
-from curation.images.near_dedup import ImageKey, image_key, preference
-from curation.stage import SetStage, StageConfig, StageContext
-from schemas import Drop, Keep, Verdict
+from benchcurate.curation.grouping import pick_kept
+from benchcurate.curation.images.near_dedup import ImageKey, image_key, preference
+from benchcurate.curation.stage import SetStage, StageConfig, StageContext
+from benchcurate.schemas import Drop, Keep, Verdict
 
 
 class ExactDedupConfig(StageConfig):

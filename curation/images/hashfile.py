@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from curation.errors import UserError
-from curation.fingerprint import sha256_bytes
-from curation.grouping import groups_from_pairs
-from curation.images.hamming import cross_pairs_within, pairs_within
-from curation.images.phash import PhashConfig, algorithm, fingerprint
-from curation.parallel import ordered_map
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.fingerprint import sha256_bytes
+from benchcurate.curation.grouping import groups_from_pairs
+from benchcurate.curation.images.hamming import cross_pairs_within, pairs_within
+from benchcurate.curation.images.phash import PhashConfig, algorithm, fingerprint
+from benchcurate.curation.parallel import ordered_map
 
 CHUNK_FILES = 32
 

@@ -22,13 +22,18 @@ from typing import Literal
 
 from pydantic import Field
 
-from curation.fingerprint import sha256_bytes, sha256_json
-from curation.jsonl import read_samples
-from curation.images.sources import (
-    HF_DATA_SUFFIXES, Entry, dataset_entries, folder_entries, input_kind, manifest_entries,
+from benchcurate.curation.fingerprint import sha256_bytes, sha256_json
+from benchcurate.curation.images.sources import (
+    HF_DATA_SUFFIXES,
+    Entry,
+    dataset_entries,
+    folder_entries,
+    input_kind,
+    manifest_entries,
 )
-from curation.stage import SourceStage, StageConfig, StageContext
-from schemas import Drop, ImageRef, Keep, Provenance, Sample, Verdict
+from benchcurate.curation.jsonl import read_samples
+from benchcurate.curation.stage import SourceStage, StageConfig, StageContext
+from benchcurate.schemas import Drop, ImageRef, Keep, Provenance, Sample, Verdict
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 REASONS = ("hidden_file", "not_a_regular_file", "image_missing", "file_unreadable", "unsupported_extension")

@@ -17,12 +17,12 @@ from typing import NamedTuple
 import numpy as np
 from pydantic import Field
 
-from curation.errors import UserError
-from curation.fingerprint import sha256_json
-from curation.grouping import groups_from_pairs, pick_kept
-from curation.images.hamming import cross_pairs_within, pairs_within
-from curation.stage import SetStage, StageConfig, StageContext
-from schemas import Drop, Keep, Sample, Verdict
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.fingerprint import sha256_json
+from benchcurate.curation.grouping import groups_from_pairs, pick_kept
+from benchcurate.curation.images.hamming import cross_pairs_within, pairs_within
+from benchcurate.curation.stage import SetStage, StageConfig, StageContext
+from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 
 class NearDedupConfig(StageConfig):
@@ -72,7 +72,7 @@ def load_reference(location: str) -> tuple[list[str], np.ndarray]:
                     names.append(f"{path.name}:{index}")
                     hashes.append(int(value, 16))
         return names, np.array(hashes, dtype=np.uint64)
-    from curation.images.hashfile import read_hashes
+    from benchcurate.curation.images.hashfile import read_hashes
 
     table = read_hashes(path)
     return table.paths, table.hashes

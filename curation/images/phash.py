@@ -15,9 +15,9 @@ from pathlib import Path
 import imagehash
 from pydantic import Field
 
-from curation.images.decode import DECODE_REASONS, DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
-from curation.stage import ItemStage, StageConfig, StageContext
-from schemas import Drop, Keep, Sample, Scores, Verdict
+from benchcurate.curation.images.decode import DECODE_REASONS, DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
+from benchcurate.curation.stage import ItemStage, StageConfig, StageContext
+from benchcurate.schemas import Drop, Keep, Sample, Scores, Verdict
 
 CACHE_NAMESPACE = "image_phash"
 IMAGEHASH_VERSION = version("ImageHash")

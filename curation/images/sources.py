@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from curation.errors import UserError
+from benchcurate.curation.errors import UserError
 
 InputKind = Literal["folder", "manifest", "hf_dataset", "samples"]
 MANIFEST_SUFFIXES = (".csv", ".jsonl")

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from curation.images.ingest import sample_id
-from schemas import ImageRef, Provenance, Sample
+from benchcurate.curation.images.ingest import sample_id
+from benchcurate.schemas import ImageRef, Provenance, Sample
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def make_sample(source: str, source_id: str, license_id: str, images: list[Image
 
 
 def importers() -> dict[str, Callable[..., Iterator[Imported]]]:
-    from curation.importers import alignmmbench, convbench, multiverse, probench
+    from benchcurate.curation.importers import alignmmbench, convbench, multiverse, probench
     return {"multiverse": multiverse.read, "convbench": convbench.read, "probench": probench.read,
             "alignmmbench": alignmmbench.read}
 
@@ -123,7 +123,7 @@ def import_file(source: str, path: Path, out: Path, license_id: str | None = Non
     """Write canonical samples to `out` (JSONL) and unmappable rows, with their reason, to `<out>.rejected.jsonl`."""
     import json
 
-    from curation.errors import UserError
+    from benchcurate.curation.errors import UserError
     readers = importers()
     if source not in readers:
         raise UserError(f"unknown source '{source}'; choose one of: {', '.join(readers)}")

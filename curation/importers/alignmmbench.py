@@ -12,8 +12,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from curation.importers import ImageStore, Imported, make_sample, read_jsonl
-from schemas import Categories, Turn
+from benchcurate.curation.importers import ImageStore, Imported, make_sample, read_jsonl
+from benchcurate.schemas import Categories, Turn
 
 SOURCE = "AlignMMBench"
 LICENSE = "CC-BY-NC-SA-4.0"

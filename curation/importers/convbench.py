@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from curation.errors import UserError
-from curation.importers import ImageStore, Imported, make_sample
-from schemas import Turn
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.importers import ImageStore, Imported, make_sample
+from benchcurate.schemas import Turn
 
 SOURCE = "ConvBench"
 LICENSE = "CC-BY-4.0"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from curation.images.sources import dataset_tables
-from curation.importers import ImageStore, Imported, jsonl_rows, make_sample, malformed, parsed, speaker
-from schemas import Categories, ChecklistItem, Persona, Turn
+from benchcurate.curation.images.sources import dataset_tables
+from benchcurate.curation.importers import ImageStore, Imported, jsonl_rows, make_sample, malformed, parsed, speaker
+from benchcurate.schemas import Categories, ChecklistItem, Persona, Turn
 
 SOURCE = "MultiVerse"
 LICENSE = "CC-BY-NC-4.0"  # the dataset card's

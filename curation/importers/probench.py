@@ -11,8 +11,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from curation.importers import ImageStore, Imported, make_sample, read_jsonl, speaker
-from schemas import Turn
+from benchcurate.curation.importers import ImageStore, Imported, make_sample, read_jsonl, speaker
+from benchcurate.schemas import Turn
 
 SOURCE = "ProBench"
 LICENSE = "unknown"  # the release states none; pass --license

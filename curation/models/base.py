@@ -7,9 +7,9 @@ from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from curation.prompting import Prompt
-from curation.models.identity import OFFLINE_LABEL
-from schemas import Generation, ImageRef
+from benchcurate.curation.models.identity import OFFLINE_LABEL
+from benchcurate.curation.prompting import Prompt
+from benchcurate.schemas import Generation, ImageRef
 
 Reply = TypeVar("Reply", bound=BaseModel)
 

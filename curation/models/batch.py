@@ -20,9 +20,9 @@ from pathlib import Path
 import openai
 from pydantic import ValidationError
 
-from curation.errors import BackendUnavailable
-from curation.models.pricing import cost_usd, price_for
-from schemas import ModelUsage
+from benchcurate.curation.errors import BackendUnavailable
+from benchcurate.curation.models.pricing import cost_usd, price_for
+from benchcurate.schemas import ModelUsage
 
 MAX_LINES_PER_FILE = 45_000          # the API allows 50,000
 MAX_BYTES_PER_FILE = 180_000_000     # the API allows 200 MB

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import httpx2
 import openai
 
-from curation.errors import BackendUnavailable, ModelRequestRejected, UserError
+from benchcurate.curation.errors import BackendUnavailable, ModelRequestRejected, UserError
 
 
 class MalformedReply(Exception):

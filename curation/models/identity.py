@@ -1,6 +1,6 @@
 """What identifies a backend's answers, computed from its spec alone (no client, no key, no network)."""
 
-from schemas import BackendSpec
+from benchcurate.schemas import BackendSpec
 
 OFFLINE_LABEL = "offline-heuristic"
 HEURISTICS_VERSION = "heuristics-v2"

@@ -13,18 +13,36 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from curation.cache import Cache
-from curation.models.base import ModelRequest, ModelResult, generation_for
-from curation.models.identity import HEURISTICS_VERSION, OFFLINE_LABEL, backend_identity
-from curation.models.image_stats import ImageStats, stored_stats
-from curation.taxonomy import NO_QUESTION
-from schemas import BackendSpec
-from schemas.replies import (
-    AnswerReply, CaptionReply, CategoryReply, ChallengeReply, ChecklistQuestion, ChecklistReply, ConversationReply,
-    Dimension, FieldReply, FocusPointsReply, GoalTaskReply, IncoherenceReply, LadderReply, ParaphraseReply, PersonaReply, QualityReply, ReferenceReply, SeedQuestionReply,
-    SubfieldReply, TurnChecklist, Utterance, YesNoReply,
+from benchcurate.curation.cache import Cache
+from benchcurate.curation.models.base import ModelRequest, ModelResult, generation_for
+from benchcurate.curation.models.identity import HEURISTICS_VERSION, OFFLINE_LABEL, backend_identity
+from benchcurate.curation.models.image_stats import ImageStats, stored_stats
+from benchcurate.curation.taxonomy import NO_QUESTION
+from benchcurate.schemas import BackendSpec
+from benchcurate.schemas.replies import (
+    AnswerReply,
+    CaptionReply,
+    CategoryReply,
+    ChallengeReply,
+    ChecklistQuestion,
+    ChecklistReply,
+    ConversationReply,
+    Dimension,
+    FieldReply,
+    FocusPointsReply,
+    GoalTaskReply,
+    IncoherenceReply,
+    LadderReply,
+    ParaphraseReply,
+    PersonaReply,
+    QualityReply,
+    ReferenceReply,
+    SeedQuestionReply,
+    SubfieldReply,
+    TurnChecklist,
+    Utterance,
+    YesNoReply,
 )
-
 
 # --- image quality -------------------------------------------------------------------------------
 

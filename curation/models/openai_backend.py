@@ -27,17 +27,17 @@ from pathlib import Path
 import openai
 from pydantic import BaseModel, ValidationError
 
-from curation.cache import Cache
-from curation.errors import BackendUnavailable, ModelOutputInvalid, UserError
-from curation.fingerprint import sha256_json
-from curation.images.decode import decode_image
-from curation.models.base import ModelRequest, ModelResult, generation_for
-from curation.models.batch import DeferredToBatch, PendingRequest
-from curation.models.client import shared_client
-from curation.models.identity import OPENAI_DEFAULT_BASE_URL, backend_identity, resolved_base_url
-from curation.models.pricing import Budget, cost_usd, estimate_input_tokens, price_for
-from curation.models.usage import record
-from schemas import BackendSpec, ImageRef, ModelUsage
+from benchcurate.curation.cache import Cache
+from benchcurate.curation.errors import BackendUnavailable, ModelOutputInvalid, UserError
+from benchcurate.curation.fingerprint import sha256_json
+from benchcurate.curation.images.decode import decode_image
+from benchcurate.curation.models.base import ModelRequest, ModelResult, generation_for
+from benchcurate.curation.models.batch import DeferredToBatch, PendingRequest
+from benchcurate.curation.models.client import shared_client
+from benchcurate.curation.models.identity import OPENAI_DEFAULT_BASE_URL, backend_identity, resolved_base_url
+from benchcurate.curation.models.pricing import Budget, cost_usd, estimate_input_tokens, price_for
+from benchcurate.curation.models.usage import record
+from benchcurate.schemas import BackendSpec, ImageRef, ModelUsage
 
 KEYLESS_PLACEHOLDER = "not-needed"  # local servers (vLLM, Ollama) accept any key
 REPLY_NAMESPACE = "model_reply"

@@ -8,8 +8,8 @@ from importlib import resources
 
 import yaml
 
-from curation.errors import UserError
-from schemas import BackendSpec, Price
+from benchcurate.curation.errors import UserError
+from benchcurate.schemas import BackendSpec, Price
 
 CHARS_PER_TOKEN = 4          # for estimates before sending; replies report the real counts
 IMAGE_TOKENS_PER_512_TILE = 170
@@ -22,7 +22,7 @@ class BudgetExceeded(Exception):
 
 @cache
 def _table() -> dict:
-    return yaml.safe_load((resources.files("curation.models") / "prices.yaml").read_text(encoding="utf-8"))
+    return yaml.safe_load((resources.files("benchcurate.curation.models") / "prices.yaml").read_text(encoding="utf-8"))
 
 
 def price_for(spec: BackendSpec) -> Price | None:

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from schemas import ModelUsage
+from benchcurate.schemas import ModelUsage
 
 _current = threading.local()
 

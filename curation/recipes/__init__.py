@@ -12,20 +12,20 @@ from pathlib import Path
 import yaml
 from pydantic import JsonValue, ValidationError
 
-from curation.errors import UserError
-from curation.images.sources import input_kind
-from curation.models import make_backend
-from curation.models.pricing import check_budget_settings
-from curation.prompting import load_prompt
-from curation.stages import STAGES
-from schemas import Recipe, RunConfig
-from schemas.recipe import RUN_ID_PATTERN, BackendKind
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.images.sources import input_kind
+from benchcurate.curation.models import make_backend
+from benchcurate.curation.models.pricing import check_budget_settings
+from benchcurate.curation.prompting import load_prompt
+from benchcurate.curation.stages import STAGES
+from benchcurate.schemas import Recipe, RunConfig
+from benchcurate.schemas.recipe import RUN_ID_PATTERN, BackendKind
 
 DEMO_CORPUS_DIRNAME = "demo-corpus"
 
 
 def available_recipes() -> list[str]:
-    return sorted(entry.name[:-5] for entry in resources.files("curation.recipes").iterdir()
+    return sorted(entry.name[:-5] for entry in resources.files("benchcurate.curation.recipes").iterdir()
                   if entry.name.endswith(".yaml"))
 
 
@@ -37,7 +37,7 @@ def _one_line(error: ValidationError) -> str:
 def load_recipe(name: str) -> Recipe:
     if name not in available_recipes():
         raise UserError(f"unknown recipe '{name}'; available: {', '.join(available_recipes())}")
-    data = yaml.safe_load((resources.files("curation.recipes") / f"{name}.yaml").read_text(encoding="utf-8"))
+    data = yaml.safe_load((resources.files("benchcurate.curation.recipes") / f"{name}.yaml").read_text(encoding="utf-8"))
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as error:

@@ -8,10 +8,10 @@ import yaml
 from datasets import DatasetInfo, SplitDict, SplitInfo
 from datasets.info import DatasetInfosDict
 
-from curation.release.columns import FEATURES
-from curation.report import RunReport, funnel_markdown
-from curation.statistics import statistics_markdown
-from schemas import ReleaseManifest, ReleaseSpec, Sample
+from benchcurate.curation.release.columns import FEATURES
+from benchcurate.curation.report import RunReport, funnel_markdown
+from benchcurate.curation.statistics import statistics_markdown
+from benchcurate.schemas import ReleaseManifest, ReleaseSpec, Sample
 
 HUB_LICENSE_IDS = {"CC0-1.0": "cc0-1.0", "CC-BY-4.0": "cc-by-4.0", "CC-BY-SA-4.0": "cc-by-sa-4.0",
                    "CC-BY-NC-4.0": "cc-by-nc-4.0", "CC-BY-NC-SA-4.0": "cc-by-nc-sa-4.0", "Apache-2.0": "apache-2.0",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from datasets import Features, Image, List, Value
 
-from schemas import Sample
+from benchcurate.schemas import Sample
 
 STRING = Value("string")
 CHECKLIST = List({"question": STRING, "main_criteria": STRING, "sub_criteria": STRING})

@@ -18,8 +18,8 @@ import json
 import shutil
 from pathlib import Path
 
-from curation.errors import UserError
-from schemas import Sample
+from benchcurate.curation.errors import UserError
+from benchcurate.schemas import Sample
 
 ORDINALS = ("first", "second", "third")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from schemas import Sample
+from benchcurate.schemas import Sample
 
 NO_CONDITIONS = {"CC0-1.0", "Public-Domain", "Unlicense"}
 PERMISSIVE = {"Apache-2.0", "MIT", "BSD-2-Clause", "BSD-3-Clause"}

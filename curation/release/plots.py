@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from curation.statistics import length, questions_and_answers
-from schemas import Sample
+from benchcurate.curation.statistics import length, questions_and_answers
+from benchcurate.schemas import Sample
 
 
 def _figure():

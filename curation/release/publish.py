@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from curation.errors import UserError
-from curation.release.verify import verify
-from schemas import ReleaseManifest
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.release.verify import verify
+from benchcurate.schemas import ReleaseManifest
 
 REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 

@@ -18,11 +18,11 @@ import yaml
 from datasets.info import DatasetInfosDict
 from pydantic import ValidationError
 
-from curation.errors import UserError
-from curation.fingerprint import sha256_file
-from curation.release.columns import FEATURES
-from curation.release.writer import CHECKSUM_FILE
-from schemas import ReleaseManifest
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.release.columns import FEATURES
+from benchcurate.curation.release.writer import CHECKSUM_FILE
+from benchcurate.schemas import ReleaseManifest
 
 
 def split_of(path: Path) -> str:

@@ -19,16 +19,16 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from curation.errors import UserError
-from curation.fingerprint import sha256_file, sha256_json
-from curation.release.card import render_card
-from curation.release.columns import FEATURES, to_row
-from curation.report import load_report
-from curation.runner import read_samples, write_json_atomic
-from curation.release.licenses import release_terms
-from curation.release.plots import write_plots
-from curation.statistics import dataset_statistics
-from schemas import PromptUse, ReleaseManifest, ReleaseSpec, Sample
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.fingerprint import sha256_file, sha256_json
+from benchcurate.curation.release.card import render_card
+from benchcurate.curation.release.columns import FEATURES, to_row
+from benchcurate.curation.release.licenses import release_terms
+from benchcurate.curation.release.plots import write_plots
+from benchcurate.curation.report import load_report
+from benchcurate.curation.runner import read_samples, write_json_atomic
+from benchcurate.curation.statistics import dataset_statistics
+from benchcurate.schemas import PromptUse, ReleaseManifest, ReleaseSpec, Sample
 
 CHECKSUM_FILE = "SHA256SUMS"
 

@@ -24,10 +24,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from curation.fingerprint import sha256_file
-from curation.models.batch import StageWaiting
-from curation.stage import SetStage, StageConfig, StageContext
-from schemas import Drop, Keep, Sample, Verdict
+from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.models.batch import StageWaiting
+from benchcurate.curation.stage import SetStage, StageConfig, StageContext
+from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 OUTCOMES = Path("review") / "outcomes.json"
 
@@ -100,7 +100,7 @@ def apply_edits(item: Sample, edits: dict[str, str]) -> Sample:
 def _edit_checklists(turns: list, edits: dict[str, str]) -> list:
     """`check_<k>` keep/delete and `checkedit_<k>` a new question for the k-th item (user turns in order, items in
     order); `checkadd_<t>` new items `question | main | sub`, one per line, for the t-th user turn with a checklist."""
-    from schemas import ChecklistItem
+    from benchcurate.schemas import ChecklistItem
     flat = [(position, index) for position, turn in enumerate(turns) if turn.speaker == "user"
             for index in range(len(turn.checklist))]
     with_items = [position for position, turn in enumerate(turns) if turn.speaker == "user" and turn.checklist]

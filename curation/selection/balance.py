@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Literal
 
-from curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
-from schemas import Drop, Keep, Sample, Verdict
+from benchcurate.curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
+from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 UNLABELLED = "unlabelled"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
-from schemas import Drop, Keep, Sample, Verdict
+from benchcurate.curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
+from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 
 class MinSizeConfig(StageConfig):

@@ -19,10 +19,10 @@ from collections import defaultdict
 
 from pydantic import Field
 
-from curation.selection.balance import UNLABELLED, water_fill
-from curation.stage import SetStage, StageConfig, StageContext, decision_field
-from curation.text.language import PROBENCH_GROUPS, language_group
-from schemas import Drop, Keep, Sample, Verdict
+from benchcurate.curation.selection.balance import UNLABELLED, water_fill
+from benchcurate.curation.stage import SetStage, StageConfig, StageContext, decision_field
+from benchcurate.curation.text.language import PROBENCH_GROUPS, language_group
+from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 SINGLE, MULTI, MULTILINGUAL = "singleround", "multi-round", "multi-linguistic"
 

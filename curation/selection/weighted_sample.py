@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Literal
 
-from curation.selection.min_size import category_view
-from curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
-from schemas import Drop, Keep, Verdict
+from benchcurate.curation.selection.min_size import category_view
+from benchcurate.curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
+from benchcurate.schemas import Drop, Keep, Verdict
 
 WEIGHT_EXPONENT = {"proportional": 1.0, "sqrt": 0.5, "uniform": 0.0}
 

@@ -8,7 +8,7 @@ from typing import get_args
 
 import yaml
 
-from schemas.replies import ImageCategoryName, ImageFieldName, TaskFieldName
+from benchcurate.schemas.replies import ImageCategoryName, ImageFieldName, TaskFieldName
 
 OTHER_NAMES = ("Others", "Other")  # the "propose a new name" choice of the seeded lists
 NO_QUESTION = "(no question: this item is an image only)"  # the question variable of an image-only item
@@ -17,7 +17,7 @@ NO_QUESTION = "(no question: this item is an image only)"  # the question variab
 @cache
 def probench_taxonomy() -> dict[str, dict[str, dict]]:
     """{"task_fields": {field: {gloss, subfields}}, "image_fields": {...}} from probench.yaml."""
-    data = yaml.safe_load((resources.files("curation.taxonomy") / "probench.yaml").read_text(encoding="utf-8"))
+    data = yaml.safe_load((resources.files("benchcurate.curation.taxonomy") / "probench.yaml").read_text(encoding="utf-8"))
     for kind, names in (("task_fields", TaskFieldName), ("image_fields", ImageFieldName)):
         listed, allowed = set(data[kind]), set(get_args(names)) - set(OTHER_NAMES)
         if listed != allowed:
@@ -27,7 +27,7 @@ def probench_taxonomy() -> dict[str, dict[str, dict]]:
 
 @cache
 def default_synonyms() -> dict[str, str]:
-    text = (resources.files("curation.taxonomy") / "category_synonyms.yaml").read_text(encoding="utf-8")
+    text = (resources.files("benchcurate.curation.taxonomy") / "category_synonyms.yaml").read_text(encoding="utf-8")
     return dict(yaml.safe_load(text) or {})
 
 

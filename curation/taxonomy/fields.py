@@ -9,9 +9,9 @@ a question gets image labels only.
 
 from __future__ import annotations
 
-from curation.stage import ItemStage, ModelStageConfig, StageContext
-from curation.taxonomy import NO_QUESTION, OTHER_NAMES, probench_taxonomy
-from schemas import Categories, Drop, Keep, Sample, Scores, Verdict
+from benchcurate.curation.stage import ItemStage, ModelStageConfig, StageContext
+from benchcurate.curation.taxonomy import NO_QUESTION, OTHER_NAMES, probench_taxonomy
+from benchcurate.schemas import Categories, Drop, Keep, Sample, Scores, Verdict
 
 NONE_LISTED = "- (none listed: give a short new sub-field name)"
 

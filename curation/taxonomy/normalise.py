@@ -26,9 +26,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from curation.stage import SetStage, StageConfig, StageContext, Update
-from curation.taxonomy import default_synonyms, seeded_names
-from schemas import Categories, Sample
+from benchcurate.curation.stage import SetStage, StageConfig, StageContext, Update
+from benchcurate.curation.taxonomy import default_synonyms, seeded_names
+from benchcurate.schemas import Categories, Sample
 
 FILLERS = frozenset({"and", "of", "the", "a", "an"})
 LABEL_FIELDS = {"image": ("image_main", "image_sub"), "task": ("task_main", "task_sub")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from schemas import Sample
+from benchcurate.schemas import Sample
 
 SPACES = re.compile(r"\s+")
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from curation.stage import ItemStage, ModelStageConfig, StageContext, TransformStage, decision_field
-from schemas import Challenge, Drop, Keep, Sample, Scores, Verdict
+from benchcurate.curation.stage import ItemStage, ModelStageConfig, StageContext, TransformStage, decision_field
+from benchcurate.schemas import Challenge, Drop, Keep, Sample, Scores, Verdict
 
 
 def transcript(item: Sample, with_references: bool = True) -> str:

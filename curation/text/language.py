@@ -19,9 +19,9 @@ from functools import cache
 
 from pydantic import Field
 
-from curation.stage import ItemStage, StageConfig, StageContext, decision_field
-from curation.text import question_text
-from schemas import Drop, Keep, Sample, Scores, Verdict
+from benchcurate.curation.stage import ItemStage, StageConfig, StageContext, decision_field
+from benchcurate.curation.text import question_text
+from benchcurate.schemas import Drop, Keep, Sample, Scores, Verdict
 
 MIN_LETTERS = 6
 UNKNOWN = "unknown"

@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 from datasketch import MinHash, MinHashLSH
 
-from curation.grouping import UnionFind
-from curation.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
-from curation.text import normalise, shingles
+from benchcurate.curation.grouping import UnionFind
+from benchcurate.curation.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
+from benchcurate.curation.text import normalise, shingles
 
 DEFAULT_THRESHOLD = 0.7   # Jaccard of word 3-gram sets; copies with a word or two changed score 0.5-0.8
 DEFAULT_NUM_PERM = 128

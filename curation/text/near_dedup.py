@@ -14,13 +14,18 @@ from typing import Literal
 
 from pydantic import Field
 
-from curation.fingerprint import sha256_file, sha256_json
-from curation.jsonl import read_samples
-from curation.stage import Keyed, SetStage, StageConfig, StageContext
-from curation.text import question_text
-from curation.text.minhash import DEFAULT_NUM_PERM, DEFAULT_THRESHOLD, MinHashParams, SignatureStore, \
-    near_duplicate_groups
-from schemas import Drop, Keep, Sample, Verdict
+from benchcurate.curation.fingerprint import sha256_file, sha256_json
+from benchcurate.curation.jsonl import read_samples
+from benchcurate.curation.stage import Keyed, SetStage, StageConfig, StageContext
+from benchcurate.curation.text import question_text
+from benchcurate.curation.text.minhash import (
+    DEFAULT_NUM_PERM,
+    DEFAULT_THRESHOLD,
+    MinHashParams,
+    SignatureStore,
+    near_duplicate_groups,
+)
+from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 
 class TextDedupConfig(StageConfig):

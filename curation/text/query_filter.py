@@ -17,17 +17,17 @@ from typing import Literal
 import yaml
 from pydantic import Field
 
-from curation.stage import ItemStage, StageConfig, StageContext, decision_field
-from curation.text import is_cjk, normalise, question_text
-from curation.text.language import detect
-from schemas import Drop, Keep, Sample, Scores, Verdict
+from benchcurate.curation.stage import ItemStage, StageConfig, StageContext, decision_field
+from benchcurate.curation.text import is_cjk, normalise, question_text
+from benchcurate.curation.text.language import detect
+from benchcurate.schemas import Drop, Keep, Sample, Scores, Verdict
 
 WORD = re.compile(r"\w+")
 
 
 @cache
 def stop_words() -> dict[str, frozenset[str]]:
-    data = yaml.safe_load((resources.files("curation.text") / "stopwords.yaml").read_text(encoding="utf-8"))
+    data = yaml.safe_load((resources.files("benchcurate.curation.text") / "stopwords.yaml").read_text(encoding="utf-8"))
     return {language: frozenset(str(word).casefold() for word in words) for language, words in data.items()}
 
 

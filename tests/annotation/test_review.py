@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from annotation import review, server
-from curation.errors import BackendUnavailable
-from curation.recipes import resolve_run
-from curation.report import load_report
-from curation.runner import RunStore, run_all
+from benchcurate.annotation import review, server
+from benchcurate.curation.errors import BackendUnavailable
+from benchcurate.curation.recipes import resolve_run
+from benchcurate.curation.report import load_report
+from benchcurate.curation.runner import RunStore, run_all
 from tests.conftest import free_port, make_image
 
 pytestmark = pytest.mark.slow
@@ -114,7 +114,7 @@ def test_a_review_round_from_push_to_the_release_funnel(label_studio, tmp_path, 
     final_dir = Path(json.loads((run_dir / "state.json").read_text())["stages"][-1]["output_dir"])
     kept = [json.loads(line) for line in (final_dir / "kept.jsonl").read_text().splitlines()]
     assert {row["review"]["mode"] for row in kept} == {"human"} and all(row["review"]["reviewers"] for row in kept)
-    from curation.release.writer import write_release
+    from benchcurate.curation.release.writer import write_release
     manifest = json.loads((write_release(run_dir, tmp_path / "out") / "manifest.json").read_text())
     assert manifest["review_projects"] == ["rev review round 1"] and manifest["review_modes"] == ["human"]
     logs = [path for path in run_dir.rglob("*") if path.is_file() and token.encode() in path.read_bytes()]
@@ -298,7 +298,7 @@ def test_checklist_items_are_kept_deleted_rewritten_or_added(label_studio, tmp_p
 
 
 def test_each_round_gets_the_config_of_its_review_kinds():
-    from schemas import ChecklistItem, Rewrite, Turn
+    from benchcurate.schemas import ChecklistItem, Rewrite, Turn
     from tests.conftest import make_sample
     check = ChecklistItem(question="q?", main_criteria="m", sub_criteria="s")
     multiverse = make_sample(1, conversation=[Turn(speaker="user", utterance="u", checklist=[check])])

@@ -4,8 +4,8 @@ import socket
 
 import pytest
 
-from annotation import server
-from curation.errors import UserError
+from benchcurate.annotation import server
+from benchcurate.curation.errors import UserError
 from tests.conftest import free_port, run_curate
 
 pytestmark = pytest.mark.slow

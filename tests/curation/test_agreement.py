@@ -2,7 +2,7 @@
 
 import pytest
 
-from curation.review.agreement import cohen_kappa, fleiss_kappa, majority, percent_agreement
+from benchcurate.curation.review.agreement import cohen_kappa, fleiss_kappa, majority, percent_agreement
 
 
 def test_percent_agreement_counts_agreeing_pairs():

@@ -1,12 +1,12 @@
 """Checklists drafted by two models and merged, with the source model kept per item."""
 
-from curation.generation.checklist import merge_checklists
-from curation.recipes import resolve_run
-from curation.runner import RunStore, read_samples, run_all
-from schemas import ChecklistItem
+from benchcurate.curation.generation.checklist import merge_checklists
+from benchcurate.curation.recipes import resolve_run
+from benchcurate.curation.runner import RunStore, read_samples, run_all
+from benchcurate.schemas import ChecklistItem
 from tests.conftest import make_image
-from tests.fakes.openai_server import FakeOpenAIServer
 from tests.factories import scripted_reply
+from tests.fakes.openai_server import FakeOpenAIServer
 
 
 def item(question, main="Memory"):

@@ -6,9 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from curation.errors import BackendUnavailable, ModelRequestRejected, UserError
-from curation.models.client import ChatClient, parse_duration, retry_after_seconds
-from tests.fakes.openai_server import Fault, FakeOpenAIServer
+from benchcurate.curation.errors import BackendUnavailable, ModelRequestRejected, UserError
+from benchcurate.curation.models.client import ChatClient, parse_duration, retry_after_seconds
+from tests.fakes.openai_server import FakeOpenAIServer, Fault
 
 BODY = {"model": "fake-vlm", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 32}
 
@@ -28,7 +28,7 @@ def test_retry_after_headers_in_every_form(monkeypatch):
     assert retry_after_seconds({"retry-after": "0.5"}) == 0.5
     assert retry_after_seconds({"retry-after-ms": "20", "retry-after": "9"}) == 0.02
     now = 1_800_000_000.0  # a fixed clock: the HTTP-date form is a difference from "now"
-    monkeypatch.setattr("curation.models.client.time.time", lambda: now)
+    monkeypatch.setattr("benchcurate.curation.models.client.time.time", lambda: now)
     assert retry_after_seconds({"retry-after": email.utils.formatdate(now + 30, usegmt=True)}) == 30.0
     assert retry_after_seconds({"retry-after": email.utils.formatdate(now - 5, usegmt=True)}) == 0.0
     assert retry_after_seconds({}) is None and retry_after_seconds(None) is None
@@ -92,7 +92,7 @@ def test_one_client_serves_many_threads_with_usage_reported():
 
 
 def test_the_concurrency_limit_holds_across_callers():
-    from curation.models.client import shared_client
+    from benchcurate.curation.models.client import shared_client
 
     with FakeOpenAIServer(latency_seconds=0.1) as server:
         first = shared_client(server.base_url, "k", concurrency=3, timeout_seconds=10, max_attempts=2)

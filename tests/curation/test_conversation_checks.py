@@ -1,7 +1,7 @@
 """What conversation_generate checks on what comes back: length, alternation, naming the entity."""
 
-from curation.generation.conversation import ConversationConfig, check
-from schemas import Categories, Drop, Keep, Turn
+from benchcurate.curation.generation.conversation import ConversationConfig, check
+from benchcurate.schemas import Categories, Drop, Keep, Turn
 from tests.conftest import make_sample
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from curation.images.decode import ImageDecodeError, decode_image
+from benchcurate.curation.images.decode import ImageDecodeError, decode_image
 from tests.conftest import make_image
 
 

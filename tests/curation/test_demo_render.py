@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from curation.demo.render import KINDS, RenderedImage, render_demo_images
+from benchcurate.curation.demo.render import KINDS, RenderedImage, render_demo_images
 
 EXPECTED_COUNTS = {"bar_chart": 5, "line_chart": 4, "pie_chart": 3, "scatter_plot": 2, "document": 7, "table": 3,
                    "flowchart": 4, "tree_diagram": 3, "network_diagram": 2, "ui_screenshot": 5, "receipt": 2,

@@ -2,11 +2,11 @@
 
 import pyarrow.parquet as pq
 
-from curation.importers import import_file
-from curation.jsonl import read_samples
-from curation.release.exporters import EXPORTERS
-from curation.release.writer import final_samples
-from curation.runner import run_all
+from benchcurate.curation.importers import import_file
+from benchcurate.curation.jsonl import read_samples
+from benchcurate.curation.release.exporters import EXPORTERS
+from benchcurate.curation.release.writer import final_samples
+from benchcurate.curation.runner import run_all
 from tests.conftest import run_curate
 from tests.curation.test_ladder import convbench_run
 from tests.curation.test_release import small_run

@@ -6,9 +6,13 @@ import random
 import numpy as np
 import pytest
 
-from curation.images import hamming
-from curation.images.hamming import (brute_force_cross_pairs, brute_force_pairs, cross_pairs_within,
-                                     pairs_within)
+from benchcurate.curation.images import hamming
+from benchcurate.curation.images.hamming import (
+    brute_force_cross_pairs,
+    brute_force_pairs,
+    cross_pairs_within,
+    pairs_within,
+)
 
 SIZES = (0, 1, 2, 500, 3000)
 THRESHOLDS = (0, 1, 3, 6, 8, 10, 16)

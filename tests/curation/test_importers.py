@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from curation.errors import UserError
-from curation.importers import ImageStore, import_file
-from schemas import Sample
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.importers import ImageStore, import_file
+from benchcurate.schemas import Sample
 from tests.conftest import make_image, run_curate
 
 

@@ -5,10 +5,10 @@ import json
 
 from datasets import load_dataset
 
-from curation.recipes import resolve_run
-from curation.release.writer import write_release
-from curation.report import load_report
-from curation.runner import RunStore, run_all
+from benchcurate.curation.recipes import resolve_run
+from benchcurate.curation.release.writer import write_release
+from benchcurate.curation.report import load_report
+from benchcurate.curation.runner import RunStore, run_all
 from tests.conftest import make_image
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -66,7 +66,7 @@ def test_malformed_ladders_and_short_focus_lists_are_recorded_drops(tmp_path):
 def test_an_imported_convbench_sheet_keeps_its_turns_and_gets_the_missing_parts(tmp_path):
     from openpyxl import Workbook
 
-    from curation.importers import import_file
+    from benchcurate.curation.importers import import_file
     make_image(tmp_path / "visit_bench_images" / "a.png", 5)
     book = Workbook()
     book.active.title = "multi_turn_benchmark"

@@ -5,15 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from curation.models.batch import MAX_LINES_PER_FILE, PendingRequest, shards
-from curation.models.pricing import BudgetExceeded
-from curation.recipes import load_recipe, resolve_run
-from curation.stages import STAGES
-from curation.report import funnel_text, load_report
-from curation.runner import RunStore, run_all
+from benchcurate.curation.models.batch import MAX_LINES_PER_FILE, PendingRequest, shards
+from benchcurate.curation.models.pricing import BudgetExceeded
+from benchcurate.curation.recipes import load_recipe, resolve_run
+from benchcurate.curation.report import funnel_text, load_report
+from benchcurate.curation.runner import RunStore, run_all
+from benchcurate.curation.stages import STAGES
 from tests.conftest import make_image
-from tests.fakes.openai_server import FakeOpenAIServer
 from tests.factories import scripted_reply
+from tests.fakes.openai_server import FakeOpenAIServer
 
 MODEL_STAGES = sum(STAGES[spec.stage].uses_model for spec in load_recipe("multiverse").stages)
 PRICE = {"fake-vlm": {"input_per_million": 1.0, "output_per_million": 2.0}}

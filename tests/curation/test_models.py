@@ -5,17 +5,17 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from curation.errors import BackendUnavailable, ModelOutputInvalid, UserError
-from curation.fingerprint import sha256_file
-from curation.images.decode import ImageDecodeError
-from curation.models import ModelRequest, make_backend
-from curation.models.offline import OfflineBackend
-from curation.models.openai_backend import OpenAIBackend
-from curation.prompting import load_prompt
-from schemas import BackendSpec, ImageRef
-from schemas.replies import CategoryReply, ConversationReply, QualityReply
+from benchcurate.curation.errors import BackendUnavailable, ModelOutputInvalid, UserError
+from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.images.decode import ImageDecodeError
+from benchcurate.curation.models import ModelRequest, make_backend
+from benchcurate.curation.models.offline import OfflineBackend
+from benchcurate.curation.models.openai_backend import OpenAIBackend
+from benchcurate.curation.prompting import load_prompt
+from benchcurate.schemas import BackendSpec, ImageRef
+from benchcurate.schemas.replies import CategoryReply, ConversationReply, QualityReply
 from tests.conftest import free_port, make_image
-from tests.fakes.openai_server import Fault, FakeOpenAIServer
+from tests.fakes.openai_server import FakeOpenAIServer, Fault
 
 
 def image_ref(path: Path) -> ImageRef:
@@ -31,7 +31,7 @@ def request(prompt_id: str, image: ImageRef, seed: int = 1, **variables) -> Mode
 
 @pytest.fixture(scope="module")
 def demo_images(tmp_path_factory):
-    from curation.demo.render import render_demo_images
+    from benchcurate.curation.demo.render import render_demo_images
 
     folder = tmp_path_factory.mktemp("renders")
     return {rendered.path.stem: image_ref(rendered.path) for rendered in render_demo_images(folder)}
@@ -87,8 +87,8 @@ def test_offline_conversation_alternates_and_checklist_covers_each_user_turn(dem
 
 
 def test_offline_pixel_statistics_are_stored_once_and_read_back_by_later_stages(tmp_path):
-    from curation.cache import Cache
-    from curation.models.image_stats import STATS_NAMESPACE, stats_for_file
+    from benchcurate.curation.cache import Cache
+    from benchcurate.curation.models.image_stats import STATS_NAMESPACE, stats_for_file
 
     image = image_ref(make_image(tmp_path / "chart.png", 11, (320, 240)))
     cache = Cache(tmp_path / "cache.sqlite")
@@ -123,7 +123,8 @@ def test_openai_backend_parses_structured_output_and_sends_a_downscaled_image(tm
     assert body["response_format"]["json_schema"]["strict"] is True
     url = body["messages"][1]["content"][1]["image_url"]["url"]
     assert url.startswith("data:image/jpeg;base64,")
-    import base64, io
+    import base64
+    import io
     decoded = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
     assert max(decoded.size) == 256
 
@@ -175,7 +176,7 @@ def test_openai_com_without_a_key_is_a_clear_error(monkeypatch):
 
 
 def test_a_rejected_request_is_an_item_problem_not_a_server_problem(tmp_path):
-    from curation.errors import ModelRequestRejected
+    from benchcurate.curation.errors import ModelRequestRejected
 
     image = image_ref(make_image(tmp_path / "a.png", 1))
     with FakeOpenAIServer(faults=[Fault(kind="status", status=400)]) as server:
@@ -184,9 +185,9 @@ def test_a_rejected_request_is_an_item_problem_not_a_server_problem(tmp_path):
 
 
 def test_model_replies_are_cached_so_a_rerun_sends_nothing(tmp_path):
-    from curation.cache import Cache
-    from curation.stage import StageContext
-    from schemas import Provenance, Sample
+    from benchcurate.curation.cache import Cache
+    from benchcurate.curation.stage import StageContext
+    from benchcurate.schemas import Provenance, Sample
 
     item = Sample(id="x", images=[image_ref(make_image(tmp_path / "a.png", 1))],
                   provenance=Provenance(source_dataset="t", source_id="1", license="CC0-1.0"))
@@ -209,8 +210,8 @@ def test_a_request_keeps_its_slot_until_its_reply_is_stored(tmp_path):
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from curation.cache import Cache
-    from curation.models.openai_backend import REPLY_NAMESPACE
+    from benchcurate.curation.cache import Cache
+    from benchcurate.curation.models.openai_backend import REPLY_NAMESPACE
 
     class SlowCache(Cache):
         seen_at_store: list[int] = []

@@ -1,18 +1,17 @@
 """image_phash on the defective-file zoo: every case decoded correctly or dropped with its own reason."""
 
-import io
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from curation.cache import Cache
-from curation.images import ingest, phash
-from curation.images.near_dedup import distance
-from curation.models.offline import OfflineBackend
-from curation.stage import StageContext, record_scores
-from schemas import Drop, Keep
+from benchcurate.curation.cache import Cache
+from benchcurate.curation.images import ingest, phash
+from benchcurate.curation.images.near_dedup import distance
+from benchcurate.curation.models.offline import OfflineBackend
+from benchcurate.curation.stage import StageContext, record_scores
+from benchcurate.schemas import Drop, Keep
 from tests.conftest import make_image
 
 PHOTOS = Path(__file__).resolve().parents[2] / "curation" / "demo" / "photos"

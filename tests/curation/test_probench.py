@@ -5,15 +5,15 @@ import itertools
 import json
 import random
 
-from curation.cache import Cache
-from curation.models.offline import OfflineBackend
-from curation.recipes import resolve_run
-from curation.report import load_report
-from curation.runner import RunStore, run_all
-from curation.selection import tracks
-from curation.stage import StageContext
-from curation.text import judgements
-from schemas import Categories, Keep, Scores, Turn
+from benchcurate.curation.cache import Cache
+from benchcurate.curation.models.offline import OfflineBackend
+from benchcurate.curation.recipes import resolve_run
+from benchcurate.curation.report import load_report
+from benchcurate.curation.runner import RunStore, run_all
+from benchcurate.curation.selection import tracks
+from benchcurate.curation.stage import StageContext
+from benchcurate.curation.text import judgements
+from benchcurate.schemas import Categories, Keep, Scores, Turn
 from tests.conftest import make_image, make_sample
 from tests.fakes.openai_server import FakeOpenAIServer
 

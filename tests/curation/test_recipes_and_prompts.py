@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from curation.errors import UserError
-from curation.prompting import available_versions, load_prompt
-from curation.recipes import available_recipes, load_recipe, resolve_run
-from curation.stages import STAGES
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.prompting import available_versions, load_prompt
+from benchcurate.curation.recipes import available_recipes, load_recipe, resolve_run
+from benchcurate.curation.stages import STAGES
 
 PROMPT_IDS = tuple(sorted(entry.name for entry in (Path(__file__).parents[2] / "prompts").iterdir()
                           if entry.is_dir() and not entry.name.startswith("_")))
@@ -88,7 +88,7 @@ def test_every_model_stage_names_existing_prompts():
 
 
 def save(config, out_dir):
-    from curation.runner import RunStore
+    from benchcurate.curation.runner import RunStore
 
     RunStore(out_dir / "runs" / config.run_id).save_config(config)
 
@@ -112,7 +112,7 @@ def test_a_demo_run_cannot_be_resumed_on_a_folder(tmp_path):
 
 
 def test_changed_stages_lists_what_reruns(tmp_path):
-    from curation.recipes import changed_stages
+    from benchcurate.curation.recipes import changed_stages
 
     base = resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path))
     same = resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path))

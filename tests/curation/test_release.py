@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from curation.errors import UserError
-from curation.recipes import load_recipe, resolve_run
-from curation.release.writer import CHECKSUM_FILE, write_release
-from curation.runner import RunStore, run_all, run_stage
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.recipes import load_recipe, resolve_run
+from benchcurate.curation.release.writer import CHECKSUM_FILE, write_release
+from benchcurate.curation.runner import RunStore, run_all, run_stage
 from tests.conftest import make_image
 
 SMALL = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},

@@ -4,13 +4,13 @@ import shutil
 
 import pytest
 
-from curation.errors import UserError
-from curation.recipes import resolve_run
-from curation.release.licenses import release_terms
-from curation.release.verify import diff, verify
-from curation.release.writer import write_release
-from curation.runner import RunStore, run_all
-from schemas import Provenance
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.recipes import resolve_run
+from benchcurate.curation.release.licenses import release_terms
+from benchcurate.curation.release.verify import diff, verify
+from benchcurate.curation.release.writer import write_release
+from benchcurate.curation.runner import RunStore, run_all
+from benchcurate.schemas import Provenance
 from tests.conftest import make_sample, run_curate
 from tests.curation.test_release import SMALL, small_run
 

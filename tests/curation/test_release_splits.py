@@ -10,13 +10,13 @@ import pytest
 import yaml
 from datasets.info import DatasetInfosDict
 
-from curation.errors import UserError
-from curation.fingerprint import sha256_file
-from curation.release.columns import FEATURES
-from curation.release.verify import diff, verify
-from curation.release.writer import CHECKSUM_FILE, assign_split, write_release
-from curation.runner import RunStore, run_all
-from curation.recipes import resolve_run
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.recipes import resolve_run
+from benchcurate.curation.release.columns import FEATURES
+from benchcurate.curation.release.verify import diff, verify
+from benchcurate.curation.release.writer import CHECKSUM_FILE, assign_split, write_release
+from benchcurate.curation.runner import RunStore, run_all
 from tests.conftest import run_curate
 from tests.curation.test_release import SMALL, small_run
 
@@ -78,7 +78,7 @@ def test_default_shard_size_writes_one_file_per_split(finished):
 def test_rows_stream_out_in_row_groups_that_load_as_one_split(finished, monkeypatch):
     import pyarrow.parquet as pq
 
-    from curation.release import writer
+    from benchcurate.curation.release import writer
     tmp_path, run_dir = finished
     monkeypatch.setattr(writer, "ROW_GROUP_BYTES", 1)  # every row its own group
     folder = write_release(run_dir, tmp_path / "out", "1.2.0")

@@ -3,10 +3,10 @@
 import json
 from pathlib import Path
 
-from curation.importers import import_file
-from curation.recipes import resolve_run
-from curation.report import load_report
-from curation.runner import RunStore, read_samples, run_all
+from benchcurate.curation.importers import import_file
+from benchcurate.curation.recipes import resolve_run
+from benchcurate.curation.report import load_report
+from benchcurate.curation.runner import RunStore, read_samples, run_all
 from tests.conftest import make_image
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -95,6 +95,6 @@ def test_an_imported_alignmmbench_file_keeps_its_questions_and_gets_rewrites(tmp
     assert sample.conversation[0].utterance == "图中有几个人？" and sample.conversation[0].reference == "三个人。"
     assert sample.provenance.source_dataset == "AlignMMBench" and len(sample.rewrites) == 5
     assert "seed_question" not in sample.generated_by  # the imported question was kept, not regenerated
-    from curation.release.writer import write_release
+    from benchcurate.curation.release.writer import write_release
     card = (write_release(run_dir, tmp_path / "out") / "README.md").read_text(encoding="utf-8")
     assert "language:\n- zh\n" in card  # the card's language comes from the samples, not a fixed "en"

@@ -6,14 +6,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from pydantic import Field
 
-from curation.errors import BackendUnavailable, ModelOutputInvalid
-from curation.report import funnel_text, load_report
-from curation.runner import RunStore, run_all, run_stage
-from curation.errors import StageFailed
-from curation.stage import ItemStage, Keyed, SetStage, SourceStage, StageConfig, TransformStage, decision_field
-from schemas import Drop, Generation, Keep, Recipe, ReleaseSpec, RunConfig, Sample, Scores, StageSpec
+from benchcurate.curation.errors import BackendUnavailable, ModelOutputInvalid, StageFailed
+from benchcurate.curation.report import funnel_text, load_report
+from benchcurate.curation.runner import RunStore, run_all, run_stage
+from benchcurate.curation.stage import (
+    ItemStage,
+    Keyed,
+    SetStage,
+    SourceStage,
+    StageConfig,
+    TransformStage,
+    decision_field,
+)
+from benchcurate.schemas import Drop, Generation, Keep, Recipe, ReleaseSpec, RunConfig, Sample, Scores, StageSpec
 from tests.conftest import make_sample
 
 CALLS: Counter = Counter()

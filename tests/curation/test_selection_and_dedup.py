@@ -1,18 +1,15 @@
 """Set stages: exact and near dedup, minimum category size, weighted sampling."""
 
-import random
 from collections import Counter
-from pathlib import Path
 
-import numpy as np
 import pytest
 
-from curation.cache import Cache
-from curation.images import exact_dedup, near_dedup
-from curation.models.offline import OfflineBackend
-from curation.selection import min_size, weighted_sample
-from curation.stage import StageContext
-from schemas import Categories, Drop, Keep
+from benchcurate.curation.cache import Cache
+from benchcurate.curation.images import exact_dedup, near_dedup
+from benchcurate.curation.models.offline import OfflineBackend
+from benchcurate.curation.selection import min_size, weighted_sample
+from benchcurate.curation.stage import StageContext
+from benchcurate.schemas import Categories, Drop, Keep
 from tests.conftest import make_sample
 from tests.factories import decide
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from curation.statistics import dataset_statistics, length, statistics_markdown
-from schemas import Categories, ChecklistItem, Turn
+from benchcurate.curation.statistics import dataset_statistics, length, statistics_markdown
+from benchcurate.schemas import Categories, ChecklistItem, Turn
 from tests.conftest import make_sample
 
 

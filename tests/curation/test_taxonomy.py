@@ -7,19 +7,19 @@ from collections import Counter
 
 import pytest
 
-from curation.cache import Cache
-from curation.models.offline import OfflineBackend
-from curation.report import histograms, load_report, merged_labels, write_label_report
-from curation.runner import run_all
-from curation.selection import balance, weighted_sample
-from curation.stage import StageContext
-from curation.taxonomy import fields, normalise, probench_taxonomy
-from curation.taxonomy.normalise import canonical_names, label_key
-from schemas import Categories, Drop, ImageRef, Keep, Turn
+from benchcurate.curation.cache import Cache
+from benchcurate.curation.models.offline import OfflineBackend
+from benchcurate.curation.report import histograms, load_report, merged_labels, write_label_report
+from benchcurate.curation.runner import run_all
+from benchcurate.curation.selection import balance, weighted_sample
+from benchcurate.curation.stage import StageContext
+from benchcurate.curation.taxonomy import fields, normalise, probench_taxonomy
+from benchcurate.curation.taxonomy.normalise import canonical_names, label_key
+from benchcurate.schemas import Categories, Drop, ImageRef, Keep, Turn
 from tests.conftest import make_image, make_sample
 from tests.curation.test_model_layer import model_run
-from tests.fakes.openai_server import FakeOpenAIServer
 from tests.factories import decide, scripted_reply
+from tests.fakes.openai_server import FakeOpenAIServer
 
 
 @pytest.fixture
@@ -145,8 +145,8 @@ def field_responder(body):
 def test_two_step_classification_against_the_loopback_server(tmp_path, ctx):
     for seed in range(8):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
-    from curation.models.openai_backend import OpenAIBackend
-    from schemas import BackendSpec
+    from benchcurate.curation.models.openai_backend import OpenAIBackend
+    from benchcurate.schemas import BackendSpec
     with FakeOpenAIServer(responder=field_responder) as server:
         backend = OpenAIBackend(BackendSpec(kind="openai", base_url=server.base_url, model="fake-vlm"),
                                 Cache(tmp_path / "replies.sqlite"))
@@ -254,8 +254,8 @@ def test_decision_parameters_replay_stored_scores_without_model_calls(tmp_path):
         before = {stats.stage: stats.kept for stats in load_report(run_dir).stages}
         overrides = [("image_quality", {"min_quality_score": 3}), ("category_min_size", {"min_items_per_category": 2}),
                      ("category_weighted_sample", {"max_items": 5, "weighting": "uniform"})]
-        from curation.recipes import resolve_run
-        from curation.runner import RunStore
+        from benchcurate.curation.recipes import resolve_run
+        from benchcurate.curation.runner import RunStore
         config = RunStore(run_dir).load_config()
         settings = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
                     "backend": {"max_retries": 1}, **dict(overrides)}

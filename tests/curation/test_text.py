@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from datasketch import MinHash
 
-from curation.text import normalise, shingles
-from curation.text.language import detect, language_group
-from curation.text.minhash import MinHashParams, SignatureStore, near_duplicate_groups, signatures
+from benchcurate.curation.text import normalise, shingles
+from benchcurate.curation.text.language import detect, language_group
+from benchcurate.curation.text.minhash import MinHashParams, SignatureStore, near_duplicate_groups, signatures
 from tests.conftest import run_curate
 
 BASE = "Which of the two bars in this chart grew faster between 2019 and 2021, and by how much?"
@@ -105,11 +105,11 @@ def test_text_commands_on_any_jsonl(tmp_path):
 
 
 def test_short_and_stop_word_queries_are_dropped_with_their_counts(tmp_path):
-    from curation.cache import Cache
-    from curation.models.offline import OfflineBackend
-    from curation.stage import StageContext
-    from curation.text import query_filter
-    from schemas import Drop, Keep, Turn
+    from benchcurate.curation.cache import Cache
+    from benchcurate.curation.models.offline import OfflineBackend
+    from benchcurate.curation.stage import StageContext
+    from benchcurate.curation.text import query_filter
+    from benchcurate.schemas import Drop, Keep, Turn
     from tests.conftest import make_sample
 
     ctx = StageContext(run_dir=tmp_path, stage="query_filter", run_seed=0, backend=OfflineBackend(),

@@ -22,7 +22,7 @@ import openai
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from schemas.replies import CategoryReply, ChecklistReply, ConversationReply, PersonaReply, QualityReply
+from benchcurate.schemas.replies import CategoryReply, ChecklistReply, ConversationReply, PersonaReply, QualityReply
 
 from . import openai_server
 from .openai_server import FakeOpenAIServer, Fault, instance_from_schema

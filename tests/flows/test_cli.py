@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from curation.recipes import load_recipe, resolve_run
-from curation.runner import RunStore, run_all
+from benchcurate.curation.recipes import load_recipe, resolve_run
+from benchcurate.curation.runner import RunStore, run_all
 from tests.conftest import make_image, run_curate
 
 PROBE = ("import atexit, sys\n"
          "atexit.register(lambda: print('PREFECT_IMPORTED=' + str('prefect' in sys.modules), file=sys.stderr))\n"
          "sys.argv = ['curate', *sys.argv[1:]]\n"
-         "from flows.cli import main\nmain()\n")
+         "from benchcurate.flows.cli import main\nmain()\n")
 
 
 def probe(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:

@@ -6,12 +6,11 @@ import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from curation.runner import PROCESS_CHUNK_ITEMS
+from benchcurate.curation.runner import PROCESS_CHUNK_ITEMS
 from tests.conftest import REPO, SESSION_DIR, free_port, make_image, run_curate, stop_process
 from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -79,7 +78,7 @@ def test_a_run_on_the_cluster_spreads_hashing_over_both_workers_and_matches_a_lo
     per_worker = tasks_per_worker(cluster, "work_chunk")
     assert len(per_worker) == 2 and all(count > 0 for count in per_worker.values()), per_worker
     # hashing and every offline model stage went to the cluster, chunk by chunk
-    from curation.report import load_report
+    from benchcurate.curation.report import load_report
     items_in = {stats.stage: stats.items_in for stats in load_report(tmp_path / "outputs" / "runs" / "local").stages}
     spread = ["image_phash", "image_quality", "image_category", "persona_generate", "conversation_generate",
               "goal_task_label", "checklist_generate"]
@@ -89,7 +88,7 @@ def test_a_run_on_the_cluster_spreads_hashing_over_both_workers_and_matches_a_lo
 def test_minhash_signatures_computed_on_the_cluster_equal_local_ones(cluster):
     from distributed import Client
 
-    from curation.text.minhash import MinHashParams, SignatureStore, signatures
+    from benchcurate.curation.text.minhash import MinHashParams, SignatureStore, signatures
 
     texts = [f"what does panel {number} of the chart show about region {number % 7}" for number in range(5_000)]
     params = MinHashParams()

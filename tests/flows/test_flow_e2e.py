@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from curation.recipes import available_recipes
-from tests.conftest import PREFECT, SESSION_DIR, make_image, run_curate, stop_process, wait_http
+from benchcurate.curation.recipes import available_recipes
+from tests.conftest import PREFECT, make_image, run_curate, stop_process
 from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
 

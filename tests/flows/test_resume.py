@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from curation.release.verify import diff
+from benchcurate.curation.release.verify import diff
 from tests.conftest import CURATE, make_image, run_curate
 from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer

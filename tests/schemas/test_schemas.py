@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from schemas import Drop, ImageRef, Provenance, RunConfig, Sample, Turn
+from benchcurate.schemas import Drop, ImageRef, Provenance, RunConfig, Sample, Turn
 from tests.conftest import make_sample
 
 MULTIVERSE_FIELDS = {"index", "image", "character", "scenario", "goal", "conversation", "main_goal_category",
@@ -42,7 +42,7 @@ def test_drop_reason_must_be_stable_snake_case():
 
 
 def test_release_columns_cover_the_multiverse_release_fields():
-    from curation.release.columns import FEATURES
+    from benchcurate.curation.release.columns import FEATURES
 
     assert MULTIVERSE_FIELDS <= set(FEATURES)
     turn = FEATURES["conversation"].feature
@@ -51,8 +51,8 @@ def test_release_columns_cover_the_multiverse_release_fields():
 
 
 def test_run_id_rejects_path_tricks():
-    from curation.recipes import resolve_run
-    from curation.errors import UserError
+    from benchcurate.curation.errors import UserError
+    from benchcurate.curation.recipes import resolve_run
 
     with pytest.raises(UserError, match="bad run id"):
         resolve_run("multiverse", out_dir=__import__("pathlib").Path("/tmp"), run_id="../escape")
