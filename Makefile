@@ -2,7 +2,9 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+STAMP  := $(VENV)/.installed-demo
+TEST_STAMP := $(VENV)/.installed-test
+PIP    := $(BIN)/python -m pip install --quiet -c constraints.txt
 # Label Studio runs from its own venv (its pins conflict with Prefect's); a migrated template database makes a
 # fresh server start in seconds. Both live under .ls/ (git-ignored).
 LS_VENV     := .ls/venv
@@ -14,10 +16,15 @@ PW := .ls/pw/node_modules/playwright-core/package.json
 
 .PHONY: demo test clean constraints ls browser
 
+# The demo needs the core and the plots extra; the tests every extra (pyproject.toml says what each adds).
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(PIP) -e '.[plots]'
+	@touch $@
+
+$(TEST_STAMP): $(STAMP)
+	$(PIP) -e '.[test]'
 	@touch $@
 
 $(LS_STAMP):
@@ -50,7 +57,7 @@ demo: $(STAMP)
 	$(BIN)/curate run multiverse
 
 # pytest exits 5 when it collects no test: not a failure of the suite.
-test: $(STAMP) $(LS_TEMPLATE) $(PW)
+test: $(TEST_STAMP) $(LS_TEMPLATE) $(PW)
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; status=0; fi; exit $$status
 

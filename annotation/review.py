@@ -32,9 +32,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchcurate.curation.errors import BackendUnavailable, UserError
-from benchcurate.curation.jsonl import read_samples
+from benchcurate.curation.extras import require
 from benchcurate.curation.review.agreement import fleiss_kappa, majority, percent_agreement
-from benchcurate.curation.runner import RunStore, write_json_atomic
+from benchcurate.curation.store import RunStore, write_json_atomic
 from benchcurate.schemas import Sample
 
 CRITERIA = {"natural": ("Is the conversation natural and realistic?", "unnatural"),
@@ -135,6 +135,7 @@ def talking_to(connection: Connection, what: str):
 
 def connect(ls_data: Path) -> Connection:
     """LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY, else the server `curate ls up` runs for `ls_data`."""
+    require("review", "review in Label Studio")
     url, token = os.environ.get("LABEL_STUDIO_URL"), os.environ.get("LABEL_STUDIO_API_KEY")
     if url:
         if not token:
@@ -174,11 +175,10 @@ def review_input(run_dir: Path) -> list[Sample]:
     if "conversation_review" not in names:
         raise UserError(f"recipe {store.load_config().recipe.name} has no conversation_review stage")
     index = names.index("conversation_review")
-    state = store.load_state()
-    if len(state) < index or state[index - 1].get("status") != "done":
+    if store.done_output(index - 1) is None:
         raise UserError(f"run {run_dir.name} has not reached review yet (stage {index} of {len(names)}); finish "
                         f"the earlier stages with `curate run ... --run-id {run_dir.name}`")
-    return list(read_samples(Path(state[index - 1]["output_dir"]) / "kept.jsonl"))
+    return list(store.kept(index - 1))
 
 
 def _image_url(sample: Sample, connection: Connection, run_id: str) -> str:

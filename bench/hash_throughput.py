@@ -2,7 +2,7 @@
 
 The set (~600 files, generated once under /tmp and reused): 300 JPEG photos upscaled from the demo photos to a
 1600-3000 px longest side (random crop, mild sensor-like noise so the files are photo-sized, quality 80-95, one
-in five with an EXIF rotation), and 300 PNG charts, diagrams and screenshots from the demo renders at a
+in five with an EXIF rotation), and 300 PNG charts, diagrams and screenshots from the shipped demo renders at a
 1000-2000 px longest side (one in ten RGBA with a transparent border).
 
 Variants, timed in the same run, interleaved, 3 repeats each (median):
@@ -31,13 +31,14 @@ import imagehash  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from benchcurate.curation.demo.render import render_demo_images  # noqa: E402
+from benchcurate.curation.demo.corpus import shipped_index  # noqa: E402
 from benchcurate.curation.images.decode import decode_image  # noqa: E402
 from benchcurate.curation.images.hashfile import CHUNK_FILES, hash_files  # noqa: E402
 from benchcurate.curation.images.phash import PhashConfig  # noqa: E402
 
 SET_DIR = Path("/tmp/bench-hash-throughput-set-v1")
 PHOTOS = common.ROOT / "curation" / "demo" / "photos"
+RENDERED = common.ROOT / "curation" / "demo" / "rendered"
 N_JPEG, N_PNG = 300, 300
 QUICK_N = 24
 PNG_KINDS = ("bar_chart", "line_chart", "pie_chart", "scatter_plot", "table", "flowchart", "tree_diagram",
@@ -49,8 +50,7 @@ TARGET_RATIO = 2.5
 
 def _sources() -> tuple[list[Path], list[Path]]:
     photos = sorted(p for p in PHOTOS.iterdir() if p.suffix.lower() in (".png", ".jpg"))
-    renders = render_demo_images(SET_DIR / "sources")
-    return photos, [r.path for r in renders if r.kind in PNG_KINDS]
+    return photos, [RENDERED / entry["file"] for entry in shipped_index("rendered") if entry["kind"] in PNG_KINDS]
 
 
 def _random_crop(image: Image.Image, rng: random.Random, keep: float) -> Image.Image:

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import psutil  # noqa: E402
 
+from benchcurate.curation.store import RunStore  # noqa: E402
 from tests.servers import free_port, stop_process, wait_http  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -225,9 +226,8 @@ def run_way(name: str, corpus: Path, out: Path, extra: list[str], env: dict, clu
                                        env=env, capture_output=True, text=True, check=True).stdout)
     stages = {stage["stage"]: stage for stage in report}
     image_seconds = sum(stages[stage]["seconds"] for stage in IMAGE_STAGES)
-    state = json.loads((out / "runs" / name / "state.json").read_text())["stages"]
-    sampled_dir = Path(state[IMAGE_STAGES.index("category_weighted_sample")]["output_dir"])
-    sampled = sorted(json.loads(line)["id"] for line in open(sampled_dir / "kept.jsonl"))
+    sampled_file = RunStore(out / "runs" / name).kept_path(IMAGE_STAGES.index("category_weighted_sample"))
+    sampled = sorted(json.loads(line)["id"] for line in open(sampled_file))
     return {"wall_seconds": seconds, "image_stage_seconds": image_seconds,
             "stage_seconds": {stage: round(entry["seconds"], 2) for stage, entry in stages.items()},
             "funnel": {stage: [entry["items_in"], entry["kept"], entry["by_reason"]] for stage, entry in stages.items()},
@@ -238,10 +238,9 @@ def run_way(name: str, corpus: Path, out: Path, extra: list[str], env: dict, clu
 def planted_found(run_dir: Path, truth: dict) -> dict:
     """How many planted pairs lost one member to the dedup stage meant for them, and how many broken files were
     dropped with an image_* reason (by file name)."""
-    state = json.loads((run_dir / "state.json").read_text())["stages"]
     reason_of: dict[str, str] = {}
-    for entry in state:
-        folder = Path(entry["output_dir"])
+    for entry in RunStore(run_dir).chain():
+        folder = Path(entry.output_dir)
         reasons = {}
         for line in open(folder / "decisions.jsonl"):
             row = json.loads(line)

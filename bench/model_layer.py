@@ -314,12 +314,13 @@ def bench_backend(cfg: dict, work: Path) -> dict:
 
 
 def stage_run(work: Path, images: Path, base_url: str, run_id: str, backend: dict, overrides: dict | None = None):
-    from benchcurate.curation.recipes import resolve_run
-    from benchcurate.curation.runner import RunStore
+    from benchcurate.curation.recipes import resolve_run, run_options
+    from benchcurate.curation.store import RunStore
     settings = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
                 "backend": backend, **(overrides or {})}
-    config = resolve_run("multiverse", out_dir=work / "out", input_path=str(images), run_id=run_id,
-                         backend="openai", base_url=base_url, model="fake-vlm", overrides=settings)
+    config = resolve_run("multiverse", run_options(input_path=str(images), run_id=run_id, backend="openai",
+                                                   base_url=base_url, model="fake-vlm", overrides=settings),
+                         work / "out")
     store = RunStore(work / "out" / "runs" / run_id)
     store.save_config(config)
     return store
@@ -329,7 +330,7 @@ def bench_stage(cfg: dict, work: Path) -> dict:
     import shutil
 
     from benchcurate.curation.models.openai_backend import REPLY_NAMESPACE
-    from benchcurate.curation.runner import THREADS_PER_REQUEST_SLOT, cache_path, plan_stage, run_stage
+    from benchcurate.curation.runner import THREADS_PER_REQUEST_SLOT, plan_stage, run_stage
     n = cfg["n_stage"]
     images = work / "images"
     make_images(images, n)
@@ -339,13 +340,13 @@ def bench_stage(cfg: dict, work: Path) -> dict:
         for index in range(4):  # ingest, exact dedup, phash, near dedup: untimed
             run_stage(store.root, index)
         quality = next(i for i, spec in enumerate(store.load_config().recipe.stages) if spec.stage == "image_quality")
-        with sqlite3.connect(cache_path(store.root)) as db:  # what the earlier stages cached stays
+        with sqlite3.connect(store.cache_path) as db:  # what the earlier stages cached stays
             earlier = [row[0] for row in db.execute("SELECT DISTINCT namespace FROM entries")]
         items: list[int] = []
 
         def once(repeat: int) -> None:  # a cold first model stage each time: its replies (and payloads) removed
             shutil.rmtree(store.stage_folder(quality, "image_quality"), ignore_errors=True)
-            with sqlite3.connect(cache_path(store.root)) as db:
+            with sqlite3.connect(store.cache_path) as db:
                 db.execute(f"DELETE FROM entries WHERE namespace NOT IN ({','.join('?' * len(earlier))})",
                            earlier)
             stats = run_stage(store.root, quality)
@@ -356,7 +357,7 @@ def bench_stage(cfg: dict, work: Path) -> dict:
 
         def once_warm(repeat: int) -> None:  # as a later model stage: only the replies removed
             shutil.rmtree(store.stage_folder(quality, "image_quality"), ignore_errors=True)
-            with sqlite3.connect(cache_path(store.root)) as db:
+            with sqlite3.connect(store.cache_path) as db:
                 db.execute("DELETE FROM entries WHERE namespace=?", (REPLY_NAMESPACE,))
             warm_items.append(run_stage(store.root, quality).items_in)
 
@@ -440,27 +441,27 @@ def read_ids(path: Path) -> list[str]:
 
 def audit_run(store) -> dict:
     """Per model stage: input items, decisions, items without a decision, model-error drops, duplicates."""
-    state = store.load_state()
+    state = store.chain()
     rows, all_dupes = {}, 0
     for index, entry in enumerate(state):
-        output = Path(entry["output_dir"])
+        output = Path(entry.output_dir)
         kept = read_ids(output / "kept.jsonl")
         dupes = len(kept) - len(set(kept))
         all_dupes += dupes
-        if entry["stage"] not in MODEL_STAGES:
+        if entry.stage not in MODEL_STAGES:
             continue
-        source = read_ids(Path(state[index - 1]["output_dir"]) / "kept.jsonl")
+        source = read_ids(store.kept_path(index - 1))
         work = next(output.parent.glob("work-*/work.jsonl"))
         records = [json.loads(line) for line in work.read_text(encoding="utf-8").splitlines() if line.strip()]
         worked = Counter(record["item_id"] for record in records)
         decisions = [json.loads(line) for line in (output / "decisions.jsonl").read_text().splitlines() if line]
-        rows[entry["stage"]] = {
+        rows[entry.stage] = {
             "items_in": len(source), "work_records": len(records), "decisions": len(decisions),
             "lost": sum(1 for item in source if item not in worked),
             "worked_twice": sum(1 for count in worked.values() if count > 1),
             "model_error_drops": sum(1 for record in records if "error" in record),
             "kept": len(kept), "duplicate_kept_ids": dupes}
-    final = read_ids(Path(state[-1]["output_dir"]) / "kept.jsonl")
+    final = read_ids(store.kept_path(len(state) - 1))
     return {"stages": rows, "duplicate_kept_ids_any_stage": all_dupes, "final_ids": final,
             "stages_done": len(state), "complete": len(state) == len(store.load_config().recipe.stages)}
 

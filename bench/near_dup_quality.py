@@ -28,11 +28,12 @@ import imagehash  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image, ImageDraw, ImageEnhance, ImageFont  # noqa: E402
 
-from benchcurate.curation.demo.render import render_demo_images  # noqa: E402
+from benchcurate.curation.demo.corpus import shipped_index  # noqa: E402
 from benchcurate.curation.images.decode import decode_image  # noqa: E402
 from benchcurate.curation.images.phash import PhashConfig, fingerprint  # noqa: E402
 
 PHOTOS = common.ROOT / "curation" / "demo" / "photos"
+RENDERED = common.ROOT / "curation" / "demo" / "rendered"
 THRESHOLDS = range(0, 17)
 METHODS = {"a_naive": "(a) naive imagehash.phash(Image.open(p))",
            "b_full": "(b) ours, full decode (draft_side_px=None)",
@@ -124,8 +125,8 @@ def make_variants(original: Path, folder: Path) -> dict[str, Path]:
 def build_set(work: Path, quick: bool) -> list[dict]:
     """Rows {path, group, kind, edit, format} of the labelled set."""
     photos = sorted(p for p in PHOTOS.iterdir() if p.suffix.lower() in (".png", ".jpg", ".jpeg"))
-    renders = render_demo_images(work / "renders")
-    originals = [(p, "photo") for p in photos] + [(r.path, r.kind) for r in renders]
+    renders = [(RENDERED / entry["file"], entry["kind"]) for entry in shipped_index("rendered")]
+    originals = [(p, "photo") for p in photos] + renders
     if quick:  # a few photos and two renders of each of a few kinds (keeps hard negatives)
         keep_kinds = {"bar_chart", "document", "ui_screenshot"}
         originals = [o for o in originals if o[1] == "photo"][:4] + \

@@ -29,7 +29,7 @@ import common  # noqa: E402
 from datasketch import MinHash, MinHashLSH  # noqa: E402
 
 from benchcurate.curation.text import normalise  # noqa: E402
-from benchcurate.curation.text.minhash import MinHashParams, SignatureStore, jaccard, near_duplicate_groups  # noqa: E402
+from benchcurate.curation.text.minhash import MinHashParams, jaccard, near_duplicate_groups  # noqa: E402
 
 HAN = [chr(code) for code in range(0x4E00, 0x4E00 + 3000)]
 FULL_WIDTH = str.maketrans({chr(c): chr(c + 0xFEE0) for c in range(0x21, 0x7F)})
@@ -123,7 +123,7 @@ def main() -> None:
 
     naive_seconds, naive_candidates = common.timed(lambda: naive(texts, params, bands, rows))
     naive_found = confirmed(naive_candidates, sets, params.threshold)
-    ours_seconds, (groups, counts) = common.timed(lambda: near_duplicate_groups(texts, params, SignatureStore(None)))
+    ours_seconds, (groups, counts) = common.timed(lambda: near_duplicate_groups(texts, params, None))
     ours_found = grouped_pairs(groups)
     ours_true = {pair for pair in ours_found if jaccard(sets[pair[0]], sets[pair[1]]) >= params.threshold}
     planted_true = {(min(a, b), max(a, b)) for a, b in verbatim + near if jaccard(sets[a], sets[b]) >= params.threshold}

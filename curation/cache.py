@@ -3,7 +3,8 @@
 Stages reach it through their context (`ctx.cache`) and never invent cache files of their own.
 Namespaces in use: `image_fingerprint` (by content sha256), `image_stats` (the offline backend's pixel
 statistics, by the code's and the content's hash), `model_reply` (by backend, prompt hash, variables, image hashes
-and seed; remote backends only). MinHash signatures have their own file (`curation/text/minhash.py`).
+and seed; remote backends only) hold JSON values; `minhash` (by parameters and normalised text,
+`curation/text/minhash.py`) holds raw bytes, read and written in bulk.
 Blobs: images that arrived embedded in a dataset, as files named by their sha256.
 """
 
@@ -14,9 +15,12 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import JsonValue
+
+SQL_VARIABLES = 900  # keys per IN (...) query, under sqlite's older limit of 999 variables
 
 
 class Cache:
@@ -28,6 +32,8 @@ class Cache:
         self._local = threading.local()
         with self._connection() as db:
             db.execute("CREATE TABLE IF NOT EXISTS entries (namespace TEXT, key TEXT, value TEXT, "
+                       "PRIMARY KEY (namespace, key))")
+            db.execute("CREATE TABLE IF NOT EXISTS binary_entries (namespace TEXT, key TEXT, value BLOB NOT NULL, "
                        "PRIMARY KEY (namespace, key))")
 
     def _connection(self) -> sqlite3.Connection:
@@ -55,6 +61,21 @@ class Cache:
     def put(self, namespace: str, key: str, value: JsonValue) -> None:
         with self._connection() as db:
             db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", (namespace, key, json.dumps(value)))
+
+    def get_bytes_many(self, namespace: str, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored values of those keys that have one (in bulk: thousands of keys per query)."""
+        found: dict[str, bytes] = {}
+        db = self._connection()
+        for start in range(0, len(keys), SQL_VARIABLES):
+            chunk = list(keys[start:start + SQL_VARIABLES])
+            found.update(db.execute(f"SELECT key, value FROM binary_entries WHERE namespace=? AND key IN "
+                                    f"({','.join('?' * len(chunk))})", [namespace, *chunk]))
+        return found
+
+    def put_bytes_many(self, namespace: str, rows: dict[str, bytes]) -> None:
+        with self._connection() as db:
+            db.executemany("INSERT OR REPLACE INTO binary_entries VALUES (?, ?, ?)",
+                           ((namespace, key, value) for key, value in rows.items()))
 
     def blob(self, data: bytes) -> Path:
         """A file holding `data`, stored once by content next to the database (images embedded in datasets)."""

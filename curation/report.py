@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchcurate.curation.errors import UserError
-from benchcurate.curation.runner import RunStore
+from benchcurate.curation.extras import has
+from benchcurate.curation.store import RunStore
 from benchcurate.schemas import RunConfig, StageStats
 
 
@@ -30,10 +31,10 @@ class RunReport:
 def resolve_run_dir(run: str, out_dir: Path) -> Path:
     """`run` is a run folder or a run id under `<out>/runs/`."""
     candidate = Path(run)
-    if (candidate / "run.json").exists():
+    if RunStore(candidate).exists():
         return candidate.resolve()
     by_id = out_dir / "runs" / run
-    if (by_id / "run.json").exists():
+    if RunStore(by_id).exists():
         return by_id.resolve()
     raise UserError(f"no run '{run}': pass a run folder or a run id found under {out_dir / 'runs'} "
                     f"(use --out if your outputs live elsewhere)")
@@ -43,11 +44,11 @@ def load_report(run_dir: Path) -> RunReport:
     store = RunStore(run_dir)
     config = store.load_config()
     stages, waiting = [], None
-    for entry in store.load_state():
-        if entry["status"] == "waiting":
-            waiting = f"{entry['stage']}: {entry['detail']}"
+    for entry in store.chain():
+        if entry.status == "waiting":
+            waiting = f"{entry.stage}: {entry.detail}"
             break
-        stats_path = Path(entry["output_dir"]) / "stats.json"
+        stats_path = Path(entry.output_dir) / "stats.json"
         stages.append(StageStats.model_validate_json(stats_path.read_text(encoding="utf-8")))
     return RunReport(config=config, stages=stages, total_stages=len(config.recipe.stages), waiting=waiting)
 
@@ -241,6 +242,8 @@ def write_label_report(report: RunReport, run_dir: Path) -> list[Path]:
         markdown = folder / f"labels_{histogram.kind}.md"
         folder.mkdir(parents=True, exist_ok=True)
         markdown.write_text("\n".join(text), encoding="utf-8")
-        written += [markdown, plot_histogram(histogram, folder / f"labels_{histogram.kind}.png",
-                                             run_dir.parent.parent / "cache" / "matplotlib")]
+        written.append(markdown)
+        if has("plots"):
+            written.append(plot_histogram(histogram, folder / f"labels_{histogram.kind}.png",
+                                          run_dir.parent.parent / "cache" / "matplotlib"))
     return written

@@ -1,17 +1,11 @@
-"""Runs stages over the run store: streams items in chunks, owns concurrency, writes every decision, skips done work.
-
-Layout of `outputs/runs/<run-id>/`:
-
-    run.json                          the resolved RunConfig (no secrets)
-    state.json                        the current chain: per stage its key, output digest and status
-    stages/NN_<stage>/work-<key>/     item and transform stages: stored scores or generated items
-    stages/NN_<stage>/<key>/          kept.jsonl, dropped.jsonl, decisions.jsonl, stats.json, DONE
+"""Runs stages over the run store: plans a stage (its key), streams its items in chunks through the stage's
+functions, owns concurrency and the item-boundary catch, writes every decision, and skips done work.
 
 A stage's key hashes its name, version, config, backend identity, prompt hashes and the sha256 of its input
 (the previous stage's kept.jsonl, or the input folder's listing for a source stage). Identical input and config
 means the stage is skipped; a changed threshold changes only that stage's key (and the next stages' inputs
 only if its output changes). The work folder is keyed without the decision-only fields, so a threshold change
-replays `decide` on stored scores with no new model call.
+replays `decide` on stored scores with no new model call. Where files live: `curation/store.py`.
 """
 
 from __future__ import annotations
@@ -21,30 +15,20 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial as partial_function
 from pathlib import Path
-from typing import Protocol
-
-from pydantic import JsonValue
 
 from benchcurate.curation.cache import Cache
-from benchcurate.curation.errors import (
-    BackendUnavailable,
-    ModelOutputInvalid,
-    ModelRequestRejected,
-    StageFailed,
-    UserError,
-)
+from benchcurate.curation.errors import StageFailed, UserError
 from benchcurate.curation.fingerprint import sha256_file, sha256_json
-from benchcurate.curation.jsonl import read_jsonl, read_samples  # noqa: F401 - read_samples is part of the runner's API
+from benchcurate.curation.jsonl import read_jsonl, read_samples
 from benchcurate.curation.models import ModelBackend, make_backend
 from benchcurate.curation.models.batch import MAX_SUBMISSIONS, BatchJobs, DeferredToBatch, PendingRequest, StageWaiting
 from benchcurate.curation.models.identity import backend_identity
-from benchcurate.curation.models.pricing import Budget, BudgetExceeded
-from benchcurate.curation.models.usage import add_usage, collecting
-from benchcurate.curation.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
+from benchcurate.curation.models.usage import add_usage
+from benchcurate.curation.parallel import on_dask_worker, ordered_map
+from benchcurate.curation.progress import Progress, SilentProgress
 from benchcurate.curation.prompting import load_prompt
 from benchcurate.curation.stage import (
     GENERIC_REASONS,
@@ -59,7 +43,10 @@ from benchcurate.curation.stage import (
     record_scores,
 )
 from benchcurate.curation.stages import STAGES
+from benchcurate.curation.store import RunStore, chunked, count_lines, rows, write_json_atomic
+from benchcurate.curation.work import CONTEXTS, STOPS_THE_STAGE, Registry, stage_config, work_chunk, work_one
 from benchcurate.schemas import Decision, Drop, Keep, ModelUsage, RunConfig, Sample, Scores, StageStats, Verdict
+from benchcurate.schemas.store import StageState
 
 LABEL_KINDS = ("image_main", "task_main")  # counted per stage for the category histograms
 THREADS_PER_REQUEST_SLOT = 2  # measured in bench/model_layer.py: 1 per slot leaves the server under-fed
@@ -67,102 +54,6 @@ MODEL_WINDOW_ITEMS = 1024     # items started ahead of the oldest unfinished one
 CHUNK_ITEMS = 256          # items read, processed and written at a time
 PROCESS_CHUNK_ITEMS = 32   # items per task sent to a worker process or Dask worker
 PROCESS_MIN_ITEMS = 256   # below this, a stage meant for processes runs here (worker start-up costs more)
-RAW_REPLY_MAX_CHARS = 4000
-
-
-# --- progress ------------------------------------------------------------------------------------
-
-class Progress(Protocol):
-    def start(self, stage: str, index: int, total: int | None) -> None: ...
-    def advance(self, count: int) -> None: ...
-    def finish(self, stats: StageStats, skipped: bool) -> None: ...
-    def finish_waiting(self, stage: str, detail: str) -> None: ...
-
-
-class SilentProgress:
-    def start(self, stage: str, index: int, total: int | None) -> None:
-        pass
-
-    def advance(self, count: int) -> None:
-        pass
-
-    def finish(self, stats: StageStats, skipped: bool) -> None:
-        pass
-
-    def finish_waiting(self, stage: str, detail: str) -> None:
-        pass
-
-
-# --- the run store -------------------------------------------------------------------------------
-
-def chunked(items: Iterable, size: int) -> Iterator[list]:
-    chunk: list = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def count_lines(path: Path) -> int:
-    with open(path, "rb") as handle:
-        return sum(1 for line in handle if line.strip())
-
-
-def write_json_atomic(path: Path, value: JsonValue) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(partial, path)
-
-
-def _outcome_settings(config: RunConfig) -> dict:
-    """What a run's results depend on: everything but where the work runs."""
-    return config.recipe.model_dump(exclude={"execution"})
-
-
-class RunStore:
-    """Paths and small files of one run directory."""
-
-    def __init__(self, run_dir: Path):
-        self.root = run_dir
-
-    @property
-    def config_path(self) -> Path:
-        return self.root / "run.json"
-
-    @property
-    def state_path(self) -> Path:
-        return self.root / "state.json"
-
-    def load_config(self) -> RunConfig:
-        if not self.config_path.exists():
-            raise UserError(f"{self.root} is not a run folder (no run.json); pass a run id under outputs/runs "
-                            f"or a run folder")
-        return RunConfig.model_validate_json(self.config_path.read_text(encoding="utf-8"))
-
-    def save_config(self, config: RunConfig) -> None:
-        """Write run.json; a changed configuration clears the chain, which the next stages rebuild (or skip)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        if self.config_path.exists() and _outcome_settings(self.load_config()) != _outcome_settings(config):
-            self.state_path.unlink(missing_ok=True)
-        write_json_atomic(self.config_path, config.model_dump(mode="json"))
-
-    def load_state(self) -> list[dict]:
-        if not self.state_path.exists():
-            return []
-        return json.loads(self.state_path.read_text(encoding="utf-8"))["stages"]
-
-    def record_stage(self, index: int, entry: dict) -> None:
-        """Set stage `index` as the chain's latest; later entries are dropped until they re-validate."""
-        stages = self.load_state()[:index]
-        if len(stages) != index:
-            raise RuntimeError(f"state.json has no entry for stage {index - 1}; run the stages in order")
-        write_json_atomic(self.state_path, {"stages": stages + [entry]})
-
-    def stage_folder(self, index: int, name: str) -> Path:
-        return self.root / "stages" / f"{index + 1:02d}_{name}"
 
 
 # --- planning a stage ----------------------------------------------------------------------------
@@ -190,14 +81,6 @@ class StageRun:
         return (self.output_dir / "DONE").exists()
 
 
-Registry = Mapping[str, Stage]
-
-
-def stage_config(run: RunConfig, index: int, registry: Registry = STAGES) -> tuple[Stage, StageConfig]:
-    spec = run.recipe.stages[index]
-    stage = registry[spec.stage]
-    return stage, stage.config.model_validate(spec.config)
-
 
 def _prompt_hashes(stage: Stage, config: StageConfig) -> dict[str, str]:
     version = getattr(config, "prompt_version", 1)
@@ -212,10 +95,10 @@ def plan_stage(store: RunStore, run: RunConfig, index: int, registry: Registry =
                             f"image_ingest, not {stage.name}")
         input_digest = stage.describe_input(config)
     else:
-        state = store.load_state()
-        if len(state) < index or state[index - 1]["status"] != "done":  # absent, or waiting for batches
+        previous = store.done_output(index - 1)
+        if previous is None:  # absent, or waiting for batches
             raise RuntimeError(f"stage {index + 1} ({stage.name}) cannot start: stage {index} is not complete")
-        input_digest = state[index - 1]["output_sha256"]
+        input_digest = previous.output_sha256
     outside = stage.outside_input(config, store.root) if stage.outside_input else None
     common = {"stage": stage.name, "version": stage.version, "input": input_digest, "outside": outside,
               "backend": backend_identity(run.recipe.backend) if stage.uses_model else None,
@@ -294,76 +177,6 @@ class StageWriter:
         return stats
 
 
-def _error_record(item: Sample, error: Exception) -> dict:
-    if isinstance(error, ModelOutputInvalid):
-        detail = {"error": str(error), "raw_reply": (error.raw or "")[:RAW_REPLY_MAX_CHARS]}
-        return {"item_id": item.id, "error": {"reason": "model_output_invalid", "detail": detail}}
-    if isinstance(error, ModelRequestRejected):
-        return {"item_id": item.id, "error": {"reason": "model_request_rejected", "detail": {"error": str(error)}}}
-    return {"item_id": item.id, "error": {"reason": "stage_error",
-                                          "detail": {"error_type": type(error).__name__, "message": str(error)}}}
-
-
-def _guarded(work, item: Sample) -> dict:
-    """The one broad catch: an item that fails becomes a recorded drop; a server or user problem stops the stage."""
-    try:
-        return work(item)
-    except (BackendUnavailable, UserError, StageFailed, BudgetExceeded):
-        raise
-    except Exception as error:  # noqa: BLE001 - the item boundary
-        return _error_record(item, error)
-
-
-def _work_one(stage: Stage, config: StageConfig, ctx: StageContext, item: Sample) -> dict:
-    if isinstance(stage, ItemStage):
-        return {"item_id": item.id, "scores": stage.score(item, config, ctx).model_dump(mode="json")}
-    outputs = stage.generate(item, config, ctx)
-    return {"item_id": item.id, "outputs": [output.model_dump(mode="json") for output in outputs]}
-
-
-_WORKER_CONTEXTS: dict[tuple[str, int, int], tuple[Stage, StageConfig, StageContext]] = {}
-_BUDGETS: dict[tuple[str, str], Budget] = {}
-
-
-def budget_for(run_dir: str, run_config: RunConfig) -> Budget:
-    """One budget per invocation of a run (run.json's created_at), shared by its stages in this process."""
-    key = (run_dir, run_config.created_at.isoformat())
-    if key not in _BUDGETS:
-        _BUDGETS[key] = Budget(run_config.recipe.backend.max_cost_usd)
-    return _BUDGETS[key]
-
-
-def _context_for(run_dir: str, index: int, registry: Registry) -> tuple[Stage, StageConfig, StageContext]:
-    """The stage, its config and a context, built once per process and version of run.json (worker processes
-    build their own); work_chunk asks for it once per item in thread mode, so a lookup is one stat."""
-    key = (run_dir, index, (Path(run_dir) / "run.json").stat().st_mtime_ns)
-    if key not in _WORKER_CONTEXTS:
-        run_config = RunStore(Path(run_dir)).load_config()
-        recipe = run_config.recipe
-        stage, config = stage_config(run_config, index, registry)
-        cache = Cache(cache_path(Path(run_dir)))
-        backend = make_backend(recipe.backend, request_cache(run_config, Path(run_dir)), budget_for(run_dir, run_config))
-        _WORKER_CONTEXTS[key] = (stage, config, StageContext(
-            run_dir=Path(run_dir), stage=stage.name, run_seed=recipe.seed, backend=backend, cache=cache))
-    return _WORKER_CONTEXTS[key]
-
-
-def work_chunk(run_dir: str, index: int, rows: list[str], registry: Registry = STAGES) -> list[dict]:
-    """Work records (scores, generated items or a recorded failure, and model usage) for serialized samples.
-
-    A plain function of plain arguments, so it runs alike here, in a worker process or on a Dask worker."""
-    keep_temporaries_on_heap()
-    stage, config, ctx = _context_for(run_dir, index, registry)
-    records = []
-    for row in rows:
-        with collecting() as usage:
-            record = _guarded(lambda item: _work_one(stage, config, ctx, item), Sample.model_validate_json(row))
-        if usage:
-            record["usage"] = {model: spent.model_dump(mode="json") for model, spent in usage.items()}
-        records.append(record)
-    return records
-
-
 def _execution_plan(stage: Stage, run_config: RunConfig, backend: ModelBackend, items: int
                     ) -> tuple[str, int, int]:
     """(mode, workers, items per chunk) for a stage over `items` inputs.
@@ -392,22 +205,21 @@ def _batch_enabled(run: StageRun, run_config: RunConfig) -> bool:
 
 def _collect_deferred(run: StageRun, source: Path, store: RunStore, registry: Registry) -> list[PendingRequest]:
     """Run the stage with requests deferred: the uncached requests it would send, without sending them."""
-    stage, config, ctx = _context_for(str(store.root), run.index, registry)
+    stage, config, ctx = CONTEXTS.get(str(store.root), run.index, registry)
 
-    def attempt(rows: list[str]) -> None:
-        for row in rows:
+    def attempt(batch: list[str]) -> None:
+        for row in batch:
             try:
-                _work_one(stage, config, ctx, Sample.model_validate_json(row))
+                work_one(stage, config, ctx, Sample.model_validate_json(row))
             except DeferredToBatch:
                 pass
-            except (BackendUnavailable, UserError, StageFailed, BudgetExceeded):
+            except STOPS_THE_STAGE:
                 raise
             except Exception:  # noqa: BLE001 - an item boundary: it fails again, recorded, when the stage runs
                 pass
 
-    with ctx.backend.deferring() as pending, open(source, encoding="utf-8") as lines:
-        rows = chunked((line.rstrip("\n") for line in lines if line.strip()), 1)
-        for _ in ordered_map(attempt, rows, "threads", THREADS_PER_REQUEST_SLOT * max(1, ctx.backend.concurrency),
+    with ctx.backend.deferring() as pending:
+        for _ in ordered_map(attempt, chunked(rows(source), 1), "threads", THREADS_PER_REQUEST_SLOT * max(1, ctx.backend.concurrency),
                              MODEL_WINDOW_ITEMS):
             pass
         return list(pending.values())
@@ -416,7 +228,7 @@ def _collect_deferred(run: StageRun, source: Path, store: RunStore, registry: Re
 def _run_batches(run: StageRun, source: Path, store: RunStore, run_config: RunConfig,
                  registry: Registry) -> dict[str, ModelUsage]:
     """Fill the reply cache through the Batch API, resubmitting failed lines; raises StageWaiting if not done."""
-    backend = _context_for(str(store.root), run.index, registry)[2].backend
+    backend = CONTEXTS.get(str(store.root), run.index, registry)[2].backend
     spec = run_config.recipe.backend
     jobs = BatchJobs(backend, run.folder / f"batch-{run.work_key}", wait_seconds=spec.batch_wait_seconds,
                      poll_seconds=spec.batch_poll_seconds)
@@ -444,23 +256,21 @@ def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunC
     partial.mkdir(parents=True)
     mode, workers, chunk_items = _execution_plan(stage, run_config, backend, count_lines(source))
     function = partial_function(work_chunk, str(store.root), run.index, registry=registry)
-    with open(source, encoding="utf-8") as lines:
-        chunks = chunked((line.rstrip("\n") for line in lines if line.strip()), chunk_items)
-        total = failed = 0
-        first_error: dict | None = None
-        usage: dict[str, ModelUsage] = batch_usage
-        with open(partial / "work.jsonl", "w", encoding="utf-8") as handle:
-            window = MODEL_WINDOW_ITEMS if mode == "threads" else None
-            for records in ordered_map(function, chunks, mode, workers, window):
-                for record in records:
-                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    usage = add_usage(usage, {model: ModelUsage.model_validate(spent)
-                                              for model, spent in record.get("usage", {}).items()})
-                    if "error" in record:
-                        failed += 1
-                        first_error = first_error or record["error"]
-                total += len(records)
-                progress.advance(len(records))
+    total = failed = 0
+    first_error: dict | None = None
+    usage: dict[str, ModelUsage] = batch_usage
+    with open(partial / "work.jsonl", "w", encoding="utf-8") as handle:
+        window = MODEL_WINDOW_ITEMS if mode == "threads" else None
+        for records in ordered_map(function, chunked(rows(source), chunk_items), mode, workers, window):
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                usage = add_usage(usage, {model: ModelUsage.model_validate(spent)
+                                          for model, spent in record.get("usage", {}).items()})
+                if "error" in record:
+                    failed += 1
+                    first_error = first_error or record["error"]
+            total += len(records)
+            progress.advance(len(records))
     if total and failed == total:
         raise StageFailed(f"{stage.name}: all {total} items failed, so nothing was recorded as done (first error: "
                           f"{first_error['reason']}: {json.dumps(first_error['detail'])[:300]}); fix the cause and "
@@ -552,8 +362,7 @@ def execute_stage(store: RunStore, run_config: RunConfig, run: StageRun, backend
             writer.write(item, verdict)
             progress.advance(1)
         return writer.commit()
-    previous = store.load_state()[run.index - 1]
-    source = Path(previous["output_dir"]) / "kept.jsonl"
+    source = store.kept_path(run.index - 1)
     progress.start(stage.name, run.index, count_lines(source))
     if isinstance(stage, SetStage):
         _run_set_stage(stage, run.config, source, ctx, writer, progress)
@@ -577,31 +386,20 @@ def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache
         skipped = True
     else:
         backend = make_backend(run_config.recipe.backend)
-        cache = cache or Cache(cache_path(run_dir))
+        cache = cache or Cache(store.cache_path)
         try:
             stats = execute_stage(store, run_config, run, backend, cache, progress, registry)
         except StageWaiting as waiting:
-            store.record_stage(index, {"index": index, "stage": run.stage.name, "key": run.key,
-                                       "status": "waiting", "detail": str(waiting)})
+            store.record_stage(StageState(index=index, stage=run.stage.name, key=run.key, status="waiting",
+                                          detail=str(waiting)))
             progress.finish_waiting(run.stage.name, str(waiting))
             return None
         skipped = False
-    store.record_stage(index, {
-        "index": index, "stage": run.stage.name, "key": run.key, "status": "done",
-        "output_dir": str(run.output_dir), "output_sha256": sha256_file(run.output_dir / "kept.jsonl")})
+    store.record_stage(StageState(index=index, stage=run.stage.name, key=run.key, status="done",
+                                  output_dir=str(run.output_dir),
+                                  output_sha256=sha256_file(run.output_dir / "kept.jsonl")))
     progress.finish(stats, skipped)
     return stats
-
-
-def cache_path(run_dir: Path) -> Path:
-    """The cache shared by every run under the same output folder: `<out>/cache/cache.sqlite`."""
-    return run_dir.parent.parent / "cache" / "cache.sqlite"
-
-
-def request_cache(run_config: RunConfig, run_dir: Path) -> Cache:
-    """Where model replies are kept: the backend's `request_cache` file, or the output folder's cache."""
-    location = run_config.recipe.backend.request_cache
-    return Cache(Path(location) if location else cache_path(run_dir))
 
 
 def check_backend(run_dir: Path) -> str:

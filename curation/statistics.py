@@ -5,8 +5,10 @@
 - question (user) and answer (assistant) length, average and maximum: words (whitespace-separated), except for
   text that is mostly Chinese or Japanese, counted in characters (non-space), since those languages do not
   separate words and the paper's LLaMA tokenizer cannot be downloaded here;
-- MTLD (lexicalrichness, its default tokenizer, threshold 0.72) per question and per answer, average and
-  maximum, over the utterances in space-separated languages;
+- MTLD (McCarthy and Jarvis 2010, threshold 0.72, the mean of a forward and a backward pass) per question and
+  per answer, average and maximum, over the utterances in space-separated languages; words are lower-cased with
+  digits and dashes removed and punctuation as a separator, as lexicalrichness's default tokenizer does (the
+  tests check equal values against it);
 - unique checklist items (case- and space-normalised questions), unique main and sub criteria;
 - category counts per label kind.
 
@@ -16,7 +18,9 @@ assistant turn after that question.
 
 from __future__ import annotations
 
+import math
 import re
+import string
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
@@ -25,6 +29,8 @@ from benchcurate.schemas import DatasetStatistics, Sample, Spread
 
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 MTLD_THRESHOLD = 0.72
+_DIGITS_AND_DASHES = re.compile(r"[0-9\u2013\u2014-]")
+_PUNCTUATION = str.maketrans({char: " " for char in string.punctuation})
 
 
 def spread(values: Iterable[float]) -> Spread:
@@ -43,12 +49,30 @@ def length(text: str) -> int:
     return sum(not char.isspace() for char in text) if is_cjk(text) else len(text.split())
 
 
+def mtld_words(text: str) -> list[str]:
+    return _DIGITS_AND_DASHES.sub("", text.lower()).translate(_PUNCTUATION).split()
+
+
+def _mtld_one_way(words: list[str]) -> float:
+    """Words per factor: a factor ends where the running type-token ratio falls to the threshold; the unfinished
+    remainder counts as the share of a factor its ratio has fallen (McCarthy and Jarvis 2010)."""
+    factors, seen, count = 0.0, set(), 0
+    for word in words:
+        count += 1
+        seen.add(word)
+        if len(seen) / count <= MTLD_THRESHOLD:
+            factors, seen, count = factors + 1, set(), 0
+    if count:
+        factors += (1 - len(seen) / count) / (1 - MTLD_THRESHOLD)
+    return len(words) / (factors or 1)  # no factor at all: every word distinct, one factor as long as the text
+
+
 def mtld(text: str) -> float | None:
-    from lexicalrichness import LexicalRichness
-    if is_cjk(text):
+    """Lexical diversity of a text in a space-separated language; None for CJK text or no words."""
+    words = [] if is_cjk(text) else mtld_words(text)
+    if not words:
         return None
-    words = LexicalRichness(text)
-    return words.mtld(threshold=MTLD_THRESHOLD) if words.words else None
+    return math.fsum((_mtld_one_way(words), _mtld_one_way(words[::-1]))) / 2
 
 
 def questions_and_answers(sample: Sample) -> tuple[list[str], list[str]]:

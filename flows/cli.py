@@ -94,29 +94,24 @@ def run(
     out: OutOption = Path("outputs"),
 ) -> None:
     """Run a recipe as a Prefect flow (an ephemeral Prefect server unless PREFECT_API_URL is set)."""
-    from benchcurate.curation.recipes import resolve_run
+    from benchcurate.curation.recipes import resolve_run, run_options
 
-    if backend not in (None, "offline", "openai"):
-        raise UserError(f"--backend must be offline or openai, not '{backend}'")
-    if (base_url or model) and backend != "openai":
-        raise UserError("--base-url and --model apply to the openai backend: add --backend openai")
     if progress not in ("auto", "bar", "log", "none"):
         raise UserError(f"--progress must be auto, bar, log or none, not '{progress}'")
-    overrides = parse_overrides(set_)
-    # validate everything before Prefect starts, so a user mistake costs no server start-up
-    resolve_run(recipe, out_dir=out.resolve(), run_id=run_id, input_path=None if input_path is None else str(input_path),
-                backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides, jobs=jobs,
-                dask_address=dask_address, concurrency=concurrency, max_cost_usd=max_cost,
-                refresh_cache=refresh_cache, batch=batch)
+    if backend not in (None, "offline", "openai"):
+        raise UserError(f"--backend must be offline or openai, not '{backend}'")
+    options = run_options(
+        input_path=None if input_path is None else str(input_path), run_id=run_id, backend=backend,
+        base_url=base_url, model=model, seed=seed, overrides=parse_overrides(set_), jobs=jobs,
+        dask_address=dask_address, concurrency=concurrency, max_cost_usd=max_cost, refresh_cache=refresh_cache,
+        batch=batch, release=release, progress=progress)
+    resolve_run(recipe, options, out.resolve())  # every mistake found before Prefect starts costs no server start-up
     _quiet_prefect_defaults()
     _check_prefect_api()
     from benchcurate.curation.report import funnel_text, load_report
     from benchcurate.flows.curate import curate
 
-    result = curate(recipe=recipe, run_id=run_id, input_path=None if input_path is None else str(input_path),
-                    backend=backend, base_url=base_url, model=model, seed=seed, overrides=overrides,
-                    out_dir=str(out), release=release, progress=progress, jobs=jobs, dask_address=dask_address,
-                    concurrency=concurrency, max_cost_usd=max_cost, refresh_cache=refresh_cache, batch=batch)
+    result = curate(recipe=recipe, options=options, out_dir=str(out))
     typer.echo("")
     typer.echo(funnel_text(load_report(Path(result["run_dir"]))))
     typer.echo(f"\nrun folder: {result['run_dir']}")
@@ -166,8 +161,12 @@ def report(
     merged = merged_labels(loaded)
     if merged:
         typer.echo("\nmerged names: " + "; ".join(f"{raw} -> {target}" for _, raw, target in merged))
-    if written:
-        typer.echo("\nhistograms: " + ", ".join(str(path) for path in written if path.suffix == ".png"))
+    plots = [str(path) for path in written if path.suffix == ".png"]
+    if plots:
+        typer.echo("\nhistograms: " + ", ".join(plots))
+    elif written:
+        typer.echo("\nhistograms: " + ", ".join(str(path) for path in written)
+                   + " (PNG plots need the plots extra: pip install 'benchcurate[plots]')")
 
 
 class _ReleaseGroup(TyperGroup):
@@ -319,15 +318,17 @@ def stats(
 ) -> None:
     """Dataset statistics as in MultiVerse's Table 1: dialogues, turns, question and answer lengths, MTLD,
     unique checklist items and criteria, category counts (for a run: the samples it kept at its last stage)."""
+    from benchcurate.curation.jsonl import read_samples
     from benchcurate.curation.report import resolve_run_dir
-    from benchcurate.curation.runner import read_samples
     from benchcurate.curation.statistics import dataset_statistics, statistics_markdown
+    from benchcurate.curation.store import RunStore
 
     path = Path(source)
     if not path.is_file():
         run_dir = resolve_run_dir(source, out)
-        state = json.loads((run_dir / "state.json").read_text(encoding="utf-8"))["stages"]
-        path = Path([entry for entry in state if "output_dir" in entry][-1]["output_dir"]) / "kept.jsonl"
+        path = RunStore(run_dir).last_kept_path()
+        if path is None:
+            raise UserError(f"run {run_dir.name} has no finished stage yet; run it first")
     result = dataset_statistics(read_samples(path))
     typer.echo(result.model_dump_json(indent=2) if as_json else statistics_markdown(result))
 
@@ -391,12 +392,12 @@ def text_dups(
     """Near-duplicate groups by MinHash (word 3-grams; character 3-grams for Chinese/Japanese/Korean) after
     NFKC, case and white-space normalisation: verbatim copies are always grouped; the first row of a group is
     kept. Rows are named by their `id` field, else their 0-based line number."""
-    from benchcurate.curation.text.minhash import MinHashParams, SignatureStore, group_rows, near_duplicate_groups
+    from benchcurate.curation.text.minhash import MinHashParams, group_rows, near_duplicate_groups
 
     ids, texts = _text_rows(path, field)
     ref_ids, ref_texts = _text_rows(reference, field) if reference else ([], [])
     groups, counts = near_duplicate_groups(texts, MinHashParams(threshold=threshold, num_perm=num_perm),
-                                           SignatureStore(None), ref_texts)
+                                           None, ref_texts)
     rows = group_rows(groups, ids, ref_ids)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")

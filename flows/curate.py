@@ -13,10 +13,10 @@ from typing import Any, Literal
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
-from prefect_dask import DaskTaskRunner
 
 from benchcurate.curation.demo.corpus import build_demo_corpus
 from benchcurate.curation.errors import BackendUnavailable, StageFailed, UserError
+from benchcurate.curation.extras import require
 from benchcurate.curation.models.pricing import BudgetExceeded
 from benchcurate.curation.recipes import (
     DEMO_CORPUS_DIRNAME,
@@ -34,8 +34,10 @@ from benchcurate.curation.report import (
     load_report,
     write_label_report,
 )
-from benchcurate.curation.runner import RunStore, check_backend, run_stage
-from benchcurate.flows.progress import ProgressMode, make_progress, stage_summary
+from benchcurate.curation.runner import check_backend, run_stage
+from benchcurate.curation.store import RunStore
+from benchcurate.flows.progress import make_progress, stage_summary
+from benchcurate.schemas import RunOptions
 
 RecipeName = Literal[tuple(available_recipes())]  # type: ignore[valid-type]
 EXPECTED_FAILURES = (UserError, BackendUnavailable, StageFailed, BudgetExceeded)
@@ -86,6 +88,12 @@ def _artifact_key(recipe: str) -> str:
     return f"funnel-{recipe}".replace("_", "-")
 
 
+def _dask_runner(address: str):
+    require("dask", "--dask-address")
+    from prefect_dask import DaskTaskRunner
+    return DaskTaskRunner(address=address)
+
+
 @flow(name="curate-stages-on-dask", description="The stages of a run, each a task on the Dask cluster.")
 def _stages_on_dask(run_dir: str) -> None:
     logger = get_run_logger()
@@ -97,23 +105,16 @@ def _stages_on_dask(run_dir: str) -> None:
 
 
 @flow(name="curate", description="Curate a benchmark from images with a recipe's stages; release the result.")
-def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_path: str | None = None,
-           backend: Literal["offline", "openai"] | None = None, base_url: str | None = None,
-           model: str | None = None, seed: int | None = None,
-           overrides: dict[str, dict[str, Any]] | None = None, out_dir: str = "outputs", release: bool = True,
-           progress: ProgressMode = "auto", jobs: int | None = None, dask_address: str | None = None,
-           concurrency: int | None = None, max_cost_usd: float | None = None, refresh_cache: bool = False,
-           batch: bool | None = None) -> dict[str, Any]:
-    """Run `recipe` on `input_path` (none: the bundled demo corpus); `overrides` maps stage -> config changes.
+def curate(recipe: RecipeName = "multiverse", options: RunOptions | None = None, out_dir: str = "outputs"
+           ) -> dict[str, Any]:
+    """Run `recipe` with `options` (RunOptions: the flags of `curate run`); runs and releases go under `out_dir`.
 
-    `dask_address` runs the stages through Prefect's Dask task runner, and CPU-bound stages (hashing, MinHash
-    signatures, offline scoring) spread their items over that cluster's workers."""
+    With `options.dask_address` the stages run through Prefect's Dask task runner, and CPU-bound stages (hashing,
+    MinHash signatures, offline scoring) spread their items over that cluster's workers."""
     logger = get_run_logger()
+    options = options or RunOptions()
     out = Path(out_dir).resolve()
-    config = resolve_run(recipe, out_dir=out, run_id=run_id, input_path=input_path, backend=backend,
-                         base_url=base_url, model=model, seed=seed, overrides=overrides, jobs=jobs,
-                         dask_address=dask_address, concurrency=concurrency, max_cost_usd=max_cost_usd,
-                         refresh_cache=refresh_cache, batch=batch)
+    config = resolve_run(recipe, options, out)
     store = RunStore(out / "runs" / config.run_id)
     previous = existing_run(out, config.run_id)
     store.save_config(config)
@@ -127,10 +128,9 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_p
         build_demo_corpus(out / DEMO_CORPUS_DIRNAME)
     check_backend(store.root)
     if config.recipe.execution.dask_address:
-        _stages_on_dask.with_options(task_runner=DaskTaskRunner(address=config.recipe.execution.dask_address))(
-            str(store.root))
+        _stages_on_dask.with_options(task_runner=_dask_runner(config.recipe.execution.dask_address))(str(store.root))
     else:
-        display = make_progress(progress, logger)
+        display = make_progress(options.progress, logger)
         for index, spec in enumerate(config.recipe.stages):
             if task(run_stage, name=spec.stage, cache_policy=NO_CACHE)(store.root, index, display) is None:
                 break  # waiting for batches: the next run resumes polling
@@ -146,18 +146,19 @@ def curate(recipe: RecipeName = "multiverse", run_id: str | None = None, input_p
                                       f"{', '.join(report.backends)}\n\n{funnel_markdown(report)}\n")
     written = write_label_report(report, store.root)
     for histogram in histograms(report):
-        plot = next(path for path in written if path.name == f"labels_{histogram.kind}.png")
+        plot = next((path for path in written if path.name == f"labels_{histogram.kind}.png"), None)
+        picture = (f"{_inline_png(plot, histogram.kind)}\n\nPlot: `{plot}`" if plot else
+                   "(no plot: install the plots extra, pip install 'benchcurate[plots]')")
         create_markdown_artifact(
             key=f"labels-{recipe}-{histogram.kind}".replace("_", "-"),
             description=f"Kept items per {LABEL_TITLES[histogram.kind]}, run {config.run_id}",
             markdown=f"# Kept items per {LABEL_TITLES[histogram.kind]}, run `{config.run_id}`\n\n"
-                     f"{histogram_markdown(histogram, limit=40)}\n\n{_inline_png(plot, histogram.kind)}\n\n"
-                     f"Plot: `{plot}`\n")
+                     f"{histogram_markdown(histogram, limit=40)}\n\n{picture}\n")
     emptied_by = next((stats.stage for stats in report.stages if stats.kept == 0), None)
     release_dir = None
     if emptied_by is not None:
         logger.warning("no sample survived: %s removed the last ones; nothing to release", emptied_by)
-    elif release:
+    elif options.release:
         release_dir = write_release(store.root, out)
         logger.info("release written to %s", release_dir)
     return {"run_id": config.run_id, "run_dir": str(store.root), "emptied_by": emptied_by,

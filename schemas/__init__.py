@@ -10,6 +10,7 @@ from benchcurate.schemas.recipe import (
     Recipe,
     ReleaseSpec,
     RunConfig,
+    RunOptions,
     StageSpec,
 )
 from benchcurate.schemas.sample import (
@@ -29,5 +30,5 @@ from benchcurate.schemas.sample import (
 __all__ = [
     "BackendSpec", "Categories", "Challenge", "ChecklistItem", "DatasetStatistics", "Decision", "DemoSpec", "Drop", "ExecutionSpec", "Generation",
     "ImageRef", "Keep", "ModelUsage", "Price", "Persona", "PromptUse", "Provenance", "Recipe", "ReleaseManifest", "ReleaseSpec",
-    "ReviewState", "Rewrite", "RunConfig", "Sample", "Scores", "Spread", "StageSpec", "StageStats", "Turn", "Verdict",
+    "ReviewState", "Rewrite", "RunConfig", "RunOptions", "Sample", "Scores", "Spread", "StageSpec", "StageStats", "Turn", "Verdict",
 ]

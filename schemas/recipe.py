@@ -6,11 +6,12 @@ import re
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, JsonValue, field_validator
+from pydantic import Field, JsonValue, field_validator, model_validator
 
 from benchcurate.schemas.sample import Strict
 
 BackendKind = Literal["offline", "openai"]
+ProgressMode = Literal["auto", "bar", "log", "none"]
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 
 
@@ -112,3 +113,47 @@ class RunConfig(Strict):
     demo: bool
     code_version: str
     created_at: datetime
+
+
+class RunOptions(Strict):
+    """What one run asks for on top of its recipe: the flags of `curate run`, the parameters of a deployment run.
+
+    Built once (by the CLI from its flags, or by Prefect from a deployment's parameters) and passed down as is;
+    None means "the recipe's value" (or, for a resumed run, the value it started with)."""
+
+    input_path: str | None = Field(None, description="folder of images, CSV/JSONL manifest, samples JSONL or local "
+                                                     "Hugging Face dataset; None: the bundled demo corpus (or, for an "
+                                                     "existing run id, the input it started with)")
+    run_id: str | None = Field(None, description="reuse one to resume; default <recipe>-<UTC time>")
+    backend: BackendKind | None = Field(None, description="offline (deterministic heuristics) or openai (any "
+                                                          "OpenAI-protocol server; key from OPENAI_API_KEY)")
+    base_url: str | None = Field(None, description="OpenAI-protocol base URL, e.g. http://127.0.0.1:8000/v1")
+    model: str | None = Field(None, description="model name for the openai backend")
+    seed: int | None = Field(None, description="run seed; default: the recipe's")
+    overrides: dict[str, dict[str, JsonValue]] = Field(
+        default_factory=dict, description="stage (or backend/execution) -> {field: value}, as --set stage.field=value")
+    jobs: int | None = Field(None, ge=0, le=256, description="worker processes for CPU-bound stages; 0 = one per core")
+    dask_address: str | None = Field(None, description="run the stages on this Dask scheduler")
+    concurrency: int | None = Field(None, ge=1, le=512, description="model requests in flight at once")
+    max_cost_usd: float | None = Field(None, gt=0, description="stop before this invocation's new model calls cost "
+                                                               "more than this")
+    refresh_cache: bool = Field(False, description="ask the model again instead of reusing cached replies")
+    batch: bool | None = Field(None, description="send model stages through the Batch API")
+    request_cache: str | None = Field(None, description="sqlite file of model replies; default "
+                                                        "<out>/cache/cache.sqlite")
+    release: bool = Field(True, description="write a versioned release when the run completes")
+    progress: ProgressMode = Field("auto", description="auto, bar, log or none")
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_is_a_folder_name(cls, run_id: str | None) -> str | None:
+        if run_id is not None and not re.fullmatch(RUN_ID_PATTERN, run_id):
+            raise ValueError(f"bad run id '{run_id}': use letters, digits, '.', '_' and '-' ({RUN_ID_PATTERN})")
+        return run_id
+
+    @model_validator(mode="after")
+    def _openai_settings_need_openai(self) -> RunOptions:
+        if (self.base_url or self.model) and self.backend != "openai":
+            raise ValueError("--base-url and --model (base_url, model) apply to the openai backend: add --backend "
+                             "openai")
+        return self

@@ -1,22 +1,25 @@
 """The bundled demo corpus, materialised on demand into `<out>/demo-corpus/` (nothing is downloaded).
 
 Contents: openly licensed photos shipped in `curation/demo/photos/` (CC0 or public domain, see its
-LICENSES.jsonl), images rendered deterministically by `curation.demo.render` (CC0, ours), near-duplicates and
-exact copies derived from both, and a few broken files, so every stage of the funnel has something to do.
+LICENSES.jsonl), synthetic charts, documents, diagrams and screens shipped in `curation/demo/rendered/` (CC0, ours,
+drawn once by `maintainer/render_demo_images.py`, see its IMAGES.jsonl), near-duplicates and exact copies derived
+from both, and a few broken files, so every stage of the funnel has something to do.
 A `manifest.jsonl` gives every file's source, license and, for derived files, the original.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from collections.abc import Callable
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
+import PIL
 from PIL import Image, ImageEnhance
 
-from benchcurate.curation.demo.render import render_demo_images
 from benchcurate.curation.fingerprint import sha256_json
 
 CORPUS_VERSION = 1
@@ -26,6 +29,7 @@ RENDERED_SOURCE = "benchcurate-rendered"
 DERIVED_SOURCE = "benchcurate-derived"
 MIRROR_SOURCE = "benchcurate-mirror"
 OUR_LICENSE = "CC0-1.0"
+SHIPPED = {"photos": "LICENSES.jsonl", "rendered": "IMAGES.jsonl"}  # package data folder -> its index of files
 
 
 def _save_jpeg(quality: int) -> Callable[[Image.Image, Path], None]:
@@ -65,25 +69,36 @@ DERIVATIONS = (
 EXACT_COPIES = ("photos/camera.png", "rendered/pie_chart-01.png", "rendered/table-01.png")
 
 
+def data_root() -> Traversable:
+    """The package folder holding the shipped demo files."""
+    return resources.files("benchcurate.curation.demo")
+
+
+def shipped_index(folder: str) -> list[dict]:
+    """The rows of a shipped folder's index (file, license, sha256, ...), in index order."""
+    text = (data_root() / folder / SHIPPED[folder]).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def _copy_shipped(root: Path, folder: str) -> list[dict]:
+    (root / folder).mkdir()
+    entries = shipped_index(folder)
+    for entry in entries:
+        (root / folder / entry["file"]).write_bytes((data_root() / folder / entry["file"]).read_bytes())
+    return entries
+
+
 def _photos(root: Path) -> list[dict]:
-    folder = resources.files("benchcurate.curation.demo") / "photos"
-    rows = []
-    (root / "photos").mkdir()
-    for line in (folder / "LICENSES.jsonl").read_text(encoding="utf-8").splitlines():
-        entry = json.loads(line)
-        (root / "photos" / entry["file"]).write_bytes((folder / entry["file"]).read_bytes())
-        rows.append({"path": f"photos/{entry['file']}", "source_dataset": PHOTO_SOURCE, "source_id": entry["file"],
-                     "license": entry["license"], "attribution": entry["attribution"]})
-    return rows
+    return [{"path": f"photos/{entry['file']}", "source_dataset": PHOTO_SOURCE, "source_id": entry["file"],
+             "license": entry["license"], "attribution": entry["attribution"]}
+            for entry in _copy_shipped(root, "photos")]
 
 
 def _rendered(root: Path) -> list[dict]:
-    rows = []
-    for image in render_demo_images(root / "rendered"):
-        rows.append({"path": f"rendered/{image.path.name}", "source_dataset": RENDERED_SOURCE,
-                     "source_id": image.path.name, "license": OUR_LICENSE,
-                     "attribution": f"benchcurate demo generator: {image.description}"})
-    return rows
+    # "demo generator" is kept from when these were drawn at run time: the manifest text is unchanged.
+    return [{"path": f"rendered/{entry['file']}", "source_dataset": RENDERED_SOURCE, "source_id": entry["file"],
+             "license": entry["license"], "attribution": f"benchcurate demo generator: {entry['description']}"}
+            for entry in _copy_shipped(root, "rendered")]
 
 
 def _derived(root: Path, originals: dict[str, dict]) -> list[dict]:
@@ -123,8 +138,13 @@ def _broken(root: Path) -> list[dict]:
 
 
 def corpus_signature() -> str:
-    photos = (resources.files("benchcurate.curation.demo") / "photos" / "LICENSES.jsonl").read_text(encoding="utf-8")
-    return sha256_json({"version": CORPUS_VERSION, "photos": photos})
+    """A hash of everything the corpus is built from, so a change to any of it rebuilds the corpus."""
+    shipped = {f"{folder}/{item.name}": hashlib.sha256(item.read_bytes()).hexdigest()
+               for folder in SHIPPED for item in (data_root() / folder).iterdir() if item.is_file()}
+    # This module's source stands for the derivations and broken files; Pillow re-encodes the derived files.
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return sha256_json({"version": CORPUS_VERSION, "shipped": dict(sorted(shipped.items())), "code": code,
+                        "pillow": PIL.__version__})
 
 
 def build_demo_corpus(dest: Path) -> Path:

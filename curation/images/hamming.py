@@ -31,16 +31,19 @@ Memory stays bounded: probes of at most LOOKUP_BLOCK hashes and candidates in bl
 chunk's tables take 24 bytes per hash plus 13 bytes per chunk value (~75 MB for 22 bits at 1M hashes). Inputs
 far from uniform (many hashes sharing a chunk value) raise the candidate count, never the answer; many
 identical hashes work, but their output is quadratic by nature.
-`workers > 1` forks worker processes (Linux) that inherit the tables copy-on-write; a task is one chunk and
-one highest mask bit. Forking a process that runs other threads can deadlock in rare cases; use workers=1 there.
+`workers > 1` runs the tasks (one chunk and one highest mask bit each) in the pipeline's worker processes
+(`curation.parallel`, started with spawn like every other worker: safe beside threads, paid once per process).
+The hashes go to them through .npy files in a temporary folder, memory-mapped, and each worker builds the tables of
+the chunks it is given once, so a task carries a few numbers, not the arrays.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import multiprocessing
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -228,18 +231,26 @@ def _build_table(hashes: np.ndarray, chunk: Chunk) -> _Table:
 
 @dataclass
 class _Job:
-    """Everything a task reads; kept in a module dict so forked workers inherit it instead of receiving it."""
+    """Everything a task reads; tables are built on first use, so a worker builds only those of its chunks."""
 
     left: np.ndarray
     right: np.ndarray
     threshold: int
     self_join: bool
     chunks: tuple[Chunk, ...] | None
-    left_tables: list[_Table | None]
-    right_tables: list[_Table | None]
+    _tables: dict[tuple[str, int], _Table] = field(default_factory=dict)
 
+    def left_table(self, index: int) -> _Table:
+        if ("left", index) not in self._tables:
+            self._tables["left", index] = _build_table(self.left, self.chunks[index])
+        return self._tables["left", index]
 
-_JOBS: dict[int, _Job] = {}
+    def right_table(self, index: int) -> _Table:
+        if self.self_join:
+            return self.left_table(index)
+        if ("right", index) not in self._tables:
+            self._tables["right", index] = _build_table(self.right, self.chunks[index])
+        return self._tables["right", index]
 
 
 def _search(left: np.ndarray, right: np.ndarray, threshold: int, self_join: bool,
@@ -248,22 +259,15 @@ def _search(left: np.ndarray, right: np.ndarray, threshold: int, self_join: bool
     if len(left) == 0 or len(right) == 0:
         return np.empty((0, 3), dtype=np.int64)
     if chunks is None:
-        tables, tasks = [], [(_brute_task, start) for start in range(0, len(left), BRUTE_BLOCK)]
-        job = _Job(left, right, threshold, self_join, None, tables, tables)
+        tasks = [(_brute_task, start) for start in range(0, len(left), BRUTE_BLOCK)]
     else:
         if sum(chunk.radius + 1 for chunk in chunks) < threshold + 1:
             raise ValueError("chunk radii too small for the threshold: pairs could be missed")
-        left_tables = [_build_table(left, chunk) if chunk.radius >= 0 else None for chunk in chunks]
-        right_tables = left_tables if self_join else [
-            _build_table(right, chunk) if chunk.radius >= 0 else None for chunk in chunks]
-        job = _Job(left, right, threshold, self_join, chunks, left_tables, right_tables)
         tasks = _probe_tasks(chunks)
-    token = id(job)
-    _JOBS[token] = job
-    try:
-        return _finish(_run([(fn, token, arg) for fn, arg in tasks], workers))
-    finally:
-        del _JOBS[token]
+    job = _Job(left, right, threshold, self_join, chunks)
+    if workers <= 1 or len(tasks) <= 1:
+        return _finish([function(job, arg) for function, arg in tasks])
+    return _finish(_in_workers(job, tasks, workers))
 
 
 def _probe_tasks(chunks: tuple[Chunk, ...]) -> list[tuple]:
@@ -278,18 +282,31 @@ def _probe_tasks(chunks: tuple[Chunk, ...]) -> list[tuple]:
     return sorted(tasks, key=mask_count, reverse=True)
 
 
-def _run(tasks: list[tuple], workers: int) -> list[np.ndarray]:
-    """Run (function, token, argument) tasks here, or over forked processes that inherit `_JOBS`."""
-    if workers <= 1 or len(tasks) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [_call(task) for task in tasks]
-    with multiprocessing.get_context("fork").Pool(min(workers, len(tasks))) as pool:
-        return list(pool.imap_unordered(_call, tasks))
+def _in_workers(job: _Job, tasks: list[tuple], workers: int) -> list[np.ndarray]:
+    """Run (function, argument) tasks in worker processes that read the hashes from memory-mapped files."""
+    from benchcurate.curation.parallel import ordered_map
+
+    with tempfile.TemporaryDirectory(prefix="hamming-") as folder:
+        np.save(Path(folder) / "left.npy", job.left)
+        if not job.self_join:
+            np.save(Path(folder) / "right.npy", job.right)
+        spec = (folder, job.threshold, job.self_join, job.chunks)
+        return list(ordered_map(_worker_task, [(spec, function, arg) for function, arg in tasks], "processes",
+                                workers))
 
 
-def _call(task: tuple) -> np.ndarray:
-    """Run one task on the job it names (looked up here, so only the token crosses the process boundary)."""
-    fn, token, arg = task
-    return fn(_JOBS[token], arg)
+_WORKER_JOB: dict[tuple, _Job] = {}  # in a worker process: the job of the folder it last read, with its tables
+
+
+def _worker_task(task: tuple) -> np.ndarray:
+    (folder, threshold, self_join, chunks), function, arg = task
+    key = (folder, threshold, self_join, chunks)
+    if key not in _WORKER_JOB:
+        _WORKER_JOB.clear()
+        left = np.load(Path(folder) / "left.npy", mmap_mode="r")
+        right = left if self_join else np.load(Path(folder) / "right.npy", mmap_mode="r")
+        _WORKER_JOB[key] = _Job(np.asarray(left), np.asarray(right), threshold, self_join, chunks)
+    return function(_WORKER_JOB[key], arg)
 
 
 def _brute_task(job: _Job, start: int) -> np.ndarray:
@@ -309,7 +326,7 @@ def _masks(radius: int, top: int) -> np.ndarray:
 def _probe_task(job: _Job, arg: tuple[int, int]) -> np.ndarray:
     """Verified pairs of one chunk whose chunk values differ by a mask with highest set bit `top` (-1: zero mask)."""
     index, top = arg
-    left, right = job.left_tables[index], job.right_tables[index]
+    left, right = job.left_table(index), job.right_table(index)
     if top < 0 and job.self_join:
         every = np.arange(len(left.order))
         return _verify_all(job, index, every, left.sorted_hashes, _same_bucket_candidates(left))
@@ -334,7 +351,7 @@ def _probe_task(job: _Job, arg: tuple[int, int]) -> np.ndarray:
 
 def _probe(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray, probes: np.ndarray) -> list:
     """Verified pairs of probe row r (hash hashes[r]) with every right hash of chunk value probes[r]."""
-    right = job.right_tables[index]
+    right = job.right_table(index)
     length = right.counts[probes]
     # Rank 0 from the per-value first-hash table: no offset lookups, though most probed buckets are empty.
     xor = hashes[:len(probes)] ^ right.first_hashes[probes]
@@ -401,7 +418,7 @@ def _verify_all(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray
 def _verify(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray, rows: np.ndarray,
             b: np.ndarray) -> np.ndarray:
     """Rows (i, j, distance) of candidates: probe row rows[k] (hash hashes[rows[k]]) and right position b[k]."""
-    xor = hashes[rows] ^ job.right_tables[index].sorted_hashes[b]
+    xor = hashes[rows] ^ job.right_table(index).sorted_hashes[b]
     distance = np.bitwise_count(xor)
     hit = np.flatnonzero(distance <= job.threshold)
     if not len(hit):
@@ -417,8 +434,8 @@ def _rows(job: _Job, index: int, positions: np.ndarray, rows: np.ndarray, b: np.
         # Already reported at an earlier chunk: each pair counts only at its first qualifying chunk.
         if chunk.radius >= 0:
             first &= np.bitwise_count(xor & chunk.bits) > chunk.radius
-    i = job.left_tables[index].order[positions[rows[first] % len(positions)]]
-    j = job.right_tables[index].order[b[first]]
+    i = job.left_table(index).order[positions[rows[first] % len(positions)]]
+    j = job.right_table(index).order[b[first]]
     if job.self_join:
         i, j = np.minimum(i, j), np.maximum(i, j)
     return np.stack([i, j, distance[first].astype(np.int64)], axis=1)

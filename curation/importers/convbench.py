@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from benchcurate.curation.errors import UserError
+from benchcurate.curation.extras import require
 from benchcurate.curation.importers import ImageStore, Imported, make_sample
 from benchcurate.schemas import Turn
 
@@ -26,6 +27,7 @@ NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s*")
 
 
 def _cells(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
+    require("xlsx", "reading ConvBench's spreadsheet")
     from openpyxl import load_workbook
     try:
         book = load_workbook(path, read_only=True, data_only=True)

@@ -7,22 +7,23 @@ and key is shared by everything in the process, so its concurrency limit holds a
 its reply is stored, so a process killed at any moment has at most `concurrency` requests sent and not yet kept
 (a resumed run sends only those again).
 
-Retries are ours (the SDK's are off, so they do not multiply): on 429, 5xx, timeouts and dropped connections,
-wait and try again, at most `max_attempts` times. The wait honours `retry-after-ms`, then `Retry-After`
-(seconds, fractional allowed, or an HTTP date), else grows exponentially with full jitter. A 429, or a reply
-saying no requests remain (`x-ratelimit-remaining-requests: 0`), pauses every request of the client until the
-limit resets (`Retry-After` or `x-ratelimit-reset-requests`, e.g. `1s`, `6m0s`, `250ms`).
+Retries are the SDK's (`max_retries`): 408, 409, 429, 5xx, timeouts and dropped connections, waiting what
+`retry-after-ms` or `Retry-After` asks (seconds or an HTTP date, up to two minutes), else exponential backoff with
+jitter. Two things the SDK does not do are ours:
+- a client-wide pause: a 429, or a reply saying no requests remain (`x-ratelimit-remaining-requests: 0`), holds
+  back every request of the client not yet sent until the limit resets (`x-ratelimit-reset-requests`, e.g. `1s`,
+  `6m0s`, `250ms`, else a numeric `Retry-After`, else a second), so 32 requests do not each find out alone;
+- a 200 whose body is not a chat completion (a proxy's error page, a truncated body) is asked again.
 
 Requests go through the SDK's generic `post` (its documented way to reach any endpoint) with the body as we built
 it, not through `chat.completions.create`: the typed method walks every request through a parameter transform
 that costs about 0.6 ms of CPU per call, which at 160 calls per second is a tenth of one core. The SDK still does
-the HTTP, the auth header and the mapping of status codes to its exception classes.
+the HTTP, the auth header, the retries and the mapping of status codes to its exception classes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import hashlib
 import json
 import random
@@ -38,14 +39,13 @@ from benchcurate.curation.errors import BackendUnavailable, ModelRequestRejected
 
 
 class MalformedReply(Exception):
-    """A 200 whose body is not a chat completion (a proxy's error page, a truncated body): retried."""
+    """A 200 whose body is not a chat completion: asked again."""
 
 
-RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, openai.APITimeoutError,
-             MalformedReply)
-BACKOFF_BASE_SECONDS = 1.0
-BACKOFF_CAP_SECONDS = 60.0
+GAVE_UP = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, openai.APITimeoutError,
+           openai.ConflictError, MalformedReply)
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+DEFAULT_PAUSE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class ChatReply:
 
 
 def parse_duration(text: str | None) -> float | None:
-    """Seconds in an OpenAI reset header ('1s', '6m0s', '250ms', '1h2m3.5s'), or None."""
+    """Seconds in an OpenAI rate-limit reset header ('1s', '6m0s', '250ms', '1h2m3.5s'), or None."""
     if not text:
         return None
     parts = DURATION_PART.findall(text.strip())
@@ -67,29 +67,11 @@ def parse_duration(text: str | None) -> float | None:
     return sum(float(number) * factor[unit] for number, unit in parts)
 
 
-def retry_after_seconds(headers) -> float | None:
-    """The server's requested wait: retry-after-ms, then Retry-After (seconds or an HTTP date)."""
-    if headers is None:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
+def _seconds(text: str | None) -> float | None:
     try:
-        return max(0.0, float(value))
+        return max(0.0, float(text)) if text else None
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
-
-
-def backoff_seconds(attempt: int, rng: random.Random) -> float:
-    """Full jitter: uniform in [0, min(cap, base * 2**attempt)]."""
-    return rng.uniform(0, min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** attempt))
+        return None
 
 
 def parse_completion(content: bytes, attempts: int) -> ChatReply:
@@ -128,63 +110,82 @@ class _Loop:
 
 
 class ChatClient:
-    """Chat completions with a concurrency limit, shared pauses and retries; `create` is called from any thread."""
+    """Chat completions with a concurrency limit, a shared pause and retries; `create` is called from any thread."""
 
     def __init__(self, base_url: str, api_key: str, *, concurrency: int, timeout_seconds: float, max_attempts: int):
         self.base_url = base_url
         self.max_attempts = max_attempts
-        self._loop = _Loop.get()
-        self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout_seconds, max_retries=0)
-        self._semaphore = self._loop.run(self._make_semaphore(concurrency))
-        self.slots = threading.BoundedSemaphore(concurrency)
-        self._pause_until = 0.0
-        self._rng = random.Random()
         self.requests_sent = 0
+        self._pause_until = 0.0
+        self._loop = _Loop.get()
+        self._client, self._semaphore = self._loop.run(self._start(api_key, concurrency, timeout_seconds))
+        self.slots = threading.BoundedSemaphore(concurrency)
 
-    @staticmethod
-    async def _make_semaphore(concurrency: int) -> asyncio.Semaphore:
-        return asyncio.Semaphore(concurrency)
+    async def _start(self, api_key: str, concurrency: int, timeout_seconds: float
+                     ) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+        http = openai.DefaultAsyncHttpx2Client(event_hooks={"request": [self._on_request],
+                                                            "response": [self._on_response]})
+        sdk = openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key, timeout=timeout_seconds,
+                                 max_retries=self.max_attempts - 1, http_client=http)
+        return sdk, asyncio.Semaphore(concurrency)
 
     def create(self, body: dict) -> ChatReply:
         return self._loop.run(self._create(body))
+
+    async def _on_request(self, request: httpx2.Request) -> None:
+        self.requests_sent += 1
+
+    async def _on_response(self, response: httpx2.Response) -> None:
+        """Every HTTP reply, retried ones included: a 429 or an exhausted request budget pauses the client."""
+        headers = response.headers
+        reset = parse_duration(headers.get("x-ratelimit-reset-requests"))
+        if response.status_code == 429:
+            self._pause(reset or _seconds(headers.get("retry-after")) or DEFAULT_PAUSE_SECONDS)
+        elif headers.get("x-ratelimit-remaining-requests") == "0":
+            self._pause(reset or DEFAULT_PAUSE_SECONDS)
+
+    def _pause(self, seconds: float) -> None:
+        self._pause_until = max(self._pause_until, time.monotonic() + seconds)
 
     async def _wait_for_pause(self) -> None:
         while (delay := self._pause_until - time.monotonic()) > 0:
             await asyncio.sleep(delay)
 
-    def _pause(self, seconds: float) -> None:
-        self._pause_until = max(self._pause_until, time.monotonic() + seconds)
-
-    def _note_limits(self, headers) -> None:
-        if headers.get("x-ratelimit-remaining-requests") == "0":
-            self._pause(parse_duration(headers.get("x-ratelimit-reset-requests")) or 1.0)
+    async def _post(self, body: dict) -> tuple[bytes, int]:
+        """One request as the SDK sends it, its retries included: (body, HTTP attempts it took)."""
+        await self._wait_for_pause()
+        async with self._semaphore:
+            try:
+                response = await self._client.post("/chat/completions", body=body, cast_to=httpx2.Response)
+            except openai.AuthenticationError as error:
+                raise UserError(f"the server at {self.base_url} rejected the API key (HTTP 401); check "
+                                f"OPENAI_API_KEY") from error
+            except GAVE_UP:
+                raise
+            except openai.APIStatusError as error:  # 400, 403, 404, 422: this request, not the server
+                raise ModelRequestRejected(f"HTTP {error.status_code} from {self.base_url}: "
+                                           f"{error.message}") from error
+        return response.content, 1 + int(response.request.headers.get("x-stainless-retry-count", "0"))
 
     async def _create(self, body: dict) -> ChatReply:
-        last_error: Exception | None = None
-        for attempt in range(self.max_attempts):
-            await self._wait_for_pause()
-            async with self._semaphore:
+        attempts = 0
+        try:
+            for round_ in range(self.max_attempts):
+                content, taken = await self._post(body)
+                attempts += taken
                 try:
-                    self.requests_sent += 1
-                    response = await self._client.post("/chat/completions", body=body, cast_to=httpx2.Response)
-                    self._note_limits(response.headers)
-                    return parse_completion(response.content, attempt + 1)
-                except RETRYABLE as error:
-                    last_error = error
-                    headers = getattr(getattr(error, "response", None), "headers", None)
-                    wait = retry_after_seconds(headers)
-                    if isinstance(error, openai.RateLimitError):
-                        self._pause(wait if wait is not None else backoff_seconds(attempt, self._rng))
-                except openai.AuthenticationError as error:
-                    raise UserError(f"the server at {self.base_url} rejected the API key (HTTP 401); check "
-                                    f"OPENAI_API_KEY") from error
-                except openai.APIStatusError as error:  # 400, 403, 404, 422: this request, not the server
-                    raise ModelRequestRejected(f"HTTP {error.status_code} from {self.base_url}: "
-                                               f"{error.message}") from error
-            await asyncio.sleep(wait if wait is not None else backoff_seconds(attempt, self._rng))
-        raise BackendUnavailable(f"model server at {self.base_url} still failing after {self.max_attempts} attempts "
-                                 f"({type(last_error).__name__}: {last_error}); rerun with the same --run-id to "
-                                 f"resume: finished replies are cached") from last_error
+                    return parse_completion(content, attempts)
+                except MalformedReply:
+                    if round_ == self.max_attempts - 1:
+                        raise
+                    await asyncio.sleep(random.uniform(0, min(8.0, 0.5 * 2 ** round_)))
+        except GAVE_UP as error:
+            attempts += 0 if isinstance(error, MalformedReply) else self.max_attempts  # the SDK used all of its own
+            raise BackendUnavailable(
+                f"model server at {self.base_url} still failing after {attempts} attempts "
+                f"({type(error).__name__}: {error}); rerun with the same --run-id to resume: finished replies "
+                f"are cached") from error
+        raise AssertionError("unreachable: the last round returns or raises")
 
 
 _CLIENTS: dict[tuple, ChatClient] = {}

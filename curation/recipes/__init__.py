@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 from datetime import UTC, datetime
 from importlib import resources
@@ -18,8 +17,7 @@ from benchcurate.curation.models import make_backend
 from benchcurate.curation.models.pricing import check_budget_settings
 from benchcurate.curation.prompting import load_prompt
 from benchcurate.curation.stages import STAGES
-from benchcurate.schemas import Recipe, RunConfig
-from benchcurate.schemas.recipe import RUN_ID_PATTERN, BackendKind
+from benchcurate.schemas import Recipe, RunConfig, RunOptions
 
 DEMO_CORPUS_DIRNAME = "demo-corpus"
 
@@ -30,8 +28,11 @@ def available_recipes() -> list[str]:
 
 
 def _one_line(error: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(part) for part in entry['loc']) or 'value'}: {entry['msg']}"
-                     for entry in error.errors(include_url=False))
+    def message(entry: dict) -> str:
+        text = entry["msg"].removeprefix("Value error, ")
+        where = ".".join(str(part) for part in entry["loc"])
+        return f"{where}: {text}" if where else text
+    return "; ".join(message(entry) for entry in error.errors(include_url=False))
 
 
 def load_recipe(name: str) -> Recipe:
@@ -111,12 +112,6 @@ def default_run_id(recipe: str) -> str:
     return f"{recipe}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
 
 
-def _check_run_id(run_id: str) -> str:
-    if not re.fullmatch(RUN_ID_PATTERN, run_id):
-        raise UserError(f"bad run id '{run_id}': use letters, digits, '.', '_' and '-' ({RUN_ID_PATTERN})")
-    return run_id
-
-
 def existing_run(out_dir: Path, run_id: str) -> RunConfig | None:
     path = out_dir / "runs" / run_id / "run.json"
     if not path.exists():
@@ -176,35 +171,32 @@ def changed_stages(previous: RunConfig, current: RunConfig) -> list[str]:
     return [spec.stage for spec in current.recipe.stages if before.get(spec.stage) != spec.config]
 
 
-def resolve_run(recipe_name: str, *, out_dir: Path, run_id: str | None = None, input_path: str | None = None,
-                backend: BackendKind | None = None, base_url: str | None = None, model: str | None = None,
-                seed: int | None = None, overrides: dict[str, dict[str, JsonValue]] | None = None,
-                jobs: int | None = None, dask_address: str | None = None, concurrency: int | None = None,
-                max_cost_usd: float | None = None, refresh_cache: bool = False, batch: bool | None = None,
-                request_cache: str | None = None) -> RunConfig:
+def resolve_run(recipe_name: str, options: RunOptions, out_dir: Path) -> RunConfig:
     """The full configuration of a run, validated before anything runs.
 
-    No --input means the demo corpus, except for an existing run id, which keeps the input it started with."""
+    No input means the demo corpus, except for an existing run id, which keeps the input it started with."""
     recipe = load_recipe(recipe_name)
-    run_id = _check_run_id(run_id or default_run_id(recipe.name))
-    input_path = _resume_input(existing_run(out_dir, run_id), input_path)
+    run_id = options.run_id or default_run_id(recipe.name)
+    input_path = _resume_input(existing_run(out_dir, run_id), options.input_path)
     demo = input_path is None
     if demo and recipe.demo is not None:
         recipe = _apply_overrides(recipe, recipe.demo.overrides)
-    recipe = _apply_overrides(recipe, overrides or {})
+    recipe = _apply_overrides(recipe, options.overrides)
     root = _input_root(out_dir, input_path)
     first = recipe.stages[0]
     if first.stage != "image_ingest":
         raise UserError(f"recipe '{recipe.name}' must start with image_ingest, not {first.stage}")
     recipe.stages[0] = first.model_copy(update={"config": {**first.config, **_ingest_settings(root, out_dir)}})
     backend_update = {key: value for key, value in {
-        "kind": backend, "base_url": base_url, "model": model, "concurrency": concurrency,
-        "max_cost_usd": max_cost_usd, "batch": batch, "request_cache": request_cache,
-        "refresh_token": datetime.now(UTC).isoformat() if refresh_cache else None}.items() if value is not None}
-    execution_update = {key: value for key, value in {"jobs": jobs, "dask_address": dask_address}.items()
-                        if value is not None}
+        "kind": options.backend, "base_url": options.base_url, "model": options.model,
+        "concurrency": options.concurrency, "max_cost_usd": options.max_cost_usd, "batch": options.batch,
+        "request_cache": options.request_cache,
+        "refresh_token": datetime.now(UTC).isoformat() if options.refresh_cache else None}.items() if value is not None}
+    execution_update = {key: value for key, value in {"jobs": options.jobs, "dask_address": options.dask_address}
+                        .items() if value is not None}
+    seed = recipe.seed if options.seed is None else options.seed
     try:
-        recipe = Recipe.model_validate({**recipe.model_dump(), "seed": recipe.seed if seed is None else seed,
+        recipe = Recipe.model_validate({**recipe.model_dump(), "seed": seed,
                                         "backend": {**recipe.backend.model_dump(), **backend_update},
                                         "execution": {**recipe.execution.model_dump(), **execution_update}})
     except ValidationError as error:
@@ -213,3 +205,11 @@ def resolve_run(recipe_name: str, *, out_dir: Path, run_id: str | None = None, i
     _check_models(recipe)
     return RunConfig(run_id=run_id, recipe=recipe, input_path=None if demo else str(root), demo=demo,
                      code_version=code_version(), created_at=datetime.now(UTC))
+
+
+def run_options(**fields: object) -> RunOptions:
+    """RunOptions from keyword arguments, a validation error becoming a one-line UserError (CLI, tests, flows)."""
+    try:
+        return RunOptions.model_validate(fields)
+    except ValidationError as error:
+        raise UserError(_one_line(error)) from error

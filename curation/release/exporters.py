@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 from benchcurate.curation.errors import UserError
+from benchcurate.curation.extras import require
 from benchcurate.schemas import Sample
 
 ORDINALS = ("first", "second", "third")
@@ -63,6 +64,7 @@ def export_multiverse(samples: list[Sample], out: Path) -> Path:
 
 
 def export_convbench(samples: list[Sample], out: Path) -> Path:
+    require("xlsx", "writing ConvBench's spreadsheet")
     from openpyxl import Workbook
     book = Workbook()
     sheet = book.active

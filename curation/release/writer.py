@@ -26,8 +26,8 @@ from benchcurate.curation.release.columns import FEATURES, to_row
 from benchcurate.curation.release.licenses import release_terms
 from benchcurate.curation.release.plots import write_plots
 from benchcurate.curation.report import load_report
-from benchcurate.curation.runner import read_samples, write_json_atomic
 from benchcurate.curation.statistics import dataset_statistics
+from benchcurate.curation.store import RunStore, write_json_atomic
 from benchcurate.schemas import PromptUse, ReleaseManifest, ReleaseSpec, Sample
 
 CHECKSUM_FILE = "SHA256SUMS"
@@ -62,8 +62,7 @@ def final_samples(run_dir: Path) -> tuple[list[Sample], object]:
         raise UserError(f"run {report.config.run_id} is incomplete ({len(report.stages)} of {report.total_stages} "
                         f"stages done); finish it with `curate run {report.config.recipe.name} --run-id "
                         f"{report.config.run_id}` before releasing")
-    state_dir = Path(json.loads((run_dir / "state.json").read_text(encoding="utf-8"))["stages"][-1]["output_dir"])
-    return list(read_samples(state_dir / "kept.jsonl")), report
+    return list(RunStore(run_dir).kept(report.total_stages - 1)), report
 
 
 def _check_images(samples: list[Sample]) -> None:

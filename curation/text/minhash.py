@@ -4,8 +4,8 @@
    verbatim copies and are grouped directly, whatever the thresholds.
 2. Each distinct text becomes a set of shingles (word 3-grams; character 3-grams for Chinese, Japanese and
    Korean) and a datasketch MinHash, computed with `MinHash.bulk` (hashing vectorised per text) instead of
-   token-by-token updates. Signatures are stored by text and parameters (`SignatureStore`), so a rerun or a new
-   batch computes only texts it has not seen.
+   token-by-token updates. Signatures are stored in the run cache by text and parameters (namespace `minhash`),
+   so a rerun or a new batch computes only texts it has not seen.
 3. Candidate pairs come from LSH banding over the whole signature matrix at once: the band and row counts are
    the ones datasketch's `MinHashLSH` chooses for the threshold and permutation count; texts whose band
    values agree in any band are candidates.
@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from datasketch import MinHash, MinHashLSH
 
+from benchcurate.curation.cache import Cache
 from benchcurate.curation.grouping import UnionFind
 from benchcurate.curation.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
 from benchcurate.curation.text import normalise, shingles
@@ -37,6 +36,7 @@ DEFAULT_NUM_PERM = 128
 SEED = 1
 SIGNATURE_CHUNK = 2_000          # texts per task
 SIGNATURE_PROCESS_MIN = 20_000   # fewer missing signatures are computed here (worker start-up costs about 1 s)
+NAMESPACE = "minhash"            # of the run cache: signatures as uint32 bytes
 
 
 @dataclass(frozen=True)
@@ -68,40 +68,6 @@ def jaccard(first: set, second: set) -> float:
     return len(first & second) / union if union else 1.0
 
 
-class SignatureStore:
-    """MinHash signatures by (parameters, normalised text), in an sqlite file; None for an in-memory store."""
-
-    def __init__(self, path: Path | None):
-        self.path = path
-        self._memory: dict[str, bytes] = {}
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with self._connect() as db:
-                db.execute("CREATE TABLE IF NOT EXISTS signatures (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
-
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=60)
-
-    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
-        if self.path is None:
-            return {key: self._memory[key] for key in keys if key in self._memory}
-        found: dict[str, bytes] = {}
-        with self._connect() as db:
-            for start in range(0, len(keys), 900):
-                chunk = keys[start:start + 900]
-                rows = db.execute(f"SELECT key, value FROM signatures WHERE key IN ({','.join('?' * len(chunk))})",
-                                  chunk)
-                found.update(rows)
-        return found
-
-    def put_many(self, rows: dict[str, bytes]) -> None:
-        if self.path is None:
-            self._memory.update(rows)
-            return
-        with self._connect() as db:
-            db.executemany("INSERT OR REPLACE INTO signatures (key, value) VALUES (?, ?)", rows.items())
-
-
 def _signature_chunk(job: tuple[MinHashParams, list[str]]) -> list[bytes]:
     """Signatures of some texts as uint32 bytes; a plain function, so a worker process or Dask worker runs it."""
     keep_temporaries_on_heap()
@@ -111,13 +77,13 @@ def _signature_chunk(job: tuple[MinHashParams, list[str]]) -> list[bytes]:
             for minhash in MinHash.bulk(sets, num_perm=params.num_perm, seed=SEED, scheme="legacy")]
 
 
-def signatures(texts: Sequence[str], params: MinHashParams, store: SignatureStore) -> tuple[np.ndarray, int]:
-    """(signature matrix, one row per text, uint32; how many were computed rather than read from the store).
+def signatures(texts: Sequence[str], params: MinHashParams, cache: Cache | None) -> tuple[np.ndarray, int]:
+    """(signature matrix, one row per text, uint32; how many were computed rather than read from the cache).
 
     Missing signatures are computed in chunks: over worker processes when there are many, over the cluster when
     the stage runs on a Dask worker, else here."""
     keys = [hashlib.sha256(f"{params.key}\0{normalise(text)}".encode()).hexdigest() for text in texts]
-    stored = store.get_many(sorted(set(keys)))
+    stored = cache.get_bytes_many(NAMESPACE, sorted(set(keys))) if cache is not None else {}
     missing = sorted({key: text for key, text in zip(keys, texts) if key not in stored}.items())
     if missing:
         work = [(params, [text for _, text in missing[start:start + SIGNATURE_CHUNK]])
@@ -126,7 +92,8 @@ def signatures(texts: Sequence[str], params: MinHashParams, store: SignatureStor
         rows = [row for chunk in ordered_map(_signature_chunk, work, "processes" if spread else "serial",
                                              os.cpu_count() or 1) for row in chunk]
         computed = {key: row for (key, _), row in zip(missing, rows, strict=True)}
-        store.put_many(computed)
+        if cache is not None:
+            cache.put_bytes_many(NAMESPACE, computed)
         stored.update(computed)
     matrix = np.frombuffer(b"".join(stored[key] for key in keys), dtype=np.uint32).reshape(len(texts), params.num_perm) \
         if texts else np.zeros((0, params.num_perm), dtype=np.uint32)
@@ -156,7 +123,7 @@ class Group:
     reference: int | None = None              # index in the reference list
 
 
-def near_duplicate_groups(texts: Sequence[str], params: MinHashParams, store: SignatureStore,
+def near_duplicate_groups(texts: Sequence[str], params: MinHashParams, cache: Cache | None,
                           reference: Sequence[str] = ()) -> tuple[list[Group], dict[str, int]]:
     """Groups of two or more among `texts` (and of input texts matching a reference text), and counts."""
     everything = list(texts) + list(reference)
@@ -166,7 +133,7 @@ def near_duplicate_groups(texts: Sequence[str], params: MinHashParams, store: Si
     for index, text in enumerate(normalised):              # verbatim copies, whatever the threshold
         forest.union(first_seen.setdefault(text, index), index)
     distinct = list(first_seen.values())                   # one text per verbatim group goes through LSH
-    matrix, computed = signatures([everything[index] for index in distinct], params, store)
+    matrix, computed = signatures([everything[index] for index in distinct], params, cache)
     bands, rows = params.bands()
     sets = {index: params.shingles(everything[index]) for index in distinct}
     candidates = candidate_pairs(matrix, bands, rows)

@@ -2,7 +2,7 @@
 or of a reference set such as an earlier release or another benchmark (ProBench Sec. 2.1: MinHash, parameters
 unstated; ours are documented in `curation.text.minhash`).
 
-Signatures are kept in `<out>/cache/minhash.sqlite`, so a rerun, a changed threshold or a new batch computes only
+Signatures are kept in the run cache (`<out>/cache/cache.sqlite`), so a rerun, a changed threshold or a new batch computes only
 texts not seen before. The kept member of a group is the first in input order; every other one is dropped as
 `near_duplicate_text` naming the kept id (or the reference) and the Jaccard similarity.
 """
@@ -22,7 +22,6 @@ from benchcurate.curation.text.minhash import (
     DEFAULT_NUM_PERM,
     DEFAULT_THRESHOLD,
     MinHashParams,
-    SignatureStore,
     near_duplicate_groups,
 )
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
@@ -39,10 +38,6 @@ class TextDedupConfig(StageConfig):
                                                                    "kept.jsonl) whose texts are kept over ours")
 
 
-def signature_store(run_dir: Path) -> SignatureStore:
-    return SignatureStore(run_dir.parent.parent / "cache" / "minhash.sqlite")
-
-
 def reference_digest(cfg: TextDedupConfig, run_dir: Path | None = None) -> str:
     return sha256_json([[path, sha256_file(Path(path)) if Path(path).is_file() else None] for path in cfg.reference])
 
@@ -55,7 +50,7 @@ def select(items: list[Keyed], cfg: TextDedupConfig, ctx: StageContext) -> list[
     params = MinHashParams(threshold=cfg.threshold, num_perm=cfg.num_perm, word_ngram=cfg.word_ngram,
                            char_ngram=cfg.char_ngram)
     references = [text_view(sample, cfg) for path in cfg.reference for sample in read_samples(Path(path))]
-    groups, counts = near_duplicate_groups([item.value for item in items], params, signature_store(ctx.run_dir),
+    groups, counts = near_duplicate_groups([item.value for item in items], params, ctx.cache,
                                            [reference.value for reference in references])
     ctx.summary.update(counts)
     verdicts: list[Verdict] = [Keep() for _ in items]

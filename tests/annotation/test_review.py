@@ -7,10 +7,11 @@ import pytest
 
 from benchcurate.annotation import review, server
 from benchcurate.curation.errors import BackendUnavailable
-from benchcurate.curation.recipes import resolve_run
 from benchcurate.curation.report import load_report
-from benchcurate.curation.runner import RunStore, run_all
+from benchcurate.curation.runner import run_all
+from benchcurate.curation.store import RunStore
 from tests.conftest import free_port, make_image
+from tests.helpers import resolve
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,7 @@ def recipe_run(tmp_path, recipe, run_id, images, overrides):
     """A run of `recipe` over `images` generated images with review in human mode, run up to the review."""
     for seed in range(images):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
-    config = resolve_run(recipe, out_dir=tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
+    config = resolve(recipe, tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
                          overrides={**overrides, "conversation_review": {"mode": "human"}})
     store = RunStore(tmp_path / "out" / "runs" / run_id)
     store.save_config(config)
@@ -111,7 +112,7 @@ def test_a_review_round_from_push_to_the_release_funnel(label_studio, tmp_path, 
     assert final.complete and final.waiting is None
     stage = final.stages[-1]
     assert stage.stage == "conversation_review" and stage.by_reason == {"reviewer_rejected": 1} and stage.kept == 3
-    final_dir = Path(json.loads((run_dir / "state.json").read_text())["stages"][-1]["output_dir"])
+    final_dir = RunStore(run_dir).last_kept_path().parent
     kept = [json.loads(line) for line in (final_dir / "kept.jsonl").read_text().splitlines()]
     assert {row["review"]["mode"] for row in kept} == {"human"} and all(row["review"]["reviewers"] for row in kept)
     from benchcurate.curation.release.writer import write_release
@@ -221,7 +222,7 @@ def test_each_paraphrase_rewrite_is_kept_or_rejected_by_its_reviewers(label_stud
     pulled = review.pull(root, connection)
     assert pulled.accepted_samples == 2 and pulled.rejected == 0
     run_all(root)
-    final_dir = Path(json.loads((root / "state.json").read_text())["stages"][-1]["output_dir"])
+    final_dir = RunStore(root).last_kept_path().parent
     for row in map(json.loads, (final_dir / "kept.jsonl").read_text().splitlines()):
         assert [rewrite["status"] for rewrite in row["rewrites"]] == ["kept", "rejected", "kept", "kept", "kept"]
         assert row["review"]["mode"] == "human"
@@ -251,7 +252,7 @@ def test_convbench_drafts_are_prefilled_and_the_reviewers_edits_replace_them(lab
     client.annotations.create(id=task_id, result=result, completed_by=reviewer)
     assert review.pull(root, connection).accepted_samples == 1
     run_all(root)
-    final_dir = Path(json.loads((root / "state.json").read_text())["stages"][-1]["output_dir"])
+    final_dir = RunStore(root).last_kept_path().parent
     (row,) = map(json.loads, (final_dir / "kept.jsonl").read_text().splitlines())
     turns = row["conversation"]
     assert turns[1]["reference"] == "Because the light comes from the left, it is morning."
@@ -287,7 +288,7 @@ def test_checklist_items_are_kept_deleted_rewritten_or_added(label_studio, tmp_p
         annotate(client, other, reviewer)
     review.pull(root, connection)
     run_all(root)
-    final_dir = Path(json.loads((root / "state.json").read_text())["stages"][-1]["output_dir"])
+    final_dir = RunStore(root).last_kept_path().parent
     row = next(r for r in map(json.loads, (final_dir / "kept.jsonl").read_text().splitlines()) if r["id"] == sample_id)
     questions = [(item["question"], item["source_model"]) for item in row["conversation"][0]["checklist"]]
     assert len(questions) == len(first_turn)  # one deleted, one added

@@ -1,12 +1,14 @@
 """Checklists drafted by two models and merged, with the source model kept per item."""
 
 from benchcurate.curation.generation.checklist import merge_checklists
-from benchcurate.curation.recipes import resolve_run
-from benchcurate.curation.runner import RunStore, read_samples, run_all
+from benchcurate.curation.jsonl import read_samples
+from benchcurate.curation.runner import run_all
+from benchcurate.curation.store import RunStore
 from benchcurate.schemas import ChecklistItem
 from tests.conftest import make_image
 from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import resolve
 
 
 def item(question, main="Memory"):
@@ -49,7 +51,7 @@ def test_a_run_with_two_drafting_models_merges_their_checklists(tmp_path):
     overrides = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
                  "checklist_generate": {"models": ["fake-vlm", "fake-vlm-mini"]}}
     with FakeOpenAIServer(responder=by_model) as server:
-        config = resolve_run("multiverse", out_dir=tmp_path / "out", input_path=str(tmp_path / "images"),
+        config = resolve("multiverse", tmp_path / "out", input_path=str(tmp_path / "images"),
                              run_id="two", backend="openai", base_url=server.base_url, model="fake-vlm",
                              overrides=overrides)
         store = RunStore(tmp_path / "out" / "runs" / "two")

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from benchcurate.curation.errors import BackendUnavailable, ModelRequestRejected, UserError
-from benchcurate.curation.models.client import ChatClient, parse_duration, retry_after_seconds
+from benchcurate.curation.models.client import ChatClient, parse_duration
 from tests.fakes.openai_server import FakeOpenAIServer, Fault
 
 BODY = {"model": "fake-vlm", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 32}
@@ -23,15 +23,38 @@ def test_reset_durations_are_parsed(text, seconds):
     assert parse_duration(text) == seconds
 
 
-def test_retry_after_headers_in_every_form(monkeypatch):
-    assert retry_after_seconds({"retry-after-ms": "150"}) == 0.15
-    assert retry_after_seconds({"retry-after": "0.5"}) == 0.5
-    assert retry_after_seconds({"retry-after-ms": "20", "retry-after": "9"}) == 0.02
-    now = 1_800_000_000.0  # a fixed clock: the HTTP-date form is a difference from "now"
-    monkeypatch.setattr("benchcurate.curation.models.client.time.time", lambda: now)
-    assert retry_after_seconds({"retry-after": email.utils.formatdate(now + 30, usegmt=True)}) == 30.0
-    assert retry_after_seconds({"retry-after": email.utils.formatdate(now - 5, usegmt=True)}) == 0.0
-    assert retry_after_seconds({}) is None and retry_after_seconds(None) is None
+def test_a_retry_after_http_date_is_honoured():
+    # the SDK's retry reads the date form; the date has whole seconds, so the wait lies in (1, 2] seconds
+    when = email.utils.formatdate(time.time() + 2, usegmt=True)
+    with FakeOpenAIServer(faults=[Fault(kind="status", status=503, retry_after=when)]) as server:
+        started = time.monotonic()
+        reply = client(server).create(BODY)
+        assert reply.attempts == 2 and server.request_count == 2
+    assert time.monotonic() - started >= 0.9
+
+
+def test_a_429_pauses_every_request_of_the_client_not_only_its_own():
+    with FakeOpenAIServer(faults=[Fault(kind="status", status=429, retry_after="0.8")]) as server:
+        shared = client(server)
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(shared.create, BODY)
+            while server.request_count == 0:  # the first request has been answered with the 429
+                time.sleep(0.01)
+            limited_at = time.monotonic()
+            other = shared.create({**BODY, "seed": 7})  # not itself limited: it waits out the client's pause
+            waited = time.monotonic() - limited_at
+            assert first.result().attempts == 2 and other.attempts == 1
+    assert waited >= 0.6
+
+
+def test_an_exhausted_request_budget_pauses_until_the_reset():
+    with FakeOpenAIServer(rate_limit_headers={"x-ratelimit-remaining-requests": "0",
+                                              "x-ratelimit-reset-requests": "700ms"}) as server:
+        shared = client(server)
+        shared.create(BODY)
+        started = time.monotonic()
+        shared.create({**BODY, "seed": 2})
+    assert time.monotonic() - started >= 0.6
 
 
 def test_a_429_is_retried_after_the_wait_the_server_asked_for():

@@ -5,18 +5,19 @@ import json
 
 from datasets import load_dataset
 
-from benchcurate.curation.recipes import resolve_run
 from benchcurate.curation.release.writer import write_release
 from benchcurate.curation.report import load_report
-from benchcurate.curation.runner import RunStore, run_all
+from benchcurate.curation.runner import run_all
+from benchcurate.curation.store import RunStore
 from tests.conftest import make_image
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import resolve
 
 
 def convbench_run(tmp_path, run_id, **backend):
     for seed in range(4):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
-    config = resolve_run("convbench", out_dir=tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
+    config = resolve("convbench", tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
                          **backend)
     store = RunStore(tmp_path / "out" / "runs" / run_id)
     store.save_config(config)
@@ -76,7 +77,7 @@ def test_an_imported_convbench_sheet_keeps_its_turns_and_gets_the_missing_parts(
         book.active.append(row)
     book.save(tmp_path / "ConvBench.xlsx")
     import_file("convbench", tmp_path / "ConvBench.xlsx", tmp_path / "cb.jsonl")
-    config = resolve_run("convbench", out_dir=tmp_path / "out", input_path=str(tmp_path / "cb.jsonl"), run_id="imp",
+    config = resolve("convbench", tmp_path / "out", input_path=str(tmp_path / "cb.jsonl"), run_id="imp",
                          overrides={"focus_points_generate": {"min_focus_points": 1}})
     store = RunStore(tmp_path / "out" / "runs" / "imp")
     store.save_config(config)

@@ -7,13 +7,15 @@ import pytest
 
 from benchcurate.curation.models.batch import MAX_LINES_PER_FILE, PendingRequest, shards
 from benchcurate.curation.models.pricing import BudgetExceeded
-from benchcurate.curation.recipes import load_recipe, resolve_run
+from benchcurate.curation.recipes import load_recipe
 from benchcurate.curation.report import funnel_text, load_report
-from benchcurate.curation.runner import RunStore, run_all
+from benchcurate.curation.runner import run_all
 from benchcurate.curation.stages import STAGES
+from benchcurate.curation.store import RunStore
 from tests.conftest import make_image
 from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import resolve
 
 MODEL_STAGES = sum(STAGES[spec.stage].uses_model for spec in load_recipe("multiverse").stages)
 PRICE = {"fake-vlm": {"input_per_million": 1.0, "output_per_million": 2.0}}
@@ -26,7 +28,7 @@ def model_run(tmp_path: Path, server: FakeOpenAIServer, run_id: str, images: int
             make_image(folder / f"{seed}.png", seed)
     overrides = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
                  "backend": {"prices": PRICE, "max_retries": 1, **backend}}
-    config = resolve_run("multiverse", out_dir=tmp_path / "out", input_path=str(folder), run_id=run_id,
+    config = resolve("multiverse", tmp_path / "out", input_path=str(folder), run_id=run_id,
                          backend="openai", base_url=server.base_url, model="fake-vlm", overrides=overrides)
     store = RunStore(tmp_path / "out" / "runs" / run_id)
     store.save_config(config)
@@ -61,7 +63,7 @@ def test_refresh_asks_again(tmp_path):
     with FakeOpenAIServer(responder=scripted_reply) as server:
         run_all(model_run(tmp_path, server, "a"))
         calls = server.completions_served
-        config = resolve_run("multiverse", out_dir=tmp_path / "out", run_id="a", backend="openai",
+        config = resolve("multiverse", tmp_path / "out", run_id="a", backend="openai",
                              base_url=server.base_url, model="fake-vlm", refresh_cache=True,
                              overrides={"image_quality": {"min_quality_score": 1},
                                         "category_min_size": {"min_items_per_category": 1},
@@ -79,8 +81,7 @@ def test_the_budget_stops_before_it_is_exceeded_and_a_rerun_pays_nothing_twice(t
             run_all(run_dir)
         paid = server.completions_served
         assert 1 <= paid <= 3
-        state = RunStore(run_dir).load_state()
-        assert state[-1]["stage"] == "image_near_dedup"  # image_quality did not finish
+        assert RunStore(run_dir).chain()[-1].stage == "image_near_dedup"  # image_quality did not finish
         run_all(model_run(tmp_path, server, "budget", max_cost_usd=None))
         requests = [r.body for r in server.requests if r.path.endswith("/chat/completions")]
         assert len(requests) == len({json.dumps(body, sort_keys=True) for body in requests})  # none sent twice

@@ -7,15 +7,16 @@ import random
 
 from benchcurate.curation.cache import Cache
 from benchcurate.curation.models.offline import OfflineBackend
-from benchcurate.curation.recipes import resolve_run
 from benchcurate.curation.report import load_report
-from benchcurate.curation.runner import RunStore, run_all
+from benchcurate.curation.runner import run_all
 from benchcurate.curation.selection import tracks
 from benchcurate.curation.stage import StageContext
+from benchcurate.curation.store import RunStore
 from benchcurate.curation.text import judgements
 from benchcurate.schemas import Categories, Keep, Scores, Turn
 from tests.conftest import make_image, make_sample
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import resolve
 
 
 def context(tmp_path):
@@ -105,7 +106,7 @@ def test_the_recipe_runs_against_the_loopback_server_with_every_drop_reason_in_t
     for seed in range(8):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
     with FakeOpenAIServer(responder=judge) as server:
-        config = resolve_run("probench", out_dir=tmp_path / "out", input_path=str(tmp_path / "images"), run_id="pb",
+        config = resolve("probench", tmp_path / "out", input_path=str(tmp_path / "images"), run_id="pb",
                              backend="openai", base_url=server.base_url, model="fake-vlm")
         store = RunStore(tmp_path / "out" / "runs" / "pb")
         store.save_config(config)

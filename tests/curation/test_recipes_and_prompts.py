@@ -4,8 +4,9 @@ import pytest
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.prompting import available_versions, load_prompt
-from benchcurate.curation.recipes import available_recipes, load_recipe, resolve_run
+from benchcurate.curation.recipes import available_recipes, load_recipe
 from benchcurate.curation.stages import STAGES
+from tests.helpers import resolve
 
 PROMPT_IDS = tuple(sorted(entry.name for entry in (Path(__file__).parents[2] / "prompts").iterdir()
                           if entry.is_dir() and not entry.name.startswith("_")))
@@ -16,7 +17,7 @@ def stage_config(run, name):
 
 
 def test_multiverse_recipe_holds_the_paper_defaults(tmp_path):
-    run = resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path))
+    run = resolve("multiverse", tmp_path, input_path=str(tmp_path))
     assert not run.demo and run.recipe.backend.kind == "offline"
     assert stage_config(run, "image_quality")["min_quality_score"] == 5
     assert stage_config(run, "category_min_size")["min_items_per_category"] == 50
@@ -27,31 +28,31 @@ def test_multiverse_recipe_holds_the_paper_defaults(tmp_path):
 
 
 def test_demo_overrides_apply_only_to_the_demo_corpus(tmp_path):
-    demo = resolve_run("multiverse", out_dir=tmp_path)
+    demo = resolve("multiverse", tmp_path)
     assert demo.demo and stage_config(demo, "category_min_size")["min_items_per_category"] == 3
     assert stage_config(demo, "image_ingest")["input_path"] == str((tmp_path / "demo-corpus").resolve())
 
 
 def test_user_overrides_win_and_are_validated(tmp_path):
-    run = resolve_run("multiverse", out_dir=tmp_path, overrides={"image_quality": {"min_quality_score": 3}})
+    run = resolve("multiverse", tmp_path, overrides={"image_quality": {"min_quality_score": 3}})
     assert stage_config(run, "image_quality")["min_quality_score"] == 3
     with pytest.raises(UserError, match=r"bad parameter for stage image_quality: min_quality_score: .*less than or equal to 5"):
-        resolve_run("multiverse", out_dir=tmp_path, overrides={"image_quality": {"min_quality_score": 9}})
+        resolve("multiverse", tmp_path, overrides={"image_quality": {"min_quality_score": 9}})
     with pytest.raises(UserError, match="min_qualty_score: Extra inputs are not permitted"):
-        resolve_run("multiverse", out_dir=tmp_path, overrides={"image_quality": {"min_qualty_score": 3}})
+        resolve("multiverse", tmp_path, overrides={"image_quality": {"min_qualty_score": 3}})
     with pytest.raises(UserError, match="no stage \\['image_qualty'\\]"):
-        resolve_run("multiverse", out_dir=tmp_path, overrides={"image_qualty": {}})
+        resolve("multiverse", tmp_path, overrides={"image_qualty": {}})
 
 
 def test_unknown_recipe_and_missing_folder_say_what_to_do(tmp_path):
     with pytest.raises(UserError, match="unknown recipe 'multiversal'; available: alignmmbench, convbench, multiverse, probench"):
         load_recipe("multiversal")
     with pytest.raises(UserError, match="does not exist.*leave --input out to run the bundled demo corpus"):
-        resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path / "missing"))
+        resolve("multiverse", tmp_path, input_path=str(tmp_path / "missing"))
 
 
 def test_backend_options_are_validated(tmp_path):
-    run = resolve_run("multiverse", out_dir=tmp_path, backend="openai", base_url="http://127.0.0.1:1/v1", model="m")
+    run = resolve("multiverse", tmp_path, backend="openai", base_url="http://127.0.0.1:1/v1", model="m")
     assert run.recipe.backend.kind == "openai" and run.recipe.backend.model == "m"
     assert "api_key" not in run.model_dump_json()
 
@@ -88,7 +89,7 @@ def test_every_model_stage_names_existing_prompts():
 
 
 def save(config, out_dir):
-    from benchcurate.curation.runner import RunStore
+    from benchcurate.curation.store import RunStore
 
     RunStore(out_dir / "runs" / config.run_id).save_config(config)
 
@@ -96,41 +97,41 @@ def save(config, out_dir):
 def test_resuming_a_run_keeps_its_input_folder(tmp_path):
     images = tmp_path / "images"
     images.mkdir()
-    save(resolve_run("multiverse", out_dir=tmp_path / "out", input_path=str(images), run_id="r1"), tmp_path / "out")
-    resumed = resolve_run("multiverse", out_dir=tmp_path / "out", run_id="r1")
+    save(resolve("multiverse", tmp_path / "out", input_path=str(images), run_id="r1"), tmp_path / "out")
+    resumed = resolve("multiverse", tmp_path / "out", run_id="r1")
     assert not resumed.demo and resumed.input_path == str(images.resolve())
     other = tmp_path / "other"
     other.mkdir()
     with pytest.raises(UserError, match=f"run r1 ran on {images.resolve()}; leave --input out"):
-        resolve_run("multiverse", out_dir=tmp_path / "out", run_id="r1", input_path=str(other))
+        resolve("multiverse", tmp_path / "out", run_id="r1", input_path=str(other))
 
 
 def test_a_demo_run_cannot_be_resumed_on_a_folder(tmp_path):
-    save(resolve_run("multiverse", out_dir=tmp_path, run_id="d"), tmp_path)
+    save(resolve("multiverse", tmp_path, run_id="d"), tmp_path)
     with pytest.raises(UserError, match="ran on the demo corpus; use a new --run-id"):
-        resolve_run("multiverse", out_dir=tmp_path, run_id="d", input_path=str(tmp_path))
+        resolve("multiverse", tmp_path, run_id="d", input_path=str(tmp_path))
 
 
 def test_changed_stages_lists_what_reruns(tmp_path):
     from benchcurate.curation.recipes import changed_stages
 
-    base = resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path))
-    same = resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path))
-    tighter = resolve_run("multiverse", out_dir=tmp_path, input_path=str(tmp_path),
+    base = resolve("multiverse", tmp_path, input_path=str(tmp_path))
+    same = resolve("multiverse", tmp_path, input_path=str(tmp_path))
+    tighter = resolve("multiverse", tmp_path, input_path=str(tmp_path),
                           overrides={"category_min_size": {"min_items_per_category": 10}})
     assert changed_stages(base, same) == [] and changed_stages(base, tighter) == ["category_min_size"]
 
 
 def test_an_output_folder_inside_the_input_is_not_ingested(tmp_path):
-    run = resolve_run("multiverse", out_dir=tmp_path / "outputs", input_path=str(tmp_path))
+    run = resolve("multiverse", tmp_path / "outputs", input_path=str(tmp_path))
     assert stage_config(run, "image_ingest")["exclude_paths"] == ["outputs"]
 
 
 def test_model_settings_are_checked_before_anything_runs(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(UserError, match="no prompt 'persona' version 2"):
-        resolve_run("multiverse", out_dir=tmp_path, overrides={"persona_generate": {"prompt_version": 2}})
+        resolve("multiverse", tmp_path, overrides={"persona_generate": {"prompt_version": 2}})
     with pytest.raises(UserError, match="needs a model name"):
-        resolve_run("multiverse", out_dir=tmp_path, backend="openai")
+        resolve("multiverse", tmp_path, backend="openai")
     with pytest.raises(UserError, match="needs OPENAI_API_KEY"):
-        resolve_run("multiverse", out_dir=tmp_path, backend="openai", model="gpt-4o")
+        resolve("multiverse", tmp_path, backend="openai", model="gpt-4o")

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from benchcurate.curation.errors import UserError
-from benchcurate.curation.recipes import load_recipe, resolve_run
+from benchcurate.curation.recipes import load_recipe
 from benchcurate.curation.release.writer import CHECKSUM_FILE, write_release
-from benchcurate.curation.runner import RunStore, run_all, run_stage
+from benchcurate.curation.runner import run_all, run_stage
+from benchcurate.curation.store import RunStore
 from tests.conftest import make_image
+from tests.helpers import resolve
 
 SMALL = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
          "category_weighted_sample": {"max_items": 100}, "conversation_generate": {"min_utterances": 2}}
@@ -22,7 +24,7 @@ SMALL = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_i
 def small_run(tmp_path: Path, run_id: str = "small") -> Path:
     for seed in range(6):
         make_image(tmp_path / "images" / f"img{seed}.png", seed)
-    config = resolve_run("multiverse", out_dir=tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
+    config = resolve("multiverse", tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
                          overrides=SMALL)
     store = RunStore(tmp_path / "out" / "runs" / run_id)
     store.save_config(config)
@@ -56,7 +58,7 @@ def test_two_releases_with_the_same_version_load_apart_offline(released, tmp_pat
     other_run = small_run(tmp_path, "other")
     config = RunStore(other_run).load_config()
     overrides = {**SMALL, "category_weighted_sample": {"max_items": 2}}
-    smaller = resolve_run("multiverse", out_dir=tmp_path / "out", input_path=config.input_path, run_id="other",
+    smaller = resolve("multiverse", tmp_path / "out", input_path=config.input_path, run_id="other",
                           overrides=overrides)
     RunStore(other_run).save_config(smaller)
     run_all(other_run)

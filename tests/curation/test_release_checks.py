@@ -5,21 +5,22 @@ import shutil
 import pytest
 
 from benchcurate.curation.errors import UserError
-from benchcurate.curation.recipes import resolve_run
 from benchcurate.curation.release.licenses import release_terms
 from benchcurate.curation.release.verify import diff, verify
 from benchcurate.curation.release.writer import write_release
-from benchcurate.curation.runner import RunStore, run_all
+from benchcurate.curation.runner import run_all
+from benchcurate.curation.store import RunStore
 from benchcurate.schemas import Provenance
 from tests.conftest import make_sample, run_curate
 from tests.curation.test_release import SMALL, small_run
+from tests.helpers import resolve
 
 
 def released(tmp_path, run_id, **overrides):
     run_dir = small_run(tmp_path, run_id)
     if overrides:
         config = RunStore(run_dir).load_config()
-        RunStore(run_dir).save_config(resolve_run("multiverse", out_dir=tmp_path / "out", run_id=run_id,
+        RunStore(run_dir).save_config(resolve("multiverse", tmp_path / "out", run_id=run_id,
                                                   input_path=config.input_path, overrides={**SMALL, **overrides}))
     run_all(run_dir)
     return run_dir, write_release(run_dir, tmp_path / "out")
@@ -75,7 +76,7 @@ def test_strict_licenses_refuses_a_run_with_an_unknown_license(tmp_path):
     run_dir = small_run(tmp_path, "lic")
     config = RunStore(run_dir).load_config()
     overrides = {**SMALL, "image_ingest": {"default_license": "unknown"}}
-    RunStore(run_dir).save_config(resolve_run("multiverse", out_dir=tmp_path / "out", run_id="lic",
+    RunStore(run_dir).save_config(resolve("multiverse", tmp_path / "out", run_id="lic",
                                               input_path=config.input_path, overrides=overrides))
     run_all(run_dir)
     with pytest.raises(UserError, match="license conflict.*unknown"):

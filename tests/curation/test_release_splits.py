@@ -12,13 +12,14 @@ from datasets.info import DatasetInfosDict
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.fingerprint import sha256_file
-from benchcurate.curation.recipes import resolve_run
 from benchcurate.curation.release.columns import FEATURES
 from benchcurate.curation.release.verify import diff, verify
 from benchcurate.curation.release.writer import CHECKSUM_FILE, assign_split, write_release
-from benchcurate.curation.runner import RunStore, run_all
+from benchcurate.curation.runner import run_all
+from benchcurate.curation.store import RunStore
 from tests.conftest import run_curate
 from tests.curation.test_release import SMALL, small_run
+from tests.helpers import resolve
 
 OFFLINE = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 HALVES = {"test": 0.5, "dev": 0.5}
@@ -113,7 +114,7 @@ def test_a_sample_keeps_its_split_when_other_samples_come_and_go(finished, tmp_p
     first = write_release(run_dir, tmp_path / "out", "1.0.0", overrides={"splits": HALVES})
     subset = small_run(tmp_path, "subset")
     config = RunStore(subset).load_config()
-    RunStore(subset).save_config(resolve_run("multiverse", out_dir=tmp_path / "out", run_id="subset",
+    RunStore(subset).save_config(resolve("multiverse", tmp_path / "out", run_id="subset",
                                              input_path=config.input_path,
                                              overrides={**SMALL, "category_weighted_sample": {"max_items": 3}}))
     run_all(subset)

@@ -1,14 +1,15 @@
 """AlignMMBench-style items: seed questions, paraphrase rewrites, incoherence dialogues, imported seeds."""
 
 import json
-from pathlib import Path
 
 from benchcurate.curation.importers import import_file
-from benchcurate.curation.recipes import resolve_run
+from benchcurate.curation.jsonl import read_samples
 from benchcurate.curation.report import load_report
-from benchcurate.curation.runner import RunStore, read_samples, run_all
+from benchcurate.curation.runner import run_all
+from benchcurate.curation.store import RunStore
 from tests.conftest import make_image
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import resolve
 
 
 def amb_run(tmp_path, run_id, input_path=None, overrides=None, **backend):
@@ -16,7 +17,7 @@ def amb_run(tmp_path, run_id, input_path=None, overrides=None, **backend):
         for seed in range(10):
             make_image(tmp_path / "images" / f"{seed}.png", seed)
         input_path = tmp_path / "images"
-    config = resolve_run("alignmmbench", out_dir=tmp_path / "out", input_path=str(input_path), run_id=run_id,
+    config = resolve("alignmmbench", tmp_path / "out", input_path=str(input_path), run_id=run_id,
                          overrides=overrides, **backend)
     store = RunStore(tmp_path / "out" / "runs" / run_id)
     store.save_config(config)
@@ -25,8 +26,7 @@ def amb_run(tmp_path, run_id, input_path=None, overrides=None, **backend):
 
 
 def final_samples(run_dir):
-    state = json.loads((run_dir / "state.json").read_text())["stages"]
-    return list(read_samples(Path(state[-1]["output_dir"]) / "kept.jsonl"))
+    return list(read_samples(RunStore(run_dir).last_kept_path()))
 
 
 def test_offline_items_have_a_question_five_distinct_rewrites_and_some_dialogues(tmp_path):

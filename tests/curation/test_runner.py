@@ -9,7 +9,7 @@ import pytest
 
 from benchcurate.curation.errors import BackendUnavailable, ModelOutputInvalid, StageFailed
 from benchcurate.curation.report import funnel_text, load_report
-from benchcurate.curation.runner import RunStore, run_all, run_stage
+from benchcurate.curation.runner import run_all, run_stage
 from benchcurate.curation.stage import (
     ItemStage,
     Keyed,
@@ -19,7 +19,8 @@ from benchcurate.curation.stage import (
     TransformStage,
     decision_field,
 )
-from benchcurate.schemas import Drop, Generation, Keep, Recipe, ReleaseSpec, RunConfig, Sample, Scores, StageSpec
+from benchcurate.curation.store import RunStore
+from benchcurate.schemas import Drop, Generation, Keep, Recipe, ReleaseSpec, RunConfig, Scores, StageSpec
 from tests.conftest import make_sample
 
 CALLS: Counter = Counter()
@@ -134,8 +135,8 @@ def reset_calls():
 
 
 def decisions(run_dir, index):
-    entry = RunStore(run_dir).load_state()[index]
-    return [json.loads(line) for line in open(Path(entry["output_dir"]) / "decisions.jsonl")]
+    folder = RunStore(run_dir).kept_path(index).parent
+    return [json.loads(line) for line in open(folder / "decisions.jsonl")]
 
 
 def test_every_item_gets_a_decision_and_failures_become_recorded_drops(tmp_path):
@@ -149,7 +150,7 @@ def test_every_item_gets_a_decision_and_failures_become_recorded_drops(tmp_path)
     assert by_id["s0004"]["detail"]["raw_reply"] == '{"value": "seven"'
     assert by_id["s0001"] == {**by_id["s0001"], "kept": False, "reason": "toy_low", "scores": {"value": 1}}
     assert by_id["s0005"]["kept"] and by_id["s0005"]["scores"] == {"value": 5}
-    folder = Path(RunStore(run_dir).load_state()[1]["output_dir"])
+    folder = RunStore(run_dir).kept_path(1).parent
     dropped = [json.loads(line)["id"] for line in open(folder / "dropped.jsonl")]
     assert sorted(dropped) == ["s0000", "s0001", "s0003", "s0004"]  # dropped items are kept whole, not lost
     assert "toy_low 2" in funnel_text(load_report(run_dir))
@@ -192,8 +193,7 @@ def test_server_down_fails_the_stage_and_a_rerun_resumes_with_the_same_result(tm
     run_dir = make_run(tmp_path / "broken", {"unavailable_after": 4})
     with pytest.raises(BackendUnavailable):
         run_all(run_dir, registry=REGISTRY)
-    state = RunStore(run_dir).load_state()
-    assert [entry["stage"] for entry in state] == ["toy_source"]
+    assert [entry.stage for entry in RunStore(run_dir).chain()] == ["toy_source"]
     assert not list((run_dir / "stages" / "02_toy_score").glob("*/DONE"))
     resumed = run_all(make_run(tmp_path / "broken"), registry=REGISTRY)
     assert [(s.items_in, s.kept, s.by_reason) for s in resumed] == [(s.items_in, s.kept, s.by_reason) for s in expected]
@@ -225,7 +225,7 @@ def test_a_stage_where_every_item_fails_is_not_marked_done(tmp_path):
     with pytest.raises(StageFailed, match="all 5 items failed.*broken for everyone"):
         run_all(run_dir, registry=REGISTRY)
     assert not list((run_dir / "stages" / "04_toy_split").glob("*/DONE"))
-    assert [entry["stage"] for entry in RunStore(run_dir).load_state()] == ["toy_source", "toy_score", "toy_take"]
+    assert [entry.stage for entry in RunStore(run_dir).chain()] == ["toy_source", "toy_score", "toy_take"]
 
 
 def test_leftover_partial_folders_from_a_crash_are_replaced(tmp_path):
@@ -249,13 +249,12 @@ def test_a_changed_configuration_clears_the_chain_until_stages_revalidate(tmp_pa
     run_dir = make_run(tmp_path)
     run_all(run_dir, registry=REGISTRY)
     make_run(tmp_path, {"multiplier": 3})
-    assert RunStore(run_dir).load_state() == []
+    assert RunStore(run_dir).chain() == []
     assert load_report(run_dir).stages == []
 
 
 def kept_items(run_dir, index):
-    entry = RunStore(run_dir).load_state()[index]
-    return [Sample.model_validate_json(line) for line in open(Path(entry["output_dir"]) / "kept.jsonl")]
+    return list(RunStore(run_dir).kept(index))
 
 
 def test_a_set_stage_with_a_view_decides_on_views_and_its_relabelling_reaches_the_whole_items(tmp_path):

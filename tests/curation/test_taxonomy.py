@@ -254,12 +254,12 @@ def test_decision_parameters_replay_stored_scores_without_model_calls(tmp_path):
         before = {stats.stage: stats.kept for stats in load_report(run_dir).stages}
         overrides = [("image_quality", {"min_quality_score": 3}), ("category_min_size", {"min_items_per_category": 2}),
                      ("category_weighted_sample", {"max_items": 5, "weighting": "uniform"})]
-        from benchcurate.curation.recipes import resolve_run
-        from benchcurate.curation.runner import RunStore
+        from benchcurate.curation.store import RunStore
+        from tests.helpers import resolve
         config = RunStore(run_dir).load_config()
         settings = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
                     "backend": {"max_retries": 1}, **dict(overrides)}
-        changed = resolve_run("multiverse", out_dir=tmp_path / "out", run_id="thresholds", backend="openai",
+        changed = resolve("multiverse", tmp_path / "out", run_id="thresholds", backend="openai",
                               base_url=server.base_url, model="fake-vlm", overrides=settings)
         assert changed.input_path == config.input_path
         RunStore(run_dir).save_config(changed)

@@ -6,16 +6,17 @@ import numpy as np
 import pytest
 from datasketch import MinHash
 
+from benchcurate.curation.cache import Cache
 from benchcurate.curation.text import normalise, shingles
 from benchcurate.curation.text.language import detect, language_group
-from benchcurate.curation.text.minhash import MinHashParams, SignatureStore, near_duplicate_groups, signatures
+from benchcurate.curation.text.minhash import MinHashParams, near_duplicate_groups, signatures
 from tests.conftest import run_curate
 
 BASE = "Which of the two bars in this chart grew faster between 2019 and 2021, and by how much?"
 
 
 def dropped_pairs(texts, threshold=0.7, reference=()):
-    groups, _ = near_duplicate_groups(texts, MinHashParams(threshold=threshold), SignatureStore(None), reference)
+    groups, _ = near_duplicate_groups(texts, MinHashParams(threshold=threshold), None, reference)
     return {(group.kept, index) for group in groups for index, _ in group.members}
 
 
@@ -27,7 +28,7 @@ def test_normalisation_makes_spacing_case_and_width_copies_equal():
 
 def test_signatures_equal_datasketch_minhash_updated_one_token_at_a_time():
     params = MinHashParams()
-    matrix, computed = signatures([BASE, "another question entirely"], params, SignatureStore(None))
+    matrix, computed = signatures([BASE, "another question entirely"], params, None)
     reference = MinHash(num_perm=params.num_perm, seed=1, scheme="legacy")
     for shingle in sorted(params.shingles(BASE)):
         reference.update(shingle.encode())
@@ -55,13 +56,13 @@ def test_chinese_near_copies_are_found_by_character_shingles():
 
 def test_a_reference_text_is_kept_over_ours():
     groups, _ = near_duplicate_groups(["Describe the painting!", "Something else"], MinHashParams(),
-                                      SignatureStore(None), reference=["describe the painting."])
+                                      None, reference=["describe the painting."])
     assert len(groups) == 1 and groups[0].kept is None and groups[0].reference == 0
     assert groups[0].members == [(0, 1.0)]
 
 
 def test_stored_signatures_are_reused_and_a_threshold_change_computes_none(tmp_path):
-    store = SignatureStore(tmp_path / "minhash.sqlite")
+    store = Cache(tmp_path / "cache.sqlite")
     texts = [f"question number {k} about the picture" for k in range(50)]
     _, first = near_duplicate_groups(texts, MinHashParams(threshold=0.7), store)
     _, again = near_duplicate_groups(texts + ["a new question"], MinHashParams(threshold=0.5), store)

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.recipes import load_recipe, resolve_run
-from benchcurate.curation.runner import RunStore, run_all
+from benchcurate.curation.recipes import load_recipe
+from benchcurate.curation.runner import run_all
+from benchcurate.curation.store import RunStore
 from tests.conftest import make_image, run_curate
+from tests.helpers import resolve
 
 PROBE = ("import atexit, sys\n"
          "atexit.register(lambda: print('PREFECT_IMPORTED=' + str('prefect' in sys.modules), file=sys.stderr))\n"
@@ -77,7 +79,7 @@ def test_report_prints_the_funnel_of_a_run_without_prefect(tmp_path):
     for seed in range(4):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
     (tmp_path / "images" / "bad.png").write_text("x")
-    config = resolve_run("multiverse", out_dir=tmp_path / "outputs", input_path=str(tmp_path / "images"),
+    config = resolve("multiverse", tmp_path / "outputs", input_path=str(tmp_path / "images"),
                          run_id="r1", overrides={"category_min_size": {"min_items_per_category": 1}})
     store = RunStore(tmp_path / "outputs" / "runs" / "r1")
     store.save_config(config)

@@ -88,14 +88,14 @@ def test_a_run_on_the_cluster_spreads_hashing_over_both_workers_and_matches_a_lo
 def test_minhash_signatures_computed_on_the_cluster_equal_local_ones(cluster):
     from distributed import Client
 
-    from benchcurate.curation.text.minhash import MinHashParams, SignatureStore, signatures
+    from benchcurate.curation.text.minhash import MinHashParams, signatures
 
     texts = [f"what does panel {number} of the chart show about region {number % 7}" for number in range(5_000)]
     params = MinHashParams()
-    local, _ = signatures(texts, params, SignatureStore(None))
+    local, _ = signatures(texts, params, None)
 
     def on_worker(texts):
-        return signatures(texts, params, SignatureStore(None))
+        return signatures(texts, params, None)
 
     with Client(cluster, timeout=30) as client:
         before = client.run(lambda dask_worker: sum("_signature_chunk" in str(entry[0])

@@ -97,7 +97,7 @@ def funnel_artifact_of(run, artifacts):
 
 def test_demo_run_is_in_prefect_with_the_funnel_artifact(demo_run, api):
     runs, artifacts = read_server(api)
-    run = next(run for run in runs if run.parameters.get("run_id") == "e2e")
+    run = next(run for run in runs if (run.parameters.get("options") or {}).get("run_id") == "e2e")
     assert run.state.is_completed() and run.flow_id is not None
     artifact = funnel_artifact_of(run, artifacts)
     assert "| image_near_dedup |" in artifact.data and "near_duplicate" in artifact.data
@@ -200,7 +200,7 @@ def prefect_logs_and_parameters(api: dict[str, str], run_id: str) -> str:
 
     async def read():
         async with get_client() as client:
-            runs = [run for run in await client.read_flow_runs() if run.parameters.get("run_id") == run_id]
+            runs = [run for run in await client.read_flow_runs() if (run.parameters.get("options") or {}).get("run_id") == run_id]
             logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[r.id for r in runs])))
             return json.dumps([run.parameters for run in runs]) + "\n".join(log.message for log in logs)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchcurate.curation.release.verify import diff
+from benchcurate.curation.store import RunStore
 from tests.conftest import CURATE, make_image, run_curate
 from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -44,14 +45,14 @@ def finished_stages(run_dir: Path) -> set[str]:
 def stage_outputs(run_dir: Path) -> dict[str, tuple[list[dict], list[dict]]]:
     """stage -> (decisions, kept items) as written, without the stage key (it hashes the model server's URL, and
     each run here has its own loopback server) and with the output folder's own path taken out."""
-    state = json.loads((run_dir / "state.json").read_text())["stages"]
+    state = RunStore(run_dir).chain()
     root = str(run_dir.parent.parent)
 
     def rows(path: Path) -> list[dict]:
         return [{key: value for key, value in json.loads(line).items() if key != "stage_key"}
                 for line in path.read_text().replace(root, "<out>").splitlines()]
-    return {entry["stage"]: (rows(Path(entry["output_dir"]) / "decisions.jsonl"),
-                             rows(Path(entry["output_dir"]) / "kept.jsonl")) for entry in state}
+    return {entry.stage: (rows(Path(entry.output_dir) / "decisions.jsonl"),
+                          rows(Path(entry.output_dir) / "kept.jsonl")) for entry in state}
 
 
 def release_of(stdout: str) -> Path:

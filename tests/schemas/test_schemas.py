@@ -50,13 +50,20 @@ def test_release_columns_cover_the_multiverse_release_fields():
     assert set(turn["checklist"].feature) == {"question", "main_criteria", "sub_criteria"}
 
 
-def test_run_id_rejects_path_tricks():
+@pytest.mark.parametrize("run_id", ["../escape", "a/b", "/abs", ".hidden", "", "x" * 101, "sp ace", "new\nline"])
+def test_run_id_rejects_path_tricks(run_id, tmp_path):
     from benchcurate.curation.errors import UserError
-    from benchcurate.curation.recipes import resolve_run
+    from benchcurate.schemas import RunOptions
+    from tests.helpers import resolve
 
-    with pytest.raises(UserError, match="bad run id"):
-        resolve_run("multiverse", out_dir=__import__("pathlib").Path("/tmp"), run_id="../escape")
-    assert RunConfig.model_fields["run_id"].metadata  # the pattern is on the schema, not only in the CLI
+    with pytest.raises(UserError, match="bad run id"):  # as the CLI and a deployment resolve it
+        resolve("multiverse", tmp_path, run_id=run_id)
+    with pytest.raises(ValidationError, match="bad run id"):
+        RunOptions(run_id=run_id)
+    good = resolve("multiverse", tmp_path, run_id="ok.run_1-2")
+    with pytest.raises(ValidationError, match="run_id"):  # run.json itself refuses it: a hand-edited file cannot
+        RunConfig.model_validate({**good.model_dump(mode="json"), "run_id": run_id})
+    assert not list(tmp_path.glob("**/escape"))
 
 
 def test_provenance_requires_a_license_field():

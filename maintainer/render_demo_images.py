@@ -1,11 +1,17 @@
-"""Deterministic synthetic images for the demo corpus: charts, documents, diagrams, UI mock-ups, receipts, an icon.
+"""Draw the 41 synthetic demo images (charts, documents, diagrams, UI mock-ups, receipts, an icon) with Pillow.
 
-Everything is drawn with Pillow from a per-image ``random.Random`` seeded by (kind, index), so the bytes written
-are identical on every call. Nothing is read from disk or the network; text uses Pillow's bundled font.
+Maintainer tool, outside the package: its output is committed as `curation/demo/rendered/` (the images plus
+`IMAGES.jsonl`: each file's kind, description, format, size, license and sha256), and the demo corpus copies those
+files. Run it only to change or add demo images (`.venv/bin/python maintainer/render_demo_images.py OUT_DIR`, then
+copy the result into that folder and commit it); new bytes mean new demo sample ids. The drawing is seeded per
+image, but the bytes depend on Pillow's bundled default font and encoders, so another Pillow may write other files.
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import json
 import math
 import random
 import re
@@ -17,7 +23,7 @@ from typing import Callable
 
 from PIL import Image, ImageDraw, ImageFont
 
-__all__ = ["KINDS", "RenderedImage", "render_demo_images"]
+__all__ = ["KINDS", "RenderedImage", "render_demo_images", "write_index"]
 
 
 @dataclass(frozen=True)
@@ -1337,3 +1343,33 @@ def render_demo_images(out_dir: Path) -> list[RenderedImage]:
                 img.save(path, "PNG")
             rendered.append(RenderedImage(path=path, kind=kind, description=description))
     return rendered
+
+
+INDEX_NAME = "IMAGES.jsonl"
+LICENSE = "CC0-1.0"  # drawn by this script, so ours to dedicate
+
+
+def write_index(images: list[RenderedImage], out_dir: Path) -> Path:
+    """Write `IMAGES.jsonl` (one row per image, in render order) beside the images and return its path."""
+    path = Path(out_dir) / INDEX_NAME
+    with open(path, "w", encoding="utf-8") as handle:
+        for image in images:
+            with Image.open(image.path) as opened:
+                shape = {"format": opened.format, "width": opened.width, "height": opened.height}
+            row = {"file": image.path.name, "kind": image.kind, "description": image.description, **shape,
+                   "license": LICENSE, "sha256": hashlib.sha256(image.path.read_bytes()).hexdigest()}
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Render every demo image and its index into OUT_DIR."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="folder to write (curation/demo/rendered)")
+    out_dir = parser.parse_args(argv).out_dir
+    images = render_demo_images(out_dir)
+    print(f"{len(images)} images and {write_index(images, out_dir).name} written to {out_dir}")
+
+
+if __name__ == "__main__":
+    main()
