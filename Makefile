@@ -56,7 +56,9 @@ $(PW): | browser
 demo: $(STAMP)
 	$(BIN)/curate run multiverse
 
-# pytest exits 5 when it collects no test: not a failure of the suite.
+# pytest exits 5 when it collects no test: not a failure of the suite. Four workers on two cores: much of the suite
+# waits on servers and subprocesses. Whole files go to one worker, so a module's fixtures start once.
+PYTEST_ARGS ?= -n 4 --dist loadfile
 test: $(TEST_STAMP) $(LS_TEMPLATE) $(PW)
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; status=0; fi; exit $$status

@@ -7,7 +7,8 @@ headless, on SQLite, bound to 127.0.0.1. Where things live (all outside the repo
 - a migrated template database: `.ls/template/label_studio.sqlite3` (copied into an empty data folder, so a
   first start takes seconds instead of half a minute of migrations);
 - the data folder: `outputs/label-studio/` (or `--data`), holding the database, media, the server's secret key
-  (`.env`), its log, its pid and the admin token (`token`, mode 0600).
+  (`.env`), its log, its record (`server.json`: pid, port, start time; a pid that is not that process is
+  ignored, never signalled) and the admin token (`token`, mode 0600).
 
 The admin is `LABEL_STUDIO_USERNAME` (default `admin@localhost`) with `LABEL_STUDIO_PASSWORD` (default: generated
 once, stored 0600 next to the token) and the legacy API token `LABEL_STUDIO_API_KEY`, or a generated one that is
@@ -20,15 +21,12 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
 import socket
-import subprocess
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchcurate.curation.errors import BackendUnavailable, UserError
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.local_server import LocalServer, get
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PORT = 8080
@@ -63,12 +61,9 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _get(url: str, timeout: float = 2.0) -> bytes | None:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback only
-            return response.read()
-    except OSError:
-        return None
+def local_server(data_dir: Path) -> LocalServer:
+    """The record (`server.json`) of the Label Studio this data folder started; its process runs label-studio."""
+    return LocalServer(data_dir, "server", "label-studio")
 
 
 def _secret_file(path: Path, make) -> str:
@@ -93,33 +88,17 @@ def admin_token(data_dir: Path) -> tuple[str, bool]:
     return _secret_file(path, lambda: secrets.token_hex(20)), created
 
 
-def _pid(data_dir: Path) -> int | None:
-    try:
-        pid = int((data_dir / "server.pid").read_text().split()[0])
-        os.kill(pid, 0)
-        return pid
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _port(data_dir: Path) -> int | None:
-    try:
-        return int((data_dir / "server.pid").read_text().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def status(data_dir: Path) -> ServerInfo:
-    port = _port(data_dir) or DEFAULT_PORT
-    url = f"http://127.0.0.1:{port}"
-    pid = _pid(data_dir)
-    healthy = pid is not None and b"UP" in (_get(f"{url}/health") or b"")
+    record = local_server(data_dir).running()
+    url = record.url if record else f"http://127.0.0.1:{DEFAULT_PORT}"
+    healthy = record is not None and b"UP" in (get(f"{url}/health") or b"")
     version = None
     if healthy:
-        body = _get(f"{url}/api/version") or b""
+        body = get(f"{url}/api/version") or b""
         version = next((part.split(b'"')[1].decode() for part in body.split(b'"release":')[1:2]), None) \
             if b'"release":' in body else None
-    return ServerInfo(url=url, pid=pid, healthy=healthy, version=version, data_dir=data_dir)
+    return ServerInfo(url=url, pid=record.pid if record else None, healthy=healthy, version=version,
+                      data_dir=data_dir)
 
 
 def up(data_dir: Path, port: int = DEFAULT_PORT, files_root: Path | None = None) -> tuple[ServerInfo, str | None]:
@@ -152,43 +131,21 @@ def up(data_dir: Path, port: int = DEFAULT_PORT, files_root: Path | None = None)
            "COLLECT_ANALYTICS": "false", "XDG_CONFIG_HOME": str(data_dir / "config")}
     env.pop("LABEL_STUDIO_API_KEY", None)
     log = data_dir / "server.log"
-    with open(log, "w", encoding="utf-8") as handle:
-        process = subprocess.Popen([str(executable), "start", "--no-browser", "--internal-host", "127.0.0.1",
-                                    "-p", str(port)], stdout=handle, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True, cwd=data_dir)
-    (data_dir / "server.pid").write_text(f"{process.pid} {port}\n", encoding="utf-8")
-    deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
-    url = f"http://127.0.0.1:{port}"
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            (data_dir / "server.pid").unlink(missing_ok=True)
-            raise BackendUnavailable(f"Label Studio exited with code {process.returncode} while starting; see {log}")
+    log.unlink(missing_ok=True)
+    server = local_server(data_dir)
+    process = server.start([str(executable), "start", "--no-browser", "--internal-host", "127.0.0.1", "-p",
+                            str(port)], port, env, log, cwd=data_dir)
+
+    def answered(body: bytes | None) -> bool:
         if "is in use" in log.read_text(encoding="utf-8", errors="replace"):
-            down(data_dir)
+            server.stop()
             raise UserError(f"port {port} became taken while Label Studio started; pass another --port")
-        if b"UP" in (_get(f"{url}/health") or b""):
-            return status(data_dir), token if created else None
-        time.sleep(0.5)
-    down(data_dir)
-    raise BackendUnavailable(f"Label Studio did not answer {url}/health within {HEALTH_TIMEOUT_SECONDS} s; see {log}")
+        return b"UP" in (body or b"")
+
+    server.wait_healthy(process, f"http://127.0.0.1:{port}/health", log, HEALTH_TIMEOUT_SECONDS, answered)
+    return status(data_dir), token if created else None
 
 
 def down(data_dir: Path, timeout: float = 30) -> bool:
-    """Stop the server started for `data_dir` (SIGTERM, then SIGKILL); False when none was running."""
-    data_dir = data_dir.resolve()
-    pid = _pid(data_dir)
-    if pid is None:
-        (data_dir / "server.pid").unlink(missing_ok=True)
-        return False
-    os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _pid(data_dir) is not None:
-        time.sleep(0.2)
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-    if _pid(data_dir) is not None:
-        os.killpg(pid, signal.SIGKILL)
-    (data_dir / "server.pid").unlink(missing_ok=True)
-    return True
+    """Stop the server started for `data_dir` (SIGTERM, then SIGKILL); False when none of ours was running."""
+    return local_server(data_dir.resolve()).stop(timeout)

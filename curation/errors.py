@@ -1,4 +1,4 @@
-"""The three kinds of failure the pipeline distinguishes."""
+"""The kinds of failure (and of waiting) the pipeline distinguishes."""
 
 
 class UserError(Exception):
@@ -11,6 +11,11 @@ class BackendUnavailable(Exception):
 
 class StageFailed(Exception):
     """A stage whose every item failed: nothing is recorded as done, so a rerun tries again after the fix."""
+
+
+class StageWaiting(Exception):
+    """Work outside this process is still running (batches, people reviewing): the stage is not done, and a rerun
+    with the same run id resumes it."""
 
 
 class ModelRequestRejected(Exception):

@@ -20,11 +20,11 @@ from functools import partial as partial_function
 from pathlib import Path
 
 from benchcurate.curation.cache import Cache
-from benchcurate.curation.errors import StageFailed, UserError
+from benchcurate.curation.errors import StageFailed, StageWaiting, UserError
 from benchcurate.curation.fingerprint import sha256_file, sha256_json
 from benchcurate.curation.jsonl import read_jsonl, read_samples
 from benchcurate.curation.models import ModelBackend, make_backend
-from benchcurate.curation.models.batch import MAX_SUBMISSIONS, BatchJobs, DeferredToBatch, PendingRequest, StageWaiting
+from benchcurate.curation.models.batch import MAX_SUBMISSIONS, BatchJobs, DeferredToBatch, PendingRequest
 from benchcurate.curation.models.identity import backend_identity
 from benchcurate.curation.models.usage import add_usage
 from benchcurate.curation.parallel import on_dask_worker, ordered_map

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import os
 import sys
@@ -15,7 +17,27 @@ from typer.core import TyperGroup
 from benchcurate.curation.errors import BackendUnavailable, StageFailed, UserError
 from benchcurate.curation.models.pricing import BudgetExceeded
 
+
+class _OneLineErrors(TyperGroup):
+    """Every command's expected failures as one line and an exit code: 2 a user mistake, 3 a server down or a stage
+    that failed, 4 the cost limit (the console script and in-process callers such as CliRunner alike)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UserError as error:
+            typer.echo(f"error: {error}", err=True)
+            ctx.exit(2)
+        except (BackendUnavailable, StageFailed) as error:
+            typer.echo(f"error: {error}", err=True)
+            ctx.exit(3)
+        except BudgetExceeded as error:
+            typer.echo(f"stopped: {error}", err=True)
+            ctx.exit(4)
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     help="Curate reviewed, versioned multimodal benchmarks from images.\n\n"
          "Start with `curate run multiverse` (the bundled demo corpus, offline backend), then "
          "`curate report <run-id>`.",
@@ -37,6 +59,13 @@ review_app = typer.Typer(help="Review rounds in Label Studio: push a run's conve
 app.add_typer(review_app, name="review")
 LsData = Annotated[Path, typer.Option("--data", help="Label Studio's data folder (database, secret key, token, "
                                                      "log).")]
+PrefectServerOption = Annotated[str, typer.Option(
+    help="local: the output folder's Prefect server, started once in the background and reused (about 8 s faster "
+         "per run; `curate prefect down` stops it, and it stops itself after an idle hour); temporary: Prefect's "
+         "own server for this command only. PREFECT_API_URL, when set, wins over both.")]
+prefect_app = typer.Typer(help="The output folder's local Prefect server, which records every run: up, down, "
+                               "status.", no_args_is_help=True)
+app.add_typer(prefect_app, name="prefect")
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, dict]:
@@ -91,9 +120,11 @@ def run(
         help="Run the stages on this Dask scheduler (e.g. tcp://10.0.0.5:8786) through Prefect's Dask task "
              "runner; hashing, MinHash signatures and offline scoring spread over its workers. On one machine "
              "--jobs is faster; a cluster adds machines.")] = None,
+    prefect_server: PrefectServerOption = "local",
     out: OutOption = Path("outputs"),
 ) -> None:
-    """Run a recipe as a Prefect flow (an ephemeral Prefect server unless PREFECT_API_URL is set)."""
+    """Run a recipe as a Prefect flow, recorded by the Prefect server PREFECT_API_URL names, else by the output
+    folder's local server (started in the background by the first run; `curate prefect status`)."""
     from benchcurate.curation.recipes import resolve_run, run_options
 
     if progress not in ("auto", "bar", "log", "none"):
@@ -106,8 +137,7 @@ def run(
         dask_address=dask_address, concurrency=concurrency, max_cost_usd=max_cost, refresh_cache=refresh_cache,
         batch=batch, release=release, progress=progress)
     resolve_run(recipe, options, out.resolve())  # every mistake found before Prefect starts costs no server start-up
-    _quiet_prefect_defaults()
-    _check_prefect_api()
+    _use_prefect_server(out, prefect_server)
     from benchcurate.curation.report import funnel_text, load_report
     from benchcurate.flows.curate import curate
 
@@ -432,6 +462,43 @@ def text_lang(
     typer.echo(", ".join(f"{code} {count}" for code, count in counts.most_common()) + f" -> {out}")
 
 
+@prefect_app.command("up")
+def prefect_up(
+    out: OutOption = Path("outputs"),
+    idle_minutes: Annotated[float, typer.Option(help="Stop after this many minutes with no request (0: never).")]
+    = 60.0,
+    port: Annotated[Optional[int], typer.Option(help="Port on 127.0.0.1 (default: a free one).")] = None,
+) -> None:
+    """Start the output folder's local Prefect server (API and UI) unless it runs; print its address."""
+    from benchcurate.flows.prefect_server import api_url, ensure, server_folder
+
+    record, started = ensure(out, idle_minutes, port)
+    typer.echo(f"{'started' if started else 'already running'}: Prefect at {record.url} (pid {record.pid}, "
+               f"data {server_folder(out)})\nexport PREFECT_API_URL={api_url(record)}")
+
+
+@prefect_app.command("down")
+def prefect_down(out: OutOption = Path("outputs")) -> None:
+    """Stop the output folder's local Prefect server."""
+    from benchcurate.flows.prefect_server import down
+
+    typer.echo("stopped" if down(out) else f"no local Prefect server running for {out.resolve()}")
+
+
+@prefect_app.command("status")
+def prefect_status(out: OutOption = Path("outputs")) -> None:
+    """Whether the output folder's local Prefect server runs and answers, and where."""
+    from benchcurate.flows.prefect_server import api_url, local_server, status
+
+    record = status(out)
+    if record is None:
+        stale = local_server(out).running()
+        typer.echo(f"{'not answering' if stale else 'not running'} (data {out.resolve() / 'prefect'}); "
+                   f"`curate run` starts it, or `curate prefect up`")
+        raise typer.Exit(1)
+    typer.echo(f"healthy: Prefect at {record.url} (pid {record.pid})\nexport PREFECT_API_URL={api_url(record)}")
+
+
 @ls_app.command("up")
 def ls_up(
     data: LsData = Path("outputs/label-studio"),
@@ -591,47 +658,61 @@ def serve(
     out: OutOption = Path("outputs"),
     limit: Annotated[int, typer.Option(help="Flow runs at once.")] = 1,
 ) -> None:
-    """Serve the deployments curate/<recipe> until interrupted; needs PREFECT_API_URL (a Prefect server)."""
-    _quiet_prefect_defaults()
-    if not _check_prefect_api():
-        raise UserError("curate serve needs a Prefect server: start one with `prefect server start` and "
-                        "set PREFECT_API_URL=http://127.0.0.1:4200/api")
+    """Serve the deployments curate/<recipe> until interrupted, on the Prefect server PREFECT_API_URL names, else
+    on the output folder's local server (printed: export its PREFECT_API_URL to `prefect deployment run`)."""
+    url = _use_prefect_server(out, "local")
+    typer.echo(f"serving curate/<recipe> deployments on {url}; start runs with:\n  PREFECT_API_URL={url} "
+               f"prefect deployment run curate/multiverse", err=True)
     from benchcurate.flows.deployments import serve_all
 
     serve_all(out, limit)
 
 
-def _quiet_prefect_defaults() -> None:
-    """Defaults for Prefect's own chatter; a value the user set wins. No network here, so no telemetry."""
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+def _configured_api_url() -> str | None:
+    """PREFECT_API_URL from the environment, else from the active Prefect profile (read without importing Prefect,
+    whose settings are fixed at import)."""
+    import tomllib
+
+    if os.environ.get("PREFECT_API_URL"):
+        return os.environ["PREFECT_API_URL"]
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect")
+    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml")
+    try:
+        profiles = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    active = os.environ.get("PREFECT_PROFILE") or profiles.get("active", "local")
+    return profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL") or None
 
 
-def _check_prefect_api() -> str | None:
-    """The configured Prefect API URL after checking it answers; None when runs use a temporary server."""
+def _use_prefect_server(out: Path, choice: str) -> str | None:
+    """Point this process at a Prefect server that answers, before Prefect is imported: the configured one, else
+    the output folder's local server (started when it does not run), else none for `temporary` (Prefect then
+    starts its own for this process). Returns the API URL."""
     import urllib.request
 
-    from prefect.settings import PREFECT_API_URL
-
-    url = PREFECT_API_URL.value()
-    if not url:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no network here, so no telemetry
+    if choice not in ("local", "temporary"):
+        raise UserError(f"--prefect-server must be local or temporary, not '{choice}'")
+    url = _configured_api_url()
+    if url:
+        try:
+            with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=5):  # noqa: S310
+                return url
+        except OSError as error:
+            raise UserError(f"no Prefect server answers at PREFECT_API_URL={url} ({error}); start it, or unset "
+                            f"PREFECT_API_URL to use the output folder's local server") from error
+    if choice == "temporary":
         return None
-    try:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=5):
-            return url
-    except OSError as error:
-        raise UserError(f"no Prefect server answers at PREFECT_API_URL={url} ({error}); start it with "
-                        f"`prefect server start`, or unset PREFECT_API_URL to run with a temporary server") from error
+    from benchcurate.flows.prefect_server import api_url, ensure
+
+    record, _ = ensure(out, say=lambda line: typer.echo(line, err=True))
+    os.environ["PREFECT_API_URL"] = api_url(record)
+    return os.environ["PREFECT_API_URL"]
 
 
 def main() -> None:
-    try:
-        app()
-    except UserError as error:
-        typer.echo(f"error: {error}", err=True)
-        sys.exit(2)
-    except (BackendUnavailable, StageFailed) as error:
-        typer.echo(f"error: {error}", err=True)
-        sys.exit(3)
-    except BudgetExceeded as error:
-        typer.echo(f"stopped: {error}", err=True)
-        sys.exit(4)
+    # Registered first, so it runs last: the interpreter then skips a final collection of the ~2 million objects
+    # Prefect and its imports leave, which took 0.9 s of every command's exit (measured: 0.07 s with this).
+    atexit.register(gc.freeze)
+    app()

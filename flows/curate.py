@@ -13,11 +13,13 @@ from typing import Any, Literal
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import opaque
 
 from benchcurate.curation.demo.corpus import build_demo_corpus
 from benchcurate.curation.errors import BackendUnavailable, StageFailed, UserError
 from benchcurate.curation.extras import require
 from benchcurate.curation.models.pricing import BudgetExceeded
+from benchcurate.curation.progress import Progress
 from benchcurate.curation.recipes import (
     DEMO_CORPUS_DIRNAME,
     available_recipes,
@@ -25,7 +27,6 @@ from benchcurate.curation.recipes import (
     existing_run,
     resolve_run,
 )
-from benchcurate.curation.release.writer import write_release
 from benchcurate.curation.report import (
     LABEL_TITLES,
     funnel_markdown,
@@ -37,7 +38,7 @@ from benchcurate.curation.report import (
 from benchcurate.curation.runner import check_backend, run_stage
 from benchcurate.curation.store import RunStore
 from benchcurate.flows.progress import make_progress, stage_summary
-from benchcurate.schemas import RunOptions
+from benchcurate.schemas import RunOptions, StageStats
 
 RecipeName = Literal[tuple(available_recipes())]  # type: ignore[valid-type]
 EXPECTED_FAILURES = (UserError, BackendUnavailable, StageFailed, BudgetExceeded)
@@ -88,6 +89,12 @@ def _artifact_key(recipe: str) -> str:
     return f"funnel-{recipe}".replace("_", "-")
 
 
+def _stage(run_dir: Path, index: int, progress: Progress | None = None) -> StageStats | None:
+    """One stage as a Prefect task. Its parameters are all Prefect sees and walks (looking for futures before the
+    call): not the runner's stage table, and the progress display only as an opaque value."""
+    return run_stage(run_dir, index, progress)
+
+
 def _dask_runner(address: str):
     require("dask", "--dask-address")
     from prefect_dask import DaskTaskRunner
@@ -98,7 +105,7 @@ def _dask_runner(address: str):
 def _stages_on_dask(run_dir: str) -> None:
     logger = get_run_logger()
     for index, spec in enumerate(RunStore(Path(run_dir)).load_config().recipe.stages):
-        stats = task(run_stage, name=spec.stage, cache_policy=NO_CACHE).submit(Path(run_dir), index).result()
+        stats = task(_stage, name=spec.stage, cache_policy=NO_CACHE).submit(Path(run_dir), index).result()
         if stats is None:
             return
         logger.info(stage_summary(stats, skipped=False))
@@ -132,7 +139,7 @@ def curate(recipe: RecipeName = "multiverse", options: RunOptions | None = None,
     else:
         display = make_progress(options.progress, logger)
         for index, spec in enumerate(config.recipe.stages):
-            if task(run_stage, name=spec.stage, cache_policy=NO_CACHE)(store.root, index, display) is None:
+            if task(_stage, name=spec.stage, cache_policy=NO_CACHE)(store.root, index, opaque(display)) is None:
                 break  # waiting for batches: the next run resumes polling
     report = load_report(store.root)
     review = _push_for_review(store.root, out, recipe, logger) if report.waiting and report.waiting.startswith(
@@ -159,6 +166,8 @@ def curate(recipe: RecipeName = "multiverse", options: RunOptions | None = None,
     if emptied_by is not None:
         logger.warning("no sample survived: %s removed the last ones; nothing to release", emptied_by)
     elif options.release:
+        from benchcurate.curation.release.writer import write_release  # datasets loads only when releasing
+
         release_dir = write_release(store.root, out)
         logger.info("release written to %s", release_dir)
     return {"run_id": config.run_id, "run_dir": str(store.root), "emptied_by": emptied_by,

@@ -1,23 +1,25 @@
-"""Test environment: nothing written under HOME, servers on loopback stopped by PID, seeded factories."""
+"""Test environment: nothing written under HOME, servers on loopback stopped by PID, and what the whole run
+shares: one Prefect server and one demo run, whichever pytest-xdist worker needs them first (under a file lock),
+stopped by the main process at the end."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-# Before anything imports Prefect, Hugging Face or matplotlib: point every tool's home into one session folder.
+# Before anything imports Prefect, Hugging Face or matplotlib: point every tool's home into one folder per process.
 SESSION_DIR = Path(tempfile.mkdtemp(prefix="curate-tests-"))
+# One folder for the whole run: the main process creates it, pytest-xdist workers inherit its name.
+os.environ.setdefault("CURATE_TEST_SHARED_DIR", tempfile.mkdtemp(prefix="curate-tests-shared-"))
 ISOLATED_ENV = {
     "HOME": str(SESSION_DIR / "home"),
     "XDG_CONFIG_HOME": str(SESSION_DIR / "config"),
     "MPLCONFIGDIR": str(SESSION_DIR / "mpl"),
     "PREFECT_HOME": str(SESSION_DIR / "prefect_home"),
     "PREFECT_PROFILES_PATH": str(SESSION_DIR / "prefect_home" / "profiles.toml"),
-    "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{SESSION_DIR}/prefect_home/prefect.db",
     "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(SESSION_DIR / "prefect_results"),
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_UI_ENABLED": "false",
@@ -28,46 +30,71 @@ ISOLATED_ENV = {
     "HF_DATASETS_OFFLINE": "1",
     "HF_HUB_OFFLINE": "1",
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+    "CURATE_TEST_SESSION_DIR": str(SESSION_DIR),
+    # Nothing listens on port 9 (discard): a `curate run` a test did not point at the shared Prefect server
+    # (the prefect_env fixture) fails at once instead of starting a local server that outlives the test.
+    "PREFECT_API_URL": "http://127.0.0.1:9/api",
 }
 for _name in ("home", "config", "mpl", "prefect_home", "hf_home"):
     (SESSION_DIR / _name).mkdir(parents=True, exist_ok=True)
 os.environ.update(ISOLATED_ENV)
-for _name in ("PREFECT_API_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+for _name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LABEL_STUDIO_URL", "LABEL_STUDIO_API_KEY"):
     os.environ.pop(_name, None)
 
 import pytest  # noqa: E402
 
-from tests.factories import make_image, make_sample  # noqa: E402,F401  (tests import them from here)
-from tests.servers import free_port, stop_process, wait_http  # noqa: E402,F401
+from tests.helpers import SHARED_DIR, run_curate, shared_once  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-CURATE = Path(sys.executable).parent / "curate"
-PREFECT = Path(sys.executable).parent / "prefect"
+PREFECT_FOLDER = SHARED_DIR / "prefect-out"  # an output folder whose local Prefect server the tests share
+
+
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Slow modules first: pytest-xdist hands out whole files in this order (--dist loadfile, so a module's
+    fixtures start once), so the longest start early and the short ones fill the gaps at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(SESSION_DIR, ignore_errors=True)
+    if not _is_worker(session.config):  # the main process ends what the workers shared
+        from benchcurate.flows.prefect_server import down
+
+        down(PREFECT_FOLDER)
+        shutil.rmtree(SHARED_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def prefect_server() -> str:
-    """A real Prefect server on loopback for the whole session; its API URL."""
-    port = free_port()
-    log = SESSION_DIR / "prefect-server.log"
-    with open(log, "w") as handle:
-        process = subprocess.Popen([str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                                   stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
-                                   env={**os.environ})
-    api = f"http://127.0.0.1:{port}/api"
-    try:
-        wait_http(f"{api}/health", process, log)
-        yield api
-    finally:
-        stop_process(process)
+    """The API URL of a real Prefect server on loopback, one for the whole run: the product's own local server
+    (`curate prefect up`) of a shared output folder, started by the first worker that needs it."""
+    from benchcurate.flows.prefect_server import api_url, ensure
+
+    record, _ = ensure(PREFECT_FOLDER, idle_minutes=0)
+    return api_url(record)
 
 
-def run_curate(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
-               ) -> subprocess.CompletedProcess:
-    """The real `curate` console script in a subprocess."""
-    return subprocess.run([str(CURATE), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+@pytest.fixture(scope="session")
+def prefect_env(prefect_server) -> dict[str, str]:
+    """The environment a `curate` subprocess needs to record its runs in the shared Prefect server."""
+    return {"PREFECT_API_URL": prefect_server}
+
+
+@pytest.fixture(scope="session")
+def demo_run(prefect_env) -> tuple[Path, subprocess.CompletedProcess]:
+    """The run's one `curate run multiverse` on the bundled demo corpus, as `make demo` runs it (its workdir, the
+    completed process); end-to-end modules on any worker read it instead of each running their own."""
+    workdir = SHARED_DIR / "demo"
+
+    def run() -> list:
+        workdir.mkdir()
+        result = run_curate(["run", "multiverse", "--run-id", "e2e", "--progress", "log"], workdir,
+                            {**prefect_env, "PREFECT_LOGGING_LEVEL": "INFO"})  # INFO: the progress lines
+        return [result.args, result.returncode, result.stdout, result.stderr]
+
+    args, code, stdout, stderr = shared_once("demo", run)
+    assert code == 0, stderr[-3000:]
+    return workdir, subprocess.CompletedProcess(args, code, stdout, stderr)

@@ -1,13 +1,173 @@
-"""Helpers shared by test modules (test modules never import each other): run configurations, runs, readers."""
+"""Helpers shared by test modules (test modules never import each other; conftest holds only fixtures and the
+session's environment): running `curate`, preparing runs, reading what a run printed and stored."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from benchcurate.curation.recipes import resolve_run, run_options
-from benchcurate.schemas import RunConfig
+from typer.testing import CliRunner
 
+from benchcurate.curation.recipes import load_recipe, resolve_run, run_options
+from benchcurate.curation.runner import run_all
+from benchcurate.curation.store import RunStore
+from benchcurate.schemas import RunConfig
+from tests.factories import make_image
+
+REPO = Path(__file__).resolve().parents[1]
+CURATE = Path(sys.executable).parent / "curate"
+PREFECT = Path(sys.executable).parent / "prefect"
+SESSION_DIR = Path(os.environ["CURATE_TEST_SESSION_DIR"])  # this process's; set by conftest before any import
+SHARED_DIR = Path(os.environ["CURATE_TEST_SHARED_DIR"])    # the whole run's, shared by pytest-xdist workers
+
+# The stages of the multiverse recipe, in order, as the funnel and the progress lines name them.
+MULTIVERSE_STAGES = [spec.stage for spec in load_recipe("multiverse").stages]
+# Overrides that let a handful of generated pictures reach a release.
+SMALL = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
+         "category_weighted_sample": {"max_items": 100}, "conversation_generate": {"min_utterances": 2}}
+
+
+# --- running curate ------------------------------------------------------------------------------
+
+def run_curate(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+               ) -> subprocess.CompletedProcess:
+    """The real `curate` console script in a subprocess."""
+    return subprocess.run([str(CURATE), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def curate_in_process(args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+                      ) -> subprocess.CompletedProcess:
+    """`curate ARGS` run in this process with typer's CliRunner, as run_curate would in a subprocess (the same
+    .returncode, .stdout, .stderr): for commands that start no server or worker, it saves a process start and
+    Prefect-free imports of about two seconds of CPU each."""
+    from benchcurate.flows.cli import app
+
+    with contextlib.chdir(cwd or Path.cwd()):
+        result = CliRunner().invoke(app, args, env=env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(["curate", *args], result.exit_code, result.stdout, result.stderr)
+
+
+# --- what pytest-xdist workers share ---------------------------------------------------------------
+
+@contextlib.contextmanager
+def shared_lock(name: str) -> Iterator[None]:
+    """One process at a time across pytest-xdist workers."""
+    with open(SHARED_DIR / f"{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def shared_once(name: str, make: Callable[[], object]) -> object:
+    """`make()` run by the first worker that asks; its JSON result is kept for every other worker."""
+    record = SHARED_DIR / f"{name}.json"
+    with shared_lock(name):
+        if not record.exists():
+            record.write_text(json.dumps(make()))
+    return json.loads(record.read_text())
+
+
+# --- preparing runs ------------------------------------------------------------------------------
 
 def resolve(recipe: str, out_dir: Path, **options: object) -> RunConfig:
     """A run's configuration as `curate run` resolves it, from RunOptions fields given as keywords."""
     return resolve_run(recipe, run_options(**options), out_dir)
+
+
+def prepared_run(tmp_path: Path, run_id: str = "run", recipe: str = "multiverse", images: int = 6,
+                 input_path: Path | None = None, **options: object) -> Path:
+    """A run configured as `curate run` would, on `images` generated pictures (or `input_path`); not yet run."""
+    if input_path is None:
+        input_path = tmp_path / "images"
+        for seed in range(images):
+            if not (input_path / f"{seed}.png").exists():
+                make_image(input_path / f"{seed}.png", seed)
+    store = RunStore(tmp_path / "out" / "runs" / run_id)
+    store.save_config(resolve(recipe, tmp_path / "out", input_path=str(input_path), run_id=run_id, **options))
+    return store.root
+
+
+def finished_run(tmp_path: Path, run_id: str = "run", recipe: str = "multiverse", **options: object) -> Path:
+    """prepared_run, then every stage in this process (no Prefect)."""
+    run_dir = prepared_run(tmp_path, run_id, recipe, **options)
+    run_all(run_dir)
+    return run_dir
+
+
+# --- reading what a run printed and stored ----------------------------------------------------------
+
+def funnel(stdout: str) -> dict[str, list[str]]:
+    """stage -> [in, removed, ...reasons..., out] from the printed funnel table."""
+    rows = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) > 4 and parts[1] in MULTIVERSE_STAGES and parts[0].isdigit():
+            rows[parts[1]] = parts[2:]
+    return rows
+
+
+def summary_lines(stdout: str) -> dict[str, str]:
+    """stage -> its progress summary line ('... [skipped, already done]' or '... [0.3s]')."""
+    found = {}
+    for line in stdout.splitlines():
+        match = re.search(r"\d+\. (\w+): \d+ in", line)
+        if match and match.group(1) in MULTIVERSE_STAGES:
+            found[match.group(1)] = line
+    return found
+
+
+def release_of(stdout: str) -> Path:
+    line = next(line for line in stdout.splitlines() if line.startswith("release:"))
+    return Path(line.split(None, 1)[1].strip())
+
+
+def stage_outputs(run_dir: Path) -> dict[str, tuple[list[dict], list[dict]]]:
+    """stage -> (decisions, kept items) as written, without the stage key (it hashes the model server's URL, and
+    each run here may have its own loopback server) and with the output folder's own path taken out."""
+    root = str(run_dir.parent.parent)
+
+    def rows(path: Path) -> list[dict]:
+        return [{key: value for key, value in json.loads(line).items() if key != "stage_key"}
+                for line in path.read_text().replace(root, "<out>").splitlines()]
+    return {entry.stage: (rows(Path(entry.output_dir) / "decisions.jsonl"),
+                          rows(Path(entry.output_dir) / "kept.jsonl")) for entry in RunStore(run_dir).chain()}
+
+
+def funnel_artifact_of(run, artifacts):
+    """The funnel artifact the curate flow published for `run`."""
+    return next(a for a in artifacts if a.key == "funnel-multiverse" and a.flow_run_id == run.id)
+
+
+def read_prefect(api_url: str):
+    """(flow runs, artifacts) as the Prefect server at `api_url` holds them."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    async def read():
+        async with get_client() as client:
+            return await client.read_flow_runs(), await client.read_artifacts()
+
+    with temporary_settings({PREFECT_API_URL: api_url}):
+        return asyncio.run(read())
+
+
+# Prices for the loopback server's model, so runs against it count costs.
+FAKE_PRICES = {"fake-vlm": {"input_per_million": 1.0, "output_per_million": 2.0}}
+
+
+def model_run(tmp_path: Path, server, run_id: str, images: int = 4, **backend: object) -> Path:
+    """A multiverse run on the loopback `server` (not yet run): every image kept, one retry, prices known."""
+    overrides = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
+                 "backend": {"prices": FAKE_PRICES, "max_retries": 1, **backend}}
+    return prepared_run(tmp_path, run_id, images=images, backend="openai", base_url=server.base_url, model="fake-vlm",
+                        overrides=overrides)

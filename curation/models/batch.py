@@ -17,10 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import openai
 from pydantic import ValidationError
 
-from benchcurate.curation.errors import BackendUnavailable
+from benchcurate.curation.errors import BackendUnavailable, StageWaiting
 from benchcurate.curation.models.pricing import cost_usd, price_for
 from benchcurate.schemas import ModelUsage
 
@@ -28,10 +27,6 @@ MAX_LINES_PER_FILE = 45_000          # the API allows 50,000
 MAX_BYTES_PER_FILE = 180_000_000     # the API allows 200 MB
 MAX_SUBMISSIONS = 3
 FINAL = {"completed", "failed", "expired", "cancelled"}
-
-
-class StageWaiting(Exception):
-    """Batches are still running: the stage is not done; rerun with the same run id to resume polling."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +67,8 @@ class BatchJobs:
         self.folder = folder
         self.wait_seconds = wait_seconds
         self.poll_seconds = poll_seconds
+        import openai  # here, not at the top: an offline run never loads the SDK (0.4 s of imports)
+
         self._api = openai.OpenAI(base_url=backend.base_url, api_key=backend._api_key,
                                   timeout=backend.spec.timeout_seconds, max_retries=backend.spec.max_retries)
 
@@ -134,6 +131,8 @@ class BatchJobs:
 
     def run(self, requests: list[PendingRequest], metadata: dict[str, str]) -> dict[str, ModelUsage]:
         """Submit what is not in flight, poll, collect; return the usage of collected lines, or raise StageWaiting."""
+        import openai
+
         state = self._load()
         wanted = {request.key: request for request in requests}
         in_flight = {key for entry in state["batches"] if not entry["collected"] for key in entry["keys"]}

@@ -24,8 +24,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from benchcurate.curation.errors import StageWaiting
 from benchcurate.curation.fingerprint import sha256_file
-from benchcurate.curation.models.batch import StageWaiting
 from benchcurate.curation.stage import SetStage, StageConfig, StageContext
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 

@@ -24,7 +24,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from datasketch import MinHash, MinHashLSH
 
 from benchcurate.curation.cache import Cache
 from benchcurate.curation.grouping import UnionFind
@@ -53,6 +52,8 @@ class MinHashParams:
     def bands(self) -> tuple[int, int]:
         """(bands, rows per band) as datasketch's MinHashLSH picks them for this threshold (for 1.0, equal sets
         only, those of 0.98: it needs two bands at least)."""
+        from datasketch import MinHashLSH  # here: datasketch (and the scipy it loads) costs 0.4 s to import
+
         try:
             lsh = MinHashLSH(threshold=min(self.threshold, 0.98), num_perm=self.num_perm)
         except ValueError:  # few permutations and a high threshold: two bands of half the rows each
@@ -70,6 +71,8 @@ def jaccard(first: set, second: set) -> float:
 
 def _signature_chunk(job: tuple[MinHashParams, list[str]]) -> list[bytes]:
     """Signatures of some texts as uint32 bytes; a plain function, so a worker process or Dask worker runs it."""
+    from datasketch import MinHash
+
     keep_temporaries_on_heap()
     params, texts = job
     sets = [[shingle.encode("utf-8") for shingle in sorted(params.shingles(text))] for text in texts]

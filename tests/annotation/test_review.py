@@ -10,8 +10,9 @@ from benchcurate.curation.errors import BackendUnavailable
 from benchcurate.curation.report import load_report
 from benchcurate.curation.runner import run_all
 from benchcurate.curation.store import RunStore
-from tests.conftest import free_port, make_image
-from tests.helpers import resolve
+from tests.factories import make_image
+from tests.helpers import read_prefect, resolve, run_curate
+from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -150,7 +151,6 @@ def test_a_server_going_down_between_pulls_loses_nothing(tmp_path, monkeypatch):
 
 
 def test_a_run_in_human_mode_pushes_its_round_and_waits(label_studio, prefect_server, tmp_path):
-    from tests.conftest import run_curate
     _, info, token = label_studio
     for seed in range(3):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
@@ -163,8 +163,7 @@ def test_a_run_in_human_mode_pushes_its_round_and_waits(label_studio, prefect_se
     assert result.returncode == 5, output[-3000:]
     assert "review round pushed (3 new, 0 already there)" in output and f"{info.url}/projects/" in output
     assert token not in output
-    from tests.flows.test_flow_e2e import read_server
-    _, artifacts = read_server({"PREFECT_API_URL": prefect_server})
+    _, artifacts = read_prefect(prefect_server)
     (link,) = [artifact for artifact in artifacts if artifact.key == "review-multiverse"]
     assert f"[Review in Label Studio]({info.url}/projects/" in link.data and token not in link.data
 
@@ -300,7 +299,7 @@ def test_checklist_items_are_kept_deleted_rewritten_or_added(label_studio, tmp_p
 
 def test_each_round_gets_the_config_of_its_review_kinds():
     from benchcurate.schemas import ChecklistItem, Rewrite, Turn
-    from tests.conftest import make_sample
+    from tests.factories import make_sample
     check = ChecklistItem(question="q?", main_criteria="m", sub_criteria="s")
     multiverse = make_sample(1, conversation=[Turn(speaker="user", utterance="u", checklist=[check])])
     convbench = make_sample(2, caption="c", conversation=[Turn(speaker="user", utterance="u", reference="r")])

@@ -6,7 +6,8 @@ import pytest
 
 from benchcurate.annotation import server
 from benchcurate.curation.errors import UserError
-from tests.conftest import free_port, run_curate
+from tests.helpers import run_curate
+from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +56,7 @@ def test_a_taken_port_is_a_clear_error(tmp_path):
         port = holder.getsockname()[1]
         with pytest.raises(UserError, match=f"port {port} on 127.0.0.1 is taken"):
             server.up(tmp_path / "data", port)
-    assert not (tmp_path / "data" / "server.pid").exists()
+    assert not (tmp_path / "data" / "server.json").exists()
 
 
 def test_a_missing_venv_says_how_to_get_one(tmp_path, monkeypatch):

@@ -5,8 +5,7 @@ from benchcurate.curation.jsonl import read_samples
 from benchcurate.curation.runner import run_all
 from benchcurate.curation.store import RunStore
 from benchcurate.schemas import ChecklistItem
-from tests.conftest import make_image
-from tests.factories import scripted_reply
+from tests.factories import make_image, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import resolve
 

@@ -2,7 +2,7 @@
 
 from benchcurate.curation.generation.conversation import ConversationConfig, check
 from benchcurate.schemas import Categories, Drop, Keep, Turn
-from tests.conftest import make_sample
+from tests.factories import make_sample
 
 
 def conversation(*utterances, sub="Eiffel Tower"):

@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from benchcurate.curation.images.decode import ImageDecodeError, decode_image
-from tests.conftest import make_image
+from tests.factories import make_image
 
 
 def test_zero_byte_file_is_image_empty(tmp_path):

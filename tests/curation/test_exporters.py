@@ -7,10 +7,7 @@ from benchcurate.curation.jsonl import read_samples
 from benchcurate.curation.release.exporters import EXPORTERS
 from benchcurate.curation.release.writer import final_samples
 from benchcurate.curation.runner import run_all
-from tests.conftest import run_curate
-from tests.curation.test_ladder import convbench_run
-from tests.curation.test_release import small_run
-from tests.curation.test_rewrites import amb_run
+from tests.helpers import SMALL, curate_in_process, finished_run, prepared_run
 
 
 def round_trip(kind, samples, tmp_path):
@@ -21,7 +18,7 @@ def round_trip(kind, samples, tmp_path):
 
 
 def test_multiverse_export_has_exactly_the_released_fields_and_reads_back(tmp_path):
-    run_dir = small_run(tmp_path, "mv")
+    run_dir = prepared_run(tmp_path, "mv", overrides=SMALL)
     run_all(run_dir)
     samples, _ = final_samples(run_dir)
     summary, back = round_trip("multiverse", samples, tmp_path)
@@ -41,7 +38,7 @@ def test_multiverse_export_has_exactly_the_released_fields_and_reads_back(tmp_pa
 
 
 def test_convbench_export_reads_back_with_captions_references_and_focus_points(tmp_path):
-    samples, _ = final_samples(convbench_run(tmp_path, "cbx"))
+    samples, _ = final_samples(finished_run(tmp_path, "cbx", "convbench", images=4))
     summary, back = round_trip("convbench", samples, tmp_path)
     assert summary.imported == len(samples) and summary.without_image == 0
     for original, again in zip(samples, back):
@@ -52,7 +49,7 @@ def test_convbench_export_reads_back_with_captions_references_and_focus_points(t
 
 
 def test_alignmmbench_export_reads_back_with_history_and_labels(tmp_path):
-    samples, _ = final_samples(amb_run(tmp_path, "ambx", overrides={"dialogue_context_generate": {"share": 0.5}}))
+    samples, _ = final_samples(finished_run(tmp_path, "ambx", "alignmmbench", images=10, overrides={"dialogue_context_generate": {"share": 0.5}}))
     summary, back = round_trip("alignmmbench", samples, tmp_path)
     assert summary.imported == len(samples) and summary.without_image == 0
     by_id = {s.provenance.source_id: s for s in back}
@@ -66,12 +63,12 @@ def test_alignmmbench_export_reads_back_with_history_and_labels(tmp_path):
 
 
 def test_the_export_command(tmp_path):
-    run_dir = convbench_run(tmp_path, "cli")
-    done = run_curate(["export", "convbench", str(run_dir), "--to", str(tmp_path / "cb")], tmp_path)
+    run_dir = finished_run(tmp_path, "cli", "convbench", images=4)
+    done = curate_in_process(["export", "convbench", str(run_dir), "--to", str(tmp_path / "cb")], tmp_path)
     assert done.returncode == 0 and (tmp_path / "cb" / "ConvBench.xlsx").exists(), done.stderr
-    wrong = run_curate(["export", "mmdu", str(run_dir), "--to", str(tmp_path / "x")], tmp_path)
+    wrong = curate_in_process(["export", "mmdu", str(run_dir), "--to", str(tmp_path / "x")], tmp_path)
     assert wrong.returncode == 2 and "choose one of" in wrong.stderr
-    multiverse_run = small_run(tmp_path, "mv")
+    multiverse_run = prepared_run(tmp_path, "mv", overrides=SMALL)
     run_all(multiverse_run)
-    mismatch = run_curate(["export", "convbench", str(multiverse_run), "--to", str(tmp_path / "y")], tmp_path)
+    mismatch = curate_in_process(["export", "convbench", str(multiverse_run), "--to", str(tmp_path / "y")], tmp_path)
     assert mismatch.returncode == 2 and "ConvBench needs exactly 3" in mismatch.stderr

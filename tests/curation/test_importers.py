@@ -12,7 +12,8 @@ from PIL import Image
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.importers import ImageStore, import_file
 from benchcurate.schemas import Sample
-from tests.conftest import make_image, run_curate
+from tests.factories import make_image
+from tests.helpers import curate_in_process
 
 
 def png_bytes(colour) -> bytes:
@@ -144,10 +145,10 @@ def test_image_store_writes_each_image_once(tmp_path):
 def test_the_import_command_reports_what_it_could_not_map(tmp_path):
     path = tmp_path / "probench.jsonl"
     path.write_text(json.dumps({"uuid": "u", "conversations": [{"from": "human", "value": "q"}]}) + "\n[1, 2]\n")
-    result = run_curate(["import", "probench", str(path), "--out", str(tmp_path / "o.jsonl")], tmp_path)
+    result = curate_in_process(["import", "probench", str(path), "--out", str(tmp_path / "o.jsonl")], tmp_path)
     assert result.returncode == 0, result.stderr
     assert "imported 1 samples" in result.stdout and "could not map 1 rows (malformed_row 1)" in result.stdout
-    table = run_curate(["stats", str(tmp_path / "o.jsonl")], tmp_path)
+    table = curate_in_process(["stats", str(tmp_path / "o.jsonl")], tmp_path)
     assert table.returncode == 0 and "| dialogues | 1 |" in table.stdout
-    missing = run_curate(["import", "mmdu", str(path), "--out", str(tmp_path / "o.jsonl")], tmp_path)
+    missing = curate_in_process(["import", "mmdu", str(path), "--out", str(tmp_path / "o.jsonl")], tmp_path)
     assert missing.returncode == 2 and "choose one of" in missing.stderr

@@ -10,7 +10,7 @@ from benchcurate.curation.images import ingest
 from benchcurate.curation.models.offline import OfflineBackend
 from benchcurate.curation.stage import StageContext
 from benchcurate.schemas import Drop, Keep
-from tests.conftest import make_image
+from tests.factories import make_image
 
 
 def context(tmp_path) -> StageContext:

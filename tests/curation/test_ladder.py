@@ -9,24 +9,13 @@ from benchcurate.curation.release.writer import write_release
 from benchcurate.curation.report import load_report
 from benchcurate.curation.runner import run_all
 from benchcurate.curation.store import RunStore
-from tests.conftest import make_image
+from tests.factories import make_image
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers import resolve
-
-
-def convbench_run(tmp_path, run_id, **backend):
-    for seed in range(4):
-        make_image(tmp_path / "images" / f"{seed}.png", seed)
-    config = resolve("convbench", tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
-                         **backend)
-    store = RunStore(tmp_path / "out" / "runs" / run_id)
-    store.save_config(config)
-    run_all(store.root)
-    return store.root
+from tests.helpers import finished_run, resolve
 
 
 def test_offline_ladder_has_three_levels_references_and_focus_points_in_the_release(tmp_path):
-    run_dir = convbench_run(tmp_path, "offline")
+    run_dir = finished_run(tmp_path, "offline", "convbench", images=4)
     release = write_release(run_dir, tmp_path / "out")
     row = load_dataset(str(release))["test"][0]
     details = json.loads(row["turn_details"])
@@ -55,7 +44,7 @@ def repeated_ladder(body):
 
 def test_malformed_ladders_and_short_focus_lists_are_recorded_drops(tmp_path):
     with FakeOpenAIServer(responder=repeated_ladder) as server:
-        run_dir = convbench_run(tmp_path, "api", backend="openai", base_url=server.base_url, model="fake-vlm")
+        run_dir = finished_run(tmp_path, "api", "convbench", images=4, backend="openai", base_url=server.base_url, model="fake-vlm")
     stats = {stage.stage: stage for stage in load_report(run_dir).stages}
     ladder = stats["ladder_generate"]
     assert ladder.items_in == 4 and ladder.by_reason == {"ladder_malformed": 2} and ladder.kept == 2

@@ -1,7 +1,6 @@
 """The model layer inside real runs against the loopback server: cache, budget, refresh, batches, costs."""
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -12,27 +11,11 @@ from benchcurate.curation.report import funnel_text, load_report
 from benchcurate.curation.runner import run_all
 from benchcurate.curation.stages import STAGES
 from benchcurate.curation.store import RunStore
-from tests.conftest import make_image
 from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers import resolve
+from tests.helpers import FAKE_PRICES, model_run, resolve
 
 MODEL_STAGES = sum(STAGES[spec.stage].uses_model for spec in load_recipe("multiverse").stages)
-PRICE = {"fake-vlm": {"input_per_million": 1.0, "output_per_million": 2.0}}
-
-
-def model_run(tmp_path: Path, server: FakeOpenAIServer, run_id: str, images: int = 4, **backend) -> Path:
-    folder = tmp_path / "images"
-    for seed in range(images):
-        if not (folder / f"{seed}.png").exists():
-            make_image(folder / f"{seed}.png", seed)
-    overrides = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
-                 "backend": {"prices": PRICE, "max_retries": 1, **backend}}
-    config = resolve("multiverse", tmp_path / "out", input_path=str(folder), run_id=run_id,
-                         backend="openai", base_url=server.base_url, model="fake-vlm", overrides=overrides)
-    store = RunStore(tmp_path / "out" / "runs" / run_id)
-    store.save_config(config)
-    return store.root
 
 
 def model_stages(report):
@@ -67,7 +50,7 @@ def test_refresh_asks_again(tmp_path):
                              base_url=server.base_url, model="fake-vlm", refresh_cache=True,
                              overrides={"image_quality": {"min_quality_score": 1},
                                         "category_min_size": {"min_items_per_category": 1},
-                                        "backend": {"prices": PRICE, "max_retries": 1}})
+                                        "backend": {"prices": FAKE_PRICES, "max_retries": 1}})
         RunStore(tmp_path / "out" / "runs" / "a").save_config(config)
         run_all(tmp_path / "out" / "runs" / "a")
         assert server.completions_served == 2 * calls

@@ -17,8 +17,9 @@ from benchcurate.curation.prompting import load_prompt
 from benchcurate.curation.taxonomy import OTHER_NAMES
 from benchcurate.schemas import BackendSpec, ImageRef
 from benchcurate.schemas.replies import CategoryReply, ConversationReply, ImageCategoryName, QualityReply
-from tests.conftest import free_port, make_image
+from tests.factories import make_image
 from tests.fakes.openai_server import FakeOpenAIServer, Fault
+from tests.servers import free_port
 
 
 def image_ref(path: Path) -> ImageRef:

@@ -12,7 +12,7 @@ from benchcurate.curation.images.near_dedup import distance
 from benchcurate.curation.models.offline import OfflineBackend
 from benchcurate.curation.stage import StageContext, record_scores
 from benchcurate.schemas import Drop, Keep
-from tests.conftest import make_image
+from tests.factories import make_image
 
 PHOTOS = Path(__file__).resolve().parents[2] / "curation" / "demo" / "photos"
 

@@ -14,7 +14,7 @@ from benchcurate.curation.stage import StageContext
 from benchcurate.curation.store import RunStore
 from benchcurate.curation.text import judgements
 from benchcurate.schemas import Categories, Keep, Scores, Turn
-from tests.conftest import make_image, make_sample
+from tests.factories import make_image, make_sample
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import resolve
 

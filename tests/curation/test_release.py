@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,27 +13,14 @@ from benchcurate.curation.recipes import load_recipe
 from benchcurate.curation.release.writer import CHECKSUM_FILE, write_release
 from benchcurate.curation.runner import run_all, run_stage
 from benchcurate.curation.store import RunStore
-from tests.conftest import make_image
-from tests.helpers import resolve
-
-SMALL = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
-         "category_weighted_sample": {"max_items": 100}, "conversation_generate": {"min_utterances": 2}}
-
-
-def small_run(tmp_path: Path, run_id: str = "small") -> Path:
-    for seed in range(6):
-        make_image(tmp_path / "images" / f"img{seed}.png", seed)
-    config = resolve("multiverse", tmp_path / "out", input_path=str(tmp_path / "images"), run_id=run_id,
-                         overrides=SMALL)
-    store = RunStore(tmp_path / "out" / "runs" / run_id)
-    store.save_config(config)
-    return store.root
+from tests.factories import make_image
+from tests.helpers import SMALL, prepared_run, resolve
 
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("release")
-    run_dir = small_run(tmp_path)
+    run_dir = prepared_run(tmp_path, "small", overrides=SMALL)
     run_all(run_dir)
     return tmp_path, run_dir, write_release(run_dir, tmp_path / "out")
 
@@ -55,7 +41,7 @@ def test_release_loads_offline_with_datasets_in_a_fresh_process(released):
 
 def test_two_releases_with_the_same_version_load_apart_offline(released, tmp_path):
     _, _, folder = released
-    other_run = small_run(tmp_path, "other")
+    other_run = prepared_run(tmp_path, "other", overrides=SMALL)
     config = RunStore(other_run).load_config()
     overrides = {**SMALL, "category_weighted_sample": {"max_items": 2}}
     smaller = resolve("multiverse", tmp_path / "out", input_path=config.input_path, run_id="other",
@@ -107,7 +93,7 @@ def test_versions_are_never_overwritten_and_the_next_one_is_free(released):
 
 
 def test_incomplete_run_cannot_be_released(tmp_path):
-    run_dir = small_run(tmp_path, "partial")
+    run_dir = prepared_run(tmp_path, "partial", overrides=SMALL)
     run_stage(run_dir, 0)
     stages = len(load_recipe("multiverse").stages)
     with pytest.raises(UserError, match=f"incomplete \\(1 of {stages} stages done\\)"):
@@ -115,8 +101,8 @@ def test_incomplete_run_cannot_be_released(tmp_path):
 
 
 def test_changed_source_image_blocks_the_release(tmp_path):
-    run_dir = small_run(tmp_path, "changed")
+    run_dir = prepared_run(tmp_path, "changed", overrides=SMALL)
     run_all(run_dir)
-    make_image(tmp_path / "images" / "img0.png", 99)
+    make_image(tmp_path / "images" / "0.png", 99)
     with pytest.raises(UserError, match="changed or vanished"):
         write_release(run_dir, tmp_path / "out")

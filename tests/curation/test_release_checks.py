@@ -11,13 +11,12 @@ from benchcurate.curation.release.writer import write_release
 from benchcurate.curation.runner import run_all
 from benchcurate.curation.store import RunStore
 from benchcurate.schemas import Provenance
-from tests.conftest import make_sample, run_curate
-from tests.curation.test_release import SMALL, small_run
-from tests.helpers import resolve
+from tests.factories import make_sample
+from tests.helpers import SMALL, curate_in_process, prepared_run, resolve
 
 
 def released(tmp_path, run_id, **overrides):
-    run_dir = small_run(tmp_path, run_id)
+    run_dir = prepared_run(tmp_path, run_id, overrides=SMALL)
     if overrides:
         config = RunStore(run_dir).load_config()
         RunStore(run_dir).save_config(resolve("multiverse", tmp_path / "out", run_id=run_id,
@@ -38,7 +37,7 @@ def test_a_copied_release_verifies_and_tampering_is_found(tmp_path):
     (copy / "notes.txt").write_text("added later")
     problems = verify(copy)
     assert f"changed: data/{parquet.name}" in problems and "not in SHA256SUMS: notes.txt" in problems
-    result = run_curate(["release", "verify", str(copy)], tmp_path)
+    result = curate_in_process(["release", "verify", str(copy)], tmp_path)
     assert result.returncode == 1 and "problem(s)" in result.stdout
     with pytest.raises(UserError, match="not a release folder"):
         verify(tmp_path)
@@ -51,7 +50,7 @@ def test_diff_lists_added_removed_and_changed_samples(tmp_path):
     result = diff(first, second)
     assert len(result.removed) == 2 and result.added == []
     assert result.changed and all("conversation" in fields for fields in result.changed.values())
-    shown = run_curate(["release", "diff", str(first), str(second)], tmp_path)
+    shown = curate_in_process(["release", "diff", str(first), str(second)], tmp_path)
     assert shown.returncode == 0 and shown.stdout.startswith("added 0, removed 2, changed 4")
 
 
@@ -73,7 +72,7 @@ def test_share_alike_and_non_commercial_propagate_and_their_mix_is_a_named_confl
 
 
 def test_strict_licenses_refuses_a_run_with_an_unknown_license(tmp_path):
-    run_dir = small_run(tmp_path, "lic")
+    run_dir = prepared_run(tmp_path, "lic", overrides=SMALL)
     config = RunStore(run_dir).load_config()
     overrides = {**SMALL, "image_ingest": {"default_license": "unknown"}}
     RunStore(run_dir).save_config(resolve("multiverse", tmp_path / "out", run_id="lic",
@@ -102,13 +101,13 @@ def test_a_removal_list_applies_to_the_next_release_and_is_recorded(tmp_path):
 
 def test_publishing_shows_its_plan_and_needs_a_token_to_upload(tmp_path, monkeypatch):
     _, folder = released(tmp_path, "pub")
-    dry = run_curate(["publish", str(folder), "--repo", "my-org/my-bench"], tmp_path)
+    dry = curate_in_process(["publish", str(folder), "--repo", "my-org/my-bench"], tmp_path)
     assert dry.returncode == 0 and "tag v0.1.0" in dry.stdout and "dry run: nothing uploaded" in dry.stdout
     assert "data/test-00000-of-00001.parquet" in dry.stdout and "manifest.json" in dry.stdout
     env = {"HF_TOKEN": ""}
-    real = run_curate(["publish", str(folder), "--repo", "my-org/my-bench", "--upload"], tmp_path, env)
+    real = curate_in_process(["publish", str(folder), "--repo", "my-org/my-bench", "--upload"], tmp_path, env)
     assert real.returncode == 2 and "HF_TOKEN" in real.stderr
-    bad = run_curate(["publish", str(folder), "--repo", "not a repo"], tmp_path)
+    bad = curate_in_process(["publish", str(folder), "--repo", "not a repo"], tmp_path)
     assert bad.returncode == 2 and "is not ORG/NAME" in bad.stderr
 
 

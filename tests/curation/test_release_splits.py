@@ -17,9 +17,7 @@ from benchcurate.curation.release.verify import diff, verify
 from benchcurate.curation.release.writer import CHECKSUM_FILE, assign_split, write_release
 from benchcurate.curation.runner import run_all
 from benchcurate.curation.store import RunStore
-from tests.conftest import run_curate
-from tests.curation.test_release import SMALL, small_run
-from tests.helpers import resolve
+from tests.helpers import SMALL, curate_in_process, prepared_run, resolve
 
 OFFLINE = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 HALVES = {"test": 0.5, "dev": 0.5}
@@ -28,7 +26,7 @@ HALVES = {"test": 0.5, "dev": 0.5}
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("splits")
-    run_dir = small_run(tmp_path, "splits")
+    run_dir = prepared_run(tmp_path, "splits", overrides=SMALL)
     run_all(run_dir)
     return tmp_path, run_dir
 
@@ -112,7 +110,7 @@ def test_a_card_whose_split_sizes_lie_fails_verify_and_loading(finished):
 def test_a_sample_keeps_its_split_when_other_samples_come_and_go(finished, tmp_path):
     _, run_dir = finished
     first = write_release(run_dir, tmp_path / "out", "1.0.0", overrides={"splits": HALVES})
-    subset = small_run(tmp_path, "subset")
+    subset = prepared_run(tmp_path, "subset", overrides=SMALL)
     config = RunStore(subset).load_config()
     RunStore(subset).save_config(resolve("multiverse", tmp_path / "out", run_id="subset",
                                              input_path=config.input_path,
@@ -149,9 +147,9 @@ def test_bad_split_settings_are_errors_that_say_what_is_wrong(finished):
 
 def test_the_command_line_takes_splits_and_rejects_a_malformed_one(finished):
     tmp_path, run_dir = finished
-    bad = run_curate(["release", str(run_dir), "--split", "test", "--out", str(tmp_path / "out")], tmp_path)
+    bad = curate_in_process(["release", str(run_dir), "--split", "test", "--out", str(tmp_path / "out")], tmp_path)
     assert bad.returncode == 2 and "NAME=FRACTION" in bad.stderr
-    good = run_curate(["release", str(run_dir), "--version", "3.0.0", "--split", "test=0.5", "--split", "dev=0.5",
+    good = curate_in_process(["release", str(run_dir), "--version", "3.0.0", "--split", "test=0.5", "--split", "dev=0.5",
                        "--out", str(tmp_path / "out")], tmp_path)
     assert good.returncode == 0, good.stderr
     folder = tmp_path / "out" / "releases" / "multiverse-curated" / "3.0.0"

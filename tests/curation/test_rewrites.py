@@ -5,24 +5,10 @@ import json
 from benchcurate.curation.importers import import_file
 from benchcurate.curation.jsonl import read_samples
 from benchcurate.curation.report import load_report
-from benchcurate.curation.runner import run_all
 from benchcurate.curation.store import RunStore
-from tests.conftest import make_image
+from tests.factories import make_image
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers import resolve
-
-
-def amb_run(tmp_path, run_id, input_path=None, overrides=None, **backend):
-    if input_path is None:
-        for seed in range(10):
-            make_image(tmp_path / "images" / f"{seed}.png", seed)
-        input_path = tmp_path / "images"
-    config = resolve("alignmmbench", tmp_path / "out", input_path=str(input_path), run_id=run_id,
-                         overrides=overrides, **backend)
-    store = RunStore(tmp_path / "out" / "runs" / run_id)
-    store.save_config(config)
-    run_all(store.root)
-    return store.root
+from tests.helpers import finished_run
 
 
 def final_samples(run_dir):
@@ -30,7 +16,7 @@ def final_samples(run_dir):
 
 
 def test_offline_items_have_a_question_five_distinct_rewrites_and_some_dialogues(tmp_path):
-    run_dir = amb_run(tmp_path, "offline", overrides={"dialogue_context_generate": {"share": 0.5}})
+    run_dir = finished_run(tmp_path, "offline", "alignmmbench", images=10, overrides={"dialogue_context_generate": {"share": 0.5}})
     samples = final_samples(run_dir)
     singles = [s for s in samples if not s.history]
     dialogues = [s for s in samples if s.history]
@@ -64,14 +50,14 @@ def test_degenerate_rewrites_and_dialogues_are_recorded_drops(tmp_path):
     backend = {"backend": "openai", "model": "fake-vlm"}
     with FakeOpenAIServer(responder=echoing) as server:
         lenient = {"paraphrase_generate": {"min_rewrites": 0}, "dialogue_context_generate": {"share": 1.0}}
-        run_dir = amb_run(tmp_path, "api", base_url=server.base_url, overrides=lenient, **backend)
+        run_dir = finished_run(tmp_path, "api", "alignmmbench", images=10, base_url=server.base_url, overrides=lenient, **backend)
         stats = {stage.stage: stage for stage in load_report(run_dir).stages}
         assert stats["paraphrase_generate"].dropped == 0
         assert all(not sample.rewrites for sample in final_samples(run_dir))  # echoes of the question discarded
         assert stats["dialogue_context_generate"].by_reason == {"incoherence_degenerate": 10}
         calls = server.completions_served
         strict = {**lenient, "paraphrase_generate": {"min_rewrites": 1}}
-        amb_run(tmp_path, "api", base_url=server.base_url, overrides=strict, **backend)
+        finished_run(tmp_path, "api", "alignmmbench", images=10, base_url=server.base_url, overrides=strict, **backend)
         assert server.completions_served == calls  # a decision parameter: stored replies replayed
     stats = {stage.stage: stage for stage in load_report(run_dir).stages}
     assert stats["paraphrase_generate"].by_reason == {"rewrites_degenerate": 10}
@@ -87,7 +73,7 @@ def test_an_imported_alignmmbench_file_keeps_its_questions_and_gets_rewrites(tmp
                                                      encoding="utf-8")
     imported = tmp_path / "amb.jsonl"
     import_file("alignmmbench", tmp_path / "amb" / "metadata.jsonl", imported)
-    run_dir = amb_run(tmp_path, "imported", input_path=imported,
+    run_dir = finished_run(tmp_path, "imported", "alignmmbench", images=10, input_path=imported,
                       overrides={"dialogue_context_generate": {"share": 0.0}})
     ingest = load_report(run_dir).stages[0]
     assert ingest.by_reason == {"image_missing": 1} and ingest.kept == 1

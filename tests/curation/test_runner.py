@@ -21,7 +21,7 @@ from benchcurate.curation.stage import (
 )
 from benchcurate.curation.store import RunStore
 from benchcurate.schemas import Drop, Generation, Keep, Recipe, ReleaseSpec, RunConfig, Scores, StageSpec
-from tests.conftest import make_sample
+from tests.factories import make_sample
 
 CALLS: Counter = Counter()
 

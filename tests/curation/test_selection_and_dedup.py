@@ -10,8 +10,7 @@ from benchcurate.curation.models.offline import OfflineBackend
 from benchcurate.curation.selection import min_size, weighted_sample
 from benchcurate.curation.stage import StageContext
 from benchcurate.schemas import Categories, Drop, Keep
-from tests.conftest import make_sample
-from tests.factories import decide
+from tests.factories import decide, make_sample
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import pytest
 
 from benchcurate.curation.statistics import dataset_statistics, length, statistics_markdown
 from benchcurate.schemas import Categories, ChecklistItem, Turn
-from tests.conftest import make_sample
+from tests.factories import make_sample
 
 
 def check(question, main="Memory", sub="recall"):

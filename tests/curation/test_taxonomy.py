@@ -16,10 +16,9 @@ from benchcurate.curation.stage import StageContext
 from benchcurate.curation.taxonomy import fields, normalise, probench_taxonomy
 from benchcurate.curation.taxonomy.normalise import canonical_names, label_key
 from benchcurate.schemas import Categories, Drop, ImageRef, Keep, Turn
-from tests.conftest import make_image, make_sample
-from tests.curation.test_model_layer import model_run
-from tests.factories import decide, scripted_reply
+from tests.factories import decide, make_image, make_sample, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import model_run, resolve
 
 
 @pytest.fixture
@@ -255,7 +254,6 @@ def test_decision_parameters_replay_stored_scores_without_model_calls(tmp_path):
         overrides = [("image_quality", {"min_quality_score": 3}), ("category_min_size", {"min_items_per_category": 2}),
                      ("category_weighted_sample", {"max_items": 5, "weighting": "uniform"})]
         from benchcurate.curation.store import RunStore
-        from tests.helpers import resolve
         config = RunStore(run_dir).load_config()
         settings = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
                     "backend": {"max_retries": 1}, **dict(overrides)}

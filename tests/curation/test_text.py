@@ -10,7 +10,7 @@ from benchcurate.curation.cache import Cache
 from benchcurate.curation.text import normalise, shingles
 from benchcurate.curation.text.language import detect, language_group
 from benchcurate.curation.text.minhash import MinHashParams, near_duplicate_groups, signatures
-from tests.conftest import run_curate
+from tests.helpers import curate_in_process
 
 BASE = "Which of the two bars in this chart grew faster between 2019 and 2021, and by how much?"
 
@@ -92,15 +92,15 @@ def test_text_commands_on_any_jsonl(tmp_path):
             {"question": "What colour is the car?"}, {"id": "d", "question": "Qual é a cor do carro na foto?"}]
     source = tmp_path / "q.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    dups = run_curate(["text", "dups", str(source), "--out", str(tmp_path / "groups.jsonl")], tmp_path)
+    dups = curate_in_process(["text", "dups", str(source), "--out", str(tmp_path / "groups.jsonl")], tmp_path)
     assert dups.returncode == 0, dups.stderr
     assert [json.loads(line) for line in (tmp_path / "groups.jsonl").read_text().splitlines()] == [
         {"kept": "a", "dropped": [{"id": "b", "jaccard": 1.0}]}]
-    lang = run_curate(["text", "lang", str(source), "--out", str(tmp_path / "lang.jsonl")], tmp_path)
+    lang = curate_in_process(["text", "lang", str(source), "--out", str(tmp_path / "lang.jsonl")], tmp_path)
     assert lang.returncode == 0, lang.stderr
     coded = [json.loads(line) for line in (tmp_path / "lang.jsonl").read_text().splitlines()]
     assert [row["language"] for row in coded] == ["en", "en", "en", "pt"] and coded[2]["question"]
-    missing = run_curate(["text", "dups", str(source), "--field", "prompt", "--out", str(tmp_path / "g.jsonl")],
+    missing = curate_in_process(["text", "dups", str(source), "--field", "prompt", "--out", str(tmp_path / "g.jsonl")],
                          tmp_path)
     assert missing.returncode == 2 and "has no field 'prompt'" in missing.stderr
 
@@ -111,7 +111,7 @@ def test_short_and_stop_word_queries_are_dropped_with_their_counts(tmp_path):
     from benchcurate.curation.stage import StageContext
     from benchcurate.curation.text import query_filter
     from benchcurate.schemas import Drop, Keep, Turn
-    from tests.conftest import make_sample
+    from tests.factories import make_sample
 
     ctx = StageContext(run_dir=tmp_path, stage="query_filter", run_seed=0, backend=OfflineBackend(),
                        cache=Cache(tmp_path / "c.sqlite"))

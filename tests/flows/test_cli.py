@@ -12,8 +12,8 @@ import pytest
 from benchcurate.curation.recipes import load_recipe
 from benchcurate.curation.runner import run_all
 from benchcurate.curation.store import RunStore
-from tests.conftest import make_image, run_curate
-from tests.helpers import resolve
+from tests.factories import make_image
+from tests.helpers import curate_in_process, resolve, run_curate
 
 PROBE = ("import atexit, sys\n"
          "atexit.register(lambda: print('PREFECT_IMPORTED=' + str('prefect' in sys.modules), file=sys.stderr))\n"
@@ -42,16 +42,23 @@ def probe(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess
     (["run", "multiverse", "--set", "persona_generate.prompt_version=2"], "no prompt 'persona' version 2"),
     (["run", "multiverse", "--backend", "openai"], "needs a model name: pass --model NAME"),
 ])
-def test_user_mistakes_get_one_line_errors_without_traceback_or_prefect(tmp_path, args, message):
+def test_user_mistakes_get_one_line_errors_without_traceback(tmp_path, args, message):
     home = tmp_path / "home"
     home.mkdir()
-    result = probe(args, tmp_path, home)
-    assert result.returncode == 2
+    result = curate_in_process(args, tmp_path, {"HOME": str(home)})
+    assert result.returncode == 2, result.stdout + result.stderr
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(error_lines) == 1 and message in error_lines[0], result.stderr
-    assert "Traceback" not in result.stderr
-    assert "PREFECT_IMPORTED=False" in result.stderr
-    assert not list(home.iterdir())
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert not list(home.iterdir()) and not (tmp_path / "outputs").exists()
+
+
+def test_a_user_mistake_is_found_before_prefect_is_imported(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    result = probe(["run", "multiverse", "--set", "image_quality.min_quality_score=banana"], tmp_path, home)
+    assert result.returncode == 2 and "bad parameter for stage image_quality" in result.stderr
+    assert "PREFECT_IMPORTED=False" in result.stderr and not list(home.iterdir())
 
 
 def test_help_explains_the_commands(tmp_path):
@@ -99,11 +106,11 @@ def test_report_prints_the_funnel_of_a_run_without_prefect(tmp_path):
 
 
 def test_a_prefect_url_with_no_server_behind_it_is_a_one_line_error(tmp_path):
-    from tests.conftest import free_port
+    from tests.servers import free_port
 
     result = run_curate(["run", "multiverse"], tmp_path, {"PREFECT_API_URL": f"http://127.0.0.1:{free_port()}/api"})
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "no Prefect server answers at PREFECT_API_URL" in result.stderr and "prefect server start" in result.stderr
+    assert "no Prefect server answers at PREFECT_API_URL" in result.stderr and "unset PREFECT_API_URL" in result.stderr
 
 
 def test_images_hash_and_dups_without_prefect_or_home_writes(tmp_path):

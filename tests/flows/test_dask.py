@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from benchcurate.curation.runner import PROCESS_CHUNK_ITEMS
-from tests.conftest import REPO, SESSION_DIR, free_port, make_image, run_curate, stop_process
-from tests.factories import scripted_reply
+from tests.factories import make_image, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.flows.test_flow_e2e import funnel
-from tests.flows.test_resume import stage_outputs
+from tests.helpers import REPO, SESSION_DIR, funnel, run_curate, stage_outputs
+from tests.servers import free_port, stop_process
 
 pytestmark = pytest.mark.slow
 DASK = Path(sys.executable).parent / "dask"
@@ -65,21 +64,17 @@ def tasks_per_worker(address: str, marker: str) -> dict[str, int]:
         return client.run(count)
 
 
-def test_a_run_on_the_cluster_spreads_hashing_over_both_workers_and_matches_a_local_run(cluster, prefect_server,
-                                                                                          tmp_path):
-    env = {"PREFECT_API_URL": prefect_server}
-    local = run_curate(["run", "multiverse", "--run-id", "local", "--no-release", "--progress", "none"], tmp_path, env)
-    assert local.returncode == 0, local.stderr[-3000:]
-    (tmp_path / "elsewhere").mkdir()
+def test_a_run_on_the_cluster_spreads_hashing_over_both_workers_and_matches_a_local_run(cluster, demo_run,
+                                                                                          prefect_env, tmp_path):
+    _, local = demo_run  # the session's demo run, on this machine
     distributed = run_curate(["run", "multiverse", "--run-id", "dask", "--no-release", "--progress", "none",
-                              "--dask-address", cluster], tmp_path / "elsewhere", env)
+                              "--dask-address", cluster], tmp_path, prefect_env)
     assert distributed.returncode == 0, distributed.stderr[-3000:]
     assert funnel(distributed.stdout) == funnel(local.stdout)
     per_worker = tasks_per_worker(cluster, "work_chunk")
     assert len(per_worker) == 2 and all(count > 0 for count in per_worker.values()), per_worker
     # hashing and every offline model stage went to the cluster, chunk by chunk
-    from benchcurate.curation.report import load_report
-    items_in = {stats.stage: stats.items_in for stats in load_report(tmp_path / "outputs" / "runs" / "local").stages}
+    items_in = {stage: int(row[0]) for stage, row in funnel(local.stdout).items()}
     spread = ["image_phash", "image_quality", "image_category", "persona_generate", "conversation_generate",
               "goal_task_label", "checklist_generate"]
     assert sum(per_worker.values()) == sum(math.ceil(items_in[stage] / PROCESS_CHUNK_ITEMS) for stage in spread)
@@ -114,7 +109,7 @@ def test_model_calls_run_on_the_cluster_and_give_the_local_run_s_decisions(clust
             "--no-release", "--progress", "none", "--set", "image_quality.min_quality_score=1",
             "--set", "category_min_size.min_items_per_category=1"]
     env = {"PREFECT_API_URL": prefect_server, "OPENAI_API_KEY": WORKER_KEY}
-    before = tasks_per_worker(cluster, "run_stage-")
+    before = tasks_per_worker(cluster, "_stage-")
     with FakeOpenAIServer(expected_api_key=WORKER_KEY, responder=scripted_reply) as server:
         local = run_curate([*args, "--base-url", server.base_url, "--run-id", "calls"], tmp_path, env)
         assert local.returncode == 0, local.stderr[-3000:]
@@ -124,7 +119,7 @@ def test_model_calls_run_on_the_cluster_and_give_the_local_run_s_decisions(clust
                             tmp_path / "elsewhere", env)
         assert remote.returncode == 0, remote.stderr[-3000:]
         sent_from_cluster = server.completions_served - sent_locally
-    after = tasks_per_worker(cluster, "run_stage-")
+    after = tasks_per_worker(cluster, "_stage-")
     # every stage, model stages included, ran as a task of the cluster, made each call once and decided as the
     # local run did
     decided = stage_outputs(tmp_path / "elsewhere" / "outputs" / "runs" / "calls")

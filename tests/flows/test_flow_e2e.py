@@ -5,64 +5,28 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import re
-import subprocess
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from benchcurate.curation.recipes import available_recipes
-from tests.conftest import PREFECT, make_image, run_curate, stop_process
-from tests.factories import scripted_reply
+from tests.factories import make_image, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import MULTIVERSE_STAGES, funnel, funnel_artifact_of, read_prefect, run_curate, summary_lines
 
 pytestmark = pytest.mark.slow
 
-STAGES = ["image_ingest", "image_exact_dedup", "image_phash", "image_near_dedup", "image_quality", "image_category",
-          "category_min_size", "category_weighted_sample", "persona_generate", "conversation_generate",
-          "checklist_generate", "conversation_review"]
-
-
-def funnel(stdout: str) -> dict[str, list[str]]:
-    """stage -> [in, removed, ...reasons..., out] from the printed funnel table."""
-    rows = {}
-    for line in stdout.splitlines():
-        parts = line.split()
-        if len(parts) > 4 and parts[1] in STAGES and parts[0].isdigit():
-            rows[parts[1]] = parts[2:]
-    return rows
-
-
-def summary_lines(stdout: str) -> dict[str, str]:
-    """stage -> its progress summary line ('... [skipped, already done]' or '... [0.3s]')."""
-    found = {}
-    for line in stdout.splitlines():
-        match = re.search(r"\d+\. (\w+): \d+ in", line)
-        if match and match.group(1) in STAGES:
-            found[match.group(1)] = line
-    return found
-
-
 @pytest.fixture(scope="module")
-def api(prefect_server):
-    return {"PREFECT_API_URL": prefect_server, "PREFECT_LOGGING_LEVEL": "INFO"}  # INFO: the progress lines
-
-
-@pytest.fixture(scope="module")
-def demo_run(api, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("demo")
-    result = run_curate(["run", "multiverse", "--run-id", "e2e", "--progress", "log"], workdir, api)
-    return workdir, result
+def api(prefect_env):
+    return {**prefect_env, "PREFECT_LOGGING_LEVEL": "INFO"}  # INFO: the progress lines
 
 
 def test_demo_run_shows_every_stage_working_and_releases(demo_run):
     workdir, result = demo_run
     assert result.returncode == 0, result.stderr[-3000:]
     rows = funnel(result.stdout)
-    assert list(rows) == STAGES
+    assert list(rows) == MULTIVERSE_STAGES
     for stage, reason in [("image_phash", "image_truncated"), ("image_phash", "image_empty"),
                           ("image_exact_dedup", "exact_duplicate"), ("image_near_dedup", "near_duplicate"),
                           ("image_quality", "low_quality"), ("category_weighted_sample", "not_sampled")]:
@@ -76,27 +40,8 @@ def test_demo_run_shows_every_stage_working_and_releases(demo_run):
                for value in table.column("generated_by").to_pylist())
 
 
-def read_server(api: dict[str, str]):
-    """Flow runs and artifacts as the Prefect server holds them."""
-    from prefect.client.orchestration import get_client
-
-    async def read():
-        async with get_client() as client:
-            return await client.read_flow_runs(), await client.read_artifacts()
-
-    os.environ["PREFECT_API_URL"] = api["PREFECT_API_URL"]  # the client reads it when it is created
-    try:
-        return asyncio.run(read())
-    finally:
-        os.environ.pop("PREFECT_API_URL")
-
-
-def funnel_artifact_of(run, artifacts):
-    return next(a for a in artifacts if a.key == "funnel-multiverse" and a.flow_run_id == run.id)
-
-
 def test_demo_run_is_in_prefect_with_the_funnel_artifact(demo_run, api):
-    runs, artifacts = read_server(api)
+    runs, artifacts = read_prefect(api["PREFECT_API_URL"])
     run = next(run for run in runs if (run.parameters.get("options") or {}).get("run_id") == "e2e")
     assert run.state.is_completed() and run.flow_id is not None
     artifact = funnel_artifact_of(run, artifacts)
@@ -114,7 +59,7 @@ def test_rerun_with_the_same_run_id_skips_every_stage(demo_run, api):
     again = run_curate(["run", "multiverse", "--run-id", "e2e", "--no-release", "--progress", "log"], workdir, api)
     assert again.returncode == 0, again.stderr[-3000:]
     lines = summary_lines(again.stdout + again.stderr)
-    assert set(lines) == set(STAGES) and all("skipped, already done" in line for line in lines.values())
+    assert set(lines) == set(MULTIVERSE_STAGES) and all("skipped, already done" in line for line in lines.values())
     assert funnel(again.stdout) == funnel(first.stdout)
 
 
@@ -124,42 +69,10 @@ def test_changed_threshold_reruns_only_that_stage_and_later_ones(demo_run, api):
                           "--set", "category_weighted_sample.max_items=10"], workdir, api)
     assert changed.returncode == 0, changed.stderr[-3000:]
     lines = summary_lines(changed.stdout + changed.stderr)
-    position = STAGES.index("category_weighted_sample")
-    assert all("skipped" in lines[stage] for stage in STAGES[:position])
-    assert all("skipped" not in lines[stage] for stage in STAGES[position:])
+    position = MULTIVERSE_STAGES.index("category_weighted_sample")
+    assert all("skipped" in lines[stage] for stage in MULTIVERSE_STAGES[:position])
+    assert all("skipped" not in lines[stage] for stage in MULTIVERSE_STAGES[position:])
     assert funnel(changed.stdout)["category_weighted_sample"][-1] == "10"
-
-
-def test_served_deployment_runs_and_rejects_bad_parameters(api, tmp_path):
-    env = {**os.environ, **api}
-    log = tmp_path / "serve.log"
-    with open(log, "w") as handle:
-        serve = subprocess.Popen([str(Path(PREFECT).parent / "curate"), "serve", "--out", str(tmp_path / "served")],
-                                 cwd=tmp_path, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        inspect = [str(PREFECT), "deployment", "inspect", "curate/multiverse"]
-        for _ in range(120):
-            if subprocess.run(inspect, env=env, capture_output=True).returncode == 0:
-                break
-            assert serve.poll() is None, log.read_text()[-3000:]
-            time.sleep(0.5)
-        for recipe in available_recipes():  # one deployment per recipe
-            assert subprocess.run([str(PREFECT), "deployment", "inspect", f"curate/{recipe}"], env=env,
-                                  capture_output=True).returncode == 0, recipe
-        bad = subprocess.run([str(PREFECT), "deployment", "run", "curate/multiverse", "--param", "recipe=nope"],
-                             env=env, capture_output=True, text=True, timeout=60)
-        assert bad.returncode != 0 and "Validation failed for field 'recipe'" in bad.stdout + bad.stderr
-        good = subprocess.run([str(PREFECT), "deployment", "run", "curate/multiverse", "--watch",
-                               "--watch-interval", "1", "--watch-timeout", "300"],
-                              env=env, capture_output=True, text=True, timeout=330)
-        assert good.returncode == 0 and "Completed" in good.stdout, good.stdout + good.stderr + log.read_text()[-3000:]
-        releases = list((tmp_path / "served" / "releases" / "multiverse-curated").iterdir())
-        assert len(releases) == 1 and (releases[0] / "manifest.json").exists()
-        runs, artifacts = read_server(api)
-        deployed = [run for run in runs if run.deployment_id is not None and run.state.is_completed()]
-        assert len(deployed) == 1 and "not_sampled" in funnel_artifact_of(deployed[0], artifacts).data
-    finally:
-        stop_process(serve)
 
 
 def test_openai_backend_end_to_end_keeps_the_key_secret(api, tmp_path):
@@ -204,11 +117,10 @@ def prefect_logs_and_parameters(api: dict[str, str], run_id: str) -> str:
             logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[r.id for r in runs])))
             return json.dumps([run.parameters for run in runs]) + "\n".join(log.message for log in logs)
 
-    os.environ["PREFECT_API_URL"] = api["PREFECT_API_URL"]
-    try:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: api["PREFECT_API_URL"]}):
         text = asyncio.run(read())
-    finally:
-        os.environ.pop("PREFECT_API_URL")
     assert "image_quality" in text  # the logs were read
     return text
 

@@ -14,12 +14,20 @@ from pathlib import Path
 import pytest
 
 from benchcurate.curation.release.verify import diff
-from benchcurate.curation.store import RunStore
-from tests.conftest import CURATE, make_image, run_curate
-from tests.factories import scripted_reply
+from tests.factories import make_image, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.flows.test_flow_e2e import STAGES, summary_lines
+from tests.helpers import (
+    CURATE,
+    MULTIVERSE_STAGES,
+    SHARED_DIR,
+    release_of,
+    run_curate,
+    shared_once,
+    stage_outputs,
+    summary_lines,
+)
 
+pytestmark = pytest.mark.slow
 CONCURRENCY = 2
 ARGS = ["run", "multiverse", "--backend", "openai", "--model", "fake-vlm", "--progress", "log", "--concurrency",
         str(CONCURRENCY), "--set", "image_quality.min_quality_score=1",
@@ -42,41 +50,30 @@ def finished_stages(run_dir: Path) -> set[str]:
             if not marker.parent.name.startswith("work-")}
 
 
-def stage_outputs(run_dir: Path) -> dict[str, tuple[list[dict], list[dict]]]:
-    """stage -> (decisions, kept items) as written, without the stage key (it hashes the model server's URL, and
-    each run here has its own loopback server) and with the output folder's own path taken out."""
-    state = RunStore(run_dir).chain()
-    root = str(run_dir.parent.parent)
-
-    def rows(path: Path) -> list[dict]:
-        return [{key: value for key, value in json.loads(line).items() if key != "stage_key"}
-                for line in path.read_text().replace(root, "<out>").splitlines()]
-    return {entry.stage: (rows(Path(entry.output_dir) / "decisions.jsonl"),
-                          rows(Path(entry.output_dir) / "kept.jsonl")) for entry in state}
+@pytest.fixture(scope="session")
+def images() -> Path:
+    def make() -> str:
+        folder = SHARED_DIR / "resume-images"
+        for seed in range(12):
+            make_image(folder / f"{seed}.png", seed)
+        return str(folder)
+    return Path(shared_once("resume-images", make))
 
 
-def release_of(stdout: str) -> Path:
-    line = next(line for line in stdout.splitlines() if line.startswith("release:"))
-    return Path(line.split(None, 1)[1].strip())
-
-
-@pytest.fixture(scope="module")
-def images(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("resume-images")
-    for seed in range(12):
-        make_image(folder / f"{seed}.png", seed)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(images, prefect_server, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("uninterrupted")
-    with FakeOpenAIServer(responder=scripted_reply, latency_seconds=0.05) as server:
-        result = run_curate([*ARGS, "--input", str(images), "--base-url", server.base_url, "--run-id", "whole"],
-                            workdir, {"PREFECT_API_URL": prefect_server})
-        requests = len(chat_bodies(server))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return workdir / "outputs" / "runs" / "whole", release_of(result.stdout), requests
+@pytest.fixture(scope="session")
+def uninterrupted(images, prefect_env):
+    """The run the killed ones must equal, made once for every worker: (run folder, release, requests sent)."""
+    def make() -> list:
+        workdir = SHARED_DIR / "uninterrupted"
+        workdir.mkdir()
+        with FakeOpenAIServer(responder=scripted_reply, latency_seconds=0.05) as server:
+            result = run_curate([*ARGS, "--input", str(images), "--base-url", server.base_url, "--run-id", "whole"],
+                                workdir, prefect_env)
+            requests = len(chat_bodies(server))
+        assert result.returncode == 0, result.stderr[-3000:]
+        return [str(workdir / "outputs" / "runs" / "whole"), str(release_of(result.stdout)), requests]
+    run_dir, release, requests = shared_once("uninterrupted", make)
+    return Path(run_dir), Path(release), requests
 
 
 KILL_POINTS = {
@@ -99,7 +96,7 @@ def test_a_run_killed_and_resumed_equals_an_uninterrupted_one(point, images, uni
     whole_dir, whole_release, whole_requests = uninterrupted
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "PREFECT_LOGGING_LEVEL": "INFO"}
     run_dir = tmp_path / "outputs" / "runs" / "killed"
-    with FakeOpenAIServer(responder=scripted_reply, latency_seconds=0.2) as server:
+    with FakeOpenAIServer(responder=scripted_reply, latency_seconds=0.1) as server:
         args = [*ARGS, "--input", str(images), "--base-url", server.base_url, "--run-id", "killed"]
         process = subprocess.Popen([str(CURATE), *args], cwd=tmp_path, env=env, start_new_session=True,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -122,8 +119,8 @@ def test_a_run_killed_and_resumed_equals_an_uninterrupted_one(point, images, uni
     assert (changes.added, changes.removed, changes.changed) == ([], [], {})
     # finished stages were skipped, not redone
     lines = summary_lines(resumed.stdout + resumed.stderr)
-    assert done_at_kill and done_at_kill & set(STAGES) <= set(lines), (done_at_kill, lines)
-    assert all("skipped, already done" in lines[stage] for stage in done_at_kill & set(STAGES)), lines
+    assert done_at_kill and done_at_kill & set(MULTIVERSE_STAGES) <= set(lines), (done_at_kill, lines)
+    assert all("skipped, already done" in lines[stage] for stage in done_at_kill & set(MULTIVERSE_STAGES)), lines
     # no kept reply was asked for again: a request holds one of the --concurrency slots until its reply is stored,
     # so only those in flight at the kill (at most --concurrency) could be
     repeated = set(before) & set(after)

@@ -2,7 +2,8 @@ import pytest
 from pydantic import ValidationError
 
 from benchcurate.schemas import Drop, ImageRef, Provenance, RunConfig, Sample, Turn
-from tests.conftest import make_sample
+from tests.factories import make_sample
+from tests.helpers import resolve
 
 MULTIVERSE_FIELDS = {"index", "image", "character", "scenario", "goal", "conversation", "main_goal_category",
                      "sub_goal_category", "main_task_category", "sub_task_category", "image_main_category",
@@ -54,7 +55,6 @@ def test_release_columns_cover_the_multiverse_release_fields():
 def test_run_id_rejects_path_tricks(run_id, tmp_path):
     from benchcurate.curation.errors import UserError
     from benchcurate.schemas import RunOptions
-    from tests.helpers import resolve
 
     with pytest.raises(UserError, match="bad run id"):  # as the CLI and a deployment resolve it
         resolve("multiverse", tmp_path, run_id=run_id)

@@ -1,0 +1,165 @@
+"""A background server process this tool starts for an output folder (Label Studio, the local Prefect server).
+
+Its record (`<folder>/<name>.json`: pid, port, the process's start time) says which process it is. A pid alone
+proves nothing once the process is gone: the system hands the number to another process. So a recorded server
+counts as running only while a process with that pid exists, started at the recorded time (Linux:
+/proc/<pid>/stat), with the expected marker in its command line. Anything else is a stale record: reported as
+not running, never signalled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from benchcurate.curation.errors import BackendUnavailable
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    pid: int
+    port: int
+    started: str   # the process's start time as the kernel counts it (clock ticks after boot), or "" elsewhere
+    marker: str    # text the process's command line contains (the module or program it runs)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks after boot (field 22 of /proc/<pid>/stat); None if it is gone
+    (or a zombie: exited, not yet reaped); "" where /proc cannot tell but the process exists."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "" if _exists(pid) else None
+    fields = stat.rsplit(")", 1)[1].split()  # the fields after the command name, which may hold spaces
+    return None if fields[0] == "Z" else fields[19]
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def get(url: str, timeout: float = 2.0) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback only
+            return response.read()
+    except OSError:
+        return None
+
+
+class LocalServer:
+    """The record of one kind of server (`name`) in one folder, and starting, checking and stopping it."""
+
+    def __init__(self, folder: Path, name: str, marker: str):
+        self.folder = folder
+        self.name = name
+        self.marker = marker
+
+    @property
+    def record_path(self) -> Path:
+        return self.folder / f"{self.name}.json"
+
+    def record(self) -> ServerRecord | None:
+        try:
+            return ServerRecord(**json.loads(self.record_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def running(self) -> ServerRecord | None:
+        """The record, if its process is the one this folder started and still runs."""
+        record = self.record()
+        if record is None:
+            return None
+        started = process_start(record.pid)
+        if started is None or (record.started and started != record.started):
+            return None
+        command = _command_line(record.pid)
+        if command and self.marker not in command:
+            return None
+        return record
+
+    def start(self, command: list[str], port: int, env: dict[str, str], log: Path, cwd: Path | None = None
+              ) -> subprocess.Popen:
+        """Start the server in its own session (a Ctrl-C in the terminal that started it does not reach it)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as handle:
+            process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True, env=env, cwd=cwd)
+        record = ServerRecord(pid=process.pid, port=port, started=process_start(process.pid) or "",
+                              marker=self.marker)
+        partial = self.record_path.with_name(self.record_path.name + ".partial")
+        partial.write_text(json.dumps(asdict(record)) + "\n", encoding="utf-8")
+        os.replace(partial, self.record_path)
+        return process
+
+    def wait_healthy(self, process: subprocess.Popen, health_url: str, log: Path, timeout: float,
+                     healthy=lambda body: body is not None) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                self.forget()
+                tail = log.read_text(encoding="utf-8", errors="replace")[-1500:] if log.exists() else ""
+                raise BackendUnavailable(f"the {self.name} server exited with code {process.returncode} while "
+                                         f"starting; its log ({log}) ends with:\n{tail}")
+            if healthy(get(health_url)):
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise BackendUnavailable(f"the {self.name} server did not answer at {health_url} within {timeout:.0f} s; "
+                                 f"see {log}")
+
+    def stop(self, timeout: float = 15) -> bool:
+        """SIGTERM to the server's process group, SIGKILL if it lingers; False when no server of ours runs."""
+        record = self.running()
+        if record is None:
+            self.forget()
+            return False
+        _signal_group(record.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while self.running() is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self.running() is not None:
+            _signal_group(record.pid, signal.SIGKILL)
+        self.forget()
+        return True
+
+    def forget(self) -> None:
+        self.record_path.unlink(missing_ok=True)
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)  # the server leads its own session, so its group is its pid
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        os.kill(pid, signum)

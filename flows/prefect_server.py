@@ -1,0 +1,167 @@
+"""The local Prefect server of an output folder: started by `curate` once, reused by every later run.
+
+Prefect records every flow run in a server. Without one (no PREFECT_API_URL) Prefect starts a temporary server
+for each process, which costs 7-9 s of every `curate run`, even on no items. So `curate run` and `curate serve`
+use, in this order: the server PREFECT_API_URL names; the output folder's local server, started in the background
+the first time (`<out>/prefect/`: its record `server.json` with pid and port, its log, its SQLite database and UI
+files); or, with `--prefect-server temporary`, Prefect's own per-process server.
+
+The local server is `prefect.server.api.server:create_app` (API, UI and services, as `prefect server start`)
+under uvicorn in one process of ours, which stops itself after `idle_minutes` with no request and no open
+connection (a running flow keeps a websocket open), so an idle machine does not keep it forever;
+`curate prefect down` stops it at once. It runs in its own session: a Ctrl-C in a terminal does not reach it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from benchcurate.curation.local_server import LocalServer, ServerRecord, free_port
+
+FOLDER = "prefect"
+MARKER = "benchcurate.flows.prefect_server"
+DEFAULT_IDLE_MINUTES = 60.0
+START_TIMEOUT_SECONDS = 90
+
+
+def server_folder(out_dir: Path) -> Path:
+    return out_dir.resolve() / FOLDER
+
+
+def local_server(out_dir: Path) -> LocalServer:
+    return LocalServer(server_folder(out_dir), "server", MARKER)
+
+
+def api_url(record: ServerRecord) -> str:
+    return f"{record.url}/api"
+
+
+def server_env(folder: Path) -> dict[str, str]:
+    """The server's own settings: everything under its folder, nothing under HOME, no telemetry."""
+    home = folder / "home"
+    return {"PREFECT_HOME": str(home), "PREFECT_PROFILES_PATH": str(home / "profiles.toml"),
+            "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{folder / 'prefect.db'}",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_TELEMETRY_ENABLE_RESOURCE_METRICS": "false"}
+
+
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One starter at a time: two commands starting at once must not start two servers."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "server.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def healthy(record: ServerRecord) -> bool:
+    from benchcurate.curation.local_server import get
+
+    return get(f"{api_url(record)}/health") is not None
+
+
+def status(out_dir: Path) -> ServerRecord | None:
+    """The folder's server when it runs and answers."""
+    record = local_server(out_dir).running()
+    return record if record is not None and healthy(record) else None
+
+
+def ensure(out_dir: Path, idle_minutes: float = DEFAULT_IDLE_MINUTES, port: int | None = None,
+           say=lambda line: None) -> tuple[ServerRecord, bool]:
+    """(the folder's server, whether it was started now): reused when it answers, else started and waited for."""
+    server = local_server(out_dir)
+    with _locked(server.folder):
+        record = server.running()
+        if record is not None and healthy(record):
+            return record, False
+        server.stop()  # a recorded server of ours that no longer answers
+        port = port or free_port()
+        log = server.folder / "server.log"
+        command = [sys.executable, "-m", MARKER, "--folder", str(server.folder), "--port", str(port),
+                   "--idle-minutes", str(idle_minutes)]
+        say(f"starting a local Prefect server for {out_dir} on 127.0.0.1:{port} (once; later runs reuse it)")
+        env = {name: value for name, value in os.environ.items() if name != "PREFECT_API_URL"}
+        process = server.start(command, port, {**env, **server_env(server.folder)}, log)
+        record = server.record()
+        server.wait_healthy(process, f"{api_url(record)}/health", log, START_TIMEOUT_SECONDS)
+        return record, True
+
+
+def down(out_dir: Path) -> bool:
+    server = local_server(out_dir)
+    with _locked(server.folder):
+        return server.stop()
+
+
+class _IdleTracker:
+    """ASGI wrapper: when the last request or connection ended, and how many are open."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.open = 0
+        self.last = time.monotonic()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        self.open += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.open -= 1
+            self.last = time.monotonic()
+
+    def idle_seconds(self) -> float:
+        return 0.0 if self.open else time.monotonic() - self.last
+
+
+def _serve(folder: Path, port: int, idle_minutes: float) -> None:
+    """The server process: Prefect's app under uvicorn, stopping itself after `idle_minutes` (0: never)."""
+    import uvicorn
+    from prefect.server.api.server import create_app
+
+    tracker = _IdleTracker(create_app(final=True))
+    server = uvicorn.Server(uvicorn.Config(tracker, host="127.0.0.1", port=port, lifespan="on",
+                                           log_level="warning"))
+
+    def stop_when_idle() -> None:
+        while not server.started and not server.should_exit:  # start-up (migrations) is not idleness
+            time.sleep(0.2)
+        tracker.last = time.monotonic()
+        while not server.should_exit:
+            time.sleep(min(30.0, idle_minutes * 60 / 4))
+            if tracker.idle_seconds() >= idle_minutes * 60:
+                print(f"idle for {idle_minutes} minutes: stopping", flush=True)
+                server.should_exit = True
+
+    if idle_minutes > 0:
+        threading.Thread(target=stop_when_idle, name="idle-stop", daemon=True).start()
+    try:
+        server.run()
+    finally:
+        record = LocalServer(folder, "server", MARKER).record()
+        if record is not None and record.pid == os.getpid():
+            (folder / "server.json").unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog=f"python -m {MARKER}", description=__doc__.splitlines()[0])
+    parser.add_argument("--folder", type=Path, required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--idle-minutes", type=float, default=DEFAULT_IDLE_MINUTES)
+    args = parser.parse_args(argv)
+    os.environ.pop("PREFECT_API_URL", None)  # this process is the server, not a client of one
+    os.environ.update(server_env(args.folder))  # before Prefect reads its settings
+    _serve(args.folder, args.port, args.idle_minutes)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""The output folder's local Prefect server: started once, reused by runs, stopped on demand or when idle; and the
+record every local server keeps, which never lets a reused pid pass for the server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchcurate.curation.local_server import LocalServer, ServerRecord, process_start
+from benchcurate.flows import prefect_server
+from tests.factories import make_image
+from tests.helpers import read_prefect
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def no_configured_server(monkeypatch):
+    """As a user without PREFECT_API_URL (the test session sets it to a dead address as a guard)."""
+    monkeypatch.delenv("PREFECT_API_URL")
+    return {name: value for name, value in os.environ.items() if name != "PREFECT_API_URL"}
+
+
+def curate(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / "curate"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_run_starts_the_local_server_once_later_runs_reuse_it_and_down_stops_it(no_configured_server, tmp_path):
+    env, out = no_configured_server, tmp_path / "outputs"
+    for seed in range(3):
+        make_image(tmp_path / "images" / f"{seed}.png", seed)
+    args = ["run", "multiverse", "--input", str(tmp_path / "images"), "--no-release", "--progress", "none"]
+    try:
+        first = curate([*args, "--run-id", "first"], tmp_path, env)
+        assert first.returncode == 0, first.stderr[-3000:]
+        assert "starting a local Prefect server" in first.stderr
+        record = prefect_server.status(out)
+        assert record is not None and (out / "prefect" / "prefect.db").exists()
+        second = curate([*args, "--run-id", "second"], tmp_path, env)
+        assert second.returncode == 0 and "starting a local Prefect server" not in second.stderr
+        assert prefect_server.status(out) == record  # the same process answered both runs
+        runs, _ = read_prefect(prefect_server.api_url(record))
+        recorded = {(run.parameters.get("options") or {}).get("run_id") for run in runs if run.state.is_completed()}
+        assert {"first", "second"} <= recorded  # Prefect still records every run
+        status = curate(["prefect", "status"], tmp_path, env)
+        assert status.returncode == 0 and f"export PREFECT_API_URL={prefect_server.api_url(record)}" in status.stdout
+    finally:
+        stopped = curate(["prefect", "down"], tmp_path, env)
+    assert stopped.stdout.strip() == "stopped" and process_start(record.pid) is None
+    assert curate(["prefect", "status"], tmp_path, env).returncode == 1
+    assert not (out / "prefect" / "server.json").exists()
+
+
+def test_an_idle_local_server_stops_itself(no_configured_server, tmp_path):
+    record, started = prefect_server.ensure(tmp_path / "outputs", idle_minutes=0.05)  # 3 s
+    assert started and prefect_server.healthy(record)
+    deadline = time.monotonic() + 60
+    while process_start(record.pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert process_start(record.pid) is None, "the server outlived its idle time"
+    assert prefect_server.status(tmp_path / "outputs") is None
+    assert "idle for 0.05 minutes: stopping" in (tmp_path / "outputs" / "prefect" / "server.log").read_text()
+
+
+def test_a_recorded_pid_that_is_another_process_is_neither_reported_nor_signalled(tmp_path):
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        server = LocalServer(tmp_path, "server", "label-studio")
+        stale = ServerRecord(pid=other.pid, port=1, started="1", marker="label-studio")  # not its start time
+        (tmp_path / "server.json").write_text(json.dumps(stale.__dict__))
+        assert server.running() is None and server.stop() is False
+        # the right start time but another program: not ours either
+        other_program = ServerRecord(pid=other.pid, port=1, started=process_start(other.pid), marker="label-studio")
+        (tmp_path / "server.json").write_text(json.dumps(other_program.__dict__))
+        assert server.running() is None and server.stop() is False
+        assert other.poll() is None  # never signalled
+    finally:
+        other.kill()
+        other.wait()
