@@ -11,7 +11,10 @@ MODULES = {"plots": "matplotlib", "xlsx": "openpyxl", "review": "label_studio_sd
 
 
 def has(extra: str) -> bool:
-    return find_spec(MODULES[extra]) is not None
+    try:
+        return find_spec(MODULES[extra]) is not None
+    except ImportError:  # a broken or blocked install counts as absent
+        return False
 
 
 def require(extra: str, purpose: str) -> None:
