@@ -11,7 +11,7 @@ Everything runs against the fake OpenAI server (tests/fakes/openai_server.py), n
       2 item threads per request slot), timing only `curation.runner.run_stage` of that stage (earlier stages
       run once, untimed); c2 the same with the per-image payload cache warm, as for later model stages.
    The fake server runs in a separate process (this script with --serve) so its threads do not take the GIL
-   from the client; its listen backlog is raised from socketserver's 5 to 128 (see BenchServer). CPU seconds
+   from the client; its listen backlog is 128 (LISTEN_BACKLOG in the fake), enough for 32 at once. CPU seconds
    of both processes are reported per request, and the client's CPU per call is split (one call at a time,
    zero latency): our client (the SDK's generic post) with a tiny and with a real body, the typed create()'s
    param transform that post skips, the backend's own part (send replaced by a canned reply) and build().
@@ -53,7 +53,6 @@ import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
-from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (sets HOME etc. to a temp dir before anything else is imported)
@@ -61,14 +60,12 @@ import psutil  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from tests.factories import make_image, scripted_reply  # noqa: E402
-from tests.fakes import openai_server as fake_module  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAIServer, Fault, _Reply  # noqa: E402
+from tests.fakes.openai_server import FAULT_MIXES, FakeOpenAIServer  # noqa: E402
 
 LATENCY = 0.2
 CONCURRENCY = 32
 IDEAL = CONCURRENCY / LATENCY
 TARGET_SHARE = 0.90
-LISTEN_BACKLOG = 128
 REPLY_WINDOW = 0.25  # s: a reply this close to the SIGKILL may be answered but not yet cached
 IMAGE_SIZE = (256, 192)
 PYTHON = sys.executable
@@ -85,66 +82,16 @@ QUICK = {"n_client": 320, "n_backend": 320, "n_stage": 160, "n_breakdown": 100, 
 
 # ================================================================================================ fake server
 
-def canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-FAULT_MIXES = {
-    "none": [],
-    # every 20th request a 429 with Retry-After 0.1, every other 10th a 500 (periodic faults are checked in order,
-    # so at multiples of 20 the 429 wins): 5% + 5% = 10%
-    "ten_percent": [Fault(kind="status", status=429, retry_after="0.1", every=20),
-                    Fault(kind="status", status=500, every=10)],
-}
-
-
 class BenchServer(FakeOpenAIServer):
-    """The fake server, plus a log of chat replies (body digest, status, time answered, schema name), GET
-    /bench/stats and POST /bench/reset; request bodies are not kept (images would pile up in memory).
-
-    The listen backlog is raised from socketserver's default of 5 to LISTEN_BACKLOG: 32 connections opened at
-    once overflow 5, and the client then waits ~1 s for a SYN retransmit or gets a reset (httpx ReadError)."""
+    """The fake server without request bodies (images would pile up in memory); `log` is its reply_log of
+    (body digest, status, time answered, schema name), summed up by stats() and GET /_fake/stats."""
 
     def __init__(self, **options):
-        fake_module._HTTPServer.request_queue_size = LISTEN_BACKLOG  # the fake servers of this process only
-        super().__init__(**options)
-        self.log: list[tuple[str, int, float, str | None]] = []
-        self.total_requests = 0
+        super().__init__(record_bodies=False, **options)
 
-    def _respond(self, request, raw=b""):
-        path = urlsplit(request.path).path
-        if path == "/bench/stats":
-            return _Reply(200, self.stats())
-        if path == "/bench/reset":
-            with self._lock:
-                self.log, self._max_in_flight, self.total_requests = [], 0, 0
-                self._completions_served = 0
-            return _Reply(200, {"reset": True})
-        reply = super()._respond(request, raw)
-        with self._lock:
-            self.total_requests += 1
-            self._requests.clear()
-        return reply
-
-    def _chat(self, body):
-        digest = hashlib.sha256(canonical(body).encode()).hexdigest()
-        name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name") \
-            if isinstance(body, dict) else None
-        reply = super()._chat(body)
-        with self._lock:
-            self.log.append((digest, 0 if reply is None else reply.status, time.monotonic(), name))
-        return reply
-
-    def stats(self) -> dict:
-        with self._lock:
-            log = list(self.log)
-            max_in_flight, total = self._max_in_flight, self.total_requests
-        ok = [digest for digest, status, _, _ in log if status == 200]
-        return {"chat_requests": len(log), "all_requests": total, "max_in_flight": max_in_flight,
-                "statuses": dict(Counter(str(status) for _, status, _, _ in log)),
-                "ok": len(ok), "ok_unique_bodies": len(set(ok)),
-                "ok_by_schema": dict(Counter(name for _, status, _, name in log if status == 200)),
-                "cpu_seconds": round(sum(psutil.Process().cpu_times()[:2]), 3)}
+    @property
+    def log(self) -> list:
+        return self.reply_log
 
 
 def serve(latency: float, faults: str, responder: str) -> None:
@@ -177,10 +124,10 @@ class ServerProcess:
             return json.loads(response.read())
 
     def stats(self) -> dict:
-        return self._call("/bench/stats")
+        return self._call("/_fake/stats")
 
     def reset(self) -> None:
-        self._call("/bench/reset", "POST")
+        self._call("/_fake/reset", "POST")
 
     def stop(self) -> None:
         if self.process.poll() is None:

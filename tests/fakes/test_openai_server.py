@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import http.client
 import json
 import random
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +24,8 @@ import openai
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from benchcurate.schemas.replies import CategoryReply, ChecklistReply, ConversationReply, PersonaReply, QualityReply
+from benchcurate.curation.models.openai_backend import strict_schema
+from benchcurate.curation.prompting import available_versions, load_prompt
 
 from . import openai_server
 from .openai_server import FakeOpenAIServer, Fault, instance_from_schema
@@ -69,15 +72,29 @@ def ask(client: openai.OpenAI, *, model: str = "fake-vlm", text: str = "Describe
     return client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}], **params)
 
 
-def fake_threads() -> list[str]:
-    """Return the names of the fake server's threads still alive."""
-    return [thread.name for thread in threading.enumerate() if thread.name.startswith("fake-openai")]
+def outcome(client: openai.OpenAI, **params) -> int:
+    """Return the status of one request: 200, the HTTP error's status, or 0 for a connection error."""
+    try:
+        ask(client, **params)
+    except openai.APIStatusError as error:
+        return error.status_code
+    except openai.APIConnectionError:
+        return 0
+    return 200
+
+
+def control(base_url: str, route: str, method: str = "GET") -> dict:
+    """Call one of the fake's control routes (outside /v1) and return its JSON reply."""
+    request = urllib.request.Request(base_url.removesuffix("/v1") + route, method=method)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
 
 
 @pytest.fixture(autouse=True)
 def no_threads_left_behind():
+    before = set(threading.enumerate())
     yield
-    assert fake_threads() == []
+    assert [thread.name for thread in threading.enumerate() if thread not in before] == []
 
 
 @pytest.fixture
@@ -135,9 +152,20 @@ def test_image_part_and_key_are_recorded_as_sent(server, client):
     (recorded,) = server.requests
     assert (recorded.method, recorded.path) == ("POST", "/v1/chat/completions")
     assert recorded.body["messages"][0]["content"][1] == image
+    assert recorded.body_bytes == len(json.dumps(recorded.body, separators=(",", ":")))
     assert recorded.headers["authorization"] == "Bearer sk-test"
     assert not [name for name, value in recorded.headers.items() if "sk-test" in value and name != "authorization"]
     assert "sk-test" not in json.dumps(recorded.body)
+
+
+def test_bodies_can_be_left_unrecorded():
+    with FakeOpenAIServer(record_bodies=False) as lean:
+        with openai.OpenAI(base_url=lean.base_url, api_key="sk-test", max_retries=0) as opened:
+            ask(opened, text="x" * 1000)
+        (recorded,) = lean.requests
+        assert (recorded.method, recorded.path, recorded.body) == ("POST", "/v1/chat/completions", None)
+        assert recorded.body_bytes > 1000 and recorded.headers["authorization"] == "Bearer sk-test"
+        assert (lean.request_count, lean.completions_served) == (1, 1)
 
 
 def test_rate_limit_headers_on_normal_replies(client):
@@ -152,15 +180,41 @@ def test_rate_limit_headers_on_normal_replies(client):
 @pytest.mark.parametrize("url", ["data:image/png;base64,@@not base64@@", "file:///etc/passwd"])
 def test_bad_image_url_is_rejected(client, url):
     image = {"type": "image_url", "image_url": {"url": url}}
-    with pytest.raises(openai.BadRequestError):
+    with pytest.raises(openai.BadRequestError, match="image_url"):
         client.chat.completions.create(model="fake-vlm", messages=[{"role": "user", "content": [image]}])
 
 
+@pytest.mark.parametrize("params", [
+    {"temperature": 3}, {"seed": "7"}, {"max_tokens": 0}, {"response_format": {"type": "xml"}},
+    {"response_format": {"type": "json_schema", "json_schema": {"name": "no spaces", "schema": {}}}},
+], ids=["temperature", "seed", "max_tokens", "format_type", "schema_name"])
+def test_malformed_parameters_are_rejected_and_not_counted_as_faults(server, client, params):
+    server.set_faults([Fault("status", status=503)])
+    with pytest.raises(openai.BadRequestError) as caught:
+        ask(client, **params)
+    assert caught.value.body["type"] == "invalid_request_error"
+    assert next(iter(params)) in caught.value.body["message"]
+    assert outcome(client) == 503  # the rejected request did not use up the fault
+
+
+def test_malformed_messages_and_stream_are_rejected(client):
+    for messages in ([], [{"role": "robot", "content": "hi"}], [{"role": "user", "content": []}],
+                     [{"role": "user", "content": [{"type": "audio"}]}], [{"role": "user"}]):
+        with pytest.raises(openai.BadRequestError, match="messages"):
+            client.chat.completions.create(model="fake-vlm", messages=messages)
+    with pytest.raises(openai.BadRequestError, match="stream"):
+        client.chat.completions.create(model="fake-vlm", messages=[{"role": "user", "content": "hi"}], stream=True)
+    assert client.chat.completions.create(model="fake-vlm", messages=[
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None}, {"role": "user", "content": "again"},
+    ]).choices[0].message.content
+
+
 def test_schema_the_fake_cannot_fill_is_rejected(client):
-    word = {"type": "string", "pattern": "^(cat|dog)$"}
+    word = {"type": "string", "minLength": 5, "maxLength": 2}
     schema = {"type": "object", "properties": {"word": word}, "required": ["word"]}
     response_format = {"type": "json_schema", "json_schema": {"name": "Pet", "schema": schema, "strict": True}}
-    with pytest.raises(openai.BadRequestError, match="cat"):
+    with pytest.raises(openai.BadRequestError, match="schema"):
         ask(client, response_format=response_format)
 
 
@@ -190,31 +244,26 @@ def test_server_error_fault(server, client):
 
 def test_faults_are_consumed_in_order(server, client):
     server.set_faults([Fault("status", status=500, times=2), Fault("status", status=503)])
-    statuses = []
-    for _ in range(4):
-        try:
-            ask(client)
-            statuses.append(200)
-        except openai.APIStatusError as error:
-            statuses.append(error.status_code)
-    assert statuses == [500, 500, 503, 200]
+    assert [outcome(client) for _ in range(4)] == [500, 500, 503, 200]
 
 
 def test_drop_connection_fault(server, client):
     server.set_faults([Fault("drop_connection")])
 
-    with pytest.raises(openai.APIConnectionError):
+    with pytest.raises(openai.APIConnectionError) as caught:
         ask(client)
 
+    assert not isinstance(caught.value, openai.APIStatusError)
     assert ask(client).choices[0].message.content
     assert (server.request_count, server.completions_served) == (2, 1)
 
 
 def test_invalid_json_fault(server, client):
-    server.set_faults([Fault("invalid_json")])
-    content = ask(client, response_format=json_schema_format(SceneReply)).choices[0].message.content
-    with pytest.raises(json.JSONDecodeError):
-        json.loads(content)
+    server.set_faults([Fault("invalid_json", times=2)])
+    for response_format in (json_schema_format(SceneReply), {"type": "json_object"}):
+        content = ask(client, response_format=response_format).choices[0].message.content
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(content)
 
 
 def test_schema_mismatch_fault(server, client):
@@ -223,6 +272,14 @@ def test_schema_mismatch_fault(server, client):
     json.loads(content)
     with pytest.raises(ValidationError):
         SceneReply.model_validate_json(content)
+
+
+def test_not_a_completion_fault(server, client):
+    server.set_faults([Fault("not_a_completion")])
+    messages = [{"role": "user", "content": "x"}]
+    raw = client.chat.completions.with_raw_response.create(model="fake-vlm", messages=messages)
+    assert raw.status_code == 200 and "choices" not in raw.http_response.json()
+    assert server.completions_served == 0
 
 
 def test_slow_fault_delays_the_reply(server, client):
@@ -243,29 +300,72 @@ def test_latency_applies_to_every_completion():
 
 def test_periodic_fault_hits_every_third_request(server, client):
     server.set_faults([Fault("status", status=503, every=3)])
-    failed = []
-    for number in range(1, 10):
-        try:
-            ask(client)
-        except openai.InternalServerError:
-            failed.append(number)
-    assert failed == [3, 6, 9]
+    statuses = [outcome(client) for _ in range(9)]
+    assert [number for number, status in enumerate(statuses, start=1) if status == 503] == [3, 6, 9]
     assert server.completions_served == 6
 
 
+def test_periodic_faults_are_checked_in_order(server, client):
+    server.set_faults(openai_server.FAULT_MIXES["ten_percent"])
+    statuses = [outcome(client) for _ in range(40)]
+    assert [number for number, status in enumerate(statuses, start=1) if status != 200] == [10, 20, 30, 40]
+    assert [statuses[number - 1] for number in (10, 20, 30, 40)] == [500, 429, 500, 429]
+
+
 # ---------------------------------------------------------------------------------------------------------------
-# Keys, models and paths
+# The reply log, stats and reset
+
+
+def test_reply_log_has_one_entry_per_chat_request(server, client):
+    body = {"model": "fake-vlm", "messages": [{"role": "user", "content": "hi"}], "response_format":
+            json_schema_format(SceneReply)}
+    server.set_faults([Fault("status", status=429), Fault("drop_connection")])
+    statuses = [outcome(client, response_format=body["response_format"]) for _ in range(3)]
+    assert outcome(client, model="gpt-imaginary") == 404
+    client.models.list()
+
+    log = server.reply_log
+    assert [entry.status for entry in log] == [429, 0, 200, 404] and statuses == [429, 0, 200]
+    digest = hashlib.sha256(json.dumps({**body, "messages": [{"role": "user", "content": "Describe the scene."}]},
+                                       sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert {entry.body_sha256 for entry in log[:3]} == {digest}
+    assert [entry.schema_name for entry in log] == ["SceneReply"] * 3 + [None]
+    assert [entry.answered_at for entry in log] == sorted(entry.answered_at for entry in log)
+
+
+def test_stats_and_reset_over_http(server, client):
+    server.set_faults([Fault("status", status=500)])
+    for seed in (1, 1, 2):
+        outcome(client, seed=seed)
+    ask(client, response_format=json_schema_format(SceneReply))
+
+    stats = control(server.base_url, "/_fake/stats")
+
+    assert stats == {**stats, "chat_requests": 4, "all_requests": 4, "max_in_flight": 1, "ok": 3,
+                     "ok_unique_bodies": 3, "statuses": {"500": 1, "200": 3}, "ok_by_schema": {"null": 2,
+                                                                                                "SceneReply": 1}}
+    assert stats["cpu_seconds"] > 0
+    assert control(server.base_url, "/_fake/reset", "POST") == {"reset": True}
+    assert (server.request_count, server.completions_served, server.max_in_flight, server.reply_log) == (0, 0, 0, [])
+    assert server.stats()["statuses"] == {}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Keys, models, paths and the server's life
 
 
 def test_wrong_api_key_is_rejected():
-    with FakeOpenAIServer(expected_api_key="sk-right") as keyed:
+    with FakeOpenAIServer(expected_api_key="sk-right", faults=[Fault("status", status=503)]) as keyed:
         with openai.OpenAI(base_url=keyed.base_url, api_key="sk-wrong", max_retries=0) as wrong:
             with pytest.raises(openai.AuthenticationError) as caught:
                 ask(wrong)
+            with pytest.raises(openai.AuthenticationError):
+                wrong.models.list()
         assert caught.value.code == "invalid_api_key"
         with openai.OpenAI(base_url=keyed.base_url, api_key="sk-right", max_retries=0) as right:
+            assert outcome(right) == 503  # the rejected request did not use up the fault
             assert ask(right).choices[0].message.content
-        assert (keyed.request_count, keyed.completions_served) == (2, 1)
+        assert (keyed.request_count, keyed.completions_served) == (4, 1)
 
 
 def test_unknown_model_is_not_found(client):
@@ -281,36 +381,51 @@ def test_models_are_listed_and_retrieved(client):
         client.models.retrieve("gpt-imaginary")
 
 
-def test_unknown_path_is_a_json_404(server):
+@pytest.mark.parametrize("method,path", [("GET", "/v1/embeddings/nowhere"), ("GET", "/v1/chat/completions")])
+def test_unknown_path_is_a_json_404(server, method, path):
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     try:
-        connection.request("GET", "/v1/embeddings/nowhere")
+        connection.request(method, path)
         response = connection.getresponse()
         assert response.status == 404
         assert json.loads(response.read())["error"]["type"] == "invalid_request_error"
     finally:
         connection.close()
+    assert server.request_count == 1
 
 
 def test_stop_frees_the_port_and_threads():
+    before = set(threading.enumerate())
     with FakeOpenAIServer() as running:
         port = running.port
+        assert running.base_url == f"http://127.0.0.1:{port}/v1"
+        assert [thread for thread in threading.enumerate() if thread not in before]  # it serves from a thread
         with openai.OpenAI(base_url=running.base_url, api_key="sk-test", max_retries=0) as idle:
             ask(idle)  # leaves a keep-alive connection open in the client's pool
             running.stop()
-    assert fake_threads() == []
+            running.stop()
+            with pytest.raises(openai.APIConnectionError):
+                ask(idle)
+    assert [thread for thread in threading.enumerate() if thread not in before] == []
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
 def test_command_line_entry_point():
-    command = [sys.executable, "-m", "tests.fakes.openai_server", "--port", "0", "--latency", "0.05"]
+    command = [sys.executable, "-m", "tests.fakes.openai_server", "--port", "0", "--latency", "0.01",
+               "--faults", "ten_percent", "--responder", "scripted"]
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
     try:
         base_url = process.stdout.readline().strip()
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", base_url)
         with openai.OpenAI(base_url=base_url, api_key="sk-test", max_retries=0) as remote:
-            assert ask(remote).choices[0].message.content
+            conversation = {"type": "json_schema", "json_schema": {
+                "name": "ConversationReply", "schema": {"type": "object"}, "strict": True}}
+            statuses = [outcome(remote, response_format=conversation, seed=seed) for seed in range(20)]
+            assert json.loads(ask(remote, response_format=conversation).choices[0].message.content)["utterances"]
+        assert (statuses[9], statuses[19], statuses.count(200)) == (500, 429, 18)
+        stats = control(base_url, "/_fake/stats")
+        assert (stats["chat_requests"], stats["ok_by_schema"]) == (21, {"ConversationReply": 19})
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
     finally:
@@ -322,15 +437,23 @@ def test_command_line_entry_point():
 # ---------------------------------------------------------------------------------------------------------------
 # Files and batches
 
-BATCH_TERMINAL = ("completed", "failed", "expired", "cancelled")
+class ManualClock:
+    """A clock for batch statuses that moves only when a test sets it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 @contextmanager
-def batch_client(**options) -> Iterator[tuple[FakeOpenAIServer, openai.OpenAI]]:
-    """Run a server with the given options (batch_seconds 0.15 unless told) and a client for it."""
-    with FakeOpenAIServer(**{"batch_seconds": 0.15, **options}) as running:
+def batch_client(**options) -> Iterator[tuple[FakeOpenAIServer, openai.OpenAI, ManualClock]]:
+    """Run a server on a manual clock (batch_seconds 3 unless told) and a client for it."""
+    clock = ManualClock()
+    with FakeOpenAIServer(**{"batch_seconds": 3, "clock": clock, **options}) as running:
         with openai.OpenAI(base_url=running.base_url, api_key="sk-test", max_retries=0) as opened:
-            yield running, opened
+            yield running, opened, clock
 
 
 def scene_body(number: int) -> dict:
@@ -366,17 +489,10 @@ def start_batch(client: openai.OpenAI, lines: list[dict] | None = None, **params
     )
 
 
-def wait_for(client: openai.OpenAI, batch_id: str, statuses: list[str] | None = None):
-    """Poll a batch until it ends, appending every status seen to statuses; return the final batch."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        batch = client.batches.retrieve(batch_id)
-        if statuses is not None:
-            statuses.append(batch.status)
-        if batch.status in BATCH_TERMINAL:
-            return batch
-        time.sleep(0.01)
-    raise AssertionError(f"batch {batch_id} did not end; last status {batch.status}")
+def finish(client: openai.OpenAI, clock: ManualClock, batch_id: str):
+    """Move the clock an hour on and return the batch, which has ended by then."""
+    clock.now += 3600
+    return client.batches.retrieve(batch_id)
 
 
 def jsonl(client: openai.OpenAI, file_id: str) -> dict[str, dict]:
@@ -388,12 +504,12 @@ def jsonl(client: openai.OpenAI, file_id: str) -> dict[str, dict]:
 
 
 def test_batch_end_to_end_matches_synchronous_calls():
-    with batch_client() as (server, client):
+    with batch_client() as (server, client, clock):
         created = start_batch(client, metadata={"run": "nightly"})
         assert (created.status, created.output_file_id, created.error_file_id) == ("validating", None, None)
         assert (created.request_counts.total, created.metadata, created.model) == (5, {"run": "nightly"}, "fake-vlm")
 
-        batch = wait_for(client, created.id)
+        batch = finish(client, clock, created.id)
 
         assert batch.status == "completed"
         assert (batch.request_counts.completed, batch.request_counts.failed, batch.error_file_id) == (5, 0, None)
@@ -419,7 +535,7 @@ def test_batch_end_to_end_matches_synchronous_calls():
 
 
 def test_uploaded_file_round_trips(client):
-    data = b'{"custom_id": "only", "method": "POST", "url": "/v1/chat/completions", "body": {}}\n'
+    data = b'{"custom_id": "only", "method": "POST", "url": "/v1/chat/completions", "body": {}}\r\n\n\xff\x00end'
     uploaded = client.files.create(file=("one.jsonl", data), purpose="batch")
     assert (uploaded.object, uploaded.bytes, uploaded.filename) == ("file", len(data), "one.jsonl")
     assert uploaded.purpose == "batch"
@@ -427,26 +543,37 @@ def test_uploaded_file_round_trips(client):
     assert client.files.content(uploaded.id).content == data
     with pytest.raises(openai.BadRequestError, match="jsonl"):
         client.files.create(file=("one.txt", data), purpose="batch")
+    with pytest.raises(openai.BadRequestError, match="purpose"):
+        client.files.create(file=("one.jsonl", data), purpose="nonsense")
     with pytest.raises(openai.NotFoundError):
         client.files.retrieve("file-missing")
     with pytest.raises(openai.NotFoundError):
         client.files.content("file-missing")
 
 
-def test_batch_status_progresses_over_batch_seconds():
-    with batch_client(batch_seconds=0.45) as (_server, client):
+def test_batch_status_steps_through_a_third_of_batch_seconds_each():
+    with batch_client(batch_seconds=3) as (server, client, clock):
         created = start_batch(client)
-        statuses = [created.status]
-        batch = wait_for(client, created.id, statuses)
-    order = ["validating", "in_progress", "finalizing", "completed"]
-    seen = list(dict.fromkeys(statuses))
-    assert seen == sorted(seen, key=order.index)
-    assert {"validating", "in_progress"} <= set(seen) and seen[-1] == "completed"
+        start = clock.now
+        statuses = []
+        for elapsed in (0, 0.999, 1, 1.999, 2, 2.999, 3, 100):
+            clock.now = start + elapsed
+            statuses.append(client.batches.retrieve(created.id).status)
+            assert server.batch_lines_served == (5 if elapsed >= 3 else 0)  # the lines run once, on completion
+        batch = client.batches.retrieve(created.id)
+    assert statuses == ["validating"] * 2 + ["in_progress"] * 2 + ["finalizing"] * 2 + ["completed"] * 2
     assert batch.created_at <= batch.in_progress_at <= batch.finalizing_at <= batch.completed_at
+    assert batch.completed_at - batch.created_at == 3  # batch_seconds after the wall-clock creation
+
+
+def test_batch_that_is_first_read_late_still_has_every_timestamp():
+    with batch_client() as (_server, client, clock):
+        batch = finish(client, clock, start_batch(client).id)
+    assert batch.status == "completed" and None not in (batch.in_progress_at, batch.finalizing_at)
 
 
 def test_zero_batch_seconds_completes_on_first_read():
-    with batch_client(batch_seconds=0) as (server, client):
+    with batch_client(batch_seconds=0, clock=time.monotonic) as (server, client, _clock):
         created = start_batch(client)
         assert created.status == "validating"
         assert client.batches.retrieve(created.id).status == "completed"
@@ -493,9 +620,17 @@ def _too_many_lines(lines, params):
     lines.extend(batch_lines(openai_server.MAX_BATCH_LINES + 1)[len(lines):])
 
 
+def _two_models(lines, params):
+    lines[0]["body"]["model"] = "fake-vlm-mini"
+
+
+def _no_lines(lines, params):
+    lines.clear()
+
+
 @pytest.mark.parametrize("spoil", [
     _duplicate_custom_id, _wrong_window, _unknown_file, _url_differs, _method_not_post, _no_body, _line_not_json,
-    _too_much_metadata, _unsupported_endpoint, _too_many_lines,
+    _too_much_metadata, _unsupported_endpoint, _too_many_lines, _two_models, _no_lines,
 ], ids=lambda spoil: spoil.__name__.strip("_"))
 def test_invalid_batches_are_rejected(server, client, monkeypatch, spoil):
     monkeypatch.setattr(openai_server, "MAX_BATCH_LINES", 6)
@@ -511,8 +646,8 @@ def test_invalid_batches_are_rejected(server, client, monkeypatch, spoil):
 
 
 def test_line_faults_fail_or_corrupt_single_lines():
-    with batch_client(batch_line_faults={"req-1": "error"}) as (server, client):
-        batch = wait_for(client, start_batch(client).id)
+    with batch_client(batch_line_faults={"req-1": "error"}) as (server, client, clock):
+        batch = finish(client, clock, start_batch(client).id)
 
         assert (batch.status, batch.request_counts.completed, batch.request_counts.failed) == ("completed", 4, 1)
         errors = jsonl(client, batch.error_file_id)
@@ -521,56 +656,75 @@ def test_line_faults_fail_or_corrupt_single_lines():
         assert "req-1" not in jsonl(client, batch.output_file_id)
         assert server.batch_lines_served == 4
 
-        server.set_batch_line_faults({"req-0": "schema_mismatch"})
-        batch = wait_for(client, start_batch(client).id)
+        server.set_batch_line_faults({"req-0": "schema_mismatch", "req-2": "invalid_json"})
+        batch = finish(client, clock, start_batch(client).id)
 
         assert (batch.request_counts.completed, batch.request_counts.failed, batch.error_file_id) == (5, 0, None)
-        content = jsonl(client, batch.output_file_id)["req-0"]["response"]["body"]["choices"][0]["message"]["content"]
+        outputs = jsonl(client, batch.output_file_id)
+        contents = {custom_id: outputs[custom_id]["response"]["body"]["choices"][0]["message"]["content"]
+                    for custom_id in ("req-0", "req-2")}
+        json.loads(contents["req-0"])
         with pytest.raises(ValidationError):
-            SceneReply.model_validate_json(content)
+            SceneReply.model_validate_json(contents["req-0"])
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(contents["req-2"])
     with pytest.raises(ValueError):
         FakeOpenAIServer(batch_line_faults={"req-0": "explode"})
+    with pytest.raises(ValueError):
+        FakeOpenAIServer(batch_faults=["explode"])
 
 
-def test_invalid_line_body_lands_in_the_error_file(client):
-    lines = batch_lines(2)
-    lines[1]["body"]["temperature"] = 9
-    batch = wait_for(client, start_batch(client, lines).id)
-    line = jsonl(client, batch.error_file_id)["req-1"]
+def test_invalid_line_body_lands_in_the_error_file():
+    with batch_client() as (_server, client, clock):
+        lines = batch_lines(2)
+        lines[1]["body"]["temperature"] = 9
+        batch = finish(client, clock, start_batch(client, lines).id)
+        line = jsonl(client, batch.error_file_id)["req-1"]
     assert line["error"] is None and line["response"]["status_code"] == 400
     assert "temperature" in line["response"]["body"]["error"]["message"]
     assert (batch.request_counts.completed, batch.request_counts.failed) == (1, 1)
 
 
 def test_whole_batch_fails_or_expires_once_then_succeeds():
-    with batch_client(batch_faults=["failed"]) as (server, client):
-        failed = wait_for(client, start_batch(client).id)
+    with batch_client(batch_faults=["failed"]) as (server, client, clock):
+        created = start_batch(client)
+        clock.now += 0.75
+        assert client.batches.retrieve(created.id).status == "validating"
+        clock.now += 0.25  # a third of batch_seconds
+        failed = client.batches.retrieve(created.id)
         assert failed.status == "failed" and failed.failed_at is not None
         assert failed.errors.data[0].code == "injected_failure"
         assert (failed.output_file_id, failed.error_file_id) == (None, None)
-        assert wait_for(client, start_batch(client).id).status == "completed"
+        assert finish(client, clock, start_batch(client).id).status == "completed"
 
         server.set_batch_faults(["expired"])
-        expired = wait_for(client, start_batch(client).id)
+        created = start_batch(client)
+        clock.now += 2.5
+        assert client.batches.retrieve(created.id).status == "in_progress"  # an expiring batch never finalizes
+        expired = finish(client, clock, created.id)
         assert (expired.status, expired.output_file_id, expired.request_counts.failed) == ("expired", None, 5)
         errors = jsonl(client, expired.error_file_id)
         assert len(errors) == 5 and {line["error"]["code"] for line in errors.values()} == {"batch_expired"}
-        assert wait_for(client, start_batch(client).id).status == "completed"
+        assert finish(client, clock, start_batch(client).id).status == "completed"
         assert (server.batches_created, server.batch_lines_served, server.completions_served) == (4, 10, 0)
 
 
 def test_cancel_and_unknown_batch():
-    with batch_client(batch_seconds=0.3) as (server, client):
+    with batch_client() as (server, client, clock):
         created = start_batch(client)
+        clock.now += 1.5  # in progress
         assert client.batches.cancel(created.id).status == "cancelling"
-        statuses = []
-        cancelled = wait_for(client, created.id, statuses)
-        assert statuses[-1] == "cancelled" and set(statuses) <= {"cancelling", "cancelled"}
-        assert (cancelled.output_file_id, cancelled.cancelled_at is not None) == (None, True)
+        clock.now += 0.75
+        assert client.batches.retrieve(created.id).status == "cancelling"
+        clock.now += 0.25  # a third of batch_seconds after the cancel
+        cancelled = client.batches.retrieve(created.id)
+        assert (cancelled.status, cancelled.output_file_id, cancelled.cancelled_at is not None) == (
+            "cancelled", None, True)
+        assert finish(client, clock, created.id).status == "cancelled"
         assert client.batches.cancel(created.id).status == "cancelled"
         assert server.batch_lines_served == 0
 
-        done = wait_for(client, start_batch(client).id)
+        done = finish(client, clock, start_batch(client).id)
         with pytest.raises(openai.ConflictError):
             client.batches.cancel(done.id)
         for call in (client.batches.retrieve, client.batches.cancel):
@@ -583,20 +737,20 @@ def test_batches_are_listed_newest_first(client):
     page = client.batches.list(limit=2)
     assert [batch.id for batch in page.data] == ids[:0:-1] and page.has_more
     assert [batch.id for batch in client.batches.list(limit=2)] == ids[::-1]  # auto-pagination follows `after`
+    with pytest.raises(openai.BadRequestError, match="limit"):
+        client.batches.list(limit=0)
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# instance_from_schema
+# Generated schema instances
 
 
-class EnumAndConst(Strict):
-    colour: Literal["red", "green", "blue"]
-    kind: Literal["fixed"]
-
-
-class OptionalFields(Strict):
-    count: int | None
-    nickname: str | None = Field(None, max_length=5)
+def reply_models() -> list[type[BaseModel]]:
+    """Return the output_schema model of every prompt version in prompts/."""
+    folder = PROJECT_ROOT / "prompts"
+    models = {load_prompt(entry.name, version).output_schema
+              for entry in folder.iterdir() if entry.is_dir() for version in available_versions(entry.name)}
+    return sorted(models, key=lambda model: model.__name__)
 
 
 class Node(Strict):
@@ -605,95 +759,54 @@ class Node(Strict):
     parent: Node | None = None
 
 
-class Patterns(Strict):
-    phash: str = Field(pattern=r"^[0-9a-f]{16}$")
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    identifier: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    code: str = Field(pattern=r"^[A-Z]{2}-\d{3}$")
+class Tree(Strict):
+    label: str
+    branches: list[Tree]  # required: only an empty list ends it
 
 
-class Bounds(Strict):
-    score: int = Field(ge=1, le=5)
-    exclusive: int = Field(gt=0, lt=3)
-    ratio: float = Field(ge=0, le=1)
-    tiny: float = Field(gt=0, lt=0.01)
-    title: str = Field(min_length=30, max_length=40)
-    short: str = Field(max_length=3)
-    triple: list[Box] = Field(min_length=3, max_length=3)
-    some: list[str] = Field(max_length=2)
-
-
-class Items(Strict):
-    boxes: list[Box] = Field(min_length=1)
-    tags: set[Literal["a", "b", "c"]] = Field(min_length=3)
+class Shapes(Strict):
     pair: tuple[int, str]
+    tags: set[Literal["a", "b", "c"]] = Field(min_length=3)
     lookup: dict[str, int]
+    code: str = Field(pattern=r"^[A-Z]{2}-\d{3}$")
+    title: str = Field(min_length=80)
+    short: str = Field(max_length=3)
+    ratio: float = Field(ge=0, le=1)
+    level: int = Field(gt=0, lt=3)
 
 
-SCHEMA_MODELS = [
-    EnumAndConst, OptionalFields, Node, Patterns, Bounds, Items, SceneReply,
-    QualityReply, CategoryReply, PersonaReply, ConversationReply, ChecklistReply,
-]
-
-
-@pytest.mark.parametrize("model", SCHEMA_MODELS, ids=lambda model: model.__name__)
+@pytest.mark.parametrize("model", [*reply_models(), SceneReply, Node, Tree, Shapes], ids=lambda model: model.__name__)
 def test_instances_validate_for_every_seed(model):
-    schema = model.model_json_schema()
-    for seed in SEEDS:
-        model.model_validate(instance_from_schema(schema, random.Random(seed)))
+    schemas = [model.model_json_schema(), strict_schema(model)]
+    for schema in schemas:
+        for seed in SEEDS:
+            model.model_validate(instance_from_schema(schema, seed))
 
 
-def test_instances_are_deterministic_and_vary():
+def test_every_prompt_reply_model_is_covered():
+    named = {re.search(r"^output_schema: (\w+)", path.read_text(), re.MULTILINE)[1]
+             for path in (PROJECT_ROOT / "prompts").glob("*/v*.yaml")}
+    assert {model.__name__ for model in reply_models()} == named and len(named) > 10
+
+
+def test_instances_are_deterministic_whatever_else_draws_and_vary():
     schema = SceneReply.model_json_schema()
-    draws = [json.dumps(instance_from_schema(schema, random.Random(seed))) for seed in (1, 1, 2)]
+    draws = []
+    for seed in (1, 1, 2):
+        random.seed(seed * 7919)  # the process's own random draws must not change a reply
+        draws.append(json.dumps(instance_from_schema(schema, seed)))
     assert draws[0] == draws[1] != draws[2]
 
 
-def test_arrays_without_min_items_are_never_empty_near_the_root():
-    schema = {"type": "array", "items": {"type": "integer"}}
-    sizes = {len(instance_from_schema(schema, random.Random(seed))) for seed in SEEDS}
-    assert sizes == {1, 2, 3, 4}
-
-
-HAND_WRITTEN = {
-    "$defs": {
-        "Base": {
-            "type": "object",
-            "properties": {"id": {"type": "string", "pattern": "^[0-9a-f]{16}$"}},
-            "required": ["id"],
-        },
-    },
-    "allOf": [
-        {"$ref": "#/$defs/Base"},
-        {
-            "type": "object",
-            "properties": {
-                "level": {"type": ["integer", "null"], "exclusiveMinimum": 0, "exclusiveMaximum": 3},
-                "tag": {"oneOf": [{"const": "a"}, {"type": "integer", "minimum": 10, "maximum": 10}]},
-                "tags": {"type": "array", "items": {"enum": ["x", "y", "z"]}, "uniqueItems": True, "minItems": 3},
-                "scores": {"type": "object", "additionalProperties": {"type": "number", "minimum": 0, "maximum": 1}},
-                "anything": {},
-            },
-            "required": ["level", "tag", "tags", "scores"],
-        },
-    ],
-}
-
-
-def test_hand_written_schema_keywords():
+def test_lists_and_texts_in_replies_are_not_empty():
+    schema = strict_schema(load_prompt("conversation", 1).output_schema)
     for seed in SEEDS:
-        value = instance_from_schema(HAND_WRITTEN, random.Random(seed))
-        assert set(value) == {"id", "level", "tag", "tags", "scores", "anything"}
-        assert re.fullmatch(r"[0-9a-f]{16}", value["id"])
-        assert value["level"] in (None, 1, 2)
-        assert value["tag"] in ("a", 10)
-        assert sorted(value["tags"]) == ["x", "y", "z"]
-        assert value["scores"]
-        assert all(isinstance(key, str) and 0 <= score <= 1 for key, score in value["scores"].items())
+        value = instance_from_schema(schema, seed)
+        assert value["utterances"] and all(utterance["text"] for utterance in value["utterances"])
 
 
-@pytest.mark.parametrize("pattern", ["^(cat|dog)$", "^[^a]+$", "^.{3}$", r"^\bword$"])
-def test_unsupported_pattern_raises(pattern):
-    schema = {"type": "string", "pattern": pattern}
-    with pytest.raises(ValueError, match=re.escape(repr(pattern))):
-        instance_from_schema(schema, random.Random(0))
+def test_recursive_models_end_within_a_few_levels():
+    def depth(node: dict) -> int:
+        return 1 + max(map(depth, node["branches"]), default=0)
+
+    assert max(depth(instance_from_schema(Tree.model_json_schema(), seed)) for seed in SEEDS) == 3
