@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing
+import os
+import signal
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -32,6 +36,25 @@ def _ordered(submit, function, chunks: Iterable, window: int) -> Iterator:
 
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}
+PARENT_CHECK_SECONDS = 0.5
+
+
+def die_with_parent(parent: int, on_orphaned: Callable[[], None] = lambda: os._exit(1)) -> None:
+    """Call `on_orphaned` (default: exit) within half a second of process `parent` ending, however it ended
+    (a SIGKILL leaves no chance to stop children, and an orphan is adopted by another process)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        on_orphaned()
+
+    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
+
+
+def _worker_setup(parent: int) -> None:
+    """In each worker: a Ctrl-C in the terminal reaches the whole process group, and the parent alone decides
+    what it means (stop the pool, exit 130); a worker never outlives its parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)
 
 
 def _process_pool(workers: int) -> ProcessPoolExecutor:
@@ -39,9 +62,20 @@ def _process_pool(workers: int) -> ProcessPoolExecutor:
     reuses it instead of paying each worker's start-up (about a second of imports) again."""
     pool = _POOLS.get(workers)
     if pool is None:
-        pool = _POOLS[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = _POOLS[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                     initializer=_worker_setup, initargs=(os.getpid(),))
         atexit.register(pool.shutdown, wait=False, cancel_futures=True)
     return pool
+
+
+def stop_pool(workers: int) -> None:
+    """Kill a pool's workers now (an interrupt: their chunks are redone on resume) and forget the pool."""
+    pool = _POOLS.pop(workers, None)
+    if pool is None:
+        return
+    for process in list(getattr(pool, "_processes", {}).values()):  # the executor offers no public way to kill
+        process.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def on_dask_worker() -> bool:
@@ -104,8 +138,13 @@ def ordered_map(function: Callable[[Chunk], Result], chunks: Iterable[Chunk], mo
         yield from map(function, chunks)
         return
     if mode == "threads":
-        with ThreadPoolExecutor(workers) as pool:
+        pool = ThreadPoolExecutor(workers)
+        try:
             yield from _ordered(pool.submit, function, chunks, window or 2 * workers)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)  # an interrupt must not wait out requests in flight
+            raise
+        pool.shutdown()
         return
     cluster = _dask_client()
     if cluster is not None:
@@ -116,6 +155,9 @@ def ordered_map(function: Callable[[Chunk], Result], chunks: Iterable[Chunk], mo
     pool = _process_pool(workers)
     try:
         yield from _ordered(pool.submit, function, chunks, 2 * workers)
+    except KeyboardInterrupt:
+        stop_pool(workers)
+        raise
     except BrokenProcessPool:
         _POOLS.pop(workers, None)  # a worker died (killed, out of memory): the next map starts a fresh pool
         raise

@@ -14,8 +14,11 @@ stage output is ever held whole in memory by the store.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -112,6 +115,26 @@ class RunStore:
             raise RuntimeError(f"state.json has no entry for stage {entry.index - 1}; run the stages in order")
         write_json_atomic(self.state_path, RunState(stages=[*stages, entry]).model_dump(mode="json",
                                                                                        exclude_none=True))
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the run for one process: a second `curate run` (or deployment run) of the same run id fails at
+        once with one line instead of reading the first one's half-written files. The lock is the kernel's
+        (flock), so a killed holder never leaves it taken."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / "lock", "a+", encoding="utf-8") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                raise UserError(f"run {self.root.name} is being run by {holder}; wait for it to end, or use another "
+                                f"--run-id") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+            handle.flush()
+            yield
 
     def stage_folder(self, index: int, name: str) -> Path:
         return self.root / "stages" / f"{index + 1:02d}_{name}"

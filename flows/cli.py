@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 import yaml
@@ -136,12 +136,16 @@ def run(
         base_url=base_url, model=model, seed=seed, overrides=parse_overrides(set_), jobs=jobs,
         dask_address=dask_address, concurrency=concurrency, max_cost_usd=max_cost, refresh_cache=refresh_cache,
         batch=batch, release=release, progress=progress)
-    resolve_run(recipe, options, out.resolve())  # every mistake found before Prefect starts costs no server start-up
+    config = resolve_run(recipe, options, out.resolve())  # mistakes found before Prefect starts cost no start-up
+    options = options.model_copy(update={"run_id": config.run_id})  # a default id is fixed once, here
     _use_prefect_server(out, prefect_server)
     from benchcurate.curation.report import funnel_text, load_report
     from benchcurate.flows.curate import curate
 
-    result = curate(recipe=recipe, options=options, out_dir=str(out))
+    try:
+        result = curate(recipe=recipe, options=options, out_dir=str(out))
+    except KeyboardInterrupt:
+        _interrupted(f"rerun `curate run {recipe} --run-id {config.run_id}` to resume")
     typer.echo("")
     typer.echo(funnel_text(load_report(Path(result["run_dir"]))))
     typer.echo(f"\nrun folder: {result['run_dir']}")
@@ -668,6 +672,17 @@ def serve(
     serve_all(out, limit)
 
 
+def _interrupted(how_to_resume: str) -> NoReturn:
+    """Ctrl-C: one line, exit 130, now. Everything finished is on disk already (stage outputs are renamed into
+    place, replies stored as they arrive), so nothing in flight is worth waiting for: threads still sending
+    requests would otherwise hold the exit for up to their timeout."""
+    typer.echo(f"\ninterrupted; nothing finished is lost: {how_to_resume}", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()  # Prefect's last logs and states, the worker pools; then no wait on other threads
+    os._exit(130)
+
+
 def _configured_api_url() -> str | None:
     """PREFECT_API_URL from the environment, else from the active Prefect profile (read without importing Prefect,
     whose settings are fixed at import)."""
@@ -702,11 +717,12 @@ def _use_prefect_server(out: Path, choice: str) -> str | None:
         except OSError as error:
             raise UserError(f"no Prefect server answers at PREFECT_API_URL={url} ({error}); start it, or unset "
                             f"PREFECT_API_URL to use the output folder's local server") from error
-    if choice == "temporary":
-        return None
-    from benchcurate.flows.prefect_server import api_url, ensure
+    from benchcurate.flows.prefect_server import api_url, ensure, temporary
 
-    record, _ = ensure(out, say=lambda line: typer.echo(line, err=True))
+    if choice == "temporary":
+        record = temporary(say=lambda line: typer.echo(line, err=True))
+    else:
+        record, _ = ensure(out, say=lambda line: typer.echo(line, err=True))
     os.environ["PREFECT_API_URL"] = api_url(record)
     return os.environ["PREFECT_API_URL"]
 

@@ -24,7 +24,9 @@ from benchcurate.curation.recipes import (
     DEMO_CORPUS_DIRNAME,
     available_recipes,
     changed_stages,
+    default_run_id,
     existing_run,
+    option_changes,
     resolve_run,
 )
 from benchcurate.curation.report import (
@@ -120,15 +122,23 @@ def curate(recipe: RecipeName = "multiverse", options: RunOptions | None = None,
     MinHash signatures, offline scoring) spread their items over that cluster's workers."""
     logger = get_run_logger()
     options = options or RunOptions()
+    options = options.model_copy(update={"run_id": options.run_id or default_run_id(recipe)})
     out = Path(out_dir).resolve()
+    store = RunStore(out / "runs" / options.run_id)
+    with store.lock():
+        return _curate(recipe, options, out, store, logger)
+
+
+def _curate(recipe: str, options: RunOptions, out: Path, store: RunStore, logger) -> dict[str, Any]:
+    previous = existing_run(out, options.run_id)
     config = resolve_run(recipe, options, out)
-    store = RunStore(out / "runs" / config.run_id)
-    previous = existing_run(out, config.run_id)
     store.save_config(config)
     logger.info("run %s in %s (backend: %s)", config.run_id, store.root, config.recipe.backend.kind)
     if previous is not None:
         changed = changed_stages(previous, config)
-        logger.info("resuming run %s: finished stages are skipped%s", config.run_id,
+        options_changed = option_changes(previous.options, config.options)
+        logger.info("resuming run %s with the settings it started with%s: finished stages are skipped%s",
+                    config.run_id, f" except {'; '.join(options_changed)}" if options_changed else "",
                     f"; changed since last time: {', '.join(changed)} (they and later stages run again)"
                     if changed else "")
     if config.demo:

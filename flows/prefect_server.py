@@ -4,7 +4,9 @@ Prefect records every flow run in a server. Without one (no PREFECT_API_URL) Pre
 for each process, which costs 7-9 s of every `curate run`, even on no items. So `curate run` and `curate serve`
 use, in this order: the server PREFECT_API_URL names; the output folder's local server, started in the background
 the first time (`<out>/prefect/`: its record `server.json` with pid and port, its log, its SQLite database and UI
-files); or, with `--prefect-server temporary`, Prefect's own per-process server.
+files); or, with `--prefect-server temporary`, a server for this command only (`temporary`), recording into
+Prefect's default database as Prefect's own temporary server does, stopped when the command ends and, should the
+command be killed, by itself within a second (it watches its parent).
 
 The local server is `prefect.server.api.server:create_app` (API, UI and services, as `prefect server start`)
 under uvicorn in one process of ours, which stops itself after `idle_minutes` with no request and no open
@@ -17,7 +19,9 @@ from __future__ import annotations
 import argparse
 import fcntl
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from benchcurate.curation.local_server import LocalServer, ServerRecord, free_port
+from benchcurate.curation.parallel import die_with_parent
 
 FOLDER = "prefect"
 MARKER = "benchcurate.flows.prefect_server"
@@ -94,6 +99,26 @@ def ensure(out_dir: Path, idle_minutes: float = DEFAULT_IDLE_MINUTES, port: int 
         return record, True
 
 
+def temporary(say=lambda line: None) -> ServerRecord:
+    """A server for this process only. It stops by itself once this process has ended (and with it every log
+    line Prefect flushes at exit, which a server stopped from an exit handler would miss) and removes its folder."""
+    folder = Path(tempfile.mkdtemp(prefix="curate-prefect-"))
+    server = LocalServer(folder, "server", MARKER)
+    port, log = free_port(), folder / "server.log"
+    command = [sys.executable, "-m", MARKER, "--folder", str(folder), "--port", str(port), "--idle-minutes", "0",
+               "--parent", str(os.getpid())]
+    say(f"starting a temporary Prefect server on 127.0.0.1:{port} for this command")
+    env = {name: value for name, value in os.environ.items() if name != "PREFECT_API_URL"}
+    process = server.start(command, port, env, log)
+    try:
+        server.wait_healthy(process, f"{api_url(server.record())}/health", log, START_TIMEOUT_SECONDS)
+    except BaseException:
+        server.stop(timeout=2)
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return server.record()
+
+
 def down(out_dir: Path) -> bool:
     server = local_server(out_dir)
     with _locked(server.folder):
@@ -123,8 +148,9 @@ class _IdleTracker:
         return 0.0 if self.open else time.monotonic() - self.last
 
 
-def _serve(folder: Path, port: int, idle_minutes: float) -> None:
-    """The server process: Prefect's app under uvicorn, stopping itself after `idle_minutes` (0: never)."""
+def _serve(folder: Path, port: int, idle_minutes: float, parent: int | None) -> None:
+    """The server process: Prefect's app under uvicorn, stopping itself after `idle_minutes` (0: never) or, with a
+    `parent`, when that process ends."""
     import uvicorn
     from prefect.server.api.server import create_app
 
@@ -144,12 +170,16 @@ def _serve(folder: Path, port: int, idle_minutes: float) -> None:
 
     if idle_minutes > 0:
         threading.Thread(target=stop_when_idle, name="idle-stop", daemon=True).start()
+    if parent is not None:
+        die_with_parent(parent, lambda: setattr(server, "should_exit", True))
     try:
         server.run()
     finally:
         record = LocalServer(folder, "server", MARKER).record()
         if record is not None and record.pid == os.getpid():
             (folder / "server.json").unlink(missing_ok=True)
+        if parent is not None:
+            shutil.rmtree(folder, ignore_errors=True)  # a temporary server's folder holds only its record and log
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -157,10 +187,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--folder", type=Path, required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--idle-minutes", type=float, default=DEFAULT_IDLE_MINUTES)
+    parser.add_argument("--parent", type=int, help="a temporary server: stop when this process ends, and keep "
+                                                   "Prefect's own database settings")
     args = parser.parse_args(argv)
     os.environ.pop("PREFECT_API_URL", None)  # this process is the server, not a client of one
-    os.environ.update(server_env(args.folder))  # before Prefect reads its settings
-    _serve(args.folder, args.port, args.idle_minutes)
+    if args.parent is None:
+        os.environ.update(server_env(args.folder))  # before Prefect reads its settings
+    _serve(args.folder, args.port, args.idle_minutes, args.parent)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, JsonValue, field_validator, model_validator
+from pydantic import Field, JsonValue, field_validator
 
 from benchcurate.schemas.sample import Strict
 
@@ -104,17 +104,6 @@ class Recipe(Strict):
     demo: DemoSpec | None = None
 
 
-class RunConfig(Strict):
-    """Everything that determines a run's outputs, written to run.json (no secrets)."""
-
-    run_id: str = Field(pattern=RUN_ID_PATTERN)
-    recipe: Recipe = Field(description="with overrides applied and every stage config validated and filled in")
-    input_path: str | None = Field(None, description="absolute path; None means the bundled demo corpus")
-    demo: bool
-    code_version: str
-    created_at: datetime
-
-
 class RunOptions(Strict):
     """What one run asks for on top of its recipe: the flags of `curate run`, the parameters of a deployment run.
 
@@ -151,9 +140,16 @@ class RunOptions(Strict):
             raise ValueError(f"bad run id '{run_id}': use letters, digits, '.', '_' and '-' ({RUN_ID_PATTERN})")
         return run_id
 
-    @model_validator(mode="after")
-    def _openai_settings_need_openai(self) -> RunOptions:
-        if (self.base_url or self.model) and self.backend != "openai":
-            raise ValueError("--base-url and --model (base_url, model) apply to the openai backend: add --backend "
-                             "openai")
-        return self
+
+class RunConfig(Strict):
+    """Everything that determines a run's outputs, written to run.json (no secrets)."""
+
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    recipe: Recipe = Field(description="with overrides applied and every stage config validated and filled in")
+    input_path: str | None = Field(None, description="absolute path; None means the bundled demo corpus")
+    demo: bool
+    code_version: str
+    created_at: datetime
+    options: RunOptions | None = Field(None, description="what the run was asked for (flags or deployment "
+                                                         "parameters), merged over earlier attempts'; a resumed run "
+                                                         "reuses what is not given again")

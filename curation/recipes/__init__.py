@@ -123,6 +123,43 @@ def existing_run(out_dir: Path, run_id: str) -> RunConfig | None:
                         f"new --run-id") from error
 
 
+# What a resumed run keeps from its earlier attempts unless given again: whatever shapes its outcome. The cost
+# limit, the cache refresh and where the work runs are about one invocation, so they are not kept.
+STICKY_OPTIONS = ("backend", "base_url", "model", "seed", "concurrency", "batch", "request_cache")
+
+
+def _merged_options(existing: RunConfig | None, given: RunOptions) -> RunOptions:
+    """The options of this attempt: the earlier attempts' where not given again, and their --set overrides
+    updated field by field with the new ones."""
+    if existing is None or existing.options is None:
+        return given
+    previous = existing.options
+    kept = {name: getattr(previous, name) for name in STICKY_OPTIONS if getattr(given, name) is None}
+    overrides = {stage: dict(fields) for stage, fields in previous.overrides.items()}
+    for stage, fields in given.overrides.items():
+        overrides.setdefault(stage, {}).update(fields)
+    return given.model_copy(update={**kept, "overrides": overrides})
+
+
+def option_changes(previous: RunOptions | None, current: RunOptions) -> list[str]:
+    """`name: before -> after` for every outcome-shaping option this attempt changed."""
+    if previous is None:
+        return []
+    changes = [f"--{name.replace('_', '-')}: {getattr(previous, name)} -> {getattr(current, name)}"
+               for name in STICKY_OPTIONS if getattr(previous, name) != getattr(current, name)]
+    for stage in sorted(set(previous.overrides) | set(current.overrides)):
+        before, after = previous.overrides.get(stage, {}), current.overrides.get(stage, {})
+        changes += [f"--set {stage}.{field}: {before.get(field)} -> {after.get(field)}"
+                    for field in sorted(set(before) | set(after)) if before.get(field) != after.get(field)]
+    return changes
+
+
+def _check_same_recipe(existing: RunConfig | None, recipe: str) -> None:
+    if existing is not None and existing.recipe.name != recipe:
+        raise UserError(f"run {existing.run_id} is a {existing.recipe.name} run; resume it with `curate run "
+                        f"{existing.recipe.name} --run-id {existing.run_id}`, or use a new --run-id for {recipe}")
+
+
 def _resume_input(existing: RunConfig | None, input_path: str | None) -> str | None:
     """A resumed run keeps its input: leaving --input out reuses it; a different input is an error."""
     if existing is None:
@@ -177,7 +214,12 @@ def resolve_run(recipe_name: str, options: RunOptions, out_dir: Path) -> RunConf
     No input means the demo corpus, except for an existing run id, which keeps the input it started with."""
     recipe = load_recipe(recipe_name)
     run_id = options.run_id or default_run_id(recipe.name)
-    input_path = _resume_input(existing_run(out_dir, run_id), options.input_path)
+    existing = existing_run(out_dir, run_id)
+    _check_same_recipe(existing, recipe.name)
+    options = _merged_options(existing, options.model_copy(update={"run_id": run_id}))
+    if (options.base_url or options.model) and options.backend != "openai":
+        raise UserError("--base-url and --model apply to the openai backend: add --backend openai")
+    input_path = _resume_input(existing, options.input_path)
     demo = input_path is None
     if demo and recipe.demo is not None:
         recipe = _apply_overrides(recipe, recipe.demo.overrides)
@@ -204,7 +246,8 @@ def resolve_run(recipe_name: str, options: RunOptions, out_dir: Path) -> RunConf
     recipe = _validated_stages(recipe)
     _check_models(recipe)
     return RunConfig(run_id=run_id, recipe=recipe, input_path=None if demo else str(root), demo=demo,
-                     code_version=code_version(), created_at=datetime.now(UTC))
+                     code_version=code_version(), created_at=datetime.now(UTC),
+                     options=options.model_copy(update={"input_path": None if demo else str(root)}))
 
 
 def run_options(**fields: object) -> RunOptions:

@@ -7,12 +7,14 @@ only if no folder of that version exists. The parquet uses the Hugging Face Imag
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -271,6 +273,24 @@ def write_release(run_dir: Path, out_dir: Path, version: str | None = None, stri
         raise UserError("license conflict (--strict-licenses): " + "; ".join(conflicts))
     _check_images(samples)
     release_root = out_dir / "releases" / spec.name
+    with _writing(release_root):
+        return _write(samples, report, spec, removals, removed, release_root, out_dir, version, on_row)
+
+
+@contextlib.contextmanager
+def _writing(release_root: Path) -> Iterator[None]:
+    """One writer of a release name at a time (a second one waits, then finds its version taken or takes the
+    next), and what killed writers left behind (`.X.Y.Z.partial`) is removed: no writer can be using it now."""
+    release_root.mkdir(parents=True, exist_ok=True)
+    with open(release_root / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        for stale in release_root.glob(".*.partial"):
+            shutil.rmtree(stale, ignore_errors=True)
+        yield
+
+
+def _write(samples: list[Sample], report, spec: ReleaseSpec, removals: dict, removed: list[str], release_root: Path,
+           out_dir: Path, version: str | None, on_row: Callable[[], None]) -> Path:
     version = version or next_free_version(release_root, spec.first_version)
     parse_version(version)
     final = release_root / version
@@ -278,7 +298,6 @@ def write_release(run_dir: Path, out_dir: Path, version: str | None = None, stri
         raise UserError(f"release {spec.name} {version} already exists at {final}; releases are never "
                         f"overwritten, pick another --version")
     partial = release_root / f".{version}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
     by_split = split_samples(samples, spec)
     files = {name: write_shards(members, partial / "data", name, int(spec.max_shard_mb * 1024 * 1024), on_row)
              for name, members in by_split.items()}
@@ -296,10 +315,5 @@ def write_release(run_dir: Path, out_dir: Path, version: str | None = None, stri
     manifest = manifest.model_copy(update={"files": _checksums(partial)})
     write_json_atomic(partial / "manifest.json", manifest.model_dump(mode="json"))
     _checksums(partial)
-    try:
-        os.rename(partial, final)  # fails if another process released this version meanwhile
-    except OSError as error:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise UserError(f"release {spec.name} {version} appeared while writing; rerun to take the next "
-                        f"version") from error
+    os.rename(partial, final)
     return final

@@ -1,0 +1,181 @@
+"""What users do to processes: Ctrl-C (SIGINT to the whole process group, as a terminal sends it), kill -9, two
+commands at once on one run or one release; and records of servers that no longer describe them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from PIL import Image
+
+from benchcurate.curation.errors import UserError
+from benchcurate.curation.release.writer import write_release
+from tests.factories import scripted_reply
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import CURATE, SMALL, curate_in_process, finished_run, prepared_run, run_curate
+
+pytestmark = pytest.mark.slow
+
+
+def photos(folder: Path, count: int) -> Path:
+    """Fresh 640x480 JPEGs (each stage has real work: nothing of them is in any cache yet)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for number in range(count):
+        image = Image.effect_noise((640, 480), 40 + number % 50).convert("RGB")
+        image.save(folder / f"{number}.jpg", quality=85)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def many_photos(tmp_path_factory) -> Path:
+    return photos(tmp_path_factory.mktemp("photos"), 300)
+
+
+def start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    """A command in its own process group, as a terminal starts it."""
+    return subprocess.Popen([str(CURATE), *args], cwd=cwd, env={**os.environ, **env}, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, process: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.02)
+
+
+def stage_working(run_dir: Path, stage: str):
+    return lambda: any(run_dir.glob(f"stages/*_{stage}/work-*.partial"))
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    return psutil.Process(pid).children(recursive=True)
+
+
+def all_gone(processes: list[psutil.Process], seconds: float) -> bool:
+    _, alive = psutil.wait_procs(processes, timeout=seconds)
+    return not alive
+
+
+def test_ctrl_c_in_a_worker_pool_stage_ends_the_run_at_once_and_a_rerun_resumes(many_photos, tmp_path,
+                                                                                 monkeypatch):
+    monkeypatch.delenv("PREFECT_API_URL")  # no server: a temporary one for the command (the old default, which hung)
+    args = ["run", "multiverse", "--input", str(many_photos), "--run-id", "ctrl-c", "--jobs", "2", "--no-release",
+            "--progress", "log", "--prefect-server", "temporary"]
+    run = start(args, tmp_path, {})
+    run_dir = tmp_path / "outputs" / "runs" / "ctrl-c"
+    wait_for(stage_working(run_dir, "image_quality"), run)
+    workers = descendants(run.pid)
+    assert len(workers) >= 2  # the pool is up
+    interrupted_at = time.monotonic()
+    os.killpg(run.pid, signal.SIGINT)
+    _, stderr = run.communicate(timeout=30)
+    assert run.returncode == 130 and time.monotonic() - interrupted_at < 10, stderr[-3000:]
+    assert "interrupted; nothing finished is lost: rerun `curate run multiverse --run-id ctrl-c`" in stderr
+    assert "Traceback" not in stderr
+    assert all_gone(workers, 5)
+    assert not list(run_dir.glob("stages/*_image_quality/*/DONE"))  # it was stopped inside the stage
+    resumed = run_curate(args, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "15/15 stages done" in resumed.stdout and list(run_dir.glob("stages/*_image_quality/*/DONE"))
+
+
+def test_a_killed_run_takes_its_temporary_prefect_server_and_its_workers_with_it(many_photos, tmp_path, monkeypatch):
+    monkeypatch.delenv("PREFECT_API_URL")  # as a user without a server, asking for a temporary one
+    args = ["run", "multiverse", "--input", str(many_photos), "--run-id", "killed", "--jobs",
+            "2", "--progress", "log", "--prefect-server", "temporary"]
+    run = start(args, tmp_path, {})
+    wait_for(stage_working(tmp_path / "outputs" / "runs" / "killed", "image_quality"), run)
+    children = descendants(run.pid)
+    server = [process for process in psutil.process_iter(["cmdline"])
+              if f"--parent {run.pid}" in " ".join(process.info["cmdline"] or [])]
+    assert len(server) == 1 and len(children) >= 2
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    assert all_gone(children + server, 10)
+
+
+def test_a_killed_hash_command_takes_its_workers_with_it(many_photos, tmp_path):
+    out = tmp_path / "hashes.jsonl"
+    command = start(["images", "hash", str(many_photos), "--out", str(out), "--jobs", "2"],
+                    tmp_path, {})
+    wait_for(lambda: len(descendants(command.pid)) >= 2, command, 60)
+    workers = descendants(command.pid)
+    os.kill(command.pid, signal.SIGKILL)  # the command alone: nobody is left to stop the workers
+    command.wait()
+    assert all_gone(workers, 5)
+
+
+def test_a_second_run_of_the_same_run_id_is_refused_while_the_first_runs(prefect_env, tmp_path):
+    images = photos(tmp_path / "images", 4)
+    with FakeOpenAIServer(responder=scripted_reply, latency_seconds=0.3) as server:
+        args = ["run", "multiverse", "--input", str(images), "--run-id", "shared", "--backend", "openai", "--model",
+                "fake-vlm", "--base-url", server.base_url, "--concurrency", "1", "--progress", "log",
+                *[item for pair in SMALL.items() for field, value in pair[1].items()
+                  for item in ("--set", f"{pair[0]}.{field}={value}")]]
+        first = start(args, tmp_path, prefect_env)
+        wait_for(lambda: server.completions_served > 0, first)
+        second = run_curate(args, tmp_path, prefect_env)
+        stdout, stderr = first.communicate(timeout=300)
+    assert second.returncode == 2 and "Traceback" not in second.stderr
+    assert [line for line in second.stderr.splitlines() if line.startswith("error:")] == [
+        f"error: run shared is being run by pid {first.pid} " + second.stderr.split(f"pid {first.pid} ")[1]
+        .splitlines()[0]]
+    assert first.returncode == 0, stderr[-3000:]
+    assert "release:" in stdout
+
+
+def test_another_recipe_on_an_existing_run_id_is_refused(tmp_path):
+    prepared_run(tmp_path, "mv", overrides=SMALL)
+    result = curate_in_process(["run", "convbench", "--run-id", "mv", "--out", str(tmp_path / "out")], tmp_path)
+    assert result.returncode == 2
+    assert "run mv is a multiverse run; resume it with `curate run multiverse --run-id mv`" in result.stderr
+    assert json.loads((tmp_path / "out" / "runs" / "mv" / "run.json").read_text())["recipe"]["name"] == "multiverse"
+
+
+def test_two_releases_of_one_version_at_once_one_wins_the_other_says_so_and_stale_partials_go(tmp_path):
+    run_dir = finished_run(tmp_path, "rel", overrides=SMALL)
+    stale = tmp_path / "out" / "releases" / "multiverse-curated" / ".0.9.0.partial"
+    stale.mkdir(parents=True)
+    outcomes: list[object] = []
+
+    def release() -> None:
+        try:
+            outcomes.append(write_release(run_dir, tmp_path / "out", "1.0.0"))
+        except UserError as error:
+            outcomes.append(error)
+
+    threads = [threading.Thread(target=release) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    written = [outcome for outcome in outcomes if isinstance(outcome, Path)]
+    refused = [str(outcome) for outcome in outcomes if isinstance(outcome, UserError)]
+    assert len(written) == 1 and len(refused) == 1 and "already exists" in refused[0]
+    assert not stale.exists() and not list(stale.parent.glob(".*.partial"))
+
+
+def test_a_label_studio_record_of_another_process_is_not_that_server(tmp_path):
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        data = tmp_path / "ls"
+        data.mkdir()
+        (data / "server.json").write_text(json.dumps({"pid": other.pid, "port": 9, "started": "1",
+                                                      "marker": "label-studio"}))
+        status = curate_in_process(["ls", "status", "--data", str(data)], tmp_path)
+        assert status.returncode == 1 and "not running" in status.stdout
+        down = curate_in_process(["ls", "down", "--data", str(data)], tmp_path)
+        assert down.returncode == 0 and "no Label Studio running" in down.stdout
+        assert other.poll() is None  # not killed
+    finally:
+        other.kill()
+        other.wait()
