@@ -12,6 +12,7 @@ class Progress(Protocol):
     def advance(self, count: int) -> None: ...
     def finish(self, stats: StageStats, skipped: bool) -> None: ...
     def finish_waiting(self, stage: str, detail: str) -> None: ...
+    def warn(self, stage: str, message: str) -> None: ...
 
 
 class SilentProgress:
@@ -25,4 +26,7 @@ class SilentProgress:
         pass
 
     def finish_waiting(self, stage: str, detail: str) -> None:
+        pass
+
+    def warn(self, stage: str, message: str) -> None:
         pass

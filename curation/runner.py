@@ -43,7 +43,16 @@ from benchcurate.curation.stage import (
     record_scores,
 )
 from benchcurate.curation.stages import STAGES
-from benchcurate.curation.store import RunStore, chunked, count_lines, rows, write_json_atomic
+from benchcurate.curation.store import (
+    RunStore,
+    changed_since_sealed,
+    chunked,
+    count_lines,
+    rows,
+    seal,
+    sealed,
+    write_json_atomic,
+)
 from benchcurate.curation.work import CONTEXTS, STOPS_THE_STAGE, Registry, stage_config, work_chunk, work_one
 from benchcurate.schemas import Decision, Drop, Keep, ModelUsage, RunConfig, Sample, Scores, StageStats, Verdict
 from benchcurate.schemas.store import StageState
@@ -78,7 +87,7 @@ class StageRun:
 
     @property
     def done(self) -> bool:
-        return (self.output_dir / "DONE").exists()
+        return sealed(self.output_dir)
 
 
 
@@ -171,7 +180,7 @@ class StageWriter:
                            for kind, counts in self.labels.items() if counts},
             summary=summary or {})
         write_json_atomic(self.partial / "stats.json", stats.model_dump(mode="json"))
-        (self.partial / "DONE").write_text("", encoding="utf-8")
+        seal(self.partial)
         shutil.rmtree(self.run.output_dir, ignore_errors=True)
         os.replace(self.partial, self.run.output_dir)
         return stats
@@ -246,7 +255,7 @@ def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunC
     """Phase one of item and transform stages: scores or generated items per input, stored by work key."""
     work_dir = run.work_dir
     assert work_dir is not None
-    if (work_dir / "DONE").exists():
+    if sealed(work_dir) and not _changed(work_dir, progress, run.stage.name, "scores or generated items"):
         progress.advance(count_lines(source))
         return work_dir / "work.jsonl"
     stage = run.stage
@@ -276,7 +285,7 @@ def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunC
                           f"{first_error['reason']}: {json.dumps(first_error['detail'])[:300]}); fix the cause and "
                           f"rerun with the same --run-id")
     write_json_atomic(partial / "usage.json", {model: spent.model_dump(mode="json") for model, spent in usage.items()})
-    (partial / "DONE").write_text("", encoding="utf-8")
+    seal(partial)
     shutil.rmtree(work_dir, ignore_errors=True)
     os.replace(partial, work_dir)
     return work_dir / "work.jsonl"
@@ -381,7 +390,7 @@ def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache
     run_config = store.load_config()
     run = plan_stage(store, run_config, index, registry)
     progress = progress or SilentProgress()
-    if run.done:
+    if run.done and not _changed(run.output_dir, progress, run.stage.name, "output"):
         stats = StageStats.model_validate_json((run.output_dir / "stats.json").read_text(encoding="utf-8"))
         skipped = True
     else:
@@ -400,6 +409,15 @@ def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache
                                   output_sha256=sha256_file(run.output_dir / "kept.jsonl")))
     progress.finish(stats, skipped)
     return stats
+
+
+def _changed(folder: Path, progress: Progress, stage: str, what: str) -> bool:
+    """Whether a finished folder's files changed since it was written (edited, truncated, deleted); said aloud,
+    since the stage is then redone rather than trusted."""
+    changed = changed_since_sealed(folder)
+    if changed:
+        progress.warn(stage, f"its stored {what} changed since it was written ({', '.join(changed)}); redoing it")
+    return bool(changed)
 
 
 def check_backend(run_dir: Path) -> str:

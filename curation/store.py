@@ -25,6 +25,7 @@ from pathlib import Path
 from pydantic import JsonValue
 
 from benchcurate.curation.errors import UserError
+from benchcurate.curation.fingerprint import sha256_file
 from benchcurate.curation.jsonl import read_samples
 from benchcurate.schemas import RunConfig, Sample
 from benchcurate.schemas.store import RunState, StageState
@@ -60,6 +61,29 @@ def write_json_atomic(path: Path, value: JsonValue) -> None:
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(partial, path)
+
+
+DONE = "DONE"
+
+
+def seal(folder: Path) -> None:
+    """Mark a finished output folder: DONE lists the sha256 of every file in it, written last."""
+    digests = {path.name: sha256_file(path) for path in sorted(folder.iterdir()) if path.is_file()
+               and path.name != DONE}
+    (folder / DONE).write_text(json.dumps(digests, indent=1) + "\n", encoding="utf-8")
+
+
+def sealed(folder: Path) -> bool:
+    return (folder / DONE).exists()
+
+
+def changed_since_sealed(folder: Path) -> list[str]:
+    """Files of a sealed folder that are missing or differ from when it was sealed (empty: intact). A DONE with no
+    digests (written before outputs were sealed) vouches for nothing more than completion."""
+    text = (folder / DONE).read_text(encoding="utf-8").strip()
+    digests = json.loads(text) if text else {}
+    return [name for name, digest in digests.items()
+            if not (folder / name).is_file() or sha256_file(folder / name) != digest]
 
 
 def _outcome_settings(config: RunConfig) -> dict:
@@ -146,11 +170,16 @@ class RunStore:
         return entry if entry is not None and entry.status == "done" else None
 
     def kept_path(self, index: int) -> Path:
-        """The kept.jsonl of a done stage; an error naming the stage when it is not done."""
+        """The kept.jsonl of a done stage, checked against the digest recorded when it was written; an error
+        naming the stage when it is not done or was changed since."""
         entry = self.done_output(index)
         if entry is None or entry.output_dir is None:
             raise RuntimeError(f"stage {index + 1} of run {self.root.name} is not complete")
-        return Path(entry.output_dir) / "kept.jsonl"
+        path = Path(entry.output_dir) / "kept.jsonl"
+        if entry.output_sha256 and (not path.is_file() or sha256_file(path) != entry.output_sha256):
+            raise UserError(f"stage {entry.stage}'s stored output ({path}) changed since it was written; rerun "
+                            f"`curate run {self.load_config().recipe.name} --run-id {self.root.name}` to redo it")
+        return path
 
     def last_kept_path(self) -> Path | None:
         """The kept.jsonl of the last done stage of the chain, or None when no stage is done."""

@@ -53,6 +53,9 @@ class BarProgress:
             self._bar = None
         self.console.print(f"{stage}: waiting: {detail}", highlight=False)
 
+    def warn(self, stage: str, message: str) -> None:
+        self.console.print(f"warning: {stage}: {message}", highlight=False)
+
 
 class LogProgress:
     """For logs (served deployments, CI): a start line, a line every `every_seconds`, a summary line."""
@@ -77,6 +80,9 @@ class LogProgress:
 
     def finish_waiting(self, stage: str, detail: str) -> None:
         self.logger.info("%s: waiting: %s", stage, detail)
+
+    def warn(self, stage: str, message: str) -> None:
+        self.logger.warning("%s: %s", stage, message)
 
 
 class _NoTaskChatter(logging.Filter):

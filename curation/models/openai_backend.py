@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ from benchcurate.schemas import BackendSpec, ImageRef, ModelUsage
 
 KEYLESS_PLACEHOLDER = "not-needed"  # local servers (vLLM, Ollama) accept any key
 REPLY_NAMESPACE = "model_reply"
+LOGGER = logging.getLogger(__name__)
 PAYLOAD_NAMESPACE = "image_payload"  # encoded, downscaled images as sent
 
 
@@ -208,9 +210,16 @@ class OpenAIBackend:
         stored = self.cache.get(REPLY_NAMESPACE, key)
         if not isinstance(stored, dict):
             return None
+        try:
+            value = request.prompt.output_schema.model_validate_json(stored.get("content") or "")
+        except ValidationError:
+            # a cache entry damaged on disk (or by hand) must not fail the item on every rerun: it is a miss, and
+            # the fresh reply replaces it
+            LOGGER.warning("a cached %s reply did not parse; asking the model again (`--refresh-cache` asks again "
+                           "for every item)", request.prompt.id)
+            return None
         record(model, ModelUsage(cached_calls=1))
-        return ModelResult(value=request.prompt.output_schema.model_validate_json(stored["content"]),
-                           generation=generation_for(self, request.prompt, model), raw=stored["content"])
+        return ModelResult(value=value, generation=generation_for(self, request.prompt, model), raw=stored["content"])
 
     def store(self, key: str, content: str, usage: ModelUsage) -> None:
         if self.cache is not None:

@@ -1,8 +1,9 @@
 """Checking a release folder anywhere, and comparing two releases.
 
 `verify`: every file listed in SHA256SUMS exists with that hash, no file is missing from it, the manifest
-validates against our schema and names the same files, and the data's columns and rows per split match the
-manifest and the card's `dataset_info`.
+validates against our schema and lists exactly the files on disk (both ways: SHA256SUMS alone can be rewritten
+along with an added or removed file), and the data's columns and rows per split match the manifest and the card's
+`dataset_info`.
 `diff`: samples added and removed (by `index`, our sample id), and for samples in both the columns that changed
 (the image is compared by its sha256; `split` when a sample moved between splits).
 """
@@ -79,6 +80,10 @@ def verify(folder: Path) -> list[str]:
         return problems + [f"manifest.json invalid: {str(error).splitlines()[0]}"]
     problems += [f"manifest lists {name} with another hash" for name, entry in manifest.files.items()
                  if isinstance(entry, dict) and name in listed and entry.get("sha256") != listed[name]]
+    # SHA256SUMS can be rewritten with a file; the manifest's list of what was released must match the disk too
+    released = set(manifest.files)
+    problems += [f"not in the manifest: {name}" for name in sorted(present - released - {"manifest.json"})]
+    problems += [f"in the manifest, missing here: {name}" for name in sorted(released - present)]
     if not any(problem.startswith(("missing: data", "changed: data")) for problem in problems):
         import pyarrow.parquet as pq
         for path in sorted((folder / "data").glob("*.parquet")):

@@ -1,6 +1,7 @@
 """The model layer inside real runs against the loopback server: cache, budget, refresh, batches, costs."""
 
 import json
+import sqlite3
 
 import pytest
 
@@ -40,6 +41,22 @@ def test_costs_are_counted_per_stage_and_a_rerun_is_free(tmp_path):
         assert server.completions_served == calls
         again = model_stages(load_report(tmp_path / "out" / "runs" / "second"))
         assert all(u.calls == 0 and u.cached_calls > 0 and u.cost_usd == 0 for u in again.values())
+
+
+def test_a_corrupt_cached_reply_is_asked_again_not_an_error_on_every_rerun(tmp_path, caplog):
+    with FakeOpenAIServer(responder=scripted_reply) as server:
+        run_all(model_run(tmp_path, server, "first"))
+        calls = server.completions_served
+        cache = tmp_path / "out" / "cache" / "cache.sqlite"
+        with sqlite3.connect(cache) as db:  # the quality replies damaged on disk
+            damaged = db.execute("UPDATE entries SET value = '{\"content\": \"{not json\"}' WHERE namespace = "
+                                 "'model_reply' AND value LIKE '%quality_score%'").rowcount
+        assert damaged == 4
+        run_all(model_run(tmp_path, server, "second"))
+        usage = model_stages(load_report(tmp_path / "out" / "runs" / "second"))
+    assert usage["image_quality"].calls == 4 and server.completions_served == calls + 4
+    assert load_report(tmp_path / "out" / "runs" / "second").stages[4].by_reason == {}  # no item failed
+    assert "a cached image_quality reply did not parse; asking the model again (`--refresh-cache`" in caplog.text
 
 
 def test_refresh_asks_again(tmp_path):

@@ -1,10 +1,12 @@
 """Release verification, diffs and license propagation."""
 
 import shutil
+from pathlib import Path
 
 import pytest
 
 from benchcurate.curation.errors import UserError
+from benchcurate.curation.fingerprint import sha256_file
 from benchcurate.curation.release.licenses import release_terms
 from benchcurate.curation.release.verify import diff, verify
 from benchcurate.curation.release.writer import write_release
@@ -41,6 +43,26 @@ def test_a_copied_release_verifies_and_tampering_is_found(tmp_path):
     assert result.returncode == 1 and "problem(s)" in result.stdout
     with pytest.raises(UserError, match="not a release folder"):
         verify(tmp_path)
+
+
+def with_sums_rewritten(folder: Path) -> None:
+    """What someone covering their tracks does: SHA256SUMS recomputed over the files now there."""
+    lines = [f"{sha256_file(path)}  {path.relative_to(folder).as_posix()}" for path in sorted(folder.rglob("*"))
+             if path.is_file() and path.name != "SHA256SUMS"]
+    (folder / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+
+
+def test_a_file_added_or_removed_along_with_its_checksum_line_is_found(tmp_path):
+    _, folder = released(tmp_path, "sums")
+    added, removed = tmp_path / "added", tmp_path / "removed"
+    shutil.copytree(folder, added)
+    (added / "data" / "extra.parquet").write_bytes(next((added / "data").glob("*.parquet")).read_bytes())
+    with_sums_rewritten(added)
+    assert "not in the manifest: data/extra.parquet" in verify(added)
+    shutil.copytree(folder, removed)
+    (removed / "plots" / "categories.png").unlink()
+    with_sums_rewritten(removed)
+    assert verify(removed) == ["in the manifest, missing here: plots/categories.png"]
 
 
 def test_diff_lists_added_removed_and_changed_samples(tmp_path):
