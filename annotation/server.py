@@ -134,7 +134,7 @@ def up(data_dir: Path, port: int = DEFAULT_PORT, files_root: Path | None = None)
     log.unlink(missing_ok=True)
     server = local_server(data_dir)
     process = server.start([str(executable), "start", "--no-browser", "--internal-host", "127.0.0.1", "-p",
-                            str(port)], port, env, log, cwd=data_dir)
+                            str(port)], port, env, log, cwd=data_dir, private=True)
 
     def answered(body: bytes | None) -> bool:
         if "is in use" in log.read_text(encoding="utf-8", errors="replace"):

@@ -1,5 +1,8 @@
 """The kinds of failure (and of waiting) the pipeline distinguishes."""
 
+import errno
+import sqlite3
+
 
 class UserError(Exception):
     """A user mistake (bad recipe, missing folder, bad parameter): one line that says what to do, no traceback."""
@@ -18,8 +21,24 @@ class StageWaiting(Exception):
     with the same run id resumes it."""
 
 
+class DiskFull(Exception):
+    """No space left where a run or a release writes: nothing half-written is kept as done, and the same command,
+    once there is space, resumes."""
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether an error means the disk (or the user's quota) is full, however the layer below put it."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(error, sqlite3.OperationalError) and "disk is full" in str(error)
+
+
 class ModelRequestRejected(Exception):
     """The server refused this request (HTTP 4xx other than auth and rate limits): the item is dropped."""
+
+
+class ModelReplyTooLarge(Exception):
+    """A reply over the backend's size limit (a misbehaving server): the item is dropped, nothing is stored."""
 
 
 class ModelOutputInvalid(Exception):

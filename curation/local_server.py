@@ -107,17 +107,25 @@ class LocalServer:
             return None
         return record
 
-    def start(self, command: list[str], port: int, env: dict[str, str], log: Path, cwd: Path | None = None
-              ) -> subprocess.Popen:
-        """Start the server in its own session (a Ctrl-C in the terminal that started it does not reach it)."""
+    def start(self, command: list[str], port: int, env: dict[str, str], log: Path, cwd: Path | None = None,
+              private: bool = False) -> subprocess.Popen:
+        """Start the server in its own session (a Ctrl-C in the terminal that started it does not reach it).
+
+        `private`: the folder holds secrets (a database with tokens), so it is 0700 and every file the server and
+        we put in it 0600, existing ones made so too."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as handle:
+        if private:
+            make_private(self.folder)
+        descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(descriptor, "ab") as handle:
             process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       start_new_session=True, env=env, cwd=cwd)
+                                       start_new_session=True, env=env, cwd=cwd, umask=0o077 if private else -1)
         record = ServerRecord(pid=process.pid, port=port, started=process_start(process.pid) or "",
                               marker=self.marker)
         partial = self.record_path.with_name(self.record_path.name + ".partial")
-        partial.write_text(json.dumps(asdict(record)) + "\n", encoding="utf-8")
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(asdict(record)) + "\n")
         os.replace(partial, self.record_path)
         return process
 
@@ -154,6 +162,14 @@ class LocalServer:
 
     def forget(self) -> None:
         self.record_path.unlink(missing_ok=True)
+
+
+def make_private(folder: Path) -> None:
+    """The folder 0700, every folder in it 0700 and every file 0600 (only this user may read any of it)."""
+    folder.chmod(0o700)
+    for path in folder.rglob("*"):
+        if not path.is_symlink():
+            path.chmod(0o700 if path.is_dir() else 0o600)
 
 
 def _signal_group(pid: int, signum: int) -> None:

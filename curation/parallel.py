@@ -141,10 +141,11 @@ def ordered_map(function: Callable[[Chunk], Result], chunks: Iterable[Chunk], mo
         pool = ThreadPoolExecutor(workers)
         try:
             yield from _ordered(pool.submit, function, chunks, window or 2 * workers)
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)  # an interrupt must not wait out requests in flight
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C must not wait out the requests in flight
             raise
-        pool.shutdown()
+        finally:
+            pool.shutdown(cancel_futures=True)  # other errors: what is in flight finishes (and is stored)
         return
     cluster = _dask_client()
     if cluster is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from functools import partial as partial_function
 from pathlib import Path
 
 from benchcurate.curation.cache import Cache
-from benchcurate.curation.errors import StageFailed, StageWaiting, UserError
+from benchcurate.curation.errors import DiskFull, StageFailed, StageWaiting, UserError, disk_full
 from benchcurate.curation.fingerprint import sha256_file, sha256_json
 from benchcurate.curation.jsonl import read_jsonl, read_samples
 from benchcurate.curation.models import ModelBackend, make_backend
@@ -398,6 +399,10 @@ def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache
         cache = cache or Cache(store.cache_path)
         try:
             stats = execute_stage(store, run_config, run, backend, cache, progress, registry)
+        except (OSError, sqlite3.Error) as error:
+            if disk_full(error):  # the stage's partial output is never marked done: a rerun redoes it
+                raise DiskFull(f"stage {run.stage.name}: {error}") from error
+            raise
         except StageWaiting as waiting:
             store.record_stage(StageState(index=index, stage=run.stage.name, key=run.key, status="waiting",
                                           detail=str(waiting)))

@@ -30,7 +30,7 @@ from benchcurate.curation.prompting import load_prompt
 from benchcurate.curation.seeds import derive_rng, derive_seed
 from benchcurate.schemas import Keep, Sample, Scores, Verdict
 
-GENERIC_REASONS = ("stage_error", "model_output_invalid", "model_request_rejected")
+GENERIC_REASONS = ("stage_error", "model_output_invalid", "model_request_rejected", "model_reply_too_large")
 
 
 class StageConfig(BaseModel):

@@ -14,10 +14,13 @@ from pathlib import Path
 from benchcurate.curation.cache import Cache
 from benchcurate.curation.errors import (
     BackendUnavailable,
+    DiskFull,
     ModelOutputInvalid,
+    ModelReplyTooLarge,
     ModelRequestRejected,
     StageFailed,
     UserError,
+    disk_full,
 )
 from benchcurate.curation.models import make_backend
 from benchcurate.curation.models.pricing import Budget, BudgetExceeded
@@ -30,7 +33,7 @@ from benchcurate.schemas import RunConfig, Sample
 
 Registry = Mapping[str, Stage]
 RAW_REPLY_MAX_CHARS = 4000
-STOPS_THE_STAGE = (BackendUnavailable, UserError, StageFailed, BudgetExceeded)
+STOPS_THE_STAGE = (BackendUnavailable, UserError, StageFailed, BudgetExceeded, DiskFull)
 
 
 def stage_config(run: RunConfig, index: int, registry: Registry = STAGES) -> tuple[Stage, StageConfig]:
@@ -51,6 +54,8 @@ def _error_record(item: Sample, error: Exception) -> dict:
         return {"item_id": item.id, "error": {"reason": "model_output_invalid", "detail": detail}}
     if isinstance(error, ModelRequestRejected):
         return {"item_id": item.id, "error": {"reason": "model_request_rejected", "detail": {"error": str(error)}}}
+    if isinstance(error, ModelReplyTooLarge):
+        return {"item_id": item.id, "error": {"reason": "model_reply_too_large", "detail": {"error": str(error)}}}
     return {"item_id": item.id, "error": {"reason": "stage_error",
                                           "detail": {"error_type": type(error).__name__, "message": str(error)}}}
 
@@ -62,6 +67,8 @@ def guarded(work, item: Sample) -> dict:
     except STOPS_THE_STAGE:
         raise
     except Exception as error:  # noqa: BLE001 - the item boundary
+        if disk_full(error):  # the disk, not the item: recording it as the item's failure would lose the item
+            raise DiskFull(str(error)) from error
         return _error_record(item, error)
 
 

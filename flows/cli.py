@@ -14,7 +14,7 @@ import typer
 import yaml
 from typer.core import TyperGroup
 
-from benchcurate.curation.errors import BackendUnavailable, StageFailed, UserError
+from benchcurate.curation.errors import BackendUnavailable, DiskFull, StageFailed, UserError, disk_full
 from benchcurate.curation.models.pricing import BudgetExceeded
 
 
@@ -34,6 +34,13 @@ class _OneLineErrors(TyperGroup):
         except BudgetExceeded as error:
             typer.echo(f"stopped: {error}", err=True)
             ctx.exit(4)
+        except (DiskFull, OSError) as error:
+            if not isinstance(error, DiskFull) and not disk_full(error):
+                raise
+            where = f" ({error.filename})" if getattr(error, "filename", None) else ""
+            typer.echo(f"error: no space left on the disk{where}: {error}; free some and run the same command "
+                       f"again: everything finished is kept, a run resumes where it stopped", err=True)
+            ctx.exit(3)
 
 
 app = typer.Typer(
@@ -68,6 +75,44 @@ prefect_app = typer.Typer(help="The output folder's local Prefect server, which 
 app.add_typer(prefect_app, name="prefect")
 
 
+MAX_SET_VALUE_CHARS = 100_000
+MAX_SET_VALUE_DEPTH = 32
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without anchors and aliases: an alias bomb (each level referring to the one below ten times) expands
+    to billions of items when used, so it is refused while parsing."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent) or getattr(self.peek_event(), "anchor", None):
+            raise yaml.YAMLError("anchors and aliases (&, *) are not accepted in --set values")
+        return super().compose_node(parent, index)
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+def parse_value(pair: str, raw: str) -> object:
+    """A --set value as YAML (a scalar, a list, a mapping), within bounds a person would never reach."""
+    if len(raw) > MAX_SET_VALUE_CHARS:
+        raise UserError(f"--set {pair[:60]}...: the value has {len(raw):,} characters; at most "
+                        f"{MAX_SET_VALUE_CHARS:,} (put long lists in a file the stage reads)")
+    try:
+        value = yaml.load(raw, Loader=_NoAliasLoader)  # noqa: S506 - a safe loader, aliases refused
+    except yaml.YAMLError as error:
+        raise UserError(f"--set {pair[:80]}: the value is not valid YAML ({str(error).splitlines()[0]})") from None
+    except RecursionError:
+        value = None
+    if value is None and raw.strip() not in ("", "null", "~", "None") or _depth(value) > MAX_SET_VALUE_DEPTH:
+        raise UserError(f"--set {pair[:60]}...: the value nests more than {MAX_SET_VALUE_DEPTH} levels deep")
+    return value
+
+
 def parse_overrides(pairs: list[str]) -> dict[str, dict]:
     """`stage.field=value` pairs into {stage: {field: value}}; values are read as YAML scalars or lists."""
     overrides: dict[str, dict] = {}
@@ -76,11 +121,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, dict]:
         stage, dot, field = target.partition(".")
         if not sep or not dot or not stage or not field:
             raise UserError(f"--set expects stage.field=value (e.g. image_quality.min_quality_score=4), got '{pair}'")
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError as error:
-            raise UserError(f"--set {pair}: the value is not valid YAML ({error})") from error
-        overrides.setdefault(stage, {})[field] = value
+        overrides.setdefault(stage, {})[field] = parse_value(pair, raw)
     return overrides
 
 
@@ -88,8 +129,9 @@ def parse_overrides(pairs: list[str]) -> dict[str, dict]:
 def run(
     recipe: Annotated[str, typer.Argument(help="Recipe name, e.g. multiverse (see `curate recipes`).")],
     input_path: Annotated[Optional[Path], typer.Option(
-        "--input", help="Folder of images (with an optional manifest.jsonl). Omit it to run the bundled demo "
-                        "corpus with the recipe's small-corpus settings.")] = None,
+        "--input", help="A folder of images (with an optional manifest.jsonl), a CSV/JSONL manifest of image "
+                        "paths, a samples JSONL (curate import) or a local Hugging Face dataset folder. Omit it to "
+                        "run the bundled demo corpus with the recipe's small-corpus settings.")] = None,
     backend: Annotated[Optional[str], typer.Option(
         help="offline (default: deterministic heuristics, labelled offline-heuristic) or openai (any "
              "OpenAI-protocol server; key from OPENAI_API_KEY).")] = None,
@@ -120,6 +162,9 @@ def run(
         help="Run the stages on this Dask scheduler (e.g. tcp://10.0.0.5:8786) through Prefect's Dask task "
              "runner; hashing, MinHash signatures and offline scoring spread over its workers. On one machine "
              "--jobs is faster; a cluster adds machines.")] = None,
+    allow_root: Annotated[Optional[list[Path]], typer.Option(
+        metavar="DIR", help="Only take images whose resolved path lies under DIR (repeatable); others are dropped "
+                            "as outside_input_root. Default: anywhere a manifest points.")] = None,
     prefect_server: PrefectServerOption = "local",
     out: OutOption = Path("outputs"),
 ) -> None:
@@ -131,11 +176,14 @@ def run(
         raise UserError(f"--progress must be auto, bar, log or none, not '{progress}'")
     if backend not in (None, "offline", "openai"):
         raise UserError(f"--backend must be offline or openai, not '{backend}'")
+    from benchcurate.curation.models.identity import set_aside_credentials
+
     options = run_options(
         input_path=None if input_path is None else str(input_path), run_id=run_id, backend=backend,
-        base_url=base_url, model=model, seed=seed, overrides=parse_overrides(set_), jobs=jobs,
+        base_url=set_aside_credentials(base_url), model=model, seed=seed, overrides=parse_overrides(set_), jobs=jobs,
         dask_address=dask_address, concurrency=concurrency, max_cost_usd=max_cost, refresh_cache=refresh_cache,
-        batch=batch, release=release, progress=progress)
+        batch=batch, release=release, progress=progress,
+        allowed_roots=None if not allow_root else [str(folder) for folder in allow_root])
     config = resolve_run(recipe, options, out.resolve())  # mistakes found before Prefect starts cost no start-up
     options = options.model_copy(update={"run_id": config.run_id})  # a default id is fixed once, here
     _use_prefect_server(out, prefect_server)
@@ -204,7 +252,8 @@ def report(
 
 
 class _ReleaseGroup(TyperGroup):
-    """`curate release RUN` writes a release; `curate release verify|diff ...` check them."""
+    """`curate release RUN ...` is `curate release write RUN ...`; `curate release verify|diff ...` check
+    releases. A run named like a subcommand is released with `write` spelled out."""
 
     def resolve_command(self, ctx, args):
         if args and args[0] not in self.commands and not args[0].startswith("-"):
@@ -212,8 +261,12 @@ class _ReleaseGroup(TyperGroup):
         return super().resolve_command(ctx, args)
 
 
-release_app = typer.Typer(cls=_ReleaseGroup, help="Write a versioned release of a run (`curate release RUN`), "
-                                                  "verify one, or diff two.", no_args_is_help=True)
+release_app = typer.Typer(
+    cls=_ReleaseGroup, no_args_is_help=True,
+    help="Write a versioned release of a run, verify one, or diff two.\n\n"
+         "curate release RUN [--version X.Y.Z] [--split NAME=FRACTION ...] [--max-shard-mb N] [--strict-licenses] "
+         "writes one (short for `curate release write RUN ...`; spell `write` out for a run named verify or diff); "
+         "`curate release write --help` explains each option.")
 app.add_typer(release_app, name="release")
 
 
@@ -230,7 +283,7 @@ def _parse_splits(entries: list[str]) -> dict[str, float]:
     return splits
 
 
-@release_app.command("write", hidden=True)
+@release_app.command("write")
 def release(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
     version: Annotated[Optional[str], typer.Option(help="Semantic version; default: the next free one.")] = None,
@@ -387,7 +440,9 @@ def import_(
     summary = import_file(source, path, out, license_id, images,
                           progress=lambda done: typer.echo(f"  {done} rows", err=True) if done % 10_000 == 0 else None)
     typer.echo(f"imported {summary.imported} samples into {out}"
-               + (f" ({summary.without_image} without an image file)" if summary.without_image else ""))
+               + (f" ({summary.without_image} without an image file; looked for the first at "
+                  f"{summary.first_missing}: pass --images FOLDER where the images are)" if summary.without_image
+                  else ""))
     if summary.rejected:
         reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.rejected.items()))
         typer.echo(f"could not map {sum(summary.rejected.values())} rows ({reasons}); see "
@@ -725,6 +780,21 @@ def _use_prefect_server(out: Path, choice: str) -> str | None:
         record, _ = ensure(out, say=lambda line: typer.echo(line, err=True))
     os.environ["PREFECT_API_URL"] = api_url(record)
     return os.environ["PREFECT_API_URL"]
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        from benchcurate import __version__
+        from benchcurate.curation.recipes import code_version
+
+        typer.echo(f"benchcurate {__version__} ({code_version()})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                   help="Print the version and exit.")] = False) -> None:
+    """Curate reviewed, versioned multimodal benchmarks from images."""
 
 
 def main() -> None:

@@ -13,10 +13,11 @@ from typing import Any, Literal
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.runtime import deployment
 from prefect.utilities.annotations import opaque
 
 from benchcurate.curation.demo.corpus import build_demo_corpus
-from benchcurate.curation.errors import BackendUnavailable, StageFailed, UserError
+from benchcurate.curation.errors import BackendUnavailable, DiskFull, StageFailed, UserError
 from benchcurate.curation.extras import require
 from benchcurate.curation.models.pricing import BudgetExceeded
 from benchcurate.curation.progress import Progress
@@ -26,6 +27,7 @@ from benchcurate.curation.recipes import (
     changed_stages,
     default_run_id,
     existing_run,
+    input_folder,
     option_changes,
     resolve_run,
 )
@@ -43,7 +45,7 @@ from benchcurate.flows.progress import make_progress, stage_summary
 from benchcurate.schemas import RunOptions, StageStats
 
 RecipeName = Literal[tuple(available_recipes())]  # type: ignore[valid-type]
-EXPECTED_FAILURES = (UserError, BackendUnavailable, StageFailed, BudgetExceeded)
+EXPECTED_FAILURES = (UserError, BackendUnavailable, StageFailed, BudgetExceeded, DiskFull)
 
 
 class _OneLineForExpectedFailures(logging.Filter):
@@ -122,11 +124,20 @@ def curate(recipe: RecipeName = "multiverse", options: RunOptions | None = None,
     MinHash signatures, offline scoring) spread their items over that cluster's workers."""
     logger = get_run_logger()
     options = options or RunOptions()
-    options = options.model_copy(update={"run_id": options.run_id or default_run_id(recipe)})
+    options = options.model_copy(update={"run_id": options.run_id or default_run_id(recipe),
+                                         "allowed_roots": _confined(options, deployment.id)})
     out = Path(out_dir).resolve()
     store = RunStore(out / "runs" / options.run_id)
     with store.lock():
         return _curate(recipe, options, out, store, logger)
+
+
+def _confined(options: RunOptions, deployment_id: str | None) -> list[str] | None:
+    """A deployment run's parameters come from anyone who can reach the Prefect UI or API: unless they name the
+    allowed roots, its inputs stay in the input's own folder (a manifest row pointing at /etc/passwd is dropped)."""
+    if options.allowed_roots is not None or deployment_id is None or options.input_path is None:
+        return options.allowed_roots
+    return [str(input_folder(Path(options.input_path).expanduser().resolve()))]
 
 
 def _curate(recipe: str, options: RunOptions, out: Path, store: RunStore, logger) -> dict[str, Any]:

@@ -31,6 +31,8 @@ class BackendSpec(Strict):
     max_retries: int = Field(5, ge=0, le=20, description="retries of 429, 5xx, timeouts and dropped connections")
     temperature: float = Field(0.0, ge=0, le=2)
     max_output_tokens: int = Field(2048, ge=16, description="reply cap; counts toward rate limits, keep it tight")
+    max_reply_chars: int = Field(200_000, ge=1_000, description="longer replies drop the item as "
+                                                               "model_reply_too_large and are not stored")
     image_max_side_px: int = Field(1024, ge=64, description="images are downscaled to this longest side before sending")
     image_transport: Literal["data_url", "url"] = Field("data_url", description="send image bytes, or a URL to them")
     image_url_template: str | None = Field(None, description="with image_transport url: e.g. "
@@ -130,6 +132,10 @@ class RunOptions(Strict):
     batch: bool | None = Field(None, description="send model stages through the Batch API")
     request_cache: str | None = Field(None, description="sqlite file of model replies; default "
                                                         "<out>/cache/cache.sqlite")
+    allowed_roots: list[str] | None = Field(
+        None, description="folders every input image must resolve into, else it is dropped as outside_input_root "
+                          "(--allow-root); None: anywhere from the command line, the input's own folder for a "
+                          "deployment run (its parameters come from the UI or the API)")
     release: bool = Field(True, description="write a versioned release when the run completes")
     progress: ProgressMode = Field("auto", description="auto, bar, log or none")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -31,7 +32,10 @@ def test_every_package_folder_is_installed_under_benchcurate():
 
 
 def test_the_wheel_holds_benchcurate_and_its_data_files_and_nothing_else_at_the_top(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", str(REPO),
+    source = tmp_path / "source"  # a copy: an in-tree build would leave build/ in the checkout
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", ".venv", ".ls", "outputs", "build",
+                                                                "*.egg-info", "__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", str(source),
                     "-w", str(tmp_path)], check=True, capture_output=True, cwd=tmp_path)
     (wheel,) = tmp_path.glob("benchcurate-*.whl")
     names = zipfile.ZipFile(wheel).namelist()

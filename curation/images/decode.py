@@ -10,9 +10,13 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 DEFAULT_MAX_PIXELS = 89_478_485  # Pillow's own decompression-bomb limit
+# file suffixes taken as images, by the pipeline and by `curate images hash` alike (Pillow decodes all of them)
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".pgm", ".pbm", ".ppm",
+                    ".pnm")
 BACKGROUND_RGB = (255, 255, 255)
 EXIF_ORIENTATION = 0x0112
 
@@ -46,7 +50,9 @@ def _flatten(image: Image.Image) -> Image.Image:
         canvas.paste(rgba, mask=rgba.getchannel("A"))
         return canvas
     if image.mode in ("I;16", "I;16B", "I;16L", "I"):
-        return image.point(lambda value: value / 256).convert("L").convert("RGB")
+        # 16-bit greys (any byte order; Pillow's point() refuses the big-endian one): the high byte of each value
+        values = np.clip(np.asarray(image).astype(np.int64), 0, 65535) >> 8
+        return Image.fromarray(values.astype(np.uint8), mode="L").convert("RGB")
     return image.convert("RGB")
 
 
@@ -82,8 +88,8 @@ def decode_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, draft_side_px
             opened = Image.open(io.BytesIO(data))
             fmt = opened.format or "unknown"
             if opened.width * opened.height > max_pixels:
-                raise ImageDecodeError("image_too_large",
-                                       f"{opened.width}x{opened.height} exceeds the {max_pixels}-pixel limit")
+                raise ImageDecodeError("image_too_large", f"{opened.width}x{opened.height} exceeds the "
+                                                          f"{max_pixels:,}-pixel limit (max_pixels)")
             full_size = opened.size
             if draft_side_px and fmt == "JPEG":
                 opened.draft("RGB", (draft_side_px, draft_side_px))
@@ -94,8 +100,9 @@ def decode_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, draft_side_px
                 full_size = full_size[::-1]
     except ImageDecodeError:
         raise
-    except Image.DecompressionBombError as error:
-        raise ImageDecodeError("image_too_large", str(error)) from error
+    except Image.DecompressionBombError as error:  # a frame or tile beyond Pillow's own limit
+        raise ImageDecodeError("image_too_large", f"over the {max_pixels:,}-pixel limit (max_pixels): "
+                                                  f"{error}") from error
     except UnidentifiedImageError as error:
         known = _unsupported_format(data)
         if known:

@@ -8,7 +8,6 @@ two or more: `{"kept": path, "dropped": [{"path", "distance"}, ...]}`; a file ma
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -19,8 +18,10 @@ import numpy as np
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.fingerprint import sha256_bytes
 from benchcurate.curation.grouping import groups_from_pairs
+from benchcurate.curation.images.decode import IMAGE_EXTENSIONS
 from benchcurate.curation.images.hamming import cross_pairs_within, pairs_within
 from benchcurate.curation.images.phash import PhashConfig, algorithm, fingerprint
+from benchcurate.curation.jsonl import numbered_rows
 from benchcurate.curation.parallel import ordered_map
 
 CHUNK_FILES = 32
@@ -46,6 +47,11 @@ def hash_chunk(paths: list[str], cfg: PhashConfig) -> list[dict]:
     rows = []
     for name in paths:
         path = Path(name)
+        if path.suffix.lower() not in IMAGE_EXTENSIONS:  # as the pipeline's ingest refuses it
+            rows.append({"path": name, "sha256": None, "phash": None, "width": None, "height": None, "bytes": None,
+                         "error": f"unsupported_extension: {path.suffix or 'no suffix'} is not an image suffix "
+                                  f"({' '.join(IMAGE_EXTENSIONS)})", "algorithm": algorithm(cfg)})
+            continue
         try:
             data = path.read_bytes()
         except OSError as error:
@@ -81,19 +87,15 @@ def read_hashes(path: Path) -> HashTable:
     if not path.exists():
         raise UserError(f"{path} does not exist; make it with `curate images hash PATH... --out {path}`")
     paths, hashes, pixels, sizes = [], [], [], []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if row.get("phash"):
-                    hashes.append(int(row["phash"], 16))
-                    paths.append(row["path"])
-                    pixels.append((row.get("width") or 0) * (row.get("height") or 0))
-                    sizes.append(row.get("bytes") or 0)
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-                raise UserError(f"{path} line {number} is not a hashes row ({error})") from error
+    for number, row in numbered_rows(path):
+        try:
+            if row.get("phash"):
+                hashes.append(int(row["phash"], 16))
+                paths.append(str(row["path"]))
+                pixels.append((row.get("width") or 0) * (row.get("height") or 0))
+                sizes.append(row.get("bytes") or 0)
+        except (KeyError, TypeError, ValueError) as error:
+            raise UserError(f"{path} line {number} is not a hashes row ({error})") from error
     return HashTable(paths, np.array(hashes, dtype=np.uint64), np.array(pixels, dtype=np.int64),
                      np.array(sizes, dtype=np.int64))
 

@@ -10,8 +10,11 @@ Inputs (`curation.images.sources`):
   missing or changed is dropped as `image_missing`.
 Entries a manifest or dataset does not describe get `source_dataset` (default: the input's name), their path as
 source id and `default_license`. An entry that cannot be used is dropped with its reason: `hidden_file`,
-`not_a_regular_file`, `image_missing`, `file_unreadable`, `unsupported_extension`. Decoding is the next stages'
-job, so exact duplicates are dropped before anything is decoded.
+`not_a_regular_file`, `image_missing`, `file_unreadable`, `unsupported_extension`, `unreadable_name` (not UTF-8),
+`path_invalid` (a manifest path that is not text or that no file system takes), `field_too_large` (a provenance
+field over `max_field_chars`), `file_too_large` (over `max_file_bytes`: a file is read whole), `outside_input_root`
+(a resolved path outside `allowed_roots`, when those are set). Decoding is the next stages' job, so exact
+duplicates are dropped before anything is decoded.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Literal
 from pydantic import Field
 
 from benchcurate.curation.fingerprint import sha256_bytes, sha256_json
+from benchcurate.curation.images.decode import IMAGE_EXTENSIONS
 from benchcurate.curation.images.sources import (
     HF_DATA_SUFFIXES,
     Entry,
@@ -30,13 +34,15 @@ from benchcurate.curation.images.sources import (
     folder_entries,
     input_kind,
     manifest_entries,
+    printable,
 )
 from benchcurate.curation.jsonl import read_samples
 from benchcurate.curation.stage import SourceStage, StageConfig, StageContext
 from benchcurate.schemas import Drop, ImageRef, Keep, Provenance, Sample, Verdict
 
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff")
-REASONS = ("hidden_file", "not_a_regular_file", "image_missing", "file_unreadable", "unsupported_extension")
+REASONS = ("hidden_file", "not_a_regular_file", "image_missing", "file_unreadable", "unsupported_extension",
+           "unreadable_name", "path_invalid", "field_invalid", "field_too_large", "file_too_large",
+           "outside_input_root")
 
 
 class IngestConfig(StageConfig):
@@ -50,6 +56,12 @@ class IngestConfig(StageConfig):
     exclude_paths: tuple[str, ...] = Field((), description="relative folders not to read (the output folder)")
     image_column: str | None = Field(None, description="dataset column holding images; default: the Image one")
     id_column: str | None = Field(None, description="dataset column used as source id; default: file#row")
+    max_field_chars: int = Field(65_536, ge=1, description="longer manifest fields (source, license, "
+                                                           "attribution, ...) drop the entry as field_too_large")
+    max_file_bytes: int = Field(512 * 1024 * 1024, ge=1, description="larger files drop as file_too_large "
+                                                                     "(each is read whole into memory)")
+    allowed_roots: tuple[str, ...] = Field((), description="when set, every image's resolved path must lie under one "
+                                                           "of these folders, else outside_input_root (--allow-root)")
 
 
 def _kind(cfg: IngestConfig) -> str:
@@ -77,7 +89,7 @@ def describe_input(cfg: IngestConfig) -> str:
     else:
         files = [root / cfg.manifest_name] if kind == "folder" else [root]
         files += [entry.path for entry in entries(cfg) if entry.path is not None and entry.path.exists()]
-    listing = [[str(path), path.lstat().st_size, path.lstat().st_mtime_ns] for path in files if path.exists()]
+    listing = [[printable(path), path.lstat().st_size, path.lstat().st_mtime_ns] for path in files if path.exists()]
     return sha256_json({"kind": kind, "files": listing})
 
 
@@ -91,21 +103,44 @@ def sample_id(source_dataset: str, source_id: str, content_sha256: str) -> str:
     return sha256_json([source_dataset, source_id, content_sha256])[:16]
 
 
+def _field_problem(entry: Entry, cfg: IngestConfig) -> tuple[str, str] | None:
+    for name, value in entry.provenance.items():
+        if not isinstance(value, str | int | float):
+            return "field_invalid", f"{name} is a {type(value).__name__}, not text"
+        if len(str(value)) > cfg.max_field_chars:
+            return "field_too_large", (f"{name} has {len(str(value)):,} characters (the limit is "
+                                       f"{cfg.max_field_chars:,})")
+    return None
+
+
+def _outside(path: Path, cfg: IngestConfig) -> bool:
+    resolved = path.resolve()  # links followed: a link inside a root to a file elsewhere is elsewhere
+    return bool(cfg.allowed_roots) and not any(resolved.is_relative_to(Path(root).resolve())
+                                               for root in cfg.allowed_roots)
+
+
 def _provenance(entry: Entry, cfg: IngestConfig) -> Provenance:
-    row = entry.provenance
+    row = {name: str(value) for name, value in entry.provenance.items() if isinstance(value, str | int | float)}
     return Provenance(source_dataset=row.get("source_dataset") or cfg.source_dataset or _input_name(cfg),
                       source_id=str(row.get("source_id") or entry.source_path),
                       license=row.get("license") or cfg.default_license, attribution=row.get("attribution"),
                       source_path=entry.source_path, derived_from=row.get("derived_from"))
 
 
-def _content(entry: Entry, ctx: StageContext) -> tuple[bytes, Path] | tuple[str, str]:
+def _content(entry: Entry, cfg: IngestConfig, ctx: StageContext) -> tuple[bytes, Path] | tuple[str, str]:
     """(bytes, file path) of a usable entry, or (reason, detail)."""
     if entry.problem:
         return entry.problem
     if entry.data is not None:
+        if len(entry.data) > cfg.max_file_bytes:
+            return "file_too_large", f"{len(entry.data):,} bytes (the limit is {cfg.max_file_bytes:,})"
         return entry.data, ctx.cache.blob(entry.data)
+    if _outside(entry.path, cfg):
+        return "outside_input_root", f"{printable(entry.path.resolve())} is not under {', '.join(cfg.allowed_roots)}"
     try:
+        size = entry.path.stat().st_size
+        if size > cfg.max_file_bytes:
+            return "file_too_large", f"{size:,} bytes (the limit is {cfg.max_file_bytes:,})"
         return entry.path.read_bytes(), entry.path
     except OSError as error:
         return "file_unreadable", f"{type(error).__name__}: {error}"
@@ -126,8 +161,9 @@ def read(cfg: IngestConfig, ctx: StageContext) -> Iterator[tuple[Sample, Verdict
         yield from _imported(cfg)
         return
     for entry in entries(cfg):
+        entry.problem = entry.problem or _field_problem(entry, cfg)
         provenance = _provenance(entry, cfg)
-        data, where = _content(entry, ctx)
+        data, where = _content(entry, cfg, ctx)
         if isinstance(data, str):
             item = Sample(id=sample_id(provenance.source_dataset, provenance.source_id, "no-content"),
                           provenance=provenance)

@@ -36,11 +36,12 @@ def algorithm(cfg: PhashConfig) -> str:
 
 
 def fingerprint(path: Path, cfg: PhashConfig, data: bytes | None = None) -> dict:
-    """Width, height, format and pHash of one file (or its bytes), or the reason it cannot be decoded."""
+    """Width, height, format and pHash of one file (or its bytes), or the reason it cannot be decoded. An error
+    names no file: the result is cached by content, and files with the same bytes are different files."""
     try:
         decoded = decode_image(path, cfg.max_pixels, cfg.draft_side_px, data)
     except ImageDecodeError as error:
-        return {"error_reason": error.reason, "error": str(error)}
+        return {"error_reason": error.reason, "error": str(error).replace(str(path), "the file")}
     return {"width": decoded.width, "height": decoded.height, "format": decoded.format,
             "phash": str(imagehash.phash(decoded.image)), "phash_algorithm": algorithm(cfg)}
 
@@ -52,12 +53,15 @@ def score(item: Sample, cfg: PhashConfig, ctx: StageContext) -> Scores:
     if not isinstance(found, dict):
         found = fingerprint(Path(image.path), cfg)
         ctx.cache.put(CACHE_NAMESPACE, key, found)
+    if "error_reason" in found:  # which file, from the item itself, never from the cache
+        found = {**found, "path": item.provenance.source_path or image.path}
     return Scores(values=found)
 
 
 def decide(scores: Scores, cfg: PhashConfig) -> Verdict:
     if "error_reason" in scores.values:
-        return Drop(reason=str(scores.values["error_reason"]), detail={"error": scores.values["error"]})
+        return Drop(reason=str(scores.values["error_reason"]), detail={"error": scores.values["error"],
+                                                                       "path": scores.values.get("path")})
     return Keep()
 
 

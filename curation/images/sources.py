@@ -7,13 +7,14 @@ fields, or the problem that makes it unusable. `image_ingest` turns entries into
 from __future__ import annotations
 
 import csv
-import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from benchcurate.curation.errors import UserError
+from benchcurate.curation.jsonl import numbered_rows, read_jsonl
 
 InputKind = Literal["folder", "manifest", "hf_dataset", "samples"]
 MANIFEST_SUFFIXES = (".csv", ".jsonl")
@@ -22,6 +23,30 @@ HF_DATA_SUFFIXES = (".parquet", ".arrow")
 COLUMN_ALIASES = {"path": "path", "file": "path", "local_path": "path", "image_path": "path", "source": "source_dataset",
                   "source_dataset": "source_dataset", "source_id": "source_id", "id": "source_id",
                   "license": "license", "attribution": "attribution", "derived_from": "derived_from"}
+
+
+NAME_MAX_BYTES = 255  # a path component longer than this cannot exist on the usual file systems
+
+
+def printable(path: Path | str) -> str:
+    """The path as text that can always be written out: bytes a file name holds that are not UTF-8 appear as
+    \\xNN escapes."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def name_problem(path: Path) -> tuple[str, str] | None:
+    """(reason, detail) when a path cannot be used as a file name here, else None."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "unreadable_name", f"{printable(path)}: the name is not valid UTF-8; rename the file"
+    if "\0" in text:
+        return "path_invalid", f"{printable(path)!r} holds a NUL character"
+    long = next((part for part in path.parts if len(part.encode()) > NAME_MAX_BYTES), None)
+    if long is not None:
+        return "path_invalid", f"a path component of {len(long.encode())} bytes (the limit is {NAME_MAX_BYTES})"
+    return None
 
 
 @dataclass
@@ -38,13 +63,11 @@ def is_samples_file(path: Path) -> bool:
     """A JSONL of canonical samples (from `curate import` or a stage's kept.jsonl): its first line says so."""
     if path.suffix.lower() != ".jsonl":
         return False
-    with open(path, encoding="utf-8") as lines:
-        first = next((line for line in lines if line.strip()), "")
     try:
-        row = json.loads(first)
-    except json.JSONDecodeError:
+        _, row = next(numbered_rows(path), (0, {}))
+    except UserError:  # not JSON lines at all: a manifest, whose reading says what is wrong with it
         return False
-    return isinstance(row, dict) and {"schema_version", "id", "provenance"} <= set(row)
+    return {"schema_version", "id", "provenance"} <= set(row)
 
 
 def input_kind(path: Path) -> InputKind:
@@ -65,24 +88,21 @@ def input_kind(path: Path) -> InputKind:
 # --- folder ----------------------------------------------------------------------------------------------
 
 def _read_manifest_rows(path: Path) -> list[dict]:
-    """Rows of a CSV or JSONL manifest with our column names; a malformed line is a UserError naming it."""
+    """Rows of a CSV or JSONL manifest with our column names; a line that is not UTF-8 or not a JSON object is a
+    UserError naming it. Values are kept as given (a row with a bad value is dropped by ingest, with the reason)."""
     if path.suffix.lower() == ".csv":
-        with open(path, newline="", encoding="utf-8") as handle:
-            raw = list(csv.DictReader(handle))
+        try:
+            with open(path, newline="", encoding="utf-8") as handle:
+                raw = list(csv.DictReader(handle))
+        except UnicodeDecodeError as error:
+            raise UserError(f"{path} is not valid UTF-8 (byte {error.start + 1}); save the manifest as UTF-8") from None
+        except csv.Error as error:
+            raise UserError(f"{path} is not a readable CSV ({error}); fix the manifest") from None
     else:
-        raw = []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise UserError(f"{path} line {number} is not JSON ({error}); fix the manifest") from error
-            if not isinstance(row, dict):
-                raise UserError(f"{path} line {number} is not a JSON object; fix the manifest")
-            raw.append(row)
+        raw = list(read_jsonl(path))
     rows = [{COLUMN_ALIASES[key.strip().lower()]: value for key, value in row.items()
-             if key and key.strip().lower() in COLUMN_ALIASES and value not in (None, "")} for row in raw]
+             if isinstance(key, str) and key.strip().lower() in COLUMN_ALIASES and value not in (None, "")}
+            for row in raw]
     missing = [number for number, row in enumerate(rows, start=1) if "path" not in row]
     if missing:
         raise UserError(f"{path}: rows {missing[:5]} have no path column (path, file, local_path or image_path)")
@@ -92,7 +112,7 @@ def _read_manifest_rows(path: Path) -> list[dict]:
 def folder_entries(root: Path, manifest_name: str, exclude: tuple[str, ...]) -> Iterator[Entry]:
     """Every non-folder entry under `root`, except hidden folders and `exclude`; provenance from the manifest."""
     manifest_path = root / manifest_name
-    listed = {row["path"]: row for row in _read_manifest_rows(manifest_path)} if manifest_path.exists() else {}
+    listed = {str(row["path"]): row for row in _read_manifest_rows(manifest_path)} if manifest_path.exists() else {}
     excluded = [root / relative for relative in exclude]
     for path in sorted(root.rglob("*")):
         parts = path.relative_to(root).parts
@@ -101,6 +121,10 @@ def folder_entries(root: Path, manifest_name: str, exclude: tuple[str, ...]) -> 
         if any(path.is_relative_to(folder) for folder in excluded):
             continue
         relative = path.relative_to(root).as_posix()
+        problem = name_problem(path)
+        if problem is not None:  # the file exists; its name cannot be written out: drop it, keep the others
+            yield Entry(source_path=printable(relative), suffix=path.suffix, problem=problem)
+            continue
         entry = Entry(source_path=relative, provenance=listed.get(relative, {}), path=path, suffix=path.suffix)
         if path.name.startswith("."):
             entry.problem = ("hidden_file", "hidden files are not ingested")
@@ -109,18 +133,45 @@ def folder_entries(root: Path, manifest_name: str, exclude: tuple[str, ...]) -> 
         yield entry
 
 
+def require_images(root: Path, extensions: tuple[str, ...], exclude: Path | None = None) -> None:
+    """A UserError unless the folder holds at least one file with an image suffix: an empty folder, or one of
+    only other files, is a wrong --input, not a run that ends with nothing."""
+    suffixes: Counter[str] = Counter()
+    for path in root.rglob("*"):
+        if exclude not in (None, root) and path.is_relative_to(exclude) or not path.is_file():
+            continue
+        if path.suffix.lower() in extensions:
+            return
+        suffixes[path.suffix.lower() or "(no suffix)"] += 1
+    found = ", ".join(f"{count} {suffix}" for suffix, count in suffixes.most_common())
+    holds = f"it holds {found}" if found else "it is empty"
+    raise UserError(f"no images found in {printable(root)}: {holds}; images are {' '.join(extensions)} files (or "
+                    f"pass a manifest, a samples JSONL or a dataset folder)")
+
+
 # --- manifest file ---------------------------------------------------------------------------------------
 
 def manifest_entries(manifest: Path) -> Iterator[Entry]:
     """One entry per manifest row; relative paths are relative to the manifest's folder."""
     for number, row in enumerate(_read_manifest_rows(manifest), start=1):
+        where = f"{manifest.name}:{number}"
+        if not isinstance(row["path"], str):
+            yield Entry(source_path=where, problem=("path_invalid", f"path is a {type(row['path']).__name__}, not "
+                                                                   f"text (manifest row {number})"))
+            continue
         path = Path(row["path"]).expanduser()
         path = path if path.is_absolute() else manifest.parent / path
-        entry = Entry(source_path=f"{manifest.name}:{number}", provenance={"source_id": row["path"], **row},
-                      path=path, suffix=path.suffix)
-        if not path.is_file():
-            entry.problem = ("image_missing" if not path.exists() else "not_a_regular_file",
-                             f"{path} (manifest row {number})")
+        entry = Entry(source_path=where, provenance={"source_id": row["path"], **row}, path=path, suffix=path.suffix)
+        problem = name_problem(path)
+        try:
+            if problem is None and not path.is_file():
+                problem = ("image_missing" if not path.exists() else "not_a_regular_file",
+                           f"{path} (manifest row {number})")
+        except OSError as error:  # e.g. a name the file system refuses
+            problem = ("path_invalid", f"{printable(path)}: {error.strerror} (manifest row {number})")
+        if problem is not None:
+            entry.problem, entry.path = problem, None
+            entry.provenance = {key: value for key, value in entry.provenance.items() if key != "source_id"}
         yield entry
 
 

@@ -116,6 +116,7 @@ class ImportSummary:
     imported: int = 0
     without_image: int = 0
     rejected: dict[str, int] | None = None
+    first_missing: str | None = None   # where the first image not found was looked for
 
 
 def import_file(source: str, path: Path, out: Path, license_id: str | None = None, images: Path | None = None,
@@ -142,6 +143,8 @@ def import_file(source: str, path: Path, out: Path, license_id: str | None = Non
                 kept.write(row.sample.model_dump_json() + "\n")
                 summary.imported += 1
                 summary.without_image += not row.sample.images
+                missing = row.sample.scores.get("import", {}).get("missing_images")
+                summary.first_missing = summary.first_missing or (missing.split("; ")[0] if missing else None)
             else:
                 rejected.write(json.dumps({"row": row.row, "reason": row.reason, "detail": row.detail},
                                           ensure_ascii=False) + "\n")

@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from benchcurate.curation.errors import BackendUnavailable, StageWaiting
+from benchcurate.curation.models.identity import with_credentials
 from benchcurate.curation.models.pricing import cost_usd, price_for
 from benchcurate.schemas import ModelUsage
 
@@ -69,7 +70,7 @@ class BatchJobs:
         self.poll_seconds = poll_seconds
         import openai  # here, not at the top: an offline run never loads the SDK (0.4 s of imports)
 
-        self._api = openai.OpenAI(base_url=backend.base_url, api_key=backend._api_key,
+        self._api = openai.OpenAI(base_url=with_credentials(backend.base_url), api_key=backend._api_key,
                                   timeout=backend.spec.timeout_seconds, max_retries=backend.spec.max_retries)
 
     @property

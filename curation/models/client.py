@@ -36,6 +36,7 @@ import httpx2
 import openai
 
 from benchcurate.curation.errors import BackendUnavailable, ModelRequestRejected, UserError
+from benchcurate.curation.models.identity import without_credentials
 
 
 class MalformedReply(Exception):
@@ -113,7 +114,11 @@ class ChatClient:
     """Chat completions with a concurrency limit, a shared pause and retries; `create` is called from any thread."""
 
     def __init__(self, base_url: str, api_key: str, *, concurrency: int, timeout_seconds: float, max_attempts: int):
-        self.base_url = base_url
+        self._url = base_url  # may hold user:password (with_credentials); never printed
+        self.base_url, userinfo = without_credentials(base_url)
+        # what must never reach a message, a stored error or a log: a server may echo the request's headers
+        self._secrets = [secret for secret in (api_key, userinfo, (userinfo or "").partition(":")[2])
+                         if secret and len(secret) >= 4]
         self.max_attempts = max_attempts
         self.requests_sent = 0
         self._pause_until = 0.0
@@ -125,12 +130,17 @@ class ChatClient:
                      ) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
         http = openai.DefaultAsyncHttpx2Client(event_hooks={"request": [self._on_request],
                                                             "response": [self._on_response]})
-        sdk = openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key, timeout=timeout_seconds,
+        sdk = openai.AsyncOpenAI(base_url=self._url, api_key=api_key, timeout=timeout_seconds,
                                  max_retries=self.max_attempts - 1, http_client=http)
         return sdk, asyncio.Semaphore(concurrency)
 
     def create(self, body: dict) -> ChatReply:
         return self._loop.run(self._create(body))
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
 
     async def _on_request(self, request: httpx2.Request) -> None:
         self.requests_sent += 1
@@ -143,6 +153,11 @@ class ChatClient:
             self._pause(reset or _seconds(headers.get("retry-after")) or DEFAULT_PAUSE_SECONDS)
         elif headers.get("x-ratelimit-remaining-requests") == "0":
             self._pause(reset or DEFAULT_PAUSE_SECONDS)
+
+    @property
+    def paused_for(self) -> float:
+        """Seconds until requests of this client may be sent again (0 when they may now)."""
+        return max(0.0, self._pause_until - time.monotonic())
 
     def _pause(self, seconds: float) -> None:
         self._pause_until = max(self._pause_until, time.monotonic() + seconds)
@@ -163,8 +178,8 @@ class ChatClient:
             except GAVE_UP:
                 raise
             except openai.APIStatusError as error:  # 400, 403, 404, 422: this request, not the server
-                raise ModelRequestRejected(f"HTTP {error.status_code} from {self.base_url}: "
-                                           f"{error.message}") from error
+                raise ModelRequestRejected(self.redact(f"HTTP {error.status_code} from {self.base_url}: "
+                                                       f"{error.message}")) from None
         return response.content, 1 + int(response.request.headers.get("x-stainless-retry-count", "0"))
 
     async def _create(self, body: dict) -> ChatReply:
@@ -181,10 +196,10 @@ class ChatClient:
                     await asyncio.sleep(random.uniform(0, min(8.0, 0.5 * 2 ** round_)))
         except GAVE_UP as error:
             attempts += 0 if isinstance(error, MalformedReply) else self.max_attempts  # the SDK used all of its own
-            raise BackendUnavailable(
+            raise BackendUnavailable(self.redact(
                 f"model server at {self.base_url} still failing after {attempts} attempts "
                 f"({type(error).__name__}: {error}); rerun with the same --run-id to resume: finished replies "
-                f"are cached") from error
+                f"are cached")) from None
         raise AssertionError("unreachable: the last round returns or raises")
 
 

@@ -29,14 +29,19 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from benchcurate.curation.cache import Cache
-from benchcurate.curation.errors import BackendUnavailable, ModelOutputInvalid, UserError
+from benchcurate.curation.errors import BackendUnavailable, ModelOutputInvalid, ModelReplyTooLarge, UserError
 from benchcurate.curation.fingerprint import sha256_json
 from benchcurate.curation.images.decode import decode_image
 from benchcurate.curation.models.base import ModelRequest, ModelResult, generation_for
 from benchcurate.curation.models.batch import DeferredToBatch, PendingRequest
 from benchcurate.curation.models.client import shared_client
-from benchcurate.curation.models.identity import OPENAI_DEFAULT_BASE_URL, backend_identity, resolved_base_url
-from benchcurate.curation.models.pricing import Budget, cost_usd, estimate_input_tokens, price_for
+from benchcurate.curation.models.identity import (
+    OPENAI_DEFAULT_BASE_URL,
+    backend_identity,
+    resolved_base_url,
+    with_credentials,
+)
+from benchcurate.curation.models.pricing import Budget, cost_usd, counted_tokens, estimate_input_tokens, price_for
 from benchcurate.curation.models.usage import record
 from benchcurate.schemas import BackendSpec, ImageRef, ModelUsage
 
@@ -126,7 +131,8 @@ class OpenAIBackend:
     @property
     def client(self):
         if self._client is None:
-            self._client = shared_client(self.base_url, self._api_key, concurrency=self.spec.concurrency,
+            self._client = shared_client(with_credentials(self.base_url), self._api_key,
+                                         concurrency=self.spec.concurrency,
                                          timeout_seconds=self.spec.timeout_seconds,
                                          max_attempts=self.spec.max_retries + 1)
         return self._client
@@ -135,7 +141,8 @@ class OpenAIBackend:
         return backend_identity(self.spec)
 
     def check(self) -> None:
-        sync = openai.OpenAI(base_url=self.base_url, api_key=self._api_key, timeout=30, max_retries=1)
+        sync = openai.OpenAI(base_url=with_credentials(self.base_url), api_key=self._api_key, timeout=30,
+                             max_retries=1)
         try:
             known = [entry.id for entry in sync.models.list()]
         except openai.AuthenticationError as error:
@@ -194,14 +201,21 @@ class OpenAIBackend:
         estimate = cost_usd(price, estimated_tokens, self.spec.max_output_tokens) or 0.0
         self.budget.reserve(estimate)
         reply = None
+        charged = (0, 0)
         try:
             reply = self.client.create(body)
+            charged = counted_tokens(reply.input_tokens, reply.output_tokens, estimated_tokens,
+                                     self.spec.max_output_tokens)
         finally:
-            actual = 0.0 if reply is None else cost_usd(price, reply.input_tokens, reply.output_tokens)
-            self.budget.settle(estimate, actual or 0.0)
-        usage = ModelUsage(calls=1, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
-                           cost_usd=cost_usd(price, reply.input_tokens, reply.output_tokens))
+            self.budget.settle(estimate, cost_usd(price, *charged) or 0.0)
+        # what the server reported, where it is a count at all (the budget above charged at least our estimate)
+        tokens = (reply.input_tokens if reply.input_tokens >= 0 else charged[0],
+                  reply.output_tokens if reply.output_tokens >= 0 else charged[1])
+        usage = ModelUsage(calls=1, input_tokens=tokens[0], output_tokens=tokens[1], cost_usd=cost_usd(price, *tokens))
         record(body["model"], usage)
+        if len(reply.content) > self.spec.max_reply_chars:
+            raise ModelReplyTooLarge(f"the reply has {len(reply.content):,} characters, over backend.max_reply_chars "
+                                     f"({self.spec.max_reply_chars:,}); not kept")
         return reply.content, usage
 
     def _cached(self, key: str, request: ModelRequest, model: str) -> ModelResult | None:
@@ -257,6 +271,6 @@ class OpenAIBackend:
                 value = schema_model.model_validate_json(raw)
             except ValidationError as error:
                 raise ModelOutputInvalid(f"reply did not match {schema_model.__name__} twice: "
-                                         f"{error.error_count()} errors", raw=raw) from error
+                                         f"{error.error_count()} errors", raw=self.client.redact(raw)) from error
         self.store(key, raw, usage)
         return ModelResult(value=value, generation=generation_for(self, request.prompt, model), raw=raw)

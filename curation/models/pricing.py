@@ -66,14 +66,25 @@ class Budget:
         with self._lock:
             if self.max_cost_usd is not None and self.spent + self.reserved + estimate > self.max_cost_usd:
                 raise BudgetExceeded(f"the next model call (up to ${estimate:.4f}) would take spending past "
-                                     f"--max-cost ${self.max_cost_usd:.2f} (spent ${self.spent:.4f}); everything "
-                                     f"finished is kept and cached: rerun with a higher --max-cost to go on")
+                                     f"--max-cost ${self.max_cost_usd:.2f} (spent ${self.spent:.4f}, reserved for "
+                                     f"calls in flight ${self.reserved:.4f}); everything finished is kept and "
+                                     f"cached: rerun with a higher --max-cost to go on")
             self.reserved += estimate
 
     def settle(self, estimate: float, actual: float) -> None:
         with self._lock:
             self.reserved -= estimate
-            self.spent += actual
+            self.spent += max(0.0, actual)
+
+
+def counted_tokens(reported_input: int, reported_output: int, estimated_input: int, max_output: int
+                   ) -> tuple[int, int]:
+    """The tokens a call is charged at: what the server reported, but never a negative count (invalid: the
+    worst case is taken) and never fewer input tokens than our own estimate of the request, so a server that
+    reports nothing, or less than nothing, cannot talk a budget into more calls."""
+    input_tokens = max(reported_input, estimated_input) if reported_input >= 0 else estimated_input
+    output_tokens = reported_output if reported_output >= 0 else max_output
+    return input_tokens, output_tokens
 
 
 def check_budget_settings(spec: BackendSpec) -> None:

@@ -12,8 +12,10 @@ import yaml
 from pydantic import JsonValue, ValidationError
 
 from benchcurate.curation.errors import UserError
-from benchcurate.curation.images.sources import input_kind
+from benchcurate.curation.images.decode import IMAGE_EXTENSIONS
+from benchcurate.curation.images.sources import input_kind, require_images
 from benchcurate.curation.models import make_backend
+from benchcurate.curation.models.identity import set_aside_credentials
 from benchcurate.curation.models.pricing import check_budget_settings
 from benchcurate.curation.prompting import load_prompt
 from benchcurate.curation.stages import STAGES
@@ -125,7 +127,7 @@ def existing_run(out_dir: Path, run_id: str) -> RunConfig | None:
 
 # What a resumed run keeps from its earlier attempts unless given again: whatever shapes its outcome. The cost
 # limit, the cache refresh and where the work runs are about one invocation, so they are not kept.
-STICKY_OPTIONS = ("backend", "base_url", "model", "seed", "concurrency", "batch", "request_cache")
+STICKY_OPTIONS = ("backend", "base_url", "model", "seed", "concurrency", "batch", "request_cache", "allowed_roots")
 
 
 def _merged_options(existing: RunConfig | None, given: RunOptions) -> RunOptions:
@@ -178,13 +180,22 @@ def _input_root(out_dir: Path, input_path: str | None) -> Path:
     if input_path is None:
         return (out_dir / DEMO_CORPUS_DIRNAME).resolve()
     root = Path(input_path).expanduser().resolve()
-    input_kind(root)  # a missing path or an unknown kind of file is a UserError here, before anything runs
+    if input_kind(root) == "folder":  # a missing path or an unknown kind of file is a UserError here too
+        require_images(root, IMAGE_EXTENSIONS, out_dir.resolve())
     return root
 
 
-def _ingest_settings(root: Path, out_dir: Path) -> dict[str, JsonValue]:
-    """Where to read, and what not to: the output folder when it sits inside the input folder."""
+def input_folder(root: Path) -> Path:
+    """The folder an input lives in: itself for a folder, the folder holding a manifest or samples file."""
+    return root if root.is_dir() else root.parent
+
+
+def _ingest_settings(root: Path, out_dir: Path, allowed_roots: list[str] | None) -> dict[str, JsonValue]:
+    """Where to read, and what not to: the output folder when it sits inside the input folder, and paths outside
+    the allowed roots."""
     settings: dict[str, JsonValue] = {"input_path": str(root)}
+    if allowed_roots is not None:
+        settings["allowed_roots"] = [str(Path(folder).expanduser().resolve()) for folder in allowed_roots]
     if root.is_dir() and out_dir.resolve().is_relative_to(root) and out_dir.resolve() != root:
         settings["exclude_paths"] = [out_dir.resolve().relative_to(root).as_posix()]
     return settings
@@ -216,7 +227,8 @@ def resolve_run(recipe_name: str, options: RunOptions, out_dir: Path) -> RunConf
     run_id = options.run_id or default_run_id(recipe.name)
     existing = existing_run(out_dir, run_id)
     _check_same_recipe(existing, recipe.name)
-    options = _merged_options(existing, options.model_copy(update={"run_id": run_id}))
+    options = _merged_options(existing, options.model_copy(
+        update={"run_id": run_id, "base_url": set_aside_credentials(options.base_url)}))
     if (options.base_url or options.model) and options.backend != "openai":
         raise UserError("--base-url and --model apply to the openai backend: add --backend openai")
     input_path = _resume_input(existing, options.input_path)
@@ -228,7 +240,8 @@ def resolve_run(recipe_name: str, options: RunOptions, out_dir: Path) -> RunConf
     first = recipe.stages[0]
     if first.stage != "image_ingest":
         raise UserError(f"recipe '{recipe.name}' must start with image_ingest, not {first.stage}")
-    recipe.stages[0] = first.model_copy(update={"config": {**first.config, **_ingest_settings(root, out_dir)}})
+    recipe.stages[0] = first.model_copy(update={"config": {
+        **first.config, **_ingest_settings(root, out_dir, options.allowed_roots)}})
     backend_update = {key: value for key, value in {
         "kind": options.backend, "base_url": options.base_url, "model": options.model,
         "concurrency": options.concurrency, "max_cost_usd": options.max_cost_usd, "batch": options.batch,

@@ -38,10 +38,14 @@ class ReleaseTerms:
     conditions: list[str]
     sources_by_license: dict[str, list[str]]
     conflicts: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)   # licenses whose conditions nobody can say
 
     @property
     def summary(self) -> str:
-        return ", ".join(self.conditions) or "no conditions"
+        known = ", ".join(self.conditions)
+        if self.unknown:  # never "no conditions" when some are simply not known
+            return f"{known + ' and ' if known else ''}unknown conditions (sources under {', '.join(self.unknown)})"
+        return known or "no conditions"
 
 
 def release_terms(samples: list[Sample]) -> ReleaseTerms:
@@ -67,4 +71,4 @@ def release_terms(samples: list[Sample]) -> ReleaseTerms:
     order = ["attribution", "share-alike", "non-commercial"]
     return ReleaseTerms(conditions=[name for name in order if name in found],
                         sources_by_license={lic: sorted(names) for lic, names in sorted(sources.items())},
-                        conflicts=conflicts)
+                        conflicts=conflicts, unknown=sorted(lic for lic, terms in known.items() if terms is None))

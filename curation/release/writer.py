@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.errors import DiskFull, UserError, disk_full
 from benchcurate.curation.fingerprint import sha256_file, sha256_json
 from benchcurate.curation.release.card import render_card
 from benchcurate.curation.release.columns import FEATURES, to_row
@@ -273,8 +273,13 @@ def write_release(run_dir: Path, out_dir: Path, version: str | None = None, stri
         raise UserError("license conflict (--strict-licenses): " + "; ".join(conflicts))
     _check_images(samples)
     release_root = out_dir / "releases" / spec.name
-    with _writing(release_root):
-        return _write(samples, report, spec, removals, removed, release_root, out_dir, version, on_row)
+    try:
+        with _writing(release_root):
+            return _write(samples, report, spec, removals, removed, release_root, out_dir, version, on_row)
+    except OSError as error:
+        if disk_full(error):  # the half-written version stays a .partial folder, removed by the next release
+            raise DiskFull(f"release {spec.name}: {error}") from error
+        raise
 
 
 @contextlib.contextmanager

@@ -1,7 +1,9 @@
 """Language identification: langdetect, seeded, as ISO 639-1 codes, with a floor below which it says `unknown`.
 
 - Scripts decide first where they are unambiguous on their own: kana means `ja`, hangul `ko`, other Han
-  characters `zh` (langdetect's short-text guesses between these are poor); two such characters suffice.
+  characters `zh` (langdetect's short-text guesses between these are poor); two such characters suffice, when
+  they make at least 30% of the text counted in Han characters and words of other scripts (a Han character is
+  about a word: "什么是prescriptive maintenance" is Chinese with two English terms, not French).
 - Otherwise letters are what count: a text with fewer than `MIN_LETTERS` (default 6) letters is `unknown`
   rather than a guess; "How many cats?" (11 letters) still gets `en`.
 - langdetect's `zh-cn` / `zh-tw` become `zh`; its generator is seeded, so a text always gets the same answer.
@@ -28,6 +30,7 @@ UNKNOWN = "unknown"
 KANA = re.compile(r"[\u3040-\u30ff]")
 HANGUL = re.compile(r"[\uac00-\ud7af\u1100-\u11ff]")
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+OTHER_WORD = re.compile(r"[^\W\d_]+")  # a run of letters (Han characters taken out first)
 PROBENCH_GROUPS = ("pt", "fr", "es", "de")
 
 
@@ -53,7 +56,8 @@ def detect(text: str, min_letters: int = MIN_LETTERS) -> tuple[str, float]:
     if count >= 2 and HANGUL.search(text):
         return "ko", 1.0
     han = len(HAN.findall(text))
-    if han >= 2 and han >= count * 0.3:
+    other_words = len(OTHER_WORD.findall(HAN.sub(" ", text)))
+    if han >= 2 and han >= (han + other_words) * 0.3:
         return "zh", 1.0
     if count < min_letters:
         return UNKNOWN, 0.0

@@ -6,6 +6,7 @@ from benchcurate.curation.errors import UserError
 from benchcurate.curation.prompting import available_versions, load_prompt
 from benchcurate.curation.recipes import available_recipes, load_recipe
 from benchcurate.curation.stages import STAGES
+from tests.factories import make_image
 from tests.helpers import resolve
 
 PROMPT_IDS = tuple(sorted(entry.name for entry in (Path(__file__).parents[2] / "prompts").iterdir()
@@ -88,6 +89,12 @@ def test_every_model_stage_names_existing_prompts():
             assert load_prompt(prompt_id, 1).id == prompt_id
 
 
+@pytest.fixture(autouse=True)
+def a_picture(tmp_path):
+    """Every folder given as --input here holds an image: an empty one is refused before anything runs."""
+    make_image(tmp_path / "pic.png", 1)
+
+
 def save(config, out_dir):
     from benchcurate.curation.store import RunStore
 
@@ -96,12 +103,12 @@ def save(config, out_dir):
 
 def test_resuming_a_run_keeps_its_input_folder(tmp_path):
     images = tmp_path / "images"
-    images.mkdir()
+    make_image(images / "0.png", 0)
     save(resolve("multiverse", tmp_path / "out", input_path=str(images), run_id="r1"), tmp_path / "out")
     resumed = resolve("multiverse", tmp_path / "out", run_id="r1")
     assert not resumed.demo and resumed.input_path == str(images.resolve())
     other = tmp_path / "other"
-    other.mkdir()
+    make_image(other / "0.png", 0)
     with pytest.raises(UserError, match=f"run r1 ran on {images.resolve()}; leave --input out"):
         resolve("multiverse", tmp_path / "out", run_id="r1", input_path=str(other))
 
