@@ -1,4 +1,5 @@
-"""image_exact_dedup: items whose image bytes are identical (same sha256) keep one member.
+"""image_exact_dedup: items whose image bytes are identical (same sha256) keep one member; items that carry
+different questions about one picture (imported conversations: ConvBench shares a few images) are not copies.
 
 The kept member follows the near-duplicate rule (`curation.images.near_dedup.preference`); for identical bytes
 that reduces to source priority, then the smallest id.
@@ -19,9 +20,9 @@ class ExactDedupConfig(StageConfig):
 
 
 def select(items: list[ImageKey], cfg: ExactDedupConfig, ctx: StageContext) -> list[Verdict]:
-    by_hash: dict[str, list[int]] = {}
+    by_hash: dict[tuple[str, str], list[int]] = {}
     for index, item in enumerate(items):
-        by_hash.setdefault(item.sha256, []).append(index)
+        by_hash.setdefault((item.sha256, item.questions), []).append(index)
     verdicts: list[Verdict] = [Keep()] * len(items)
     for group in by_hash.values():
         if len(group) < 2:
@@ -35,4 +36,4 @@ def select(items: list[ImageKey], cfg: ExactDedupConfig, ctx: StageContext) -> l
 
 
 STAGE = SetStage(name="image_exact_dedup", config=ExactDedupConfig, view=image_key, select=select,
-                 reasons=("exact_duplicate",))
+                 reasons=("exact_duplicate",), version=2)  # 2: questions tell items of one image apart

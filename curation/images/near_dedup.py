@@ -22,6 +22,7 @@ from benchcurate.curation.fingerprint import sha256_json
 from benchcurate.curation.grouping import groups_from_pairs, pick_kept
 from benchcurate.curation.images.hamming import cross_pairs_within, pairs_within
 from benchcurate.curation.stage import SetStage, StageConfig, StageContext
+from benchcurate.curation.text import normalise, question_text
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 
@@ -32,7 +33,7 @@ class NearDedupConfig(StageConfig):
 
 
 class ImageKey(NamedTuple):
-    """What the image dedup stages decide on: the keep rule's fields and the two hashes."""
+    """What the image dedup stages decide on: the keep rule's fields, the two hashes, and the item's questions."""
 
     id: str
     sha256: str
@@ -40,12 +41,14 @@ class ImageKey(NamedTuple):
     pixels: int
     size_bytes: int
     source: str
+    questions: str = ""  # digest of the normalised user turns; "" for an image with no text yet
 
 
 def image_key(item: Sample, cfg: object = None) -> ImageKey:
     image = item.images[0]
+    users = question_text(item, "user_turns")
     return ImageKey(item.id, image.sha256, image.phash, (image.width or 0) * (image.height or 0), image.size_bytes,
-                    item.provenance.source_dataset)
+                    item.provenance.source_dataset, sha256_json(normalise(users))[:16] if users else "")
 
 
 def preference(key: ImageKey, source_priority: tuple[str, ...]) -> tuple:
@@ -109,7 +112,9 @@ def select(items: list[ImageKey], cfg: NearDedupConfig, ctx: StageContext) -> li
     for index, drop in contaminated.items():
         verdicts[index] = drop
     pairs = pairs_within(hashes, cfg.max_hamming_distance)
-    edges = ((int(i), int(j)) for i, j, _ in pairs if int(i) not in contaminated and int(j) not in contaminated)
+    # two items with the same picture but different questions (imported conversations) are two benchmark items
+    edges = ((int(i), int(j)) for i, j, _ in pairs if int(i) not in contaminated and int(j) not in contaminated
+             and items[int(i)].questions == items[int(j)].questions)
     for group in groups_from_pairs(len(items), edges):
         kept = pick_kept(group, items, lambda item: preference(item, cfg.source_priority))
         for index in group:
@@ -122,4 +127,5 @@ def select(items: list[ImageKey], cfg: NearDedupConfig, ctx: StageContext) -> li
 
 
 STAGE = SetStage(name="image_near_dedup", config=NearDedupConfig, view=image_key, select=select,
-                 reasons=("near_duplicate", "matches_reference"), outside_input=reference_digest)
+                 reasons=("near_duplicate", "matches_reference"), outside_input=reference_digest,
+                 version=2)  # 2: questions tell items of one image apart

@@ -29,8 +29,8 @@ def to_sample(where: str, row: dict, base: Path, license_id: str | None) -> Impo
     for exchange in row.get("history") or []:
         history += [Turn(speaker="user", utterance=str(exchange["user"])),
                     Turn(speaker="assistant", utterance=str(exchange["assistant"]))]
-    prompt = str(row["prompt"]).strip()
-    if not prompt:
+    prompt = str(row["prompt"])  # as written: normalising is for comparing and deduplicating, not for storing
+    if not prompt.strip():
         raise ValueError("empty prompt")
     turn = Turn(speaker="user", utterance=prompt, reference=row.get("ref_answer"), task_category=row.get("task"))
     image = row.get("image_path")

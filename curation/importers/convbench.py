@@ -43,8 +43,9 @@ def _cells(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
 
 
 def _text(row: dict, name: str) -> str | None:
+    """The cell as written (white space included: the stored text is the benchmark's); None when blank."""
     value = row.get(name.casefold())
-    return str(value).strip() if value not in (None, "") else None
+    return str(value) if value is not None and str(value).strip() else None
 
 
 def focus_points(text: str | None) -> list[str]:

@@ -9,7 +9,10 @@
 - alignmmbench: `metadata.jsonl` with question_id, image_path, history [{user, assistant}], prompt, ref_answer,
   task and category, and the images in `images/`.
 
-Each output is read back by the importer of the same name (`curate import`), which the tests do.
+Each output is read back by the importer of the same name (`curate import`), which the tests do. Samples that came
+from that benchmark (imported) go back under their own ids and image file names, with their text as it was, so an
+exported sheet matches the original cell for cell; new samples get fresh ids and their images' own names (a
+content hash where two images would share one).
 """
 
 from __future__ import annotations
@@ -20,21 +23,34 @@ from pathlib import Path
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.extras import require
+from benchcurate.curation.fingerprint import sha256_file
 from benchcurate.schemas import Sample
 
 ORDINALS = ("first", "second", "third")
 
 
-def _image_name(sample: Sample) -> str:
+def _hashed_name(sample: Sample) -> str:
     return f"{sample.images[0].sha256[:16]}{Path(sample.images[0].path).suffix.lower() or '.png'}"
 
 
+def native_id(sample: Sample, source: str) -> str | None:
+    """The id a sample had in `source`, when it was imported from there."""
+    return sample.provenance.source_id if sample.provenance.source_dataset == source else None
+
+
 def _copy_image(sample: Sample, folder: Path) -> str:
+    """The image copied into `folder` under its own file name, or a content hash when that name is taken by
+    another image; the name written."""
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / _image_name(sample)
-    if not target.exists():
-        shutil.copyfile(sample.images[0].path, target)
-    return target.name
+    image = sample.images[0]
+    for name in (Path(image.path).name, _hashed_name(sample)):
+        target = folder / name
+        if not target.exists():
+            shutil.copyfile(image.path, target)
+            return name
+        if sha256_file(target) == image.sha256:
+            return name
+    raise UserError(f"two different images both named {_hashed_name(sample)} in {folder}")
 
 
 def export_multiverse(samples: list[Sample], out: Path) -> Path:
@@ -47,7 +63,8 @@ def export_multiverse(samples: list[Sample], out: Path) -> Path:
                                                  "sub_criteria": string})}),
         "main_goal_category": string, "sub_goal_category": string, "main_task_category": string,
         "sub_task_category": string, "image_main_category": string, "image_sub_category": string})
-    rows = [{"index": s.id, "image": {"bytes": Path(s.images[0].path).read_bytes(), "path": _image_name(s)},
+    rows = [{"index": native_id(s, "MultiVerse") or s.id,
+             "image": {"bytes": Path(s.images[0].path).read_bytes(), "path": Path(s.images[0].path).name},
              "character": s.persona.character if s.persona else None,
              "scenario": s.persona.scenario if s.persona else None, "goal": s.persona.goal if s.persona else None,
              "conversation": [{"speaker": t.speaker, "utterance": t.utterance,
@@ -72,13 +89,17 @@ def export_convbench(samples: list[Sample], out: Path) -> Path:
     sheet.append(["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
                   "The_third_turn_instruction", "instruction-conditioned-caption", "first_turn_answer",
                   "second_turn_answer", "third_turn_answer", "third_turn_demands"])
-    for number, sample in enumerate(samples, 1):
+    taken = [int(native) for sample in samples if (native := native_id(sample, "ConvBench")) and native.isdigit()]
+    fresh = iter(range(max(taken, default=0) + 1, 10**9))  # new conversations numbered after the imported ones
+    for sample in samples:
         turns = [turn for turn in sample.conversation if turn.speaker == "user"]
         if len(turns) != 3:
             raise UserError(f"sample {sample.id} has {len(turns)} user turns; ConvBench needs exactly 3 (use the "
                             f"convbench recipe)")
+        native = native_id(sample, "ConvBench")
         focus = "\n".join(f"{k}. {point}" for k, point in enumerate(turns[2].focus_points, 1))
-        sheet.append([number, _copy_image(sample, out / "visit_bench_images"), *(t.utterance for t in turns),
+        sheet.append([int(native) if native and native.isdigit() else native or next(fresh),
+                      _copy_image(sample, out / "visit_bench_images"), *(t.utterance for t in turns),
                       sample.caption, *(t.reference for t in turns), focus or None])
     out.mkdir(parents=True, exist_ok=True)
     book.save(out / "ConvBench.xlsx")
@@ -91,7 +112,8 @@ def export_alignmmbench(samples: list[Sample], out: Path) -> Path:
         pairs = [{"user": sample.history[k].utterance, "assistant": sample.history[k + 1].utterance}
                  for k in range(0, len(sample.history) - 1, 2)]
         question = next(turn for turn in sample.conversation if turn.speaker == "user")
-        lines.append({"question_id": sample.id, "image_path": f"images/{_copy_image(sample, out / 'images')}",
+        lines.append({"question_id": native_id(sample, "AlignMMBench") or sample.id,
+                      "image_path": f"images/{_copy_image(sample, out / 'images')}",
                       "history": pairs, "prompt": question.utterance, "ref_answer": question.reference,
                       "task": sample.categories.task_sub or question.task_category,
                       "category": sample.categories.task_main})

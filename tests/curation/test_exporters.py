@@ -1,5 +1,8 @@
 """Exporters to the seed formats, each read back by our importer of the same name."""
 
+import json
+from pathlib import Path
+
 import pyarrow.parquet as pq
 
 from benchcurate.curation.importers import import_file
@@ -7,6 +10,7 @@ from benchcurate.curation.jsonl import read_samples
 from benchcurate.curation.release.exporters import EXPORTERS
 from benchcurate.curation.release.writer import final_samples
 from benchcurate.curation.runner import run_all
+from tests.factories import make_image
 from tests.helpers import SMALL, curate_in_process, finished_run, prepared_run
 
 
@@ -72,3 +76,65 @@ def test_the_export_command(tmp_path):
     run_all(multiverse_run)
     mismatch = curate_in_process(["export", "convbench", str(multiverse_run), "--to", str(tmp_path / "y")], tmp_path)
     assert mismatch.returncode == 2 and "ConvBench needs exactly 3" in mismatch.stderr
+
+
+def real_convbench_sheet(folder: Path) -> Path:
+    """A sheet laid out like the released ConvBench.xlsx: its five columns, stray `Unnamed:` ones, IDs with
+    gaps, trailing white space in the text, VisIT-Bench file names."""
+    from openpyxl import Workbook
+
+    images = folder / "visit_bench_images"
+    rows = [(2, "208_tested_skill_pop_culture_dune.png", "Who is on the poster?  ", "Why do they look worried? ",
+             "Write a tagline for it.\n"),
+            (3, "17_tested_skill_counting_apples.jpg", "How many apples are there?", "Which one is ripest?",
+             "Write a recipe that uses them.  "),
+            (6, "208_tested_skill_pop_culture_dune.png", "What colour is the sky?", "What time of day is it?",
+             "Describe the scene as a poem."),
+            (10, "5_tested_skill_chart_sales.png", " What does the chart show?", "Which quarter grew most?",
+             "Write a short memo about it.")]
+    for seed, name in enumerate(sorted({row[1] for row in rows})):
+        make_image(images / name, seed)
+    book = Workbook()
+    sheet = book.active
+    sheet.title = "multi_turn_benchmark"
+    sheet.append(["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
+                  "The_third_turn_instruction", "Unnamed: 5", "Unnamed: 6"])
+    for row in rows:
+        sheet.append([*row, None, None])
+    book.save(folder / "ConvBench.xlsx")
+    return folder / "ConvBench.xlsx"
+
+
+def sheet_rows(path: Path) -> dict[object, list[object]]:
+    from openpyxl import load_workbook
+
+    rows = list(load_workbook(path, read_only=True).active.iter_rows(values_only=True))
+    return {row[0]: list(row[:5]) for row in rows[1:]}
+
+
+def test_a_convbench_sheet_comes_back_cell_for_cell_with_its_ids_image_names_and_white_space(tmp_path):
+    original = real_convbench_sheet(tmp_path / "release")
+    summary = import_file("convbench", original, tmp_path / "cb.jsonl")
+    assert summary.imported == 4 and summary.without_image == 0
+    run_dir = finished_run(tmp_path, "cb", "convbench", input_path=tmp_path / "cb.jsonl")
+    samples, _ = final_samples(run_dir)
+    assert len(samples) == 4
+    exported = EXPORTERS["convbench"](samples, tmp_path / "exported")
+    assert sheet_rows(exported) == sheet_rows(original)  # IDs 2, 3, 6, 10; names and text as they were
+    assert sorted(path.name for path in (tmp_path / "exported" / "visit_bench_images").iterdir()) == sorted(
+        path.name for path in (tmp_path / "release" / "visit_bench_images").iterdir())
+
+
+def test_alignmmbench_prompts_keep_their_white_space_through_import_and_export(tmp_path):
+    (tmp_path / "images").mkdir()
+    make_image(tmp_path / "images" / "000000001.jpg", 1)
+    rows = [{"question_id": "00000001-0", "image_path": "images/000000001.jpg", "history": [],
+             "prompt": "图中有几只猫？ ", "ref_answer": "两只。", "task": "Counting", "category": "感知与理解"}]
+    (tmp_path / "metadata.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    import_file("alignmmbench", tmp_path / "metadata.jsonl", tmp_path / "amb.jsonl")
+    samples = list(read_samples(tmp_path / "amb.jsonl"))
+    assert samples[0].conversation[0].utterance == "图中有几只猫？ "
+    written = EXPORTERS["alignmmbench"](samples, tmp_path / "out")
+    back = [json.loads(line) for line in written.read_text().splitlines()]
+    assert back[0]["question_id"] == "00000001-0" and back[0]["prompt"] == "图中有几只猫？ "
+    assert back[0]["image_path"] == "images/000000001.jpg"
