@@ -7,7 +7,9 @@ import random
 from pathlib import Path
 
 from PIL import Image, ImageDraw
+from pydantic import BaseModel
 
+from benchcurate.curation.prompting import available_versions, load_prompt
 from benchcurate.schemas import ImageRef, Provenance, Sample
 
 
@@ -53,3 +55,11 @@ def scripted_reply(body: dict) -> object | None:
 def decide(stage, items, cfg, ctx):
     """A set stage's verdicts on Samples in memory, through its view as the runner does it."""
     return stage.decide(items, cfg, ctx)[1]
+
+
+def reply_models() -> list[type[BaseModel]]:
+    """The output_schema model of every prompt version in prompts/."""
+    folder = Path(__file__).resolve().parents[1] / "prompts"
+    models = {load_prompt(entry.name, version).output_schema
+              for entry in folder.iterdir() if entry.is_dir() for version in available_versions(entry.name)}
+    return sorted(models, key=lambda model: model.__name__)

@@ -326,7 +326,7 @@ def _masks(radius: int, top: int) -> np.ndarray:
 def _probe_task(job: _Job, arg: tuple[int, int]) -> np.ndarray:
     """Verified pairs of one chunk whose chunk values differ by a mask with highest set bit `top` (-1: zero mask)."""
     index, top = arg
-    left, right = job.left_table(index), job.right_table(index)
+    left = job.left_table(index)
     if top < 0 and job.self_join:
         every = np.arange(len(left.order))
         return _verify_all(job, index, every, left.sorted_hashes, _same_bucket_candidates(left))

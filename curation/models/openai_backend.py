@@ -53,22 +53,56 @@ PAYLOAD_NAMESPACE = "image_payload"  # encoded, downscaled images as sent
 
 @cache
 def strict_schema(model: type[BaseModel]) -> dict:
-    """The model's JSON schema with every property required and no extra keys, as strict mode expects."""
+    """The model's JSON schema in the form OpenAI's strict structured outputs accept.
 
-    def tighten(node: object) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "object" and "properties" in node:
-                node["required"] = list(node["properties"])
-                node["additionalProperties"] = False
-            for value in node.values():
-                tighten(value)
-        elif isinstance(node, list):
-            for value in node:
-                tighten(value)
+    Every object lists all its properties as required and allows no others; a `$ref` that carries other
+    keywords (pydantic writes a field's description next to it) is replaced by the definition it names, the
+    node's own keywords winning; a single-entry `allOf` is merged into its node; `default: null` is dropped
+    (a nullable field stays nullable). The result equals the openai SDK's own transform
+    (tests/curation/test_strict_schema.py holds the two side by side for every reply model).
+    """
+    root = model.model_json_schema()
+    return _strict_node(root, root)
 
-    schema = model.model_json_schema()
-    tighten(schema)
-    return schema
+
+def _strict_node(node: dict, root: dict) -> dict:
+    """One schema node made strict (a new dict; `root` is only read, to resolve references)."""
+    node = dict(node)
+    merged = None
+    if isinstance(node.get("allOf"), list) and len(node["allOf"]) == 1:
+        (only,) = node.pop("allOf")
+        merged = {**node, **only}
+    elif isinstance(node.get("$ref"), str) and len(node) > 1:
+        merged = {**_definition(root, node.pop("$ref")), **node}
+    if merged is not None:
+        return _strict_node(merged, root)
+    if node.get("type") == "object":
+        node.setdefault("additionalProperties", False)
+    for key in ("$defs", "definitions", "properties"):
+        if isinstance(node.get(key), dict):
+            node[key] = {name: _strict_node(child, root) for name, child in node[key].items()}
+    if isinstance(node.get("properties"), dict):
+        node["required"] = list(node["properties"])
+    if isinstance(node.get("items"), dict):
+        node["items"] = _strict_node(node["items"], root)
+    for key in ("anyOf", "allOf"):
+        if isinstance(node.get(key), list):
+            node[key] = [_strict_node(child, root) for child in node[key]]
+    if "default" in node and node["default"] is None:
+        del node["default"]
+    return node
+
+
+def _definition(root: dict, ref: str) -> dict:
+    """The node a local `#/a/b` reference names."""
+    if not ref.startswith("#/"):
+        raise ValueError(f"only local schema references are supported, not {ref!r}")
+    node: object = root
+    for part in ref[2:].split("/"):
+        node = node[part] if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        raise ValueError(f"schema reference {ref!r} does not name an object")
+    return node
 
 
 def encode_image(image: ImageRef, max_side_px: int) -> tuple[bytes, tuple[int, int]]:

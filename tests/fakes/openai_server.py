@@ -374,6 +374,7 @@ class _Message(_Strict):
 class _JSONSchema(_Strict):
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
     schema_: dict = Field(alias="schema")
+    strict: bool | None = None
 
     @field_validator("schema_")
     @classmethod
@@ -438,12 +439,43 @@ def _invalid(error: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in error.errors()[:3])
 
 
+def _strict_mode_problem(node: Any, context: tuple[str, ...] = ()) -> str | None:
+    """Why a schema sent with strict=true breaks the API's strict-mode rules (worded as the API words it), or None.
+
+    The rules: a `$ref` stands alone; every object says `additionalProperties: false`; every property is required.
+    """
+    if not isinstance(node, dict):
+        return None
+    if "$ref" in node and len(node) > 1:
+        keywords = ", ".join(repr(key) for key in sorted(node) if key != "$ref")
+        return f"context={context!r}, $ref cannot have keywords {{{keywords}}}."
+    types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+    if "object" in types and node.get("additionalProperties") is not False:
+        return f"In context={context!r}, 'additionalProperties' is required to be supplied and to be false."
+    properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+    missing = [key for key in properties if key not in (node.get("required") or [])]
+    if missing:
+        return (f"In context={context!r}, 'required' is required to be supplied and to be an array including every "
+                f"key in properties. Missing {missing[0]!r}.")
+    children = [*(((keyword, name), child) for keyword in ("$defs", "properties")
+                  for name, child in (node.get(keyword) or {}).items()),
+                *(((keyword, str(index)), child) for keyword in ("anyOf", "allOf")
+                  for index, child in enumerate(node.get(keyword) or [])),
+                *([(("items",), node["items"])] if isinstance(node.get("items"), dict) else [])]
+    return next(filter(None, (_strict_mode_problem(child, context + path) for path, child in children)), None)
+
+
 def _chat_problem(body: Any) -> tuple[int, dict] | None:
     """Return (status, error body) when a chat completion body is unacceptable, else None."""
     try:
-        _ChatRequest.model_validate(body)
+        request = _ChatRequest.model_validate(body)
     except ValidationError as error:
         return 400, _error(400, f"Invalid request: {_invalid(error)}")
+    spec = request.response_format.json_schema if request.response_format else None
+    problem = _strict_mode_problem(spec.schema_) if spec is not None and spec.strict else None
+    if problem:
+        return 400, _error(400, f"Invalid schema for response_format {spec.name!r}: {problem}", None,
+                           "response_format")
     if body["model"] not in MODEL_IDS:
         return 404, _error(404, f"The model `{body['model']}` does not exist or you do not have access to it.",
                            "model_not_found")

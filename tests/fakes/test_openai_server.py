@@ -25,8 +25,9 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from benchcurate.curation.models.openai_backend import strict_schema
-from benchcurate.curation.prompting import available_versions, load_prompt
+from benchcurate.curation.prompting import load_prompt
 
+from ..factories import reply_models
 from . import openai_server
 from .openai_server import FakeOpenAIServer, Fault, instance_from_schema
 
@@ -63,7 +64,7 @@ class SceneReply(Strict):
 
 def json_schema_format(model: type[BaseModel]) -> dict:
     """Return a strict json_schema response_format for a pydantic model."""
-    spec = {"name": model.__name__, "schema": model.model_json_schema(), "strict": True}
+    spec = {"name": model.__name__, "schema": strict_schema(model), "strict": True}
     return {"type": "json_schema", "json_schema": spec}
 
 
@@ -212,7 +213,7 @@ def test_malformed_messages_and_stream_are_rejected(client):
 
 def test_schema_the_fake_cannot_fill_is_rejected(client):
     word = {"type": "string", "minLength": 5, "maxLength": 2}
-    schema = {"type": "object", "properties": {"word": word}, "required": ["word"]}
+    schema = {"type": "object", "properties": {"word": word}, "required": ["word"], "additionalProperties": False}
     response_format = {"type": "json_schema", "json_schema": {"name": "Pet", "schema": schema, "strict": True}}
     with pytest.raises(openai.BadRequestError, match="schema"):
         ask(client, response_format=response_format)
@@ -420,7 +421,7 @@ def test_command_line_entry_point():
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", base_url)
         with openai.OpenAI(base_url=base_url, api_key="sk-test", max_retries=0) as remote:
             conversation = {"type": "json_schema", "json_schema": {
-                "name": "ConversationReply", "schema": {"type": "object"}, "strict": True}}
+                "name": "ConversationReply", "schema": {"type": "object", "additionalProperties": False}, "strict": True}}
             statuses = [outcome(remote, response_format=conversation, seed=seed) for seed in range(20)]
             assert json.loads(ask(remote, response_format=conversation).choices[0].message.content)["utterances"]
         assert (statuses[9], statuses[19], statuses.count(200)) == (500, 429, 18)
@@ -743,14 +744,6 @@ def test_batches_are_listed_newest_first(client):
 
 # ---------------------------------------------------------------------------------------------------------------
 # Generated schema instances
-
-
-def reply_models() -> list[type[BaseModel]]:
-    """Return the output_schema model of every prompt version in prompts/."""
-    folder = PROJECT_ROOT / "prompts"
-    models = {load_prompt(entry.name, version).output_schema
-              for entry in folder.iterdir() if entry.is_dir() for version in available_versions(entry.name)}
-    return sorted(models, key=lambda model: model.__name__)
 
 
 class Node(Strict):
