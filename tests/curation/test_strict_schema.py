@@ -106,6 +106,12 @@ def test_a_strict_api_accepts_every_reply_schema_and_its_reply_validates(api, mo
         "type": "array", "items": {"type": "object", "properties": {"v": {"type": "number"}}, "required": ["v"]}}}},
      "Invalid schema for response_format 'Check': In context=('properties', 'items', 'items'), "
      "'additionalProperties' is required to be supplied and to be false."),
+    ({"type": "object", "additionalProperties": False, "required": ["name"],
+      "properties": {"name": {"type": "string", "minLength": 1}}},
+     "Invalid schema for response_format 'Check': In context=('properties', 'name'), 'minLength' is not permitted."),
+    ({"type": "object", "additionalProperties": False, "required": ["a"],
+      "properties": {"a": {"allOf": [{"type": "string"}, {"type": "string"}]}}},
+     "Invalid schema for response_format 'Check': In context=('properties', 'a'), 'allOf' is not permitted."),
 ])
 def test_a_strict_api_refuses_what_strict_mode_forbids(api, schema, says):
     with pytest.raises(openai.BadRequestError) as refused:

@@ -439,16 +439,30 @@ def _invalid(error: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in error.errors()[:3])
 
 
+# The keywords OpenAI's documentation lists as supported in strict mode, plus annotations. Stricter than the API
+# where the documentation is vague (minLength, maxLength, oneOf are refused here): a schema that passes here passes
+# there. The composition keywords allOf, not, if/then/else and dependent* are documented as unsupported.
+STRICT_KEYWORDS = frozenset({
+    "type", "properties", "required", "additionalProperties", "items", "anyOf", "$ref", "$defs", "definitions",
+    "enum", "const", "title", "description", "default", "pattern", "format", "multipleOf", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",
+})
+
+
 def _strict_mode_problem(node: Any, context: tuple[str, ...] = ()) -> str | None:
     """Why a schema sent with strict=true breaks the API's strict-mode rules (worded as the API words it), or None.
 
-    The rules: a `$ref` stands alone; every object says `additionalProperties: false`; every property is required.
+    The rules: a `$ref` stands alone; only supported keywords; every object says `additionalProperties: false`;
+    every property is required.
     """
     if not isinstance(node, dict):
         return None
     if "$ref" in node and len(node) > 1:
         keywords = ", ".join(repr(key) for key in sorted(node) if key != "$ref")
         return f"context={context!r}, $ref cannot have keywords {{{keywords}}}."
+    unsupported = sorted(set(node) - STRICT_KEYWORDS)
+    if unsupported:
+        return f"In context={context!r}, {unsupported[0]!r} is not permitted."
     types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
     if "object" in types and node.get("additionalProperties") is not False:
         return f"In context={context!r}, 'additionalProperties' is required to be supplied and to be false."
