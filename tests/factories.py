@@ -4,6 +4,8 @@ for the loopback OpenAI server. Plain functions with no pytest import, so `bench
 from __future__ import annotations
 
 import random
+import struct
+import zlib
 from pathlib import Path
 
 from PIL import Image, ImageDraw
@@ -63,3 +65,11 @@ def reply_models() -> list[type[BaseModel]]:
     models = {load_prompt(entry.name, version).output_schema
               for entry in folder.iterdir() if entry.is_dir() for version in available_versions(entry.name)}
     return sorted(models, key=lambda model: model.__name__)
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG that declares width x height and holds no pixels: Pillow refuses it when opening, past its own limit."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")

@@ -6,6 +6,7 @@ Each way a file can fail maps to one reason code, so a drop says what was wrong 
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,9 +101,14 @@ def decode_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, draft_side_px
                 full_size = full_size[::-1]
     except ImageDecodeError:
         raise
-    except Image.DecompressionBombError as error:  # a frame or tile beyond Pillow's own limit
-        raise ImageDecodeError("image_too_large", f"over the {max_pixels:,}-pixel limit (max_pixels): "
-                                                  f"{error}") from error
+    except Image.DecompressionBombError as error:  # over twice Pillow's own limit: refused while opening
+        found = re.search(r"\((\d+) pixels\)", str(error))  # Pillow's message, whose limit is not the user's
+        pixels = int(found.group(1)) if found else None
+        if pixels is not None and pixels <= max_pixels:  # a max_pixels above what Pillow opens at all
+            raise ImageDecodeError("image_too_large", f"{pixels:,} pixels: more than Pillow opens ({error}); "
+                                                      f"max_pixels cannot raise that") from error
+        size = "the image exceeds" if pixels is None else f"{pixels:,} pixels exceed"
+        raise ImageDecodeError("image_too_large", f"{size} the {max_pixels:,}-pixel limit (max_pixels)") from error
     except UnidentifiedImageError as error:
         known = _unsupported_format(data)
         if known:

@@ -106,7 +106,7 @@ def sample_id(source_dataset: str, source_id: str, content_sha256: str) -> str:
 def _field_problem(entry: Entry, cfg: IngestConfig) -> tuple[str, str] | None:
     for name, value in entry.provenance.items():
         if not isinstance(value, str | int | float):
-            return "field_invalid", f"{name} is a {type(value).__name__}, not text"
+            return "field_invalid", f"{name} is of type {type(value).__name__}, not text"
         if len(str(value)) > cfg.max_field_chars:
             return "field_too_large", (f"{name} has {len(str(value)):,} characters (the limit is "
                                        f"{cfg.max_field_chars:,})")
@@ -119,8 +119,15 @@ def _outside(path: Path, cfg: IngestConfig) -> bool:
                                                for root in cfg.allowed_roots)
 
 
+def _capped(text: str, limit: int) -> str:
+    """A field as stored: whole within the limit; over it (the row is dropped), its start and its length, so a
+    50 MB attribution does not become 50 MB in every file that records the drop."""
+    return text if len(text) <= limit else f"{text[:200]}... [{len(text):,} characters, over the limit; cut]"
+
+
 def _provenance(entry: Entry, cfg: IngestConfig) -> Provenance:
-    row = {name: str(value) for name, value in entry.provenance.items() if isinstance(value, str | int | float)}
+    row = {name: _capped(str(value), cfg.max_field_chars)
+           for name, value in entry.provenance.items() if isinstance(value, str | int | float)}
     return Provenance(source_dataset=row.get("source_dataset") or cfg.source_dataset or _input_name(cfg),
                       source_id=str(row.get("source_id") or entry.source_path),
                       license=row.get("license") or cfg.default_license, attribution=row.get("attribution"),

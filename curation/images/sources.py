@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from benchcurate.curation.errors import UserError
-from benchcurate.curation.jsonl import numbered_rows, read_jsonl
+from benchcurate.curation.jsonl import jsonl_lines, numbered_rows, read_jsonl, text
 
 InputKind = Literal["folder", "manifest", "hf_dataset", "samples"]
 MANIFEST_SUFFIXES = (".csv", ".jsonl")
@@ -28,10 +28,14 @@ COLUMN_ALIASES = {"path": "path", "file": "path", "local_path": "path", "image_p
 NAME_MAX_BYTES = 255  # a path component longer than this cannot exist on the usual file systems
 
 
+PRINTED_PATH_CHARS = 1_024
+
+
 def printable(path: Path | str) -> str:
     """The path as text that can always be written out: bytes a file name holds that are not UTF-8 appear as
-    \\xNN escapes."""
-    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    \\xNN escapes, and a path longer than any file system takes (a manifest can hold anything) is cut."""
+    text = str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text if len(text) <= PRINTED_PATH_CHARS else f"{text[:PRINTED_PATH_CHARS]}... [{len(text):,} characters]"
 
 
 def name_problem(path: Path) -> tuple[str, str] | None:
@@ -87,6 +91,16 @@ def input_kind(path: Path) -> InputKind:
 
 # --- folder ----------------------------------------------------------------------------------------------
 
+def _first_line_not_utf8(path: Path) -> UserError:
+    """The error naming the first line of `path` that is not UTF-8."""
+    for number, line in jsonl_lines(path):
+        try:
+            text(path, number, line)
+        except UserError as error:
+            return error
+    return UserError(f"{path} is not valid UTF-8; save the manifest as UTF-8")
+
+
 def _read_manifest_rows(path: Path) -> list[dict]:
     """Rows of a CSV or JSONL manifest with our column names; a line that is not UTF-8 or not a JSON object is a
     UserError naming it. Values are kept as given (a row with a bad value is dropped by ingest, with the reason)."""
@@ -94,8 +108,8 @@ def _read_manifest_rows(path: Path) -> list[dict]:
         try:
             with open(path, newline="", encoding="utf-8") as handle:
                 raw = list(csv.DictReader(handle))
-        except UnicodeDecodeError as error:
-            raise UserError(f"{path} is not valid UTF-8 (byte {error.start + 1}); save the manifest as UTF-8") from None
+        except UnicodeDecodeError:  # its offset counts from the decoder's last chunk: find the line instead
+            raise _first_line_not_utf8(path) from None
         except csv.Error as error:
             raise UserError(f"{path} is not a readable CSV ({error}); fix the manifest") from None
     else:
@@ -156,8 +170,8 @@ def manifest_entries(manifest: Path) -> Iterator[Entry]:
     for number, row in enumerate(_read_manifest_rows(manifest), start=1):
         where = f"{manifest.name}:{number}"
         if not isinstance(row["path"], str):
-            yield Entry(source_path=where, problem=("path_invalid", f"path is a {type(row['path']).__name__}, not "
-                                                                   f"text (manifest row {number})"))
+            yield Entry(source_path=where, problem=("path_invalid", f"path is of type {type(row['path']).__name__}, "
+                                                                   f"not text (manifest row {number})"))
             continue
         path = Path(row["path"]).expanduser()
         path = path if path.is_absolute() else manifest.parent / path
@@ -166,7 +180,7 @@ def manifest_entries(manifest: Path) -> Iterator[Entry]:
         try:
             if problem is None and not path.is_file():
                 problem = ("image_missing" if not path.exists() else "not_a_regular_file",
-                           f"{path} (manifest row {number})")
+                           f"{printable(path)} (manifest row {number})")
         except OSError as error:  # e.g. a name the file system refuses
             problem = ("path_invalid", f"{printable(path)}: {error.strerror} (manifest row {number})")
         if problem is not None:

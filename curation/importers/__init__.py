@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchcurate.curation.images.ingest import sample_id
+from benchcurate.curation.jsonl import jsonl_lines, text
 from benchcurate.schemas import ImageRef, Provenance, Sample
 
 
@@ -53,15 +54,16 @@ class ImageStore:
 
 
 def jsonl_rows(path: Path) -> Iterator[tuple[str, object]]:
-    """(where, parsed line) per non-empty line; a line that is not JSON comes as its ValueError."""
+    """(where, parsed line) per non-empty line; a line that is not JSON comes as its ValueError, one that is not
+    UTF-8 is a UserError naming it (as every other command reading a JSONL says it)."""
     import json
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if line.strip():
-                try:
-                    yield f"{path.name}:{number}", json.loads(line)
-                except ValueError as error:
-                    yield f"{path.name}:{number}", error
+    for number, line in jsonl_lines(path):
+        try:
+            yield f"{path.name}:{number}", json.loads(text(path, number, line))
+        except ValueError as error:
+            yield f"{path.name}:{number}", error
+        except RecursionError:
+            yield f"{path.name}:{number}", ValueError("the line nests too deeply to read")
 
 
 def read_jsonl(path: Path, images: Path | None, to_sample: Callable[[str, dict, Path], Imported]

@@ -116,6 +116,8 @@ class BatchJobs:
                 continue
             body = response["body"]
             content = body["choices"][0]["message"]["content"] or ""
+            if len(content) > self.backend.spec.max_reply_chars:
+                continue  # left uncached: asked directly, the reply is dropped as model_reply_too_large
             try:
                 schemas[row["custom_id"]].model_validate_json(content)
             except ValidationError:

@@ -109,10 +109,12 @@ def test_probench_jsonl_maps_roles_strips_placeholders_and_keeps_the_track(tmp_p
                                {"from": "human", "value": "How do I fix it?"}]},
             {"uuid": "u2", "conversations": [{"from": "robot", "value": "hi"}]}]
     path = tmp_path / "probench.jsonl"
-    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n{not json\n")
+    deep = "[" * 100_000 + "]" * 100_000  # past the JSON parser's recursion limit: one rejected row, not a crash
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n{not json\n" + deep + "\n")
     out = tmp_path / "pb.jsonl"
     summary = import_file("probench", path, out, license_id="CC-BY-4.0")
-    assert summary.imported == 1 and summary.rejected == {"malformed_row": 2}
+    assert summary.imported == 1 and summary.rejected == {"malformed_row": 3}
+    assert "nests too deeply" in rejected(out)[-1]["detail"]
     sample = read_samples(out)[0]
     assert sample.track == "multi-round" and sample.provenance.license == "CC-BY-4.0"
     assert [t.speaker for t in sample.conversation] == ["user", "assistant", "user"]
