@@ -73,3 +73,21 @@ def png_header_only(width: int, height: int) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
     header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+
+
+CONVBENCH_COLUMNS = ["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
+                     "The_third_turn_instruction"]
+
+
+def convbench_sheet(path: Path, rows: list[list], header: list | None = None) -> Path:
+    """A workbook laid out like ConvBench's release: one `multi_turn_benchmark` sheet, a header row, then `rows`."""
+    from openpyxl import Workbook
+
+    book = Workbook()
+    sheet = book.active
+    sheet.title = "multi_turn_benchmark"
+    for row in [header or CONVBENCH_COLUMNS, *rows]:
+        sheet.append(list(row))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    book.save(path)
+    return path

@@ -10,7 +10,7 @@ from benchcurate.curation.jsonl import read_samples
 from benchcurate.curation.release.exporters import EXPORTERS
 from benchcurate.curation.release.writer import final_samples
 from benchcurate.curation.runner import run_all
-from tests.factories import make_image
+from tests.factories import CONVBENCH_COLUMNS, convbench_sheet, make_image
 from tests.helpers import SMALL, curate_in_process, finished_run, prepared_run
 
 
@@ -81,7 +81,6 @@ def test_the_export_command(tmp_path):
 def real_convbench_sheet(folder: Path) -> Path:
     """A sheet laid out like the released ConvBench.xlsx: its five columns, stray `Unnamed:` ones, IDs with
     gaps, trailing white space in the text, VisIT-Bench file names."""
-    from openpyxl import Workbook
 
     images = folder / "visit_bench_images"
     rows = [(2, "208_tested_skill_pop_culture_dune.png", "Who is on the poster?  ", "Why do they look worried? ",
@@ -94,15 +93,8 @@ def real_convbench_sheet(folder: Path) -> Path:
              "Write a short memo about it.")]
     for seed, name in enumerate(sorted({row[1] for row in rows})):
         make_image(images / name, seed)
-    book = Workbook()
-    sheet = book.active
-    sheet.title = "multi_turn_benchmark"
-    sheet.append(["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
-                  "The_third_turn_instruction", "Unnamed: 5", "Unnamed: 6"])
-    for row in rows:
-        sheet.append([*row, None, None])
-    book.save(folder / "ConvBench.xlsx")
-    return folder / "ConvBench.xlsx"
+    return convbench_sheet(folder / "ConvBench.xlsx", header=[*CONVBENCH_COLUMNS, "Unnamed: 5", "Unnamed: 6"],
+                           rows=[[*row, None, None] for row in rows])
 
 
 def sheet_rows(path: Path) -> dict[object, list[object]]:

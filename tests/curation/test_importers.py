@@ -12,7 +12,7 @@ from PIL import Image
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.importers import ImageStore, import_file
 from benchcurate.schemas import Sample
-from tests.factories import make_image
+from tests.factories import convbench_sheet, make_image
 from tests.helpers import curate_in_process
 
 
@@ -62,22 +62,11 @@ def test_multiverse_dataset_folder_maps_persona_turns_checklists_and_categories(
     assert read_samples(again)[0].id == sample.id  # stable ids
 
 
-def write_sheet(path, rows):
-    from openpyxl import Workbook
-    book = Workbook()
-    sheet = book.active
-    sheet.title = "multi_turn_benchmark"
-    for row in rows:
-        sheet.append(row)
-    book.save(path)
-
-
 def test_convbench_sheet_becomes_the_three_level_ladder(tmp_path):
     make_image(tmp_path / "visit_bench_images" / "cat.png", 1)
     header = ["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
               "The_third_turn_instruction", "third_turn_demands", None]
-    write_sheet(tmp_path / "ConvBench.xlsx", [
-        header,
+    convbench_sheet(tmp_path / "ConvBench.xlsx", header=header, rows=[
         [1, "cat.png", "What animal is it?", "Why is it hiding?", "Write a short poem about it.",
          "1. mentions the box\n2. rhymes", None],
         [2, "gone.png", "Describe the room.", "What time is it?", "Plan a party here.", None, None],

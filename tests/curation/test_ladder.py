@@ -9,7 +9,7 @@ from benchcurate.curation.release.writer import write_release
 from benchcurate.curation.report import load_report
 from benchcurate.curation.runner import run_all
 from benchcurate.curation.store import RunStore
-from tests.factories import make_image
+from tests.factories import CONVBENCH_COLUMNS, convbench_sheet, make_image
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import finished_run, resolve
 
@@ -54,17 +54,10 @@ def test_malformed_ladders_and_short_focus_lists_are_recorded_drops(tmp_path):
 
 
 def test_an_imported_convbench_sheet_keeps_its_turns_and_gets_the_missing_parts(tmp_path):
-    from openpyxl import Workbook
-
     from benchcurate.curation.importers import import_file
     make_image(tmp_path / "visit_bench_images" / "a.png", 5)
-    book = Workbook()
-    book.active.title = "multi_turn_benchmark"
-    for row in (["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
-                 "The_third_turn_instruction", "third_turn_demands"],
-                [7, "a.png", "What is drawn?", "Why this colour?", "Write an ad for it.", "1. mentions colour"]):
-        book.active.append(row)
-    book.save(tmp_path / "ConvBench.xlsx")
+    convbench_sheet(tmp_path / "ConvBench.xlsx", header=[*CONVBENCH_COLUMNS, "third_turn_demands"], rows=[
+        [7, "a.png", "What is drawn?", "Why this colour?", "Write an ad for it.", "1. mentions colour"]])
     import_file("convbench", tmp_path / "ConvBench.xlsx", tmp_path / "cb.jsonl")
     config = resolve("convbench", tmp_path / "out", input_path=str(tmp_path / "cb.jsonl"), run_id="imp",
                          overrides={"focus_points_generate": {"min_focus_points": 1}})

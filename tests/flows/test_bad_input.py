@@ -18,7 +18,7 @@ from benchcurate.curation.images.decode import IMAGE_EXTENSIONS
 from benchcurate.curation.images.ingest import IngestConfig
 from benchcurate.curation.runner import run_stage
 from benchcurate.flows.cli import MAX_SET_VALUE_CHARS, MAX_SET_VALUE_DEPTH
-from tests.factories import make_image, make_sample, png_header_only
+from tests.factories import convbench_sheet, make_image, make_sample, png_header_only
 from tests.helpers import CURATE, MULTIVERSE_STAGES, curate_in_process, prepared_run, run_curate, stage_outputs
 
 SMALL_SIZE = (64, 48)
@@ -310,22 +310,9 @@ def test_run_help_names_every_kind_of_input(tmp_path):
     assert "CSV/JSONL manifest" in flat and "Hugging Face dataset folder" in flat, flat
 
 
-def write_sheet(path: Path, rows: list[list]) -> None:
-    from openpyxl import Workbook
-
-    book = Workbook()
-    sheet = book.active
-    sheet.title = "multi_turn_benchmark"
-    for row in rows:
-        sheet.append(row)
-    book.save(path)
-
-
 def test_import_without_images_says_where_it_looked_for_the_first_missing_one(tmp_path):
-    header = ["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
-              "The_third_turn_instruction"]
-    write_sheet(tmp_path / "ConvBench.xlsx", [header, [1, "first.jpg", "What is it?", "Why?", "Write a poem."],
-                                              [2, "second.jpg", "Where is it?", "When?", "Plan a trip."]])
+    convbench_sheet(tmp_path / "ConvBench.xlsx", [[1, "first.jpg", "What is it?", "Why?", "Write a poem."],
+                                                  [2, "second.jpg", "Where is it?", "When?", "Plan a trip."]])
     result = curate_in_process(["import", "convbench", str(tmp_path / "ConvBench.xlsx"), "--out",
                                 str(tmp_path / "cb.jsonl")], tmp_path)
     assert result.returncode == 0, result.stderr
