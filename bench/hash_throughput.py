@@ -18,29 +18,24 @@ files/second exclude it, total wall time includes it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
+import os
 import random
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402  (sets HOME etc. to a temp dir before anything else is imported)
-import imagehash  # noqa: E402
-import numpy as np  # noqa: E402
-from PIL import Image  # noqa: E402
+import common  # first: it sets HOME etc. to a temp dir before anything else is imported
+import imagehash
+import numpy as np
+from PIL import Image
 
-from benchcurate.curation.demo.corpus import shipped_index  # noqa: E402
-from benchcurate.curation.images.decode import decode_image  # noqa: E402
-from benchcurate.curation.images.hashfile import CHUNK_FILES, hash_files  # noqa: E402
-from benchcurate.curation.images.phash import PhashConfig  # noqa: E402
+from benchcurate.curation.images.decode import decode_image
+from benchcurate.curation.images.hashfile import CHUNK_FILES, hash_files
+from benchcurate.curation.images.phash import PhashConfig
 
 SET_DIR = Path("/tmp/bench-hash-throughput-set-v1")
-PHOTOS = common.ROOT / "curation" / "demo" / "photos"
-RENDERED = common.ROOT / "curation" / "demo" / "rendered"
 N_JPEG, N_PNG = 300, 300
-QUICK_N = 24
+QUICK_N = 16
 PNG_KINDS = ("bar_chart", "line_chart", "pie_chart", "scatter_plot", "table", "flowchart", "tree_diagram",
              "network_diagram", "ui_screenshot")
 TARGET_RATIO = 2.5
@@ -49,8 +44,9 @@ TARGET_RATIO = 2.5
 # ------------------------------------------------------------------------------------------------ the set
 
 def _sources() -> tuple[list[Path], list[Path]]:
-    photos = sorted(p for p in PHOTOS.iterdir() if p.suffix.lower() in (".png", ".jpg"))
-    return photos, [RENDERED / entry["file"] for entry in shipped_index("rendered") if entry["kind"] in PNG_KINDS]
+    originals = common.demo_originals()
+    return ([path for path, kind in originals if kind == "photo"],
+            [path for path, kind in originals if kind in PNG_KINDS])
 
 
 def _random_crop(image: Image.Image, rng: random.Random, keep: float) -> Image.Image:
@@ -110,7 +106,7 @@ def build_set(n_jpeg: int, n_png: int) -> tuple[list[Path], list[Path]]:
     photos, renders = _sources()
     jpeg_tasks = [(i, str(photos[i % len(photos)])) for i in range(n_jpeg)]
     png_tasks = [(i, str(renders[i % len(renders)])) for i in range(n_png)]
-    with multiprocessing.get_context("spawn").Pool(max(1, len(common.os.sched_getaffinity(0)))) as pool:
+    with multiprocessing.get_context("spawn").Pool(max(1, len(os.sched_getaffinity(0)))) as pool:
         jpegs = pool.map(make_jpeg, jpeg_tasks, chunksize=4)
         pngs = pool.map(make_png, png_tasks, chunksize=4)
     return [Path(p) for p in jpegs], [Path(p) for p in pngs]
@@ -211,9 +207,7 @@ def quality_check(threshold_override: int | None = None) -> dict | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_N} JPEG + {QUICK_N} PNG files, 1 repeat")
-    args = parser.parse_args()
+    args = common.arguments(__doc__, f"{QUICK_N} JPEG + {QUICK_N} PNG files, 1 repeat").parse_args()
     repeats = 1 if args.quick else 3
     n_jpeg, n_png = (QUICK_N, QUICK_N) if args.quick else (N_JPEG, N_PNG)
     elapsed, (jpegs, pngs) = common.timed(lambda: build_set(n_jpeg, n_png))
@@ -284,11 +278,10 @@ def main() -> None:
     machine_line = f"Machine: {common.machine_line(data['machine'])}"
     print("\n" + machine_line + "\n\n" + set_text + "\n\n" + text + "\n\n" + startup_line + "\n" + target_line
           + "\n" + quality_line)
-    markdown = "\n\n".join([f"# Hash throughput{' (quick)' if args.quick else ''}", machine_line,
+    markdown = "\n\n".join(["# Hash throughput", machine_line,
                             f"Median of {repeats} runs per variant, interleaved, page cache warm.", set_md, md,
                             startup_line, target_line, quality_line])
-    paths = common.write_results("hash_throughput" + ("_quick" if args.quick else ""), data, markdown)
-    print(f"\nwrote {paths[0]} and {paths[1]}")
+    common.publish("hash_throughput", data, markdown, args.quick)
 
 
 if __name__ == "__main__":

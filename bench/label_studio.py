@@ -14,19 +14,18 @@ A fresh Label Studio 1.23.2 (`annotation.server.up`, template database) on loopb
 
 from __future__ import annotations
 
-import argparse
-import sys
-import tempfile
-from pathlib import Path
+import common  # first: it sets HOME etc. to a temp dir before anything else is imported
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-import psutil  # noqa: E402
-
-from benchcurate.annotation import server  # noqa: E402
-from benchcurate.annotation.review import CRITERIA, import_in_batches, labeling_config, read_annotations  # noqa: E402
+from benchcurate.annotation import server
+from benchcurate.annotation.review import BATCH, CRITERIA, import_in_batches, labeling_config, read_annotations
+from tests.servers import free_port
 
 IMAGE = "/data/local-files/?d=bench/image.png"
+# Just over one import batch, so ours sends two requests; the naive way on a tenth as in the full run.
+QUICK_TASKS, QUICK_NAIVE = BATCH + 20, 20
+# A round of these tasks (no rewrites, drafts or checklists) gets the conversation judgement alone, as push() would
+# configure it; a section the tasks lack data for is refused at import.
+LABELING = labeling_config(())
 
 
 def task(index: int, with_annotation: bool = False) -> dict:
@@ -42,71 +41,59 @@ def task(index: int, with_annotation: bool = False) -> dict:
     return row
 
 
-def rss_mb(pid: int) -> float:
-    process = psutil.Process(pid)
-    return round(sum(p.memory_info().rss for p in [process, *process.children(recursive=True)]) / 2 ** 20, 1)
+def round_trip(client, n: int, naive_n: int, pid: int) -> dict:
+    """Push and pull, ours and naive, on a fresh server (`pid`: its process, for its memory)."""
+    memory = {"after start": common.tree_rss_mb(pid)}
+    ours_project = client.projects.create(title="bench push ours", label_config=LABELING).id
+    tasks = [task(k) for k in range(n)]
+    push_seconds, _ = common.timed(lambda: import_in_batches(client, ours_project, tasks, lambda t: t,
+                                                             lambda batch, ids: None))
+    memory["after push"] = common.tree_rss_mb(pid)
+    naive_project = client.projects.create(title="bench push naive", label_config=LABELING).id
+    naive_push, _ = common.timed(lambda: [client.projects.import_tasks(naive_project, request=[t])
+                                          for t in tasks[:naive_n]])
+    annotated_project = client.projects.create(title="bench pull", label_config=LABELING).id
+    setup_seconds, _ = common.timed(lambda: import_in_batches(
+        client, annotated_project, [task(k, True) for k in range(n)], lambda t: t, lambda b, i: None))
+    pull_seconds, (latest, rejected, seen) = common.timed(lambda: read_annotations(client, annotated_project, {}))
+    memory["after pull"] = common.tree_rss_mb(pid)
+    ids = [t.id for t in client.tasks.list(project=annotated_project, fields="all")][:naive_n]
+    naive_pull, _ = common.timed(lambda: [client.tasks.get(task_id) for task_id in ids])
+    return {"push_seconds": push_seconds, "naive_push_seconds": naive_push, "annotated_setup_seconds": setup_seconds,
+            "pull_seconds": pull_seconds, "naive_pull_seconds": naive_pull, "annotations_seen": seen,
+            "annotations_valid": len(latest), "annotations_invalid": len(rejected), "server_rss_mb": memory}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="500 tasks, naive on 100")
-    args = parser.parse_args()
-    n, naive_n = (500, 100) if args.quick else (5000, 500)
-    with tempfile.TemporaryDirectory() as scratch:
-        data = Path(scratch) / "ls"
-        info, token = server.up(data, common_free_port())
-        try:
-            from label_studio_sdk import LabelStudio
-            client = LabelStudio(base_url=info.url, api_key=token or (data / "token").read_text().strip(),
-                                 timeout=600)
-            memory = {"after start": rss_mb(info.pid)}
-            ours_project = client.projects.create(title="bench push ours", label_config=labeling_config()).id
-            tasks = [task(k) for k in range(n)]
-            push_seconds, _ = common.timed(lambda: import_in_batches(client, ours_project, tasks, lambda t: t,
-                                                                     lambda batch, ids: None))
-            memory["after push"] = rss_mb(info.pid)
-            naive_project = client.projects.create(title="bench push naive", label_config=labeling_config()).id
-            naive_push, _ = common.timed(lambda: [client.projects.import_tasks(naive_project, request=[t])
-                                                  for t in tasks[:naive_n]])
-            annotated_project = client.projects.create(title="bench pull", label_config=labeling_config()).id
-            setup_seconds, _ = common.timed(lambda: import_in_batches(
-                client, annotated_project, [task(k, True) for k in range(n)], lambda t: t, lambda b, i: None))
-            pull_seconds, (latest, rejected, seen) = common.timed(
-                lambda: read_annotations(client, annotated_project, {}))
-            memory["after pull"] = rss_mb(info.pid)
-            ids = [t.id for t in client.tasks.list(project=annotated_project, fields="all")][:naive_n]
-            naive_pull, _ = common.timed(lambda: [client.tasks.get(task_id) for task_id in ids])
-        finally:
-            server.down(data)
-    per = {"push_ours_ms_per_task": 1000 * push_seconds / n, "push_naive_ms_per_task": 1000 * naive_push / naive_n,
-           "pull_ours_ms_per_task": 1000 * pull_seconds / n, "pull_naive_ms_per_task": 1000 * naive_pull / naive_n}
+    args = common.arguments(__doc__, f"{QUICK_TASKS} tasks, naive on {QUICK_NAIVE}").parse_args()
+    n, naive_n = (QUICK_TASKS, QUICK_NAIVE) if args.quick else (5000, 500)
+    data = common.scratch("label-studio-") / "ls"
+    info, token = server.up(data, free_port())
+    try:
+        from label_studio_sdk import LabelStudio
+        client = LabelStudio(base_url=info.url, api_key=token or (data / "token").read_text().strip(), timeout=600)
+        measured = round_trip(client, n, naive_n, info.pid)
+    finally:
+        server.down(data)
+    per = {"push_ours_ms_per_task": 1000 * measured["push_seconds"] / n,
+           "push_naive_ms_per_task": 1000 * measured["naive_push_seconds"] / naive_n,
+           "pull_ours_ms_per_task": 1000 * measured["pull_seconds"] / n,
+           "pull_naive_ms_per_task": 1000 * measured["naive_pull_seconds"] / naive_n}
     data_out = {"benchmark": "label_studio", "quick": args.quick, "machine": common.machine(), "tasks": n,
-                "naive_sample": naive_n, "push_seconds": push_seconds, "naive_push_seconds": naive_push,
-                "annotated_setup_seconds": setup_seconds, "pull_seconds": pull_seconds,
-                "naive_pull_seconds": naive_pull, "annotations_seen": seen, "annotations_valid": len(latest),
-                "annotations_invalid": len(rejected), "server_rss_mb": memory, **per,
+                "naive_sample": naive_n, **measured, **per,
                 "push_speedup": per["push_naive_ms_per_task"] / per["push_ours_ms_per_task"],
                 "pull_speedup": per["pull_naive_ms_per_task"] / per["pull_ours_ms_per_task"]}
     text, markdown = common.table(
         ["step", "tasks", "ours s", "ours ms/task", f"naive ms/task (on {naive_n})", "ratio"],
-        [["push with predictions (500 per request vs one per request)", n, push_seconds,
+        [["push with predictions (500 per request vs one per request)", n, measured["push_seconds"],
           per["push_ours_ms_per_task"], per["push_naive_ms_per_task"], data_out["push_speedup"]],
-         ["pull annotations (paged list vs one GET per task)", n, pull_seconds, per["pull_ours_ms_per_task"],
-          per["pull_naive_ms_per_task"], data_out["pull_speedup"]]])
-    summary = ("Server memory (RSS): " + ", ".join(f"{k} {v} MB" for k, v in memory.items())
-               + f". Pulled {seen} annotations, {len(latest)} valid.")
+         ["pull annotations (paged list vs one GET per task)", n, measured["pull_seconds"],
+          per["pull_ours_ms_per_task"], per["pull_naive_ms_per_task"], data_out["pull_speedup"]]])
+    summary = ("Server memory (RSS): " + ", ".join(f"{k} {v} MB" for k, v in measured["server_rss_mb"].items())
+               + f". Pulled {measured['annotations_seen']} annotations, {measured['annotations_valid']} valid.")
     print(text + "\n\n" + summary)
-    markdown = "\n\n".join([f"# Label Studio round trip{' (quick)' if args.quick else ''}",
-                            common.machine_line(data_out["machine"]), markdown, summary])
-    paths = common.write_results("label_studio" + ("_quick" if args.quick else ""), data_out, markdown)
-    print(f"wrote {paths[0]} and {paths[1]}")
-
-
-def common_free_port() -> int:
-    import socket
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    markdown = "\n\n".join(["# Label Studio round trip", common.machine_line(data_out["machine"]), markdown, summary])
+    common.publish("label_studio", data_out, markdown, args.quick)
 
 
 if __name__ == "__main__":

@@ -8,20 +8,18 @@ Accuracy counts an answer right when it equals the label (for the naive way afte
 the comparison is about identification, not code format); 'unknown' counts as wrong. Each way runs 3 times to
 show whether answers change between runs.
 
-    cd /work/main && .venv/bin/python bench/language_id.py
+    cd /work/main && .venv/bin/python bench/language_id.py [--quick]
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+import common  # first: it sets HOME etc. to a temp dir before anything else is imported
 
-from benchcurate.curation.text.language import detect  # noqa: E402
+from benchcurate.curation.text.language import detect
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "language_sample.jsonl"
 
@@ -36,6 +34,7 @@ def naive(text: str) -> str:
 
 
 def main() -> None:
+    args = common.arguments(__doc__, "the same sample (it takes seconds)").parse_args()
     rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
     results = {}
     for name, function in (("naive", naive), ("ours", lambda text: detect(text)[0])):
@@ -67,9 +66,7 @@ def main() -> None:
     print(text + "\n\n" + summary + "\n\nours wrong:\n" + wrong)
     markdown = "\n\n".join(["# Language identification", common.machine_line(common.machine()), markdown, summary,
                             "Ours got wrong:\n\n" + (wrong or "- nothing")])
-    paths = common.write_results("language_id", {"benchmark": "language_id", "texts": len(rows), **results},
-                                 markdown)
-    print(f"wrote {paths[0]} and {paths[1]}")
+    common.publish("language_id", {"benchmark": "language_id", "texts": len(rows), **results}, markdown, args.quick)
 
 
 if __name__ == "__main__":

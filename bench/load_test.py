@@ -5,7 +5,7 @@ lines over a background colour), of which 1% are byte-identical copies of an ear
 (an earlier image resized to 90%, brightened by 8% and re-encoded at quality 70) and 0.2% truncated files.
 
 Each way runs `curate run multiverse --input <corpus> --no-release` (paper defaults but a quality threshold of 4,
-offline backend, one Prefect server on loopback for all) in a fresh process tree:
+offline backend, one Prefect server on loopback for all: common.prefect_api) in a fresh process tree:
 
 - `--jobs 1`: everything in the one process (the naive way: no worker processes);
 - `--jobs 2`: CPU-bound stages (hashing, offline scoring) over 2 worker processes;
@@ -25,25 +25,22 @@ reads image fingerprints that another cached.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import subprocess
-import sys
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-import psutil  # noqa: E402
+import common  # first: it sets HOME etc. to a temp dir before anything else is imported
+import psutil
 
-from benchcurate.curation.store import RunStore  # noqa: E402
-from tests.servers import free_port, stop_process, wait_http  # noqa: E402
+from benchcurate.curation.store import RunStore
+from tests.helpers import CURATE
+from tests.servers import dask_cluster
 
-BIN = Path(sys.executable).parent
+QUICK_IMAGES = 300  # with 1% exact and 4% near copies planted, and a truncated file or so
 IMAGE_STAGES = ["image_ingest", "image_exact_dedup", "image_phash", "image_near_dedup", "image_quality",
                 "image_category", "category_normalise", "category_min_size", "category_weighted_sample"]
 EXACT_SHARE, NEAR_SHARE, CORRUPT_SHARE = 0.01, 0.04, 0.002
@@ -136,103 +133,44 @@ def _role(process: psutil.Process) -> str:
     return "other"
 
 
-class TreeMemory:
-    """Peak of the summed RSS of some root processes and all their descendants, sampled in a thread."""
-
-    def __init__(self, roots: list[int], every: float = 0.2):
-        self.roots, self.every, self.peak, self._stop = roots, every, 0, threading.Event()
-        self.cpu: dict[int, tuple[str, float]] = {}
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            total = 0
-            for pid in self.roots:
-                try:
-                    root = psutil.Process(pid)
-                    for process in [root, *root.children(recursive=True)]:
-                        try:
-                            total += process.memory_info().rss
-                            times = process.cpu_times()
-                            # the role as first recognised: an exiting process may show an empty command line
-                            known = self.cpu.get(process.pid, ("other", 0.0))[0]
-                            role = known if known != "other" else _role(process)
-                            self.cpu[process.pid] = (role, times.user + times.system)
-                        except psutil.Error:
-                            pass
-                except psutil.Error:
-                    pass
-            self.peak = max(self.peak, total)
-            self._stop.wait(self.every)
-
-    def cpu_by_role(self) -> dict[str, float]:
-        """CPU seconds per kind of process (as last sampled, so a process's final 0.2 s may be missing)."""
-        roles: dict[str, float] = {}
-        for role, seconds in self.cpu.values():
-            roles[role] = round(roles.get(role, 0.0) + seconds, 1)
-        return roles
-
-    def __enter__(self) -> TreeMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def start_cluster(env: dict, logs: Path) -> tuple[str, list[subprocess.Popen]]:
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    scheduler = subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                  "--no-dashboard"], env=env, stdout=open(logs / "scheduler.log", "w"),
-                                 stderr=subprocess.STDOUT, start_new_session=True)
-    workers = subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers", "2", "--nthreads", "1",
-                                "--no-dashboard", "--host", "127.0.0.1"],
-                               env={**env, "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"},
-                               stdout=open(logs / "workers.log", "w"), stderr=subprocess.STDOUT,
-                               start_new_session=True)
-    from distributed import Client
-    with Client(address, timeout=60) as client:
-        client.wait_for_workers(2, timeout=120)
-    return address, [workers, scheduler]
-
-
-def start_prefect(env: dict, logs: Path) -> tuple[str, subprocess.Popen]:
-    """A Prefect server on loopback for the runs (as an operator runs one), rather than a temporary server per run."""
-    port = free_port()
-    log = logs / "prefect-server.log"
-    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
-    api = f"http://127.0.0.1:{port}/api"
-    wait_http(f"{api}/health", server, log, timeout=120)
-    return api, server
-
-
 def run_way(name: str, corpus: Path, out: Path, extra: list[str], env: dict, cluster_pids: list[int]) -> dict:
-    command = [str(BIN / "curate"), "run", "multiverse", "--input", str(corpus / "images"), "--run-id", name,
+    command = [str(CURATE), "run", "multiverse", "--input", str(corpus / "images"), "--run-id", name,
                "--out", str(out), "--no-release", "--progress", "log", *QUALITY, *extra]
-    log = out / f"{name}.log"
     out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    with open(log, "w") as handle:
-        process = subprocess.Popen(command, env=env, stdout=handle, stderr=subprocess.STDOUT)
-        with TreeMemory([process.pid, *cluster_pids]) as memory:
-            code = process.wait()
-    seconds = time.perf_counter() - start
-    if code != 0:
-        raise SystemExit(f"{name} failed ({code}); see {log}")
-    report = json.loads(subprocess.run([str(BIN / "curate"), "report", name, "--out", str(out), "--json"],
+    run = common.run_command(command, env, log=out / f"{name}.log", also=cluster_pids, role=_role)
+    report = json.loads(subprocess.run([str(CURATE), "report", name, "--out", str(out), "--json"],
                                        env=env, capture_output=True, text=True, check=True).stdout)
     stages = {stage["stage"]: stage for stage in report}
     image_seconds = sum(stages[stage]["seconds"] for stage in IMAGE_STAGES)
     sampled_file = RunStore(out / "runs" / name).kept_path(IMAGE_STAGES.index("category_weighted_sample"))
     sampled = sorted(json.loads(line)["id"] for line in open(sampled_file))
-    return {"wall_seconds": seconds, "image_stage_seconds": image_seconds,
+    return {"wall_seconds": run.seconds, "image_stage_seconds": image_seconds,
             "stage_seconds": {stage: round(entry["seconds"], 2) for stage, entry in stages.items()},
-            "funnel": {stage: [entry["items_in"], entry["kept"], entry["by_reason"]] for stage, entry in stages.items()},
-            "peak_rss_mb": memory.peak / 2**20, "cpu_seconds_by_role": memory.cpu_by_role(),
+            "funnel": {stage: [entry["items_in"], entry["kept"], entry["by_reason"]]
+                       for stage, entry in stages.items()},
+            "peak_rss_mb": run.tree.peak_rss / 2**20, "cpu_seconds_by_role": run.tree.cpu_by_role(),
             "sampled_ids": sampled, "run_dir": str(out / "runs" / name)}
+
+
+def run_ways(ways: list[str], corpus: Path, runs: Path, truth: dict) -> dict[str, dict]:
+    """Each way in turn against one Prefect server; Dask's cluster started for its way only."""
+    results = {}
+    with common.prefect_api(runs) as api:
+        env = {**common.curate_env(api, logging="INFO"), "PYTHONPATH": str(common.ROOT)}
+        for way in ways:
+            print(f"running {way} ...", flush=True)
+            if way == "dask":
+                # the workers' statistical profiler off, as the README advises for CPU-bound stages
+                with dask_cluster(env, runs, {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}) as (address,
+                                                                                                        pids):
+                    results[way] = run_way(way, corpus, runs / way, ["--dask-address", address], env, pids)
+            else:
+                results[way] = run_way(way, corpus, runs / way, ["--jobs", way.removeprefix("jobs")], env, [])
+            results[way]["planted"] = planted_found(Path(results[way]["run_dir"]), truth)
+            print(f"  {way}: {results[way]['wall_seconds']:.0f} s wall, image stages "
+                  f"{results[way]['image_stage_seconds']:.0f} s, peak {results[way]['peak_rss_mb']:.0f} MB, "
+                  f"CPU s {results[way]['cpu_seconds_by_role']}", flush=True)
+    return results
 
 
 def planted_found(run_dir: Path, truth: dict) -> dict:
@@ -265,43 +203,36 @@ def planted_found(run_dir: Path, truth: dict) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="5,000 images instead of 50,000")
-    parser.add_argument("--images", type=int, help="corpus size (overrides --quick)")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/bench-load"), help="corpus and runs go here")
+    parser = common.arguments(__doc__, f"{QUICK_IMAGES} images, in a temp folder")
+    parser.add_argument("--images", type=int, help="corpus size (overrides --quick's)")
+    parser.add_argument("--work", type=Path, help="corpus and runs go here (default: /tmp/bench-load; --quick: a temp "
+                        "folder)")
     parser.add_argument("--ways", default="jobs1,jobs2,dask")
     args = parser.parse_args()
-    count = args.images or (5_000 if args.quick else 50_000)
-    corpus = args.work / f"corpus-{count}"
+    count = args.images or (QUICK_IMAGES if args.quick else 50_000)
+    work = args.work or (common.scratch("load-") if args.quick else Path("/tmp/bench-load"))
+    corpus = work / f"corpus-{count}"
     info = make_corpus(corpus, count)
     print(f"corpus: {count} images, {info['bytes'] / 2**20:.0f} MB, generated in {info['seconds']:.0f} s", flush=True)
-    runs = args.work / f"runs-{count}-{int(time.time())}"
-    home = runs / "home"
-    env = {**os.environ, "PREFECT_HOME": str(home / "prefect"), "PREFECT_LOGGING_LEVEL": "INFO",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PYTHONPATH": str(common.ROOT)}
-    (home / "prefect").mkdir(parents=True)
-    api, prefect = start_prefect(env, runs)
-    env["PREFECT_API_URL"] = api
-    ways = {}
-    try:
-        for way in args.ways.split(","):
-            cluster: list[subprocess.Popen] = []
-            extra = {"jobs1": ["--jobs", "1"], "jobs2": ["--jobs", "2"]}.get(way, [])
-            if way == "dask":
-                address, cluster = start_cluster(env, runs)
-                extra = ["--dask-address", address]
-            try:
-                print(f"running {way} ...", flush=True)
-                ways[way] = run_way(way, corpus, runs / way, extra, env, [process.pid for process in cluster])
-            finally:
-                for process in cluster:
-                    stop_process(process)
-            ways[way]["planted"] = planted_found(Path(ways[way]["run_dir"]), info["truth"])
-            print(f"  {way}: {ways[way]['wall_seconds']:.0f} s wall, image stages {ways[way]['image_stage_seconds']:.0f}"
-                  f" s, peak {ways[way]['peak_rss_mb']:.0f} MB, CPU s {ways[way]['cpu_seconds_by_role']}", flush=True)
-    finally:
-        stop_process(prefect)
-    same = len({json.dumps(way["sampled_ids"]) for way in ways.values()}) == 1
+    runs = work / f"runs-{count}-{int(time.time())}"
+    runs.mkdir(parents=True)
+    ways = run_ways(args.ways.split(","), corpus, runs, info["truth"])
+    machine = common.machine()
+    markdown, same = report(ways, count, info, machine), same_sampled(ways)
+    for result in ways.values():
+        result.pop("sampled_ids")
+    data = {"benchmark": "load_test", "machine": machine, "images": count, "corpus": info | {"truth": None},
+            "ways": ways, "same_sampled_ids": same}
+    common.publish("load_test" + ("" if count == 50_000 else f"_{count}"), data, markdown, args.quick)
+
+
+def same_sampled(ways: dict[str, dict]) -> bool:
+    return len({json.dumps(way["sampled_ids"]) for way in ways.values()}) == 1
+
+
+def report(ways: dict[str, dict], count: int, info: dict, machine: dict) -> str:
+    """The tables printed, and the markdown of the result file."""
+    same = same_sampled(ways)
     first = next(iter(ways.values()))
     rows = []
     for way, result in ways.items():
@@ -328,14 +259,10 @@ def main() -> None:
                f"copies of an identical near copy of the same source), {planted['corrupt_planted']} truncated files "
                f"({planted['corrupt_dropped']} dropped with an image_* reason). Same sampled ids in every way: {same}.")
     print(text, stage_text, cpu_text, funnel_text, summary, sep="\n\n")
-    for result in ways.values():
-        result.pop("sampled_ids")
-    data = {"benchmark": "load_test", "machine": common.machine(), "images": count, "corpus": info | {"truth": None},
-            "ways": ways, "same_sampled_ids": same}
-    common.write_results("load_test" + ("" if count == 50_000 else f"_{count}"), data,
-                         f"# Load test: {count} images through the image stages\n\n"
-                         f"{common.machine_line(data['machine'])}\n\n{markdown}\n\nSeconds per stage:\n\n{stage_md}\n\n"
-                         f"CPU seconds by process:\n\n{cpu_md}\n\nFunnel (the same for every way):\n\n{funnel_md}\n\n{summary}\n")
+    return (f"# Load test: {count} images through the image stages\n\n"
+            f"{common.machine_line(machine)}\n\n{markdown}\n\nSeconds per stage:\n\n{stage_md}\n\n"
+            f"CPU seconds by process:\n\n{cpu_md}\n\nFunnel (the same for every way):\n\n{funnel_md}\n\n"
+            f"{summary}\n")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ Everything runs against the fake OpenAI server (tests/fakes/openai_server.py), n
    c. a real stage: image_quality over generated 256x192 images with backend.concurrency=32 (the runner runs
       2 item threads per request slot), timing only `curation.runner.run_stage` of that stage (earlier stages
       run once, untimed); c2 the same with the per-image payload cache warm, as for later model stages.
-   The fake server runs in a separate process (this script with --serve) so its threads do not take the GIL
+   The fake server runs in a separate process (common.FakeServerProcess) so its threads do not take the GIL
    from the client; its listen backlog is 128 (LISTEN_BACKLOG in the fake), enough for 32 at once. CPU seconds
    of both processes are reported per request, and the client's CPU per call is split (one call at a time,
    zero latency): our client (the SDK's generic post) with a tiny and with a real body, the typed create()'s
@@ -21,46 +21,37 @@ Everything runs against the fake OpenAI server (tests/fakes/openai_server.py), n
    kept.jsonl, requests sent vs successful calls, client-wide pauses. Then, to see where the time goes under
    faults, 1,000 tiny requests through the client alone, all submitted at once vs through the runner's
    `ordered_map` as a model stage uses it, and as it did before this benchmark (32 workers, window 64).
-3. SIGKILL halfway, rerun: `curate run` (the CLI, temporary Prefect server) as a subprocess against an
-   in-process fake server; the process group is SIGKILLed when half the conversation_generate requests were
-   answered; the same command is run again (same --run-id). Counts requests whose canonical JSON body had
-   already been answered 200 before the kill, and compares the release's sample ids with an uninterrupted run.
-   (--quick runs the runner in a subprocess, `run_all` + `write_release`, instead of the CLI, to stay short.)
+3. SIGKILL halfway, rerun: `curate run` (the CLI, on a Prefect server on loopback: common.prefect_api) as a
+   subprocess against an in-process fake server; its process group is SIGKILLed (tests.helpers.kill_run_when)
+   when half the conversation_generate requests were answered; the same command is run again (same --run-id).
+   Counts requests whose canonical JSON body had already been answered 200 before the kill, and compares the
+   release's sample ids with an uninterrupted run.
 4. Cache overhead: 10,000 replies stored through the real backend (zero latency), then 10,000 `complete` calls
    that all hit the cache (single thread, median of 3), split into request building (prompt, image data URL,
    strict schema, key hash) and the lookup (sqlite, JSON, pydantic validation).
 
-    cd /work/main && .venv/bin/python bench/model_layer.py [--quick]    # ~7.5 min; --quick ~50 s
-    .venv/bin/python bench/model_layer.py --render [--quick]             # rewrite the .md from the saved .json
+    cd /work/main && .venv/bin/python bench/model_layer.py [--quick]    # ~7.5 min; --quick ~35 s
+    .venv/bin/python bench/model_layer.py --render                       # rewrite the .md from the saved .json
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import concurrent.futures
-import hashlib
 import io
 import json
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402  (sets HOME etc. to a temp dir before anything else is imported)
-import psutil  # noqa: E402
-from PIL import Image  # noqa: E402
+import common  # first: it sets HOME etc. to a temp dir before anything else is imported
+from PIL import Image
 
-from tests.factories import make_image, scripted_reply  # noqa: E402
-from tests.fakes.openai_server import FAULT_MIXES, FakeOpenAIServer  # noqa: E402
+from tests.factories import make_image, scripted_reply
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import kill_run_when, prepared_run, run_curate
 
 LATENCY = 0.2
 CONCURRENCY = 32
@@ -68,87 +59,22 @@ IDEAL = CONCURRENCY / LATENCY
 TARGET_SHARE = 0.90
 REPLY_WINDOW = 0.25  # s: a reply this close to the SIGKILL may be answered but not yet cached
 IMAGE_SIZE = (256, 192)
-PYTHON = sys.executable
-CURATE = Path(sys.executable).parent / "curate"
-SCRIPT = Path(__file__).resolve()
 
 FULL = {"n_client": 2000, "n_backend": 2000, "n_stage": 2000, "n_breakdown": 500, "n_faults": 300,
         "n_fault_scheduling": 1000, "kill_images": 200, "kill_latency": 0.1, "kill_concurrency": 8,
         "n_cache": 10_000, "cache_images": 200, "repeats": 3}
-QUICK = {"n_client": 320, "n_backend": 320, "n_stage": 160, "n_breakdown": 100, "n_faults": 16,
-         "n_fault_scheduling": 96, "kill_images": 24, "kill_latency": 0.05, "kill_concurrency": 8,
-         "n_cache": 500, "cache_images": 50, "repeats": 1}
-
-
-# ================================================================================================ fake server
-
-class BenchServer(FakeOpenAIServer):
-    """The fake server without request bodies (images would pile up in memory); `log` is its reply_log of
-    (body digest, status, time answered, schema name), summed up by stats() and GET /_fake/stats."""
-
-    def __init__(self, **options):
-        super().__init__(record_bodies=False, **options)
-
-    @property
-    def log(self) -> list:
-        return self.reply_log
-
-
-def serve(latency: float, faults: str, responder: str) -> None:
-    """Foreground server for the other process; prints its base URL, stops on SIGTERM."""
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    with BenchServer(latency_seconds=latency, faults=list(FAULT_MIXES[faults]),
-                     responder=scripted_reply if responder == "scripted" else None) as server:
-        print(server.base_url, flush=True)
-        while not done.wait(0.5):
-            pass
-
-
-class ServerProcess:
-    """`python bench/model_layer.py --serve ...` in its own process; stats and reset over HTTP."""
-
-    def __init__(self, latency: float, faults: str = "none", responder: str = "none"):
-        self.process = subprocess.Popen(
-            [PYTHON, str(SCRIPT), "--serve", "--latency", str(latency), "--faults", faults, "--responder", responder],
-            stdout=subprocess.PIPE, text=True, start_new_session=True)
-        self.base_url = self.process.stdout.readline().strip()
-        if not self.base_url.startswith("http"):
-            self.stop()
-            raise RuntimeError("the fake server process did not start")
-        self.root = self.base_url.removesuffix("/v1")
-
-    def _call(self, path: str, method: str = "GET") -> dict:
-        request = urllib.request.Request(self.root + path, method=method, data=b"" if method == "POST" else None)
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read())
-
-    def stats(self) -> dict:
-        return self._call("/_fake/stats")
-
-    def reset(self) -> None:
-        self._call("/_fake/reset", "POST")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def __enter__(self) -> ServerProcess:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+# A wave or two of requests per path (past 32 where the semaphore must be the limit), faults hit a few
+# times, the kill lands with requests in flight.
+QUICK = {"n_client": 64, "n_backend": 64, "n_stage": 40, "n_breakdown": 20, "n_faults": 8,
+         "n_fault_scheduling": 40, "kill_images": 8, "kill_latency": 0.05, "kill_concurrency": 4,
+         "n_cache": 100, "cache_images": 10, "repeats": 1}
 
 
 # ================================================================================================ helpers
 
 def make_images(folder: Path, count: int, first_seed: int = 0) -> list[Path]:
-    return [make_image(folder / f"img-{seed:05d}.png", seed, IMAGE_SIZE) for seed in range(first_seed, first_seed + count)]
+    return [make_image(folder / f"img-{seed:05d}.png", seed, IMAGE_SIZE)
+            for seed in range(first_seed, first_seed + count)]
 
 
 def image_refs(paths: list[Path]):
@@ -163,17 +89,8 @@ def image_refs(paths: list[Path]):
     return refs
 
 
-def cpu_seconds() -> float:
-    times = psutil.Process().cpu_times()
-    return times.user + times.system
-
-
 def pct(value: float) -> float:
     return 100.0 * value
-
-
-def scratch(prefix: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=os.environ["BENCH_HOME"]))
 
 
 def backend_spec(base_url: str, **updates):
@@ -187,6 +104,21 @@ def model_requests(refs, count: int, first_seed: int):
     prompt = load_prompt("image_quality", 1)
     return [ModelRequest(prompt=prompt, variables={}, images=(refs[n % len(refs)],), seed=first_seed + n)
             for n in range(count)]
+
+
+def tiny_body(seed: int) -> dict:
+    """A short text request: the client's own cost, without building a prompt."""
+    return {"model": "fake-vlm", "messages": [{"role": "user", "content": f"say something {seed}"}],
+            "max_tokens": 32, "seed": seed}
+
+
+def model_store(work: Path, images: Path, base_url: str, run_id: str, backend: dict):
+    """A multiverse run over `images` on the fake server's model, every image kept; configured, not yet run."""
+    from benchcurate.curation.store import RunStore
+    overrides = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
+                 "backend": backend}
+    return RunStore(prepared_run(work, run_id, input_path=images, backend="openai", base_url=base_url,
+                                 model="fake-vlm", overrides=overrides))
 
 
 # ================================================================================================ 1. throughput
@@ -203,16 +135,16 @@ def throughput_row(name: str, requests: int, seconds: list[float], client_cpu: l
             "server_max_in_flight": server["max_in_flight"], "server_statuses": server["statuses"]}
 
 
-def run_repeats(server: ServerProcess, repeats: int, once) -> tuple[list[float], list[float], dict]:
+def run_repeats(server: common.FakeServerProcess, repeats: int, once) -> tuple[list[float], list[float], dict]:
     """`once(repeat)` timed `repeats` times; wall seconds, client CPU seconds, server counters (all repeats)."""
     seconds, cpu = [], []
     server.reset()
     cpu_server_before = server.stats()["cpu_seconds"]
     for repeat in range(repeats):
-        cpu_before = cpu_seconds()
+        cpu_before = common.cpu_seconds()
         elapsed, _ = common.timed(lambda: once(repeat))
         seconds.append(elapsed)
-        cpu.append(cpu_seconds() - cpu_before)
+        cpu.append(common.cpu_seconds() - cpu_before)
     stats = server.stats()
     stats["cpu_seconds_per_repeat"] = (stats["cpu_seconds"] - cpu_server_before) / repeats
     return seconds, cpu, stats
@@ -221,19 +153,14 @@ def run_repeats(server: ServerProcess, repeats: int, once) -> tuple[list[float],
 def bench_client(cfg: dict) -> dict:
     from benchcurate.curation.models.client import shared_client
     n, threads = cfg["n_client"], 2 * CONCURRENCY
-    with ServerProcess(LATENCY) as server:
+    with common.FakeServerProcess(LATENCY) as server:
         client = shared_client(server.base_url, "sk-bench", concurrency=CONCURRENCY, timeout_seconds=60,
                                max_attempts=1)
-
-        def body(n_: int) -> dict:
-            return {"model": "fake-vlm", "messages": [{"role": "user", "content": f"say something {n_}"}],
-                    "max_tokens": 32, "seed": n_}
-
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-            list(pool.map(client.create, [body(-k - 1) for k in range(2 * CONCURRENCY)]))  # open the connections
+            list(pool.map(client.create, [tiny_body(-k - 1) for k in range(2 * CONCURRENCY)]))  # open the connections
 
             def once(repeat: int) -> None:
-                replies = list(pool.map(client.create, [body(repeat * n + k) for k in range(n)]))
+                replies = list(pool.map(client.create, [tiny_body(repeat * n + k) for k in range(n)]))
                 assert len(replies) == n and all(reply.attempts == 1 for reply in replies)
 
             seconds, cpu, stats = run_repeats(server, cfg["repeats"], once)
@@ -245,7 +172,7 @@ def bench_backend(cfg: dict, work: Path) -> dict:
     from benchcurate.curation.models.openai_backend import OpenAIBackend
     n = cfg["n_backend"]
     refs = image_refs(make_images(work / "images", 64, first_seed=10_000))
-    with ServerProcess(LATENCY) as server:
+    with common.FakeServerProcess(LATENCY) as server:
         backend = OpenAIBackend(backend_spec(server.base_url, concurrency=CONCURRENCY, max_retries=0),
                                 cache=Cache(work / "cache.sqlite"), api_key="sk-bench")
         with concurrent.futures.ThreadPoolExecutor(CONCURRENCY) as pool:
@@ -260,19 +187,6 @@ def bench_backend(cfg: dict, work: Path) -> dict:
     return throughput_row("b. backend (OpenAIBackend.complete, cache on)", n, seconds, cpu, stats, CONCURRENCY)
 
 
-def stage_run(work: Path, images: Path, base_url: str, run_id: str, backend: dict, overrides: dict | None = None):
-    from benchcurate.curation.recipes import resolve_run, run_options
-    from benchcurate.curation.store import RunStore
-    settings = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
-                "backend": backend, **(overrides or {})}
-    config = resolve_run("multiverse", run_options(input_path=str(images), run_id=run_id, backend="openai",
-                                                   base_url=base_url, model="fake-vlm", overrides=settings),
-                         work / "out")
-    store = RunStore(work / "out" / "runs" / run_id)
-    store.save_config(config)
-    return store
-
-
 def bench_stage(cfg: dict, work: Path) -> dict:
     import shutil
 
@@ -281,9 +195,8 @@ def bench_stage(cfg: dict, work: Path) -> dict:
     n = cfg["n_stage"]
     images = work / "images"
     make_images(images, n)
-    with ServerProcess(LATENCY) as server:
-        store = stage_run(work, images, server.base_url, "stage",
-                          {"concurrency": CONCURRENCY, "max_retries": 0})
+    with common.FakeServerProcess(LATENCY) as server:
+        store = model_store(work, images, server.base_url, "stage", {"concurrency": CONCURRENCY, "max_retries": 0})
         for index in range(4):  # ingest, exact dedup, phash, near dedup: untimed
             run_stage(store.root, index)
         quality = next(i for i, spec in enumerate(store.load_config().recipe.stages) if spec.stage == "image_quality")
@@ -339,10 +252,10 @@ def bench_cpu_breakdown(cfg: dict, work: Path) -> dict:
     refs = image_refs(make_images(work / "images", 32, first_seed=50_000))
 
     def cpu_ms(function, items) -> float:
-        before = cpu_seconds()
+        before = common.cpu_seconds()
         for item in items:
             function(item)
-        return 1000 * (cpu_seconds() - before) / len(items)
+        return 1000 * (common.cpu_seconds() - before) / len(items)
 
     class Canned:  # stands in for the shared client: a valid reply, no network
         slots = threading.BoundedSemaphore(1)
@@ -351,12 +264,11 @@ def bench_cpu_breakdown(cfg: dict, work: Path) -> dict:
             return ChatReply(content='{"rationale": "Sharp and well lit.", "quality_score": 4}', input_tokens=900,
                              output_tokens=20, attempts=1)
 
-    with ServerProcess(0.0) as server:
+    with common.FakeServerProcess(0.0) as server:
         spec = backend_spec(server.base_url, concurrency=CONCURRENCY, max_retries=0)
         backend = OpenAIBackend(spec, cache=Cache(work / "cache.sqlite"), api_key="sk-bench")
         client = backend.client
-        tiny = [{"model": "fake-vlm", "messages": [{"role": "user", "content": f"say something {k}"}],
-                 "max_tokens": 32, "seed": k} for k in range(n)]
+        tiny = [tiny_body(k) for k in range(n)]
         bodies = [backend.build(request)[0] for request in model_requests(refs, n, 7 * 10 ** 8)]
         client.create(tiny[0])
         rows = {"ChatClient.create (SDK post), tiny text body": cpu_ms(client.create, tiny),
@@ -453,9 +365,9 @@ def bench_failures(cfg: dict, work: Path) -> dict:
     make_images(images, n, first_seed=20_000)
     results = {}
     for mix in ("none", "ten_percent"):
-        with ServerProcess(LATENCY, faults=mix, responder="scripted") as server:
-            store = stage_run(work / mix, images, server.base_url, f"faults-{mix}",
-                              {"concurrency": CONCURRENCY, "max_retries": 5})
+        with common.FakeServerProcess(LATENCY, faults=mix, responder="scripted") as server:
+            store = model_store(work / mix, images, server.base_url, f"faults-{mix}",
+                                {"concurrency": CONCURRENCY, "max_retries": 5})
             with PauseMeter() as meter:
                 elapsed, done = common.timed(lambda: run_all(store.root))
             stats = server.stats()
@@ -496,13 +408,12 @@ def fault_scheduling(cfg: dict) -> dict:
     from benchcurate.curation.parallel import ordered_map
     n = cfg["n_fault_scheduling"]
     rows = {}
-    with ServerProcess(LATENCY, faults="ten_percent") as server:
+    with common.FakeServerProcess(LATENCY, faults="ten_percent") as server:
         client = shared_client(server.base_url, "sk-bench", concurrency=CONCURRENCY, timeout_seconds=60,
                                max_attempts=6)
 
         def bodies(first: int) -> list[dict]:
-            return [{"model": "fake-vlm", "messages": [{"role": "user", "content": f"say something {k}"}],
-                     "max_tokens": 32, "seed": k} for k in range(first, first + n)]
+            return [tiny_body(k) for k in range(first, first + n)]
 
         with concurrent.futures.ThreadPoolExecutor(2 * CONCURRENCY) as pool:
             list(pool.map(client.create, bodies(-2 * CONCURRENCY)[:2 * CONCURRENCY]))  # open the connections
@@ -527,34 +438,6 @@ def fault_scheduling(cfg: dict) -> dict:
 
 # ================================================================================================ 3. SIGKILL
 
-def curate_env() -> dict:
-    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_UI_ENABLED": "false",
-           "PREFECT_LOGGING_LEVEL": "WARNING"}
-    for name in ("PREFECT_API_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        env.pop(name, None)
-    return env
-
-
-def run_command(out: Path, images: Path, base_url: str, run_id: str, cfg: dict, use_cli: bool) -> list[str]:
-    if use_cli:
-        return [str(CURATE), "run", "multiverse", "--input", str(images), "--backend", "openai", "--base-url",
-                base_url, "--model", "fake-vlm", "--run-id", run_id, "--out", str(out), "--progress", "none",
-                "--concurrency", str(cfg["kill_concurrency"]),
-                "--set", "image_quality.min_quality_score=1", "--set", "category_min_size.min_items_per_category=1"]
-    return [PYTHON, str(SCRIPT), "--child-run", str(out), str(images), base_url, run_id,
-            str(cfg["kill_concurrency"])]
-
-
-def child_run(out: str, images: str, base_url: str, run_id: str, concurrency: str) -> None:
-    """The runner without Prefect (for --quick): what `curate run` does, resolve, run every stage, release."""
-    from benchcurate.curation.release.writer import write_release
-    from benchcurate.curation.runner import run_all
-    store = stage_run(Path(out), Path(images), base_url, run_id, {"concurrency": int(concurrency)})
-    # stage_run puts runs under <work>/out; keep the CLI's layout <out>/runs by passing out's parent
-    run_all(store.root)
-    write_release(store.root, store.root.parent.parent)
-
-
 def release_ids(out: Path) -> list[str]:
     import pyarrow.parquet as pq
     files = sorted(out.rglob("releases/*/*/data/*.parquet"))
@@ -563,74 +446,50 @@ def release_ids(out: Path) -> list[str]:
     return sorted(pq.read_table(files[-1], columns=["index"]).column("index").to_pylist())
 
 
-def stop_tree(process: subprocess.Popen, sig: int) -> list[int]:
-    """Send `sig` to the process group we started, then to any descendant that left it; their pids."""
-    try:
-        descendants = psutil.Process(process.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        descendants = []
-    try:
-        os.killpg(process.pid, sig)
-    except ProcessLookupError:
-        pass
-    for child in descendants:
-        try:
-            if child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
-                child.send_signal(sig)
-        except psutil.NoSuchProcess:
-            pass
-    return [child.pid for child in descendants]
+def bench_sigkill(cfg: dict, work: Path) -> dict:
+    """Scenario 3 with a Prefect server for its runs: the product's local server of `work` as an output folder, or
+    the one $BENCH_PREFECT_API_URL names."""
+    with common.prefect_api(work) as api_url:
+        return sigkill_and_rerun(cfg, work, common.curate_env(api_url))
 
 
-def bench_sigkill(cfg: dict, work: Path, use_cli: bool) -> dict:
-    images = work / "images"
-    make_images(images, cfg["kill_images"], first_seed=30_000)
-    env, stage, schema = curate_env(), "conversation_generate", "ConversationReply"
-    logs = work / "logs"
-    logs.mkdir()
+def sigkill_and_rerun(cfg: dict, work: Path, env: dict[str, str]) -> dict:
+    images = make_images(work / "images", cfg["kill_images"], first_seed=30_000)[0].parent
+    stage, schema = "conversation_generate", "ConversationReply"
 
-    def launch(out: Path, server: BenchServer, name: str) -> subprocess.Popen:
-        handle = open(logs / f"{name}.log", "w")
-        return subprocess.Popen(run_command(out, images, server.base_url, "killme", cfg, use_cli), cwd=work,
-                                env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    def args(server: FakeOpenAIServer, out: str) -> list[str]:
+        return ["run", "multiverse", "--input", str(images), "--backend", "openai", "--base-url", server.base_url,
+                "--model", "fake-vlm", "--run-id", "killme", "--out", str(work / out), "--progress", "none",
+                "--concurrency", str(cfg["kill_concurrency"]),
+                "--set", "image_quality.min_quality_score=1", "--set", "category_min_size.min_items_per_category=1"]
 
-    def finish(process: subprocess.Popen, name: str, timeout: float = 600) -> float:
-        start = time.monotonic()
-        try:
-            process.wait(timeout=timeout)
-        finally:
-            stop_tree(process, signal.SIGKILL)
-        if process.returncode != 0:
-            raise RuntimeError(f"{name} exited {process.returncode}:\n{(logs / f'{name}.log').read_text()[-3000:]}")
-        return time.monotonic() - start
+    def run(server: FakeOpenAIServer, out: str) -> float:
+        seconds, result = common.timed(lambda: run_curate(args(server, out), work, env, timeout=600))
+        if result.returncode != 0:
+            raise RuntimeError(f"curate run ({out}) exited {result.returncode}:\n{result.stderr[-3000:]}")
+        return seconds
+
+    def answered(server: FakeOpenAIServer) -> int:
+        return sum(1 for entry in server.reply_log if entry.status == 200 and entry.schema_name == schema)
 
     # an uninterrupted run for reference
-    with BenchServer(latency_seconds=cfg["kill_latency"], responder=scripted_reply) as server:
-        start = time.monotonic()
-        finish(launch(work / "reference", server, "reference"), "reference")
-        reference_seconds = time.monotonic() - start
+    with FakeOpenAIServer(latency_seconds=cfg["kill_latency"], responder=scripted_reply, record_bodies=False) as server:
+        reference_seconds = run(server, "reference")
         reference = server.stats()
     reference_ids = release_ids(work / "reference")
     expected = reference["ok_by_schema"].get(schema, 0)
 
-    with BenchServer(latency_seconds=cfg["kill_latency"], responder=scripted_reply) as server:
-        process = launch(work / "killed", server, "killed")
+    with FakeOpenAIServer(latency_seconds=cfg["kill_latency"], responder=scripted_reply, record_bodies=False) as server:
         started = time.monotonic()
-        while process.poll() is None:
-            answered = sum(1 for _, status, _, name in list(server.log) if status == 200 and name == schema)
-            if answered >= expected / 2:
-                break
-            time.sleep(0.01)
-        if process.poll() is not None:
-            raise RuntimeError(f"the run ended before the kill point:\n{(logs / 'killed.log').read_text()[-3000:]}")
-        kill_time = time.monotonic()
-        stop_tree(process, signal.SIGKILL)
-        process.wait()
+        # settle: the dead client's requests in flight also get their (unread) replies before the rerun starts
+        kill_time = kill_run_when(args(server, "killed"), work, env, lambda: answered(server) >= expected / 2,
+                                  timeout=600, log=work / "killed.log", settle=max(1.0, 3 * cfg["kill_latency"]))
+        if kill_time is None:
+            raise RuntimeError(f"the run ended before the kill point:\n{(work / 'killed.log').read_text()[-3000:]}")
         seconds_to_kill = kill_time - started
-        time.sleep(max(1.0, 3 * cfg["kill_latency"]))  # in-flight requests of the dead client finish server-side
         rerun_start = time.monotonic()
-        rerun_seconds = finish(launch(work / "killed", server, "rerun"), "rerun")
-        log = list(server.log)
+        rerun_seconds = run(server, "killed")
+        log = server.reply_log
     before = [entry for entry in log if entry[2] <= kill_time]
     to_dead_client = [entry for entry in log if kill_time < entry[2] <= rerun_start]
     after = [entry for entry in log if entry[2] > rerun_start]
@@ -640,7 +499,7 @@ def bench_sigkill(cfg: dict, work: Path, use_cli: bool) -> dict:
     killed_ids = release_ids(work / "killed")
     by_schema_before = Counter(name for _, status, _, name in before if status == 200)
     return {
-        "driver": "curate run (CLI, temporary Prefect server)" if use_cli else "runner subprocess (run_all)",
+        "driver": "curate run (CLI, a Prefect server on loopback)",
         "images": cfg["kill_images"], "latency_seconds": cfg["kill_latency"], "concurrency": cfg["kill_concurrency"],
         "kill_stage": stage, "kill_stage_requests_expected": expected,
         "kill_stage_answered_before_kill": by_schema_before.get(schema, 0),
@@ -663,16 +522,6 @@ def bench_sigkill(cfg: dict, work: Path, use_cli: bool) -> dict:
 
 # ================================================================================================ 4. cache overhead
 
-def per_call_us(function, items, repeats: int) -> tuple[float, list[float]]:
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for item in items:
-            function(item)
-        seconds.append(time.perf_counter() - start)
-    return 1e6 * common.median(seconds) / len(items), seconds
-
-
 def bench_cache(cfg: dict, work: Path) -> dict:
     from benchcurate.curation.cache import Cache
     from benchcurate.curation.fingerprint import sha256_json
@@ -684,7 +533,7 @@ def bench_cache(cfg: dict, work: Path) -> dict:
     n, repeats = cfg["n_cache"], cfg["repeats"]
     refs = image_refs(make_images(work / "images", cfg["cache_images"], first_seed=40_000))
     requests = model_requests(refs, n, 0)
-    with ServerProcess(0.0) as server:
+    with common.FakeServerProcess(0.0) as server:
         spec = backend_spec(server.base_url, concurrency=CONCURRENCY, max_retries=0)
         filler = OpenAIBackend(spec, cache=Cache(work / "cache.sqlite"), api_key="sk-bench")
         with concurrent.futures.ThreadPoolExecutor(CONCURRENCY) as pool:
@@ -693,7 +542,7 @@ def bench_cache(cfg: dict, work: Path) -> dict:
         # a fresh backend and cache object, as a rerun in a new process would have
         backend = OpenAIBackend(spec, cache=Cache(work / "cache.sqlite"), api_key="sk-bench")
         with collecting() as usage:
-            total_us, total_all = per_call_us(backend.complete, requests, repeats)
+            total_us, total_all = common.per_call_us(backend.complete, requests, repeats)
         with concurrent.futures.ThreadPoolExecutor(CONCURRENCY) as pool:
             threaded_seconds, _ = common.timed(lambda: list(pool.map(backend.complete, requests)))
         sent_during_hits = server.stats()["ok"] - filled
@@ -705,8 +554,8 @@ def bench_cache(cfg: dict, work: Path) -> dict:
     prompt = requests[0].prompt
     side = spec.image_max_side_px
     parts: dict[str, float] = {}
-    parts["build (all of it)"], _ = per_call_us(backend.build, requests, repeats)
-    parts["  prompt render"], _ = per_call_us(lambda r: r.prompt.render(r.variables), requests, repeats)
+    parts["build (all of it)"], _ = common.per_call_us(backend.build, requests, repeats)
+    parts["  prompt render"], _ = common.per_call_us(lambda r: r.prompt.render(r.variables), requests, repeats)
 
     def encode(request):  # what build() did for every call before the payload cache (14:38 UTC change)
         picture = decode_image(Path(request.images[0].path)).image
@@ -715,15 +564,15 @@ def bench_cache(cfg: dict, work: Path) -> dict:
         picture.save(buffer, format="JPEG", quality=90)
         return base64.b64encode(buffer.getvalue()).decode()
 
-    parts[IMAGE_PART], _ = per_call_us(lambda r: backend._image_part(r.images[0]), requests, repeats)
-    parts["  reference: encoding from the file (decode + thumbnail + JPEG + base64)"], _ = per_call_us(
+    parts[IMAGE_PART], _ = common.per_call_us(lambda r: backend._image_part(r.images[0]), requests, repeats)
+    parts["  reference: encoding from the file (decode + thumbnail + JPEG + base64)"], _ = common.per_call_us(
         encode, requests, repeats)
-    parts["    of which decode_image (file read + PNG decode)"], _ = per_call_us(
+    parts["    of which decode_image (file read + PNG decode)"], _ = common.per_call_us(
         lambda r: decode_image(Path(r.images[0].path)).image, requests, repeats)
     with JpegSaves() as saves:
         for request in requests:
             backend.build(request)
-    parts["  strict_schema (as build() calls it)"], _ = per_call_us(
+    parts["  strict_schema (as build() calls it)"], _ = common.per_call_us(
         lambda r: strict_schema(r.prompt.output_schema), requests, repeats)
     key_inputs = []
     for request, (body, _, _) in zip(requests, built):
@@ -732,22 +581,22 @@ def bench_cache(cfg: dict, work: Path) -> dict:
         key_inputs.append({"base_url": backend.base_url, "prompt_sha256": prompt.sha256,
                            "body": {**body, "messages": [rendered.system, rendered.user]},
                            "images": [[request.images[0].sha256, list(size)]], "image_transport": "data_url"})
-    parts["  cache key (canonical JSON + sha256)"], _ = per_call_us(sha256_json, key_inputs, repeats)
-    parts["  token estimate"], _ = per_call_us(
+    parts["  cache key (canonical JSON + sha256)"], _ = common.per_call_us(sha256_json, key_inputs, repeats)
+    parts["  token estimate"], _ = common.per_call_us(
         lambda r: estimate_input_tokens([prompt.system, prompt.user], [(r.images[0].width, r.images[0].height)]),
         requests, repeats)
     cache = backend.cache
-    parts["lookup: cache.get (sqlite SELECT + json.loads)"], _ = per_call_us(
+    parts["lookup: cache.get (sqlite SELECT + json.loads)"], _ = common.per_call_us(
         lambda key: cache.get(REPLY_NAMESPACE, key), keys, repeats)
     db = cache._connection()
-    parts["  of which sqlite SELECT alone"], _ = per_call_us(
+    parts["  of which sqlite SELECT alone"], _ = common.per_call_us(
         lambda key: db.execute("SELECT value FROM entries WHERE namespace=? AND key=?",
                                (REPLY_NAMESPACE, key)).fetchone(), keys, repeats)
     stored = [cache.get(REPLY_NAMESPACE, key) for key in keys]
-    parts["validate reply (pydantic model_validate_json)"], _ = per_call_us(
+    parts["validate reply (pydantic model_validate_json)"], _ = common.per_call_us(
         lambda value: prompt.output_schema.model_validate_json(value["content"]), stored, repeats)
     with collecting():
-        parts["_cached (lookup + validate + usage record)"], _ = per_call_us(
+        parts["_cached (lookup + validate + usage record)"], _ = common.per_call_us(
             lambda pair: backend._cached(pair[1], pair[0], "fake-vlm"), list(zip(requests, keys)), repeats)
     image_us = parts[IMAGE_PART]
     return {"calls": n, "distinct_images": len(refs), "image_px": list(IMAGE_SIZE),
@@ -784,14 +633,15 @@ class JpegSaves:
 
 # ================================================================================================ report
 
-def machine() -> dict:
-    from importlib.metadata import version
-    info = common.machine()
-    info.update({"openai": version("openai"), "httpx": version("httpx"), "pydantic": version("pydantic")})
-    return info
-
-
 def report(data: dict, quick: bool) -> str:
+    """The result file's markdown (printed too), one section per scenario after a summary of all four."""
+    lines = header(data, quick) + summary(data)
+    lines += throughput_section(data) + failures_section(data) + sigkill_section(data["sigkill"])
+    lines += cache_section(data["cache"], data["repeats"])
+    return "\n\n".join(lines)
+
+
+def header(data: dict, quick: bool) -> list[str]:
     m = data["machine"]
     lines = [f"# Model layer{' (quick)' if quick else ''}",
              f"Machine: {common.machine_line(m)}; openai {m['openai']}, httpx {m['httpx']}, pydantic "
@@ -806,30 +656,38 @@ def report(data: dict, quick: bool) -> str:
                      + ("; **the code changed during the run**." if data["code_changed_during_run"]
                         else "; unchanged during the run."))
     if quick:
-        lines.append("Quick mode: a smoke test. The sizes are too small for the rates to mean much (a few 200 ms "
-                     "waves, ramp-up included), and scenario 3 runs the runner in a subprocess, not the CLI.")
+        lines.append("Quick mode: a smoke test. The sizes are too small for the rates to mean much (a wave or two "
+                     "of 200 ms, ramp-up included).")
+    return lines
+
+
+def summary(data: dict) -> list[str]:
     t, f, k, c = data["throughput"], data["failures"]["summary"], data["sigkill"], data["cache"]
-    summary = [["1" + r["path"], f">= {TARGET_SHARE * 100:.0f}% of {IDEAL:.0f} req/s",
-                f"{r['requests_per_second']:.0f} req/s = {r['percent_of_ideal']:.1f}%",
-                "met" if r["target_met"] else "NOT met"] for r in t]
-    summary += [["2. 10% failures: items lost / duplicates", "0 / 0", f"{f['lost']} / {f['duplicate_kept_ids']}",
-                 "met" if f["targets_met"] else "NOT met"],
-                ["3. SIGKILL + rerun: bodies answered before the kill sent again", "0",
-                 f"{k['repeated_answered_before_kill']} (older than {REPLY_WINDOW * 1000:.0f} ms: "
-                 f"{sum(1 for a in k['repeated_age_at_kill_ms'] if a > REPLY_WINDOW * 1000)}); release ids "
-                 f"{'identical' if k['release_matches_reference'] else 'DIFFER'}",
-                 "met" if k["target_met"] else "NOT met"],
-                ["4. fully cached call", "(report)", f"{c['complete_us_per_call_median']:.0f} us, of which build "
-                 f"{c['parts_us_per_call']['build (all of it)']:.0f} us, lookup "
-                 f"{c['parts_us_per_call']['_cached (lookup + validate + usage record)']:.0f} us", ""]]
-    lines += ["## Summary", common.table(["measure", "target", "result", ""], summary)[1]]
+    rows = [["1" + r["path"], f">= {TARGET_SHARE * 100:.0f}% of {IDEAL:.0f} req/s",
+             f"{r['requests_per_second']:.0f} req/s = {r['percent_of_ideal']:.1f}%",
+             "met" if r["target_met"] else "NOT met"] for r in t]
+    rows += [["2. 10% failures: items lost / duplicates", "0 / 0", f"{f['lost']} / {f['duplicate_kept_ids']}",
+              "met" if f["targets_met"] else "NOT met"],
+             ["3. SIGKILL + rerun: bodies answered before the kill sent again", "0",
+              f"{k['repeated_answered_before_kill']} (older than {REPLY_WINDOW * 1000:.0f} ms: "
+              f"{sum(1 for a in k['repeated_age_at_kill_ms'] if a > REPLY_WINDOW * 1000)}); release ids "
+              f"{'identical' if k['release_matches_reference'] else 'DIFFER'}",
+              "met" if k["target_met"] else "NOT met"],
+             ["4. fully cached call", "(report)", f"{c['complete_us_per_call_median']:.0f} us, of which build "
+              f"{c['parts_us_per_call']['build (all of it)']:.0f} us, lookup "
+              f"{c['parts_us_per_call']['_cached (lookup + validate + usage record)']:.0f} us", ""]]
+    return ["## Summary", common.table(["measure", "target", "result", ""], rows)[1]]
+
+
+def throughput_section(data: dict) -> list[str]:
+    t = data["throughput"]
     head = ["path", "requests", "threads", "wall s", "req/s", "% of ideal", ">= 90%", "client CPU ms/req",
             "server CPU ms/req", "server max in flight"]
     rows = [[r["path"], r["requests"], r["threads"], r["wall_seconds_median"], r["requests_per_second"],
              r["percent_of_ideal"], "yes" if r["target_met"] else "NO", r["client_cpu_ms_per_request"],
              r["server_cpu_ms_per_request"], r["server_max_in_flight"]] for r in t]
-    lines += [f"## 1. Throughput at {LATENCY * 1000:.0f} ms latency, concurrency {CONCURRENCY} "
-              f"(ideal {IDEAL:.0f} req/s)", common.table(head, rows)[1]]
+    lines = [f"## 1. Throughput at {LATENCY * 1000:.0f} ms latency, concurrency {CONCURRENCY} "
+             f"(ideal {IDEAL:.0f} req/s)", common.table(head, rows)[1]]
     lines += ["b: 64 distinct images in turn; the warm-up sent each once, so a per-image cache, if the backend "
               "has one, is warm (as in every model stage after the first). c: each repeat starts with all the "
               "cache entries the stage itself creates deleted, as for the first model stage of a run."]
@@ -839,6 +697,11 @@ def report(data: dict, quick: bool) -> str:
               "160 req/s needs well under 1000/160 = 6.25 ms per request):",
               common.table(["what (single thread)", "client CPU ms per call"],
                            [[name, value] for name, value in data["cpu_breakdown_ms"].items()])[1]]
+    return lines
+
+
+def failures_section(data: dict) -> list[str]:
+    t, f = data["throughput"], data["failures"]["summary"]
     head = ["metric", "value", "target"]
     rows = [["images in", f["images"], ""], ["items through the 5 model stages", f["items_through_model_stages"], ""],
             ["items lost (no work record / decision)", f["lost"], "0"],
@@ -853,9 +716,9 @@ def report(data: dict, quick: bool) -> str:
             ["model stages seconds (vs fault-free)",
              f"{f['model_stage_seconds']:.1f} ({f['model_stage_seconds_without_faults']:.1f})", ""],
             ["final ids identical to fault-free run", f["final_ids_equal_fault_free"], "True"]]
-    lines += ["## 2. 10% failures (5% 429 Retry-After 0.1 s, 5% 500), whole multiverse recipe",
-              common.table(head, rows)[1],
-              f"Targets (0 lost, 0 duplicates): {'met' if f['targets_met'] else 'NOT met'}."]
+    lines = ["## 2. 10% failures (5% 429 Retry-After 0.1 s, 5% 500), whole multiverse recipe",
+             common.table(head, rows)[1],
+             f"Targets (0 lost, 0 duplicates): {'met' if f['targets_met'] else 'NOT met'}."]
     sched = data["failures"]["scheduling"]
     a_rate = t[0]["requests_per_second"]
     lines += [f"Where the time goes under these faults: {sched['requests']} tiny requests through the client alone "
@@ -863,6 +726,10 @@ def report(data: dict, quick: bool) -> str:
               common.table(["scheduling", "req/s", "429 pauses", "s paused (all requests)"],
                            [[name, r["requests_per_second"], r["pauses"], r["paused_seconds"]]
                             for name, r in sched["rows"].items()])[1]]
+    return lines
+
+
+def sigkill_section(k: dict) -> list[str]:
     rows = [["driver", k["driver"], ""], ["images / latency / concurrency",
                                           f"{k['images']} / {k['latency_seconds']} s / {k['concurrency']}", ""],
             ["killed in", f"{k['kill_stage']} at {k['kill_stage_answered_before_kill']} of "
@@ -879,24 +746,26 @@ def report(data: dict, quick: bool) -> str:
             ["release items (uninterrupted)", f"{k['release_items']} ({k['reference_release_items']})", ""],
             ["release sample ids match uninterrupted run", k["release_matches_reference"], "True"],
             ["wall s: uninterrupted / rerun", f"{k['reference_seconds']:.1f} / {k['rerun_seconds']:.1f}", ""]]
-    lines += ["## 3. SIGKILL halfway, rerun with the same --run-id", common.table(["metric", "value", "target"],
-                                                                                  rows)[1],
-              f"Target (no body answered before the kill is sent again, release identical): strictly "
-              f"{'met' if k['strict_zero_repeats'] and k['release_matches_reference'] else 'NOT met'}; not counting "
-              f"replies answered in the last {REPLY_WINDOW * 1000:.0f} ms before the kill (on their way to the "
-              f"client, or not yet written to the cache when it died): {'met' if k['target_met'] else 'NOT met'}."]
+    return ["## 3. SIGKILL halfway, rerun with the same --run-id", common.table(["metric", "value", "target"],
+                                                                                rows)[1],
+            f"Target (no body answered before the kill is sent again, release identical): strictly "
+            f"{'met' if k['strict_zero_repeats'] and k['release_matches_reference'] else 'NOT met'}; not counting "
+            f"replies answered in the last {REPLY_WINDOW * 1000:.0f} ms before the kill (on their way to the "
+            f"client, or not yet written to the cache when it died): {'met' if k['target_met'] else 'NOT met'}."]
+
+
+def cache_section(c: dict, repeats: int) -> list[str]:
     rows = [[name, us] for name, us in c["parts_us_per_call"].items()]
-    lines += [f"## 4. Fully cached rerun: {c['calls']:,} `complete` calls ({c['distinct_images']} distinct "
-              f"{c['image_px'][0]}x{c['image_px'][1]} PNGs)",
-              f"Fill: {c['replies_stored']:,} replies stored in {c['fill_seconds']:.1f} s "
-              f"({c['fill_calls_per_second_32_threads']:.0f} calls/s, 32 threads, zero latency). Cached rerun: "
-              f"**{c['complete_us_per_call_median']:.0f} us per call** single-threaded "
-              f"({c['cached_calls_per_second_32_threads']:.0f} calls/s from 32 threads); requests sent during "
-              f"the rerun: {c['requests_sent_during_cached_rerun']}; cached calls recorded over the "
-              f"{data['repeats']} timed pass(es): {c['cached_calls_recorded']:,}.",
-              common.table(["part (single thread)", "us per call"], rows)[1],
-              image_sentence(c)]
-    return "\n\n".join(lines)
+    return [f"## 4. Fully cached rerun: {c['calls']:,} `complete` calls ({c['distinct_images']} distinct "
+            f"{c['image_px'][0]}x{c['image_px'][1]} PNGs)",
+            f"Fill: {c['replies_stored']:,} replies stored in {c['fill_seconds']:.1f} s "
+            f"({c['fill_calls_per_second_32_threads']:.0f} calls/s, 32 threads, zero latency). Cached rerun: "
+            f"**{c['complete_us_per_call_median']:.0f} us per call** single-threaded "
+            f"({c['cached_calls_per_second_32_threads']:.0f} calls/s from 32 threads); requests sent during "
+            f"the rerun: {c['requests_sent_during_cached_rerun']}; cached calls recorded over the "
+            f"{repeats} timed pass(es): {c['cached_calls_recorded']:,}.",
+            common.table(["part (single thread)", "us per call"], rows)[1],
+            image_sentence(c)]
 
 
 def image_sentence(c: dict) -> str:
@@ -914,54 +783,34 @@ def image_sentence(c: dict) -> str:
             f"the sent size).")
 
 
-def code_fingerprint() -> dict:
-    """sha256 over the code under test, and the newest modification time, to tell whether it changed mid-run."""
-    digest, newest = hashlib.sha256(), 0.0
-    files = sorted(path for folder in ("curation", "schemas", "flows", "prompts")
-                   for path in (common.ROOT / folder).rglob("*") if path.suffix in (".py", ".yaml")
-                   and path.is_file())
-    files.append(common.ROOT / "tests" / "fakes" / "openai_server.py")
-    for path in files:
-        digest.update(str(path.relative_to(common.ROOT)).encode() + b"\0" + path.read_bytes())
-        newest = max(newest, path.stat().st_mtime)
-    return {"sha256": digest.hexdigest()[:16], "files": len(files),
-            "newest_mtime_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(newest))}
+def render() -> None:
+    """Rewrite model_layer.md from the saved model_layer.json (after a change to the report only)."""
+    data = json.loads((common.RESULTS / "model_layer.json").read_text())
+    (common.RESULTS / "model_layer.md").write_text(report(data, False).rstrip() + "\n", encoding="utf-8")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes, 1 repeat, runner instead of the CLI")
-    parser.add_argument("--only", default="1,2,3,4", help="scenarios to run, e.g. 1,4")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--latency", type=float, default=0.0, help=argparse.SUPPRESS)
-    parser.add_argument("--faults", default="none", help=argparse.SUPPRESS)
-    parser.add_argument("--responder", default="none", help=argparse.SUPPRESS)
-    parser.add_argument("--child-run", nargs=5, help=argparse.SUPPRESS)
+    parser = common.arguments(__doc__, "a wave or two of requests per path, runs of 8 images, 1 repeat")
+    parser.add_argument("--only", default="1,2,3,4", help="scenarios to run, e.g. 1,4 (writes nothing)")
     parser.add_argument("--render", action="store_true", help="rewrite the .md from the saved .json, no runs")
     args = parser.parse_args()
-    if args.serve:
-        return serve(args.latency, args.faults, args.responder)
-    if args.child_run:
-        return child_run(*args.child_run)
     if args.render:
-        name = "model_layer" + ("_quick" if args.quick else "")
-        data = json.loads((common.RESULTS / f"{name}.json").read_text())
-        (common.RESULTS / f"{name}.md").write_text(report(data, args.quick).rstrip() + "\n", encoding="utf-8")
-        return None
+        return render()
     cfg = QUICK if args.quick else FULL
     only = set(args.only.split(","))
-    data: dict = {"benchmark": "model_layer", "quick": args.quick, "machine": machine(), "repeats": cfg["repeats"],
-                  "config": cfg, "latency_seconds": LATENCY, "concurrency": CONCURRENCY, "ideal_rps": IDEAL}
+    data: dict = {"benchmark": "model_layer", "quick": args.quick,
+                  "machine": common.machine("openai", "httpx", "pydantic"), "repeats": cfg["repeats"], "config": cfg,
+                  "latency_seconds": LATENCY, "concurrency": CONCURRENCY, "ideal_rps": IDEAL}
     started = time.monotonic()
-    data["code_at_start"] = code_fingerprint()
+    data["code_at_start"] = common.code_fingerprint()
     data["started_utc"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     sections = {
-        "throughput": ("1", lambda: [bench_client(cfg), bench_backend(cfg, scratch("backend-")),
-                                     *bench_stage(cfg, scratch("stage-"))]),
-        "cpu_breakdown_ms": ("1", lambda: bench_cpu_breakdown(cfg, scratch("cpu-"))),
-        "failures": ("2", lambda: bench_failures(cfg, scratch("faults-"))),
-        "sigkill": ("3", lambda: bench_sigkill(cfg, scratch("sigkill-"), use_cli=not args.quick)),
-        "cache": ("4", lambda: bench_cache(cfg, scratch("cache-"))),
+        "throughput": ("1", lambda: [bench_client(cfg), bench_backend(cfg, common.scratch("backend-")),
+                                     *bench_stage(cfg, common.scratch("stage-"))]),
+        "cpu_breakdown_ms": ("1", lambda: bench_cpu_breakdown(cfg, common.scratch("cpu-"))),
+        "failures": ("2", lambda: bench_failures(cfg, common.scratch("faults-"))),
+        "sigkill": ("3", lambda: bench_sigkill(cfg, common.scratch("sigkill-"))),
+        "cache": ("4", lambda: bench_cache(cfg, common.scratch("cache-"))),
     }
     data["section_seconds"] = {}
     for name, (scenario, run) in sections.items():
@@ -970,13 +819,13 @@ def main() -> None:
             print(f"{name} ({data['section_seconds'][name]:.0f} s): {json.dumps(data[name], default=str)[:2000]}",
                   flush=True)
     data["total_seconds"] = time.monotonic() - started
-    data["code_at_end"] = code_fingerprint()
+    data["code_at_end"] = common.code_fingerprint()
     data["code_changed_during_run"] = data["code_at_end"] != data["code_at_start"]
     if only == {"1", "2", "3", "4"}:
         markdown = report(data, args.quick)
-        print("\n" + markdown)
-        paths = common.write_results("model_layer" + ("_quick" if args.quick else ""), data, markdown)
-        print(f"\nwrote {paths[0]} and {paths[1]} in {data['total_seconds']:.0f} s")
+        print("\n" + markdown + "\n")
+        common.publish("model_layer", data, markdown, args.quick)
+    print(f"{data['total_seconds']:.0f} s in all")
 
 
 if __name__ == "__main__":

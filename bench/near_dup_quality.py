@@ -14,26 +14,20 @@ per-edit recall; agreement between draft and full decode.
 
 from __future__ import annotations
 
-import argparse
 import math
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402  (sets HOME etc. to a temp dir before anything else is imported)
-import imagehash  # noqa: E402
-import numpy as np  # noqa: E402
-from PIL import Image, ImageDraw, ImageEnhance, ImageFont  # noqa: E402
+import common  # first: it sets HOME etc. to a temp dir before anything else is imported
+import imagehash
+import numpy as np
+from PIL import Image, ImageDraw, ImageEnhance, ImageFont
 
-from benchcurate.curation.demo.corpus import shipped_index  # noqa: E402
-from benchcurate.curation.images.decode import decode_image  # noqa: E402
-from benchcurate.curation.images.phash import PhashConfig, fingerprint  # noqa: E402
+from benchcurate.curation.images.decode import decode_image
+from benchcurate.curation.images.phash import PhashConfig, fingerprint
 
-PHOTOS = common.ROOT / "curation" / "demo" / "photos"
-RENDERED = common.ROOT / "curation" / "demo" / "rendered"
 THRESHOLDS = range(0, 17)
 METHODS = {"a_naive": "(a) naive imagehash.phash(Image.open(p))",
            "b_full": "(b) ours, full decode (draft_side_px=None)",
@@ -124,9 +118,7 @@ def make_variants(original: Path, folder: Path) -> dict[str, Path]:
 
 def build_set(work: Path, quick: bool) -> list[dict]:
     """Rows {path, group, kind, edit, format} of the labelled set."""
-    photos = sorted(p for p in PHOTOS.iterdir() if p.suffix.lower() in (".png", ".jpg", ".jpeg"))
-    renders = [(RENDERED / entry["file"], entry["kind"]) for entry in shipped_index("rendered")]
-    originals = [(p, "photo") for p in photos] + renders
+    originals = common.demo_originals()
     if quick:  # a few photos and two renders of each of a few kinds (keeps hard negatives)
         keep_kinds = {"bar_chart", "document", "ui_screenshot"}
         originals = [o for o in originals if o[1] == "photo"][:4] + \
@@ -229,8 +221,7 @@ def recommend(curve: list[dict]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a few originals only (smoke test)")
+    parser = common.arguments(__doc__, "a few originals: photos, and renders of kinds that make hard negatives")
     parser.add_argument("--keep", action="store_true", help="keep the generated files (printed path)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-near-dup-"))
@@ -397,7 +388,7 @@ def report(rows, hashes, hash_seconds, built_seconds, quick, kept_at) -> None:
     print("\n" + draft_line)
     print(f"Naive vs ours-full identical on {data['naive_vs_full']['identical']:.1%} of files.")
     md = "\n\n".join([
-        f"# Near-duplicate quality{' (quick)' if quick else ''}",
+        "# Near-duplicate quality",
         f"Machine: {common.machine_line(data['machine'])}", summary,
         "Methods: " + "; ".join(METHODS.values()) + ".",
         f"## Recommended default threshold: {chosen}", "\n".join(rec_lines),
@@ -411,8 +402,7 @@ def report(rows, hashes, hash_seconds, built_seconds, quick, kept_at) -> None:
                                      for n, v in balance.items()),
         "## Draft vs full decode", draft_line,
     ])
-    paths = common.write_results("near_dup_quality" + ("_quick" if quick else ""), data, md)
-    print(f"\nwrote {paths[0]} and {paths[1]}")
+    common.publish("near_dup_quality", data, md, quick)
 
 
 if __name__ == "__main__":

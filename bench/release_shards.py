@@ -19,18 +19,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-import numpy as np  # noqa: E402
-from PIL import Image  # noqa: E402
+import common  # first: it sets HOME etc. to a temp dir before anything else is imported
+import numpy as np
+from PIL import Image
 
 SIZE = (512, 384)
+QUICK_IMAGES, QUICK_SHARD_MB = 24, 4  # several shards for ours, still one table for the naive way
 
 
 def make_corpus(folder: Path, count: int) -> list[Path]:
@@ -98,9 +96,9 @@ def digest_rows(folder: Path) -> tuple[int, str]:
 
 
 def run_way(way: str, images: Path, out: Path, shard_mb: float) -> dict:
-    result = subprocess.run([sys.executable, __file__, "--child", way, "--images", str(images), "--out", str(out),
-                             "--shard-mb", str(shard_mb)], capture_output=True, text=True, check=True)
-    measured = json.loads(result.stdout.strip().splitlines()[-1])
+    run = common.run_command([sys.executable, __file__, "--child", way, "--images", str(images), "--out", str(out),
+                              "--shard-mb", str(shard_mb)])
+    measured = json.loads(run.stdout.strip().splitlines()[-1])
     files = sorted(out.glob("*.parquet"))
     rows, digest = digest_rows(out)
     return {**measured, "files": len(files), "bytes": sum(path.stat().st_size for path in files), "rows": rows,
@@ -108,9 +106,8 @@ def run_way(way: str, images: Path, out: Path, shard_mb: float) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="300 images instead of 2,000")
-    parser.add_argument("--shard-mb", type=float, default=100)
+    parser = common.arguments(__doc__, f"{QUICK_IMAGES} images, shards of {QUICK_SHARD_MB} MB")
+    parser.add_argument("--shard-mb", type=float, help="default: 100")
     parser.add_argument("--child", choices=["naive", "ours"], help=argparse.SUPPRESS)
     parser.add_argument("--images", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -118,12 +115,12 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.images, args.out, args.shard_mb)))
         return
-    count = 300 if args.quick else 2_000
-    with tempfile.TemporaryDirectory(prefix="bench-release-") as work:
-        work = Path(work)
-        paths = make_corpus(work / "images", count)
-        image_mb = sum(path.stat().st_size for path in paths) / 2**20
-        ways = {way: run_way(way, work / "images", work / way, args.shard_mb) for way in ("naive", "ours")}
+    count = QUICK_IMAGES if args.quick else 2_000
+    args.shard_mb = args.shard_mb or (QUICK_SHARD_MB if args.quick else 100)
+    work = common.scratch("release-")
+    paths = make_corpus(work / "images", count)
+    image_mb = sum(path.stat().st_size for path in paths) / 2**20
+    ways = {way: run_way(way, work / "images", work / way, args.shard_mb) for way in ("naive", "ours")}
     same = ways["naive"]["rows_digest"] == ways["ours"]["rows_digest"] and ways["naive"]["rows"] == count
     data = {"benchmark": "release_shards", "quick": args.quick, "machine": common.machine(), "images": count,
             "image_mb": image_mb, "shard_mb": args.shard_mb, "ways": ways, "same_rows": same,
@@ -139,9 +136,8 @@ def main() -> None:
                f"same order with the same image bytes: {same}.")
     print(text)
     print(summary)
-    common.write_results("release_shards" + ("_quick" if args.quick else ""), data,
-                         f"# Writing a release: shards vs one table\n\n{common.machine_line(data['machine'])}\n\n"
-                         f"{markdown}\n\n{summary}\n")
+    common.publish("release_shards", data, f"# Writing a release: shards vs one table\n\n"
+                   f"{common.machine_line(data['machine'])}\n\n{markdown}\n\n{summary}\n", args.quick)
 
 
 if __name__ == "__main__":

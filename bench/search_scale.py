@@ -8,34 +8,28 @@ Hashes: n random uint64 of which 1% are planted copies of other hashes with 0-10
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
-import threading
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402  (sets HOME etc. to a temp dir before anything else is imported)
-import numpy as np  # noqa: E402
-import psutil  # noqa: E402
+import common  # first: it sets HOME etc. to a temp dir before anything else is imported
+import numpy as np
 
-from benchcurate.curation.grouping import groups_from_pairs  # noqa: E402
-from benchcurate.curation.images.hamming import brute_force_pairs, pairs_within, plan_chunks  # noqa: E402
-from benchcurate.curation.images.hashfile import duplicate_groups, read_hashes  # noqa: E402
-from benchcurate.curation.images.phash import PhashConfig, algorithm  # noqa: E402
+from benchcurate.curation.grouping import groups_from_pairs
+from benchcurate.curation.images.hamming import brute_force_pairs, pairs_within, plan_chunks
+from benchcurate.curation.images.hashfile import duplicate_groups, read_hashes
+from benchcurate.curation.images.phash import PhashConfig, algorithm
+from tests.helpers import CURATE
 
 THRESHOLD = 8
 PLANTED_SHARE = 0.01
 MAX_PLANTED_DISTANCE = 10
 SAMPLE_SECONDS = 0.05
 PSS_EVERY = 10  # samples: summed PSS (shared pages counted once) every 0.5 s; reading smaps is slower
-CURATE = Path(sys.executable).parent / "curate"
+FULL = {"sizes": [10_000, 100_000, 1_000_000], "brute_limit": 100_000, "command_rows": 1_000_000, "repeats": 3}
+# Brute force measured at the smaller size and extrapolated to the larger, as the full run does at 1M.
+QUICK = {"sizes": [5_000, 20_000], "brute_limit": 5_000, "command_rows": 20_000, "repeats": 1}
 TARGET_SPEEDUP_100K = 10.0
 TARGET_SECONDS = 60.0
 TARGET_BYTES = 4 * 10**9
@@ -124,57 +118,18 @@ def write_hashes_file(path: Path, n: int) -> dict:
     return {"rows": n, "bytes": path.stat().st_size, "planted_within_threshold": truth["planted_within_threshold"]}
 
 
-class TreeSampler(threading.Thread):
-    """Sum RSS over a process and all its descendants every SAMPLE_SECONDS; keep the peak."""
-
-    def __init__(self, root: psutil.Process):
-        super().__init__(daemon=True)
-        self.root, self.stop = root, threading.Event()
-        self.peak_rss, self.peak_pss, self.peak_processes, self.samples = 0, 0, 0, 0
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                tree = [self.root] + self.root.children(recursive=True)
-            except psutil.NoSuchProcess:
-                break
-            rss = pss = 0
-            with_pss = self.samples % PSS_EVERY == 0
-            for proc in tree:
-                try:
-                    rss += proc.memory_info().rss
-                    if with_pss:
-                        pss += proc.memory_full_info().pss
-                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                    pass
-            self.peak_rss = max(self.peak_rss, rss)
-            self.peak_pss = max(self.peak_pss, pss)
-            self.peak_processes = max(self.peak_processes, len(tree))
-            self.samples += 1
-            self.stop.wait(SAMPLE_SECONDS)
-
-
 def run_command(hashes_file: Path, out: Path, jobs: int) -> dict:
     command = [str(CURATE), "images", "dups", str(hashes_file), "--threshold", str(THRESHOLD), "--out", str(out),
                "--jobs", str(jobs)]
-    use_time = Path("/usr/bin/time").exists()
-    if use_time:
+    if Path("/usr/bin/time").exists():
         command = ["/usr/bin/time", "-v"] + command
-    start = time.perf_counter()
-    proc = psutil.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    sampler = TreeSampler(proc)
-    sampler.start()
-    stdout, stderr = proc.communicate()
-    wall = time.perf_counter() - start
-    sampler.stop.set()
-    sampler.join()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{command} failed ({proc.returncode}):\n{stderr[-2000:]}")
-    found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
-    summary = next((line for line in stderr.splitlines() if "hashes:" in line), "")
-    return {"wall_seconds": wall, "peak_tree_rss_bytes": sampler.peak_rss, "peak_tree_pss_bytes": sampler.peak_pss,
-            "peak_processes": sampler.peak_processes, "samples": sampler.samples,
-            "time_v_max_rss_bytes": int(found.group(1)) * 1024 if found else None, "summary": summary}
+    run = common.run_command(command, every=SAMPLE_SECONDS, pss_every=PSS_EVERY)
+    found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", run.stderr)
+    summary = next((line for line in run.stderr.splitlines() if "hashes:" in line), "")
+    return {"wall_seconds": run.seconds, "peak_tree_rss_bytes": run.tree.peak_rss,
+            "peak_tree_pss_bytes": run.tree.peak_pss, "peak_processes": run.tree.peak_processes,
+            "samples": run.tree.samples, "time_v_max_rss_bytes": int(found.group(1)) * 1024 if found else None,
+            "summary": summary}
 
 
 def bench_command(n: int, repeats: int, work: Path) -> dict:
@@ -183,11 +138,11 @@ def bench_command(n: int, repeats: int, work: Path) -> dict:
     info["write_seconds"] = elapsed
     print(f"wrote {n:,} rows ({info['bytes'] / 2**20:.0f} MB) in {elapsed:.1f} s")
     # In-process breakdown (one run): reading the file vs the search and grouping.
-    read_seconds, table_ = common.timed(lambda: read_hashes(hashes_file))
-    groups_seconds, groups = common.timed(lambda: list(duplicate_groups(table_, THRESHOLD, None, 1)))
+    read_seconds, table = common.timed(lambda: read_hashes(hashes_file))
+    groups_seconds, groups = common.timed(lambda: list(duplicate_groups(table, THRESHOLD, None, 1)))
     info["in_process"] = {"read_hashes_seconds": read_seconds, "duplicate_groups_seconds_workers1": groups_seconds,
                           "groups": len(groups)}
-    del table_, groups
+    table = groups = None  # freed before the commands run
     runs = {}
     outputs = {}
     for jobs in (1, 2):
@@ -214,16 +169,13 @@ def bench_command(n: int, repeats: int, work: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="10K and 50K hashes, a 100K-row command, 1 repeat")
-    args = parser.parse_args()
-    repeats = 1 if args.quick else 3
-    sizes = [10_000, 50_000] if args.quick else [10_000, 100_000, 1_000_000]
-    brute_limit = 100_000
-    command_rows = 100_000 if args.quick else 1_000_000
+    args = common.arguments(__doc__, "5K and 20K hashes (brute force at 5K, extrapolated to 20K), a 20K-row "
+                            "command, 1 repeat").parse_args()
+    cfg = QUICK if args.quick else FULL
+    repeats, command_rows = cfg["repeats"], cfg["command_rows"]
     search = []
-    for n in sizes:
-        result = bench_search(n, repeats, brute=n <= brute_limit)
+    for n in cfg["sizes"]:
+        result = bench_search(n, repeats, brute=n <= cfg["brute_limit"])
         if "brute_force" not in result:
             result["brute_force"] = extrapolate(max((r for r in search if "pairs_equal_brute_force" in r),
                                                     key=lambda r: r["n"]), n)
@@ -234,11 +186,7 @@ def main() -> None:
         print(f"n={n:,}: pairs_within w1 {result['pairs_within_w1']['median']:.3f} s, w2 "
               f"{result['pairs_within_w2']['median']:.3f} s, brute {brute:.2f} s"
               f"{' (extrapolated)' if result['brute_force']['extrapolated'] else ''}")
-    work = Path(tempfile.mkdtemp(prefix="bench-search-scale-"))
-    try:
-        command = bench_command(command_rows, repeats, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    command = bench_command(command_rows, repeats, common.scratch("search-scale-"))
 
     at_100k = next((r for r in search if r["n"] == 100_000), None)
     cmd1, cmd2 = command["command"]["jobs1"], command["command"]["jobs2"]
@@ -295,13 +243,12 @@ def main() -> None:
              "bound); PSS splits them. /usr/bin/time -v reports the largest single process.")
     machine_line = f"Machine: {common.machine_line(data['machine'])}"
     print("\n" + machine_line + "\n\n" + text + "\n\n" + cmd_text + "\n\n" + cmd_line + "\n" + "\n".join(target_lines))
-    markdown = "\n\n".join([f"# Near-duplicate search at scale{' (quick)' if args.quick else ''}", machine_line,
+    markdown = "\n\n".join(["# Near-duplicate search at scale", machine_line,
                             f"Threshold {THRESHOLD}; hashes: random uint64 with {PLANTED_SHARE:.0%} planted copies at "
                             f"distance 0-{MAX_PLANTED_DISTANCE}; median of {repeats} runs.",
                             "## pairs_within vs brute_force_pairs", md, "## The whole command", cmd_md, cmd_line,
                             "## Targets", "\n".join(target_lines), notes])
-    paths = common.write_results("search_scale" + ("_quick" if args.quick else ""), data, markdown)
-    print(f"\nwrote {paths[0]} and {paths[1]}")
+    common.publish("search_scale", data, markdown, args.quick)
 
 
 if __name__ == "__main__":

@@ -17,18 +17,15 @@ with a fresh run id (so every stage runs); medians are reported.
 
 from __future__ import annotations
 
-import argparse
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import common  # noqa: E402  (sets HOME etc. to a temp dir before anything else is imported)
+import common  # first: it sets HOME etc. to a temp dir before anything else is imported
 
-from tests.factories import make_image  # noqa: E402
+from tests.factories import make_image
+from tests.helpers import CURATE
 
-CURATE = Path(sys.executable).parent / "curate"
 SETTINGS = ["--set", "image_quality.min_quality_score=1", "--set", "category_min_size.min_items_per_category=1"]
 NO_PREFECT = """
 import sys
@@ -47,23 +44,13 @@ write_release(store.root, out)
 """
 
 
-def command(args: list[str], env: dict[str, str]) -> float:
-    started = time.perf_counter()
-    result = subprocess.run(args, capture_output=True, text=True, env=env)
-    elapsed = time.perf_counter() - started
-    if result.returncode != 0:
-        raise RuntimeError(f"{args[:3]} failed ({result.returncode}):\n{result.stderr[-2000:]}")
-    return elapsed
-
-
 def measure(work: Path, repeats: int) -> dict:
     images = work / "images"
     for seed in range(6):
         make_image(images / f"{seed}.png", seed, (320, 240))
-    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
-    env["PREFECT_LOGGING_LEVEL"] = "WARNING"
+    env = common.curate_env()  # no PREFECT_API_URL: `curate run` picks the server the way measured names
     ways = {"temporary": [], "local": [], "no_prefect": []}
-    first_start = command([str(CURATE), "prefect", "up", "--out", str(work / "out")], env)
+    first_start = common.run_command([str(CURATE), "prefect", "up", "--out", str(work / "out")], env).seconds
     try:
         for attempt in range(repeats):
             for way in ways:
@@ -73,7 +60,7 @@ def measure(work: Path, repeats: int) -> dict:
                 else:
                     args = [str(CURATE), "run", "multiverse", "--input", str(images), "--run-id", run_id,
                             "--progress", "none", "--out", str(work / "out"), "--prefect-server", way, *SETTINGS]
-                ways[way].append(command(args, env))
+                ways[way].append(common.run_command(args, env).seconds)
     finally:
         subprocess.run([str(CURATE), "prefect", "down", "--out", str(work / "out")], env=env, capture_output=True)
     medians = {way: common.median(seconds) for way, seconds in ways.items()}
@@ -83,12 +70,8 @@ def measure(work: Path, repeats: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one repeat, results not written (CI runs this)")
-    args = parser.parse_args()
-    import tempfile
-    with tempfile.TemporaryDirectory(prefix="bench-startup-") as folder:
-        data = measure(Path(folder), 1 if args.quick else 5)
+    args = common.arguments(__doc__, "one repeat").parse_args()
+    data = measure(common.scratch("startup-"), 1 if args.quick else 5)
     data["machine"] = common.machine()
     m, o = data["median_seconds"], data["overhead_seconds"]
     text, markdown = common.table(
@@ -100,9 +83,8 @@ def main() -> None:
                f"a run on the reused local server is {data['speedup_local_over_temporary']:.2f}x faster than "
                f"with a temporary server")
     print(text + "\n" + summary)
-    if not args.quick:
-        common.write_results("startup", data, f"# Start-up of a small run\n\n{common.machine_line(data['machine'])}; "
-                             f"{data['repeats']} repeats, medians.\n\n{markdown}\n\n{summary}.\n")
+    common.publish("startup", data, f"# Start-up of a small run\n\n{common.machine_line(data['machine'])}; "
+                   f"{data['repeats']} repeats, medians.\n\n{markdown}\n\n{summary}.\n", args.quick)
 
 
 if __name__ == "__main__":

@@ -19,20 +19,17 @@ share of planted verbatim copies grouped.
 
 from __future__ import annotations
 
-import argparse
 import random
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-from datasketch import MinHash, MinHashLSH  # noqa: E402
+import common  # first: it sets HOME etc. to a temp dir before anything else is imported
+from datasketch import MinHash, MinHashLSH
 
-from benchcurate.curation.text import normalise  # noqa: E402
-from benchcurate.curation.text.minhash import MinHashParams, jaccard, near_duplicate_groups  # noqa: E402
+from benchcurate.curation.text import normalise
+from benchcurate.curation.text.minhash import MinHashParams, jaccard, near_duplicate_groups
 
 HAN = [chr(code) for code in range(0x4E00, 0x4E00 + 3000)]
 FULL_WIDTH = str.maketrans({chr(c): chr(c + 0xFEE0) for c in range(0x21, 0x7F)})
+QUICK_TEXTS = 2_000  # still ~10 Chinese questions, and a hundred planted copies of each kind
 
 
 def corpus(n: int, seed: int = 0) -> tuple[list[str], list[tuple[int, int]], list[tuple[int, int]]]:
@@ -112,10 +109,8 @@ def grouped_pairs(groups) -> set[tuple[int, int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="10K texts instead of 100K")
-    args = parser.parse_args()
-    n = 10_000 if args.quick else 100_000
+    args = common.arguments(__doc__, f"{QUICK_TEXTS:,} texts").parse_args()
+    n = QUICK_TEXTS if args.quick else 100_000
     params = MinHashParams()
     bands, rows = params.bands()
     texts, verbatim, near = corpus(n)
@@ -160,10 +155,9 @@ def main() -> None:
     summary += (" Candidate pairs: the naive way counts every pair of verbatim copies; ours bands one text per "
                 "verbatim group, so its candidates are fewer and its candidate precision is over distinct texts.")
     print(text + "\n\n" + summary)
-    markdown = "\n\n".join([f"# Text near-duplicates (MinHash){' (quick)' if args.quick else ''}",
-                            common.machine_line(data["machine"]), markdown, summary])
-    paths = common.write_results("text_dedup" + ("_quick" if args.quick else ""), data, markdown)
-    print(f"wrote {paths[0]} and {paths[1]}")
+    markdown = "\n\n".join(["# Text near-duplicates (MinHash)", common.machine_line(data["machine"]), markdown,
+                            summary])
+    common.publish("text_dedup", data, markdown, args.quick)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Helpers shared by test modules (test modules never import each other; conftest holds only fixtures and the
-session's environment): running `curate`, preparing runs, reading what a run printed and stored."""
+session's environment): running `curate` (and killing a run), preparing runs, reading what a run printed and stored.
+bench/ imports it too, outside a test session."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import fcntl
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,8 +28,20 @@ from tests.factories import make_image
 REPO = Path(__file__).resolve().parents[1]
 CURATE = Path(sys.executable).parent / "curate"
 PREFECT = Path(sys.executable).parent / "prefect"
-SESSION_DIR = Path(os.environ["CURATE_TEST_SESSION_DIR"])  # this process's; set by conftest before any import
-SHARED_DIR = Path(os.environ["CURATE_TEST_SHARED_DIR"])    # the whole run's, shared by pytest-xdist workers
+# SESSION_DIR: this process's folder; SHARED_DIR: the whole run's, shared by pytest-xdist workers. conftest sets
+# their variables before any import; they are read when asked for, so bench/ can import this module without them.
+_TEST_DIRS = {"SESSION_DIR": "CURATE_TEST_SESSION_DIR", "SHARED_DIR": "CURATE_TEST_SHARED_DIR"}
+
+
+def __getattr__(name: str) -> Path:
+    if name not in _TEST_DIRS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _test_dir(name)
+
+
+def _test_dir(name: str) -> Path:
+    return Path(os.environ[_TEST_DIRS[name]])
+
 
 # The stages of the multiverse recipe, in order, as the funnel and the progress lines name them.
 MULTIVERSE_STAGES = [spec.stage for spec in load_recipe("multiverse").stages]
@@ -58,19 +73,40 @@ def curate_in_process(args: list[str], cwd: Path | None = None, env: dict[str, s
     return subprocess.CompletedProcess(["curate", *args], result.exit_code, result.stdout, result.stderr)
 
 
+def kill_run_when(args: list[str], cwd: Path, env: dict[str, str], reached: Callable[[], bool],
+                  timeout: float = 180, log: Path | None = None, settle: float = 1.0) -> float | None:
+    """`curate ARGS` (environment: ours updated with `env`) started in its own process group, which is SIGKILLed
+    once `reached()` holds or `timeout` s passed; the time.monotonic() of the kill, or None when the run ended
+    first. Its output goes to `log`, or nowhere. Returns `settle` s after the kill: requests the run had sent
+    reach the servers it talked to (a loaded machine may read them late) before the caller counts them."""
+    with open(log or os.devnull, "w") as output:
+        process = subprocess.Popen([str(CURATE), *args], cwd=cwd, env={**os.environ, **env}, start_new_session=True,
+                                   stdout=output, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline and not reached():
+        time.sleep(0.02)
+    if process.poll() is not None:
+        return None
+    killed_at = time.monotonic()
+    os.killpg(process.pid, signal.SIGKILL)  # the group: worker processes die with the run, as in a real crash
+    process.wait()
+    time.sleep(settle)
+    return killed_at
+
+
 # --- what pytest-xdist workers share ---------------------------------------------------------------
 
 @contextlib.contextmanager
 def shared_lock(name: str) -> Iterator[None]:
     """One process at a time across pytest-xdist workers."""
-    with open(SHARED_DIR / f"{name}.lock", "w") as handle:
+    with open(_test_dir("SHARED_DIR") / f"{name}.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 
 
 def shared_once(name: str, make: Callable[[], object]) -> object:
     """`make()` run by the first worker that asks; its JSON result is kept for every other worker."""
-    record = SHARED_DIR / f"{name}.json"
+    record = _test_dir("SHARED_DIR") / f"{name}.json"
     with shared_lock(name):
         if not record.exists():
             record.write_text(json.dumps(make()))

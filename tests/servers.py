@@ -1,14 +1,20 @@
-"""Starting and stopping local servers from tests and benchmarks: a free port, a health wait, a clean stop."""
+"""Starting and stopping local servers from tests and benchmarks: a free port, a health wait, a clean stop, a
+local Dask cluster."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+
+DASK = Path(sys.executable).parent / "dask"
 
 
 def free_port() -> int:
@@ -41,3 +47,28 @@ def wait_http(url: str, process: subprocess.Popen, log: Path, timeout: float = 6
         except OSError:
             time.sleep(0.3)
     raise RuntimeError(f"{url} not healthy after {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+@contextlib.contextmanager
+def dask_cluster(env: dict[str, str], logs: Path, worker_env: dict[str, str] | None = None
+                 ) -> Iterator[tuple[str, list[int]]]:
+    """A Dask scheduler and two single-threaded worker processes on loopback (`dask scheduler`, `dask worker`), as
+    an operator starts them, their output in `logs`; yields (tcp address, their pids) once both workers joined."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    with open(logs / "dask-scheduler.log", "w") as scheduler_log, open(logs / "dask-workers.log", "w") as worker_log:
+        scheduler = subprocess.Popen([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                      "--no-dashboard"], env=env, stdout=scheduler_log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        workers = subprocess.Popen([str(DASK), "worker", address, "--nworkers", "2", "--nthreads", "1",
+                                    "--no-dashboard", "--host", "127.0.0.1"], env={**env, **(worker_env or {})},
+                                   stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        yield address, [workers.pid, scheduler.pid]
+    finally:
+        stop_process(workers)
+        stop_process(scheduler)

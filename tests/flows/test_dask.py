@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,37 +11,18 @@ from benchcurate.curation.runner import PROCESS_CHUNK_ITEMS
 from tests.factories import make_image, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import REPO, SESSION_DIR, funnel, run_curate, stage_outputs
-from tests.servers import free_port, stop_process
+from tests.servers import dask_cluster
 
 pytestmark = pytest.mark.slow
-DASK = Path(sys.executable).parent / "dask"
 WORKER_KEY = "sk-test-dask-workers-0123"  # what the workers' environment holds; no task argument carries it
 
 
 @pytest.fixture(scope="module")
 def cluster(prefect_server):
     """tcp address of a scheduler with two single-threaded worker processes; workers report to the test server."""
-    port = free_port()
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": WORKER_KEY}
-    logs = [open(SESSION_DIR / name, "w") for name in ("dask-scheduler.log", "dask-workers.log")]
-    scheduler = subprocess.Popen([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                  "--no-dashboard"], env=env, stdout=logs[0], stderr=subprocess.STDOUT,
-                                 start_new_session=True)
-    address = f"tcp://127.0.0.1:{port}"
-    workers = subprocess.Popen([str(DASK), "worker", address, "--nworkers", "2", "--nthreads", "1",
-                                "--no-dashboard", "--host", "127.0.0.1"], env=env, stdout=logs[1],
-                               stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        from distributed import Client
-
-        with Client(address, timeout=60) as client:
-            client.wait_for_workers(2, timeout=60)
+    with dask_cluster(env, SESSION_DIR) as (address, _):
         yield address
-    finally:
-        stop_process(workers)
-        stop_process(scheduler)
-        for handle in logs:
-            handle.close()
 
 
 RUNNING = ("executing", "long-running")  # a task that opens a worker client to submit its own tasks secedes

@@ -5,10 +5,6 @@ loopback model server no request it had already answered."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -17,9 +13,9 @@ from benchcurate.curation.release.verify import diff
 from tests.factories import make_image, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import (
-    CURATE,
     MULTIVERSE_STAGES,
     SHARED_DIR,
+    kill_run_when,
     release_of,
     run_curate,
     shared_once,
@@ -94,23 +90,17 @@ KILL_POINTS = {
 def test_a_run_killed_and_resumed_equals_an_uninterrupted_one(point, images, uninterrupted, prefect_server,
                                                                 tmp_path):
     whole_dir, whole_release, whole_requests = uninterrupted
-    env = {**os.environ, "PREFECT_API_URL": prefect_server, "PREFECT_LOGGING_LEVEL": "INFO"}
+    env = {"PREFECT_API_URL": prefect_server, "PREFECT_LOGGING_LEVEL": "INFO"}
     run_dir = tmp_path / "outputs" / "runs" / "killed"
     with FakeOpenAIServer(responder=scripted_reply, latency_seconds=0.1) as server:
         args = [*ARGS, "--input", str(images), "--base-url", server.base_url, "--run-id", "killed"]
-        process = subprocess.Popen([str(CURATE), *args], cwd=tmp_path, env=env, start_new_session=True,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 180
         reached, finished, unfinished = KILL_POINTS[point]
-        while process.poll() is None and time.monotonic() < deadline and not reached(server, run_dir):
-            time.sleep(0.02)
-        assert process.poll() is None, f"the run ended before the kill point {point}"
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        killed_at = kill_run_when(args, tmp_path, env, lambda: reached(server, run_dir))
+        assert killed_at is not None, f"the run ended before the kill point {point}"
         done_at_kill = finished_stages(run_dir)
         assert finished in done_at_kill and unfinished not in done_at_kill, done_at_kill  # killed where meant
         before = chat_bodies(server)
-        resumed = run_curate(args, tmp_path, {"PREFECT_API_URL": prefect_server, "PREFECT_LOGGING_LEVEL": "INFO"})
+        resumed = run_curate(args, tmp_path, env)
         after = chat_bodies(server)[len(before):]
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     # the same decisions and items at every stage, and the same release
