@@ -10,12 +10,14 @@ replays `decide` on stored scores with no new model call. Where files live: `cur
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sqlite3
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial as partial_function
 from pathlib import Path
@@ -391,29 +393,37 @@ def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache
     run_config = store.load_config()
     run = plan_stage(store, run_config, index, registry)
     progress = progress or SilentProgress()
-    if run.done and not _changed(run.output_dir, progress, run.stage.name, "output"):
-        stats = StageStats.model_validate_json((run.output_dir / "stats.json").read_text(encoding="utf-8"))
-        skipped = True
-    else:
-        backend = make_backend(run_config.recipe.backend)
-        cache = cache or Cache(store.cache_path)
-        try:
-            stats = execute_stage(store, run_config, run, backend, cache, progress, registry)
-        except (OSError, sqlite3.Error) as error:
-            if disk_full(error):  # the stage's partial output is never marked done: a rerun redoes it
-                raise DiskFull(f"stage {run.stage.name}: {error}") from error
-            raise
-        except StageWaiting as waiting:
-            store.record_stage(StageState(index=index, stage=run.stage.name, key=run.key, status="waiting",
-                                          detail=str(waiting)))
-            progress.finish_waiting(run.stage.name, str(waiting))
-            return None
-        skipped = False
-    store.record_stage(StageState(index=index, stage=run.stage.name, key=run.key, status="done",
-                                  output_dir=str(run.output_dir),
-                                  output_sha256=sha256_file(run.output_dir / "kept.jsonl")))
+    with _full_disk_named(run.stage.name):  # partial output is never marked done: the same command redoes it
+        if run.done and not _changed(run.output_dir, progress, run.stage.name, "output"):
+            stats = StageStats.model_validate_json((run.output_dir / "stats.json").read_text(encoding="utf-8"))
+            skipped = True
+        else:
+            backend = make_backend(run_config.recipe.backend)
+            cache = cache or Cache(store.cache_path)
+            try:
+                stats = execute_stage(store, run_config, run, backend, cache, progress, registry)
+            except StageWaiting as waiting:
+                store.record_stage(StageState(index=index, stage=run.stage.name, key=run.key, status="waiting",
+                                              detail=str(waiting)))
+                progress.finish_waiting(run.stage.name, str(waiting))
+                return None
+            skipped = False
+        store.record_stage(StageState(index=index, stage=run.stage.name, key=run.key, status="done",
+                                      output_dir=str(run.output_dir),
+                                      output_sha256=sha256_file(run.output_dir / "kept.jsonl")))
     progress.finish(stats, skipped)
     return stats
+
+
+@contextlib.contextmanager
+def _full_disk_named(stage: str) -> Iterator[None]:
+    """A full disk anywhere in a stage (its output, the cache, state.json) as DiskFull naming the stage."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as error:
+        if disk_full(error):
+            raise DiskFull(f"stage {stage}: {error}") from error
+        raise
 
 
 def _changed(folder: Path, progress: Progress, stage: str, what: str) -> bool:

@@ -17,7 +17,7 @@ from prefect.runtime import deployment
 from prefect.utilities.annotations import opaque
 
 from benchcurate.curation.demo.corpus import build_demo_corpus
-from benchcurate.curation.errors import BackendUnavailable, DiskFull, StageFailed, UserError
+from benchcurate.curation.errors import BackendUnavailable, DiskFull, StageFailed, UserError, disk_full
 from benchcurate.curation.extras import require
 from benchcurate.curation.models.pricing import BudgetExceeded
 from benchcurate.curation.progress import Progress
@@ -49,10 +49,11 @@ EXPECTED_FAILURES = (UserError, BackendUnavailable, StageFailed, BudgetExceeded,
 
 
 class _OneLineForExpectedFailures(logging.Filter):
-    """A user mistake or a server that is down is logged as its one-line message, not a traceback."""
+    """A user mistake, a server that is down or a full disk (wherever the write was) is logged as its one-line
+    message, not a traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], EXPECTED_FAILURES):
+        if record.exc_info and (isinstance(record.exc_info[1], EXPECTED_FAILURES) or disk_full(record.exc_info[1])):
             error = record.exc_info[1]
             record.msg, record.args = f"{type(error).__name__}: {error}", ()
             record.exc_info, record.exc_text = None, None

@@ -24,6 +24,7 @@ the HTTP, the auth header, the retries and the mapping of status codes to its ex
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import random
@@ -31,6 +32,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 import httpx2
 import openai
@@ -110,6 +112,16 @@ class _Loop:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
 
+def _credential_forms(userinfo: str | None) -> list[str]:
+    """The user:password of a URL as it may come back from a server: as given, its password, both unquoted, and
+    the Basic Authorization token the HTTP client sends for them (base64 of user:password)."""
+    if not userinfo:
+        return []
+    user, _, password = userinfo.partition(":")
+    plain = f"{unquote(user)}:{unquote(password)}"
+    return [userinfo, password, plain, unquote(password), base64.b64encode(plain.encode()).decode()]
+
+
 class ChatClient:
     """Chat completions with a concurrency limit, a shared pause and retries; `create` is called from any thread."""
 
@@ -117,8 +129,7 @@ class ChatClient:
         self._url = base_url  # may hold user:password (with_credentials); never printed
         self.base_url, userinfo = without_credentials(base_url)
         # what must never reach a message, a stored error or a log: a server may echo the request's headers
-        self._secrets = [secret for secret in (api_key, userinfo, (userinfo or "").partition(":")[2])
-                         if secret and len(secret) >= 4]
+        self._secrets = [secret for secret in (api_key, *_credential_forms(userinfo)) if secret and len(secret) >= 4]
         self.max_attempts = max_attempts
         self.requests_sent = 0
         self._pause_until = 0.0

@@ -12,6 +12,10 @@ block; it returns the reply object for a request, or None for a generated one. G
 a json_schema reply is drawn by jsf (JSON Schema Faker) seeded by a hash of the canonical request body, with $refs
 inlined and self-nesting models cut after a few levels so that they end.
 
+Misbehaviour beyond the `Fault` kinds: `Fault("status", status=400, echo_headers=True)` answers with an error whose
+message repeats the request's headers (the Authorization header included), as some servers and proxies do;
+`reported_usage={"prompt_tokens": -5}` makes every chat completion report those usage fields instead of its counts.
+
 Routes: POST /v1/chat/completions, GET /v1/models[/{id}], and the Batch workflow: POST /v1/files (multipart),
 GET /v1/files/{id}[/content], POST /v1/batches, GET /v1/batches[/{id}], POST /v1/batches/{id}/cancel. Control
 routes, neither recorded nor checked for the API key: GET /_fake/stats answers `stats()`, POST /_fake/reset does
@@ -103,11 +107,14 @@ class Fault:
     delay_seconds: float = 0.0
     times: int = 1
     every: int | None = None
+    echo_headers: bool = False  # a status fault's error message repeats the request's headers, as some servers do
 
     def __post_init__(self) -> None:
         """Reject faults that could never fire as meant."""
         if self.kind not in get_args(FaultKind):
             raise ValueError(f"unknown fault kind {self.kind!r}")
+        if self.echo_headers and self.kind != "status":
+            raise ValueError("echo_headers applies to status faults")
         if self.times < 1 or (self.every is not None and self.every < 1):
             raise ValueError("times and every must be at least 1")
         if not 100 <= self.status <= 599 or self.delay_seconds < 0:
@@ -628,6 +635,7 @@ class FakeOpenAIServer:
         record_bodies: bool = True,
         clock: Callable[[], float] = time.monotonic,
         rate_limit_headers: dict[str, str] | None = None,
+        reported_usage: dict[str, int] | None = None,
     ) -> None:
         if batch_seconds < 0:
             raise ValueError("batch_seconds must be non-negative")
@@ -638,6 +646,8 @@ class FakeOpenAIServer:
         self.record_bodies = record_bodies
         # over the generous defaults on every model and completion reply, e.g. an exhausted request budget
         self.rate_limit_headers = {**_RATE_LIMIT_HEADERS, **(rate_limit_headers or {})}
+        # usage fields every chat completion reports instead of its counts, e.g. negative ones (a misbehaving server)
+        self.reported_usage = dict(reported_usage or {})
         self._clock = clock
         self._lock = threading.Lock()
         self._plan = _FaultPlan(list(faults or []))
@@ -839,7 +849,7 @@ class FakeOpenAIServer:
             self._in_flight += 1
             self._counts["max_in_flight"] = max(self._counts["max_in_flight"], self._in_flight)
         try:
-            response = await self._chat_reply(body)
+            response = await self._chat_reply(body, dict(request.headers.items()))
         finally:
             status = 0 if response is _DROP else 500 if response is None else response.status_code
             with self._lock:
@@ -849,7 +859,7 @@ class FakeOpenAIServer:
             await self._drop(request)
         return response
 
-    async def _chat_reply(self, body: Any) -> Response:
+    async def _chat_reply(self, body: Any, headers: dict[str, str]) -> Response:
         """Answer a chat completion request, applying latency and the next fault; _DROP to drop the connection."""
         problem = _chat_problem(body)
         if problem:
@@ -859,7 +869,8 @@ class FakeOpenAIServer:
         await self._uvicorn.pause(self.latency_seconds)
         kind = fault.kind if fault else None
         if kind == "status":
-            error = _error(fault.status, f"Injected fault: status {fault.status}.",
+            echoed = f" Request headers: {json.dumps(headers)}" if fault.echo_headers else ""
+            error = _error(fault.status, f"Injected fault: status {fault.status}.{echoed}",
                            "rate_limit_exceeded" if fault.status == 429 else None)
             retry = {"retry-after": fault.retry_after, "retry-after-ms": fault.retry_after_ms}
             return JSONResponse(error, fault.status, headers={k: v for k, v in retry.items() if v is not None})
@@ -872,7 +883,9 @@ class FakeOpenAIServer:
         content = self._content(body, kind if kind in ("invalid_json", "schema_mismatch") else None)
         with self._lock:
             self._counts["completions_served"] += 1
-        return JSONResponse(_completion(body, content), headers=self.rate_limit_headers)
+        completion = _completion(body, content)
+        completion["usage"].update(self.reported_usage)
+        return JSONResponse(completion, headers=self.rate_limit_headers)
 
     async def _drop(self, request: Request) -> None:
         """Close the request's TCP connection without a response, so the client sees a connection error."""
