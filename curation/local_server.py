@@ -61,7 +61,11 @@ def _exists(pid: int) -> bool:
     return True
 
 
-def _command_line(pid: int) -> str:
+def _command_line(pid: int) -> str | None:
+    """The process's command line; "" when /proc shows none (gone, a kernel thread, or in the middle of exec:
+    its new memory has no arguments yet); None where there is no /proc to ask."""
+    if not Path("/proc/self/cmdline").exists():
+        return None
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
@@ -103,7 +107,7 @@ class LocalServer:
         if started is None or (record.started and started != record.started):
             return None
         command = _command_line(record.pid)
-        if command and self.marker not in command:
+        if command is not None and self.marker not in command:
             return None
         return record
 

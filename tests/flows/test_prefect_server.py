@@ -84,3 +84,20 @@ def test_a_recorded_pid_that_is_another_process_is_neither_reported_nor_signalle
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_recorded_pid_whose_command_line_is_empty_is_not_the_server(tmp_path):
+    """A process shows no command line while it is in the middle of exec (a race the test above once lost) and as a
+    kernel thread: either way it is not the server a record names."""
+    def shows_none(entry: Path) -> bool:
+        try:
+            return entry.name.isdigit() and bool(process_start(int(entry.name))) and not (entry / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            return False
+    empty = [int(entry.name) for entry in Path("/proc").iterdir() if shows_none(entry)]
+    if not empty:
+        pytest.skip("no process with an empty command line to point a record at (no kernel threads in view)")
+    server = LocalServer(tmp_path, "server", "label-studio")
+    record = ServerRecord(pid=empty[0], port=1, started=process_start(empty[0]), marker="label-studio")
+    (tmp_path / "server.json").write_text(json.dumps(record.__dict__))
+    assert server.running() is None and server.stop() is False
