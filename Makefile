@@ -14,7 +14,7 @@ LS_TEMPLATE := .ls/template/label_studio.sqlite3
 # The review-page test renders Label Studio in headless Chromium (Debian's package) driven by playwright-core.
 PW := .ls/pw/node_modules/playwright-core/package.json
 
-.PHONY: demo test clean constraints ls browser
+.PHONY: demo test bench-quick clean constraints ls browser
 
 # The demo needs the core and the plots extra; the tests every extra (pyproject.toml says what each adds).
 $(STAMP): pyproject.toml constraints.txt
@@ -57,11 +57,17 @@ demo: $(STAMP)
 	$(BIN)/curate run multiverse
 
 # pytest exits 5 when it collects no test: not a failure of the suite. Four workers on two cores: much of the suite
-# waits on servers and subprocesses. Whole files go to one worker, so a module's fixtures start once.
-PYTEST_ARGS ?= -n 4 --dist loadfile
+# waits on servers and subprocesses. Whole files go to one worker, so a module's fixtures start once. The
+# benchmarks' quick runs (tests/test_bench.py) are not tests of the product's behaviour: `make bench-quick`, which
+# CI runs after the tests, so no benchmark rots.
+PYTEST_ARGS ?= -n 4 --dist loadfile --ignore=tests/test_bench.py
 test: $(TEST_STAMP) $(LS_TEMPLATE) $(PW)
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; status=0; fi; exit $$status
+
+# Every bench/*.py once with --quick: it runs, prints its comparison with the naive way, writes no result.
+bench-quick: $(TEST_STAMP) $(LS_TEMPLATE)
+	$(BIN)/python -m pytest tests/test_bench.py -n 2 --dist load
 
 # Re-resolve the pinned set after changing dependencies in pyproject.toml.
 constraints:
