@@ -25,17 +25,21 @@ pytestmark = pytest.mark.slow
 
 
 def photos(folder: Path, count: int) -> Path:
-    """Fresh 640x480 JPEGs (each stage has real work: nothing of them is in any cache yet)."""
+    """Fresh 640x480 JPEGs (each stage has real work: nothing of them is in any cache yet), contrasty enough for
+    the offline quality grade 5, so they survive image_quality and later stages have work too."""
     folder.mkdir(parents=True, exist_ok=True)
     for number in range(count):
-        image = Image.effect_noise((640, 480), 40 + number % 50).convert("RGB")
-        image.save(folder / f"{number}.jpg", quality=85)
+        image = Image.effect_noise((640, 480), 40 + number % 50).point(lambda v: min(255, max(0, 4 * v - 384)))
+        image.convert("RGB").save(folder / f"{number}.jpg", quality=85)
     return folder
 
 
 @pytest.fixture(scope="module")
 def many_photos(tmp_path_factory) -> Path:
-    return photos(tmp_path_factory.mktemp("photos"), 300)
+    """Enough photos that image_quality works for seconds (about 6 ms each on 2 workers): the Ctrl-C test must
+    see the stage start and interrupt it before it ends, on a machine loaded by the rest of the suite (with 300,
+    a 1.8 s stage, it once saw the stage start only after the whole run had finished)."""
+    return photos(tmp_path_factory.mktemp("photos"), 800)
 
 
 def start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
@@ -90,8 +94,8 @@ def test_ctrl_c_in_a_worker_pool_stage_ends_the_run_at_once_and_a_rerun_resumes(
     assert len(workers) >= 2  # the pool is up
     interrupted_at = time.monotonic()
     os.killpg(run.pid, signal.SIGINT)
-    _, stderr = run.communicate(timeout=30)
-    assert run.returncode == 130 and time.monotonic() - interrupted_at < 10, stderr[-3000:]
+    stdout, stderr = run.communicate(timeout=30)
+    assert run.returncode == 130 and time.monotonic() - interrupted_at < 10, (stdout[-2000:], stderr[-3000:])
     assert "interrupted; nothing finished is lost: rerun `curate run multiverse --run-id ctrl-c`" in stderr
     assert "Traceback" not in stderr
     assert all_gone(workers, 5)
