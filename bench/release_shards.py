@@ -66,7 +66,7 @@ def peak_rss_mb() -> float:
 def child(way: str, images: Path, out: Path, shard_mb: float) -> dict:
     from datasets import Dataset, disable_progress_bars
 
-    from benchcurate.curation.release.columns import FEATURES, to_row
+    from benchcurate.curation.release.columns import features, to_row
     from benchcurate.curation.release.writer import write_shards
     disable_progress_bars()
     samples = samples_of(images)
@@ -74,10 +74,11 @@ def child(way: str, images: Path, out: Path, shard_mb: float) -> dict:
     start = time.perf_counter()
     if way == "naive":
         out.mkdir(parents=True, exist_ok=True)
-        Dataset.from_list([to_row(sample) for sample in samples], features=FEATURES).to_parquet(
+        Dataset.from_list([to_row(sample, "multiverse") for sample in samples],
+                          features=features("multiverse")).to_parquet(
             str(out / "test-00000-of-00001.parquet"))
     else:
-        write_shards(samples, out, "test", int(shard_mb * 1024 * 1024))
+        write_shards(samples, out, "test", int(shard_mb * 1024 * 1024), "multiverse")
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "peak_rss_mb": peak_rss_mb(), "baseline_rss_mb": baseline}
 

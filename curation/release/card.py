@@ -8,7 +8,7 @@ import yaml
 from datasets import DatasetInfo, SplitDict, SplitInfo
 from datasets.info import DatasetInfosDict
 
-from benchcurate.curation.release.columns import FEATURES
+from benchcurate.curation.release.columns import SCHEMA_DOC, column_table, features
 from benchcurate.curation.report import RunReport, funnel_markdown
 from benchcurate.curation.statistics import statistics_markdown
 from benchcurate.schemas import ReleaseManifest, ReleaseSpec, Sample
@@ -25,13 +25,23 @@ def _size_category(count: int) -> str:
     return "100K<n<1M"
 
 
-def _license_metadata(licenses: dict[str, int]) -> dict:
+def license_metadata(licenses: dict[str, int]) -> dict:
     if len(licenses) == 1:
         only = next(iter(licenses))
         if only in HUB_LICENSE_IDS:
             return {"license": HUB_LICENSE_IDS[only]}
-    return {"license": "other", "license_name": "mixed-source-terms",
+    return {"license": "other", "license_name": "mixed-source-terms", "license_link": LICENSE_FILE,
             "license_details": "Samples keep their sources' terms; see the per-source table in this card."}
+
+
+LICENSE_FILE = "LICENSE.md"
+
+
+def render_license(manifest: ReleaseManifest, samples: list[Sample]) -> str:
+    """LICENSE.md, which `license_link` names when no single license covers the release: each source's terms."""
+    return (f"# Terms of {manifest.name} {manifest.version}\n\nNo single license covers this release: each sample "
+            f"stays under its source's terms (column `license`, and `attribution` where the license asks for "
+            f"credit).\n\n{_source_table(samples)}\n\n{_terms_text(manifest)}\n")
 
 
 def _metadata(manifest: ReleaseManifest, spec: ReleaseSpec, config_name: str, files: dict, languages: list[str]
@@ -39,14 +49,14 @@ def _metadata(manifest: ReleaseManifest, spec: ReleaseSpec, config_name: str, fi
     """The Hub's YAML: license, tasks, sizes, one config with a data_files entry per split, and `dataset_info`
     (the features and each split's size), which `datasets` also reads: it loads the columns with these
     features and checks each split's row count against them."""
-    meta = {**_license_metadata(manifest.licenses), "pretty_name": spec.pretty_name,
+    meta = {**license_metadata(manifest.licenses), "pretty_name": spec.pretty_name,
             "task_categories": spec.task_categories, "language": languages,
             "size_categories": [_size_category(manifest.sample_count)],
             "configs": [{"config_name": config_name,
                          "data_files": [{"split": name, "path": f"data/{name}-*.parquet"} for name in files]}]}
     splits = SplitDict({name: SplitInfo(name=name, num_bytes=entry.arrow_bytes, num_examples=entry.rows)
                         for name, entry in files.items()})
-    info = DatasetInfo(features=FEATURES, splits=splits,
+    info = DatasetInfo(features=features(manifest.recipe), splits=splits,
                        download_size=sum(path.stat().st_size for entry in files.values() for path in entry.paths),
                        dataset_size=sum(entry.arrow_bytes for entry in files.values()))
     DatasetInfosDict({config_name: info}).to_dataset_card_data(meta)
@@ -129,8 +139,16 @@ run `{manifest.run_id}`, code `{manifest.code_version}`, seed {manifest.seed}.
 
 ```python
 from datasets import load_dataset
-ds = load_dataset("<this folder>")  # splits: {", ".join(f"{name} ({count})" for name, count in manifest.splits.items())}
+ds = load_dataset("<this folder>")  # or load_dataset("<this folder>", "{config_name}"), the same name in every version
+# splits: {", ".join(f"{name} ({count})" for name, count in manifest.splits.items())}
 ```
+
+## Columns
+
+Native types (lists of structs, not JSON in strings); only the columns recipe `{manifest.recipe}` fills. All recipes'
+columns: `{SCHEMA_DOC}` in the benchcurate project.
+
+{column_table(manifest.recipe)}
 
 ## How it was built
 

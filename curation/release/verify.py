@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.fingerprint import sha256_file
-from benchcurate.curation.release.columns import FEATURES
+from benchcurate.curation.release.columns import features
 from benchcurate.curation.release.writer import CHECKSUM_FILE
 from benchcurate.schemas import ReleaseManifest
 
@@ -35,12 +35,12 @@ def _rows(folder: Path) -> list[dict]:
     import pyarrow.parquet as pq
     rows = []
     for path in sorted((folder / "data").glob("*.parquet")):
-        table = pq.read_table(path, columns=[name for name in FEATURES if name != "image"])
+        table = pq.read_table(path, columns=[name for name in pq.read_schema(path).names if name != "image"])
         rows += [{**row, "split": split_of(path)} for row in table.to_pylist()]
     return rows
 
 
-def _card_problems(folder: Path, rows_per_split: Counter) -> list[str]:
+def _card_problems(folder: Path, rows_per_split: Counter, recipe: str) -> list[str]:
     """The card's `dataset_info` is what `datasets` loads with: its features must be ours and each split's
     row count the data's."""
     text = (folder / "README.md").read_text(encoding="utf-8") if (folder / "README.md").is_file() else ""
@@ -53,7 +53,8 @@ def _card_problems(folder: Path, rows_per_split: Counter) -> list[str]:
     if len(infos) != 1:
         return [f"README.md declares {len(infos)} dataset_info configs, expected 1"]
     info = next(iter(infos.values()))
-    problems = [] if info.features == FEATURES else ["README.md dataset_info features differ from the release schema"]
+    problems = [] if info.features == features(recipe) else [
+        "README.md dataset_info features differ from the release schema"]
     declared = {name: split.num_examples for name, split in (info.splits or {}).items()}
     if declared != dict(rows_per_split):
         problems.append(f"README.md dataset_info splits {declared}, the data has {dict(rows_per_split)}")
@@ -86,11 +87,12 @@ def verify(folder: Path) -> list[str]:
     problems += [f"in the manifest, missing here: {name}" for name in sorted(released - present)]
     if not any(problem.startswith(("missing: data", "changed: data")) for problem in problems):
         import pyarrow.parquet as pq
+        expected = features(manifest.recipe)
         for path in sorted((folder / "data").glob("*.parquet")):
             columns = set(pq.read_schema(path).names)
-            if columns != set(FEATURES):
-                problems.append(f"{path.name}: columns differ from the release schema: "
-                                f"{sorted(columns ^ set(FEATURES))}")
+            if columns != set(expected):
+                problems.append(f"{path.name}: columns differ from the {manifest.recipe} release schema: "
+                                f"{sorted(columns ^ set(expected))}")
         rows_per_split = Counter()
         for path in (folder / "data").glob("*.parquet"):
             rows_per_split[split_of(path)] += pq.read_metadata(path).num_rows
@@ -98,7 +100,7 @@ def verify(folder: Path) -> list[str]:
             problems.append(f"{sum(rows_per_split.values())} rows, the manifest says {manifest.sample_count}")
         if dict(rows_per_split) != manifest.splits:
             problems.append(f"rows per split {dict(rows_per_split)}, the manifest says {manifest.splits}")
-        problems += _card_problems(folder, rows_per_split)
+        problems += _card_problems(folder, rows_per_split, manifest.recipe)
     return problems
 
 

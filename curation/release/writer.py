@@ -23,8 +23,8 @@ from pydantic import ValidationError
 
 from benchcurate.curation.errors import DiskFull, UserError, disk_full
 from benchcurate.curation.fingerprint import sha256_file, sha256_json
-from benchcurate.curation.release.card import render_card
-from benchcurate.curation.release.columns import FEATURES, to_row
+from benchcurate.curation.release.card import LICENSE_FILE, license_metadata, render_card, render_license
+from benchcurate.curation.release.columns import features, to_row
 from benchcurate.curation.release.licenses import release_terms
 from benchcurate.curation.release.plots import write_plots
 from benchcurate.curation.report import load_report
@@ -172,9 +172,10 @@ class _ShardWriter:
     reaches `max_bytes` and the next one opened. The arrow schema carries the features (`huggingface` metadata),
     so `datasets` reads the Image column as images. Memory holds one row group, whatever the shard size."""
 
-    def __init__(self, data_dir: Path, split: str, max_bytes: int):
+    def __init__(self, data_dir: Path, split: str, max_bytes: int, recipe: str):
         self.data_dir, self.split, self.max_bytes = data_dir, split, max_bytes
-        self.schema = FEATURES.arrow_schema
+        self.features = features(recipe)
+        self.schema = self.features.arrow_schema
         self.paths: list[Path] = []
         self.rows: list[dict] = []
         self.group_bytes = self.file_bytes = self.arrow_bytes = 0
@@ -190,7 +191,7 @@ class _ShardWriter:
             self._flush_group()
         if self.writer is None:
             self._open_file()
-        self.rows.append(FEATURES.encode_example(row))
+        self.rows.append(self.features.encode_example(row))
         self.group_bytes += size
 
     def _open_file(self) -> None:
@@ -221,14 +222,14 @@ class _ShardWriter:
                 for number, path in enumerate(self.paths)]
 
 
-def write_shards(samples: list[Sample], data_dir: Path, split: str, max_shard_bytes: int,
+def write_shards(samples: list[Sample], data_dir: Path, split: str, max_shard_bytes: int, recipe: str,
                  on_row: Callable[[], None] = lambda: None) -> SplitFiles:
     """Parquet files of about `max_shard_bytes` each, named `<split>-NNNNN-of-MMMMM.parquet` as the Hub does,
     streamed row group by row group."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    shards = _ShardWriter(data_dir, split, max_shard_bytes)
+    shards = _ShardWriter(data_dir, split, max_shard_bytes, recipe)
     for sample in samples:
-        shards.add(to_row(sample))
+        shards.add(to_row(sample, recipe))
         on_row()
     paths = shards.close()
     return SplitFiles(paths=paths, rows=len(samples), arrow_bytes=shards.arrow_bytes)
@@ -304,19 +305,18 @@ def _write(samples: list[Sample], report, spec: ReleaseSpec, removals: dict, rem
                         f"overwritten, pick another --version")
     partial = release_root / f".{version}.partial"
     by_split = split_samples(samples, spec)
-    files = {name: write_shards(members, partial / "data", name, int(spec.max_shard_mb * 1024 * 1024), on_row)
+    files = {name: write_shards(members, partial / "data", name, int(spec.max_shard_mb * 1024 * 1024),
+                                report.config.recipe.name, on_row)
              for name, members in by_split.items()}
     manifest = _manifest(samples, report, spec, version, {name: len(members) for name, members in by_split.items()})
     manifest = manifest.model_copy(
         update={"removed_on_request": {sample_id: removals[sample_id] for sample_id in removed}})
-    # `datasets` caches a local folder under its base name ("0.1.0") and config name; offline it returns a cached
-    # copy by those names alone, so another benchmark's 0.1.0 would load instead. A config name unique to the
-    # data keeps each release apart; `load_dataset(folder)` still needs no name (there is one config).
-    data_hash = sha256_json([sha256_file(path) for name in sorted(files) for path in files[name].paths])
-    config_name = f"{spec.name}-{version}-{data_hash[:12]}"
+    config_name = spec.name  # the same in every version: `load_dataset(folder, "<name>")` works for all of them
     plots = write_plots(samples, partial, out_dir / "cache" / "matplotlib")
     (partial / "README.md").write_text(render_card(manifest, report, spec, samples, config_name, plots, files),
                                        encoding="utf-8")
+    if "license_link" in license_metadata(manifest.licenses):
+        (partial / LICENSE_FILE).write_text(render_license(manifest, samples), encoding="utf-8")
     manifest = manifest.model_copy(update={"files": _checksums(partial)})
     write_json_atomic(partial / "manifest.json", manifest.model_dump(mode="json"))
     _checksums(partial)

@@ -18,11 +18,12 @@ def test_offline_ladder_has_three_levels_references_and_focus_points_in_the_rele
     run_dir = finished_run(tmp_path, "offline", "convbench", images=4)
     release = write_release(run_dir, tmp_path / "out")
     row = load_dataset(str(release))["test"][0]
-    details = json.loads(row["turn_details"])
-    assert [turn["level"] for turn in details] == ["perception", "reasoning", "creation"]
-    assert all(turn["reference"] for turn in details) and 3 <= len(details[2]["focus_points"]) <= 6
-    assert row["caption"] and [turn["speaker"] for turn in row["conversation"]] == ["user"] * 3
-    generated = json.loads(row["generated_by"])
+    turns = row["conversation"]  # native types: the turns' fields are read as they are, no JSON inside strings
+    assert [turn["level"] for turn in turns] == ["perception", "reasoning", "creation"]
+    assert all(turn["reference"] for turn in turns) and 3 <= len(turns[2]["focus_points"]) <= 6
+    assert row["caption"] and [turn["speaker"] for turn in turns] == ["user"] * 3
+    assert "checklist" not in turns[0] and "character" not in row and "track" not in row  # other recipes' columns
+    generated = {entry["field"]: entry for entry in row["generated_by"]}
     assert {"ladder", "caption", "reference", "focus_points"} <= set(generated)
     assert {entry["backend"] for entry in generated.values()} == {"offline-heuristic"}
 

@@ -7,9 +7,11 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.recipes import load_recipe
+from benchcurate.curation.release.card import license_metadata
 from benchcurate.curation.release.writer import CHECKSUM_FILE, write_release
 from benchcurate.curation.runner import run_all, run_stage
 from benchcurate.curation.store import RunStore
@@ -90,6 +92,20 @@ def test_versions_are_never_overwritten_and_the_next_one_is_free(released):
     assert write_release(run_dir, tmp_path / "out").name == "0.1.1"
     with pytest.raises(UserError, match="not semantic"):
         write_release(run_dir, tmp_path / "out", "v2")
+
+
+def test_config_name_is_the_release_name_in_every_version_and_mixed_terms_link_a_license_file(released):
+    tmp_path, run_dir, first = released
+    second = write_release(run_dir, tmp_path / "out", "0.2.0")
+    metas = [yaml.safe_load(folder.joinpath("README.md").read_text().split("\n---\n")[0][4:])
+             for folder in (first, second)]
+    assert [meta["configs"][0]["config_name"] for meta in metas] == ["multiverse-curated"] * 2
+    manifest = json.loads((second / "manifest.json").read_text())
+    assert manifest["licenses"] == {"unknown": 6}  # no Hub license id covers it
+    assert metas[1]["license"] == "other" and metas[1]["license_link"] == "LICENSE.md"
+    terms = (second / "LICENSE.md").read_text()
+    assert "| unknown | 6 |" in terms and "LICENSE.md" in manifest["files"]
+    assert "license_link" not in license_metadata({"CC-BY-4.0": 3})  # one Hub license: no file needed
 
 
 def test_incomplete_run_cannot_be_released(tmp_path):

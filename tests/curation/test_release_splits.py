@@ -12,7 +12,7 @@ from datasets.info import DatasetInfosDict
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.fingerprint import sha256_file
-from benchcurate.curation.release.columns import FEATURES
+from benchcurate.curation.release.columns import features
 from benchcurate.curation.release.verify import diff, verify
 from benchcurate.curation.release.writer import CHECKSUM_FILE, assign_split, write_release
 from benchcurate.curation.runner import run_all
@@ -62,7 +62,7 @@ def test_two_splits_in_many_shards_load_offline_and_verify(finished):
     meta = card_metadata(folder)
     assert [entry["split"] for entry in meta["configs"][0]["data_files"]] == ["test", "dev"]
     info = next(iter(DatasetInfosDict.from_dataset_card_data(meta).values()))
-    assert info.features == FEATURES
+    assert info.features == features("multiverse")
     assert {name: split.num_examples for name, split in info.splits.items()} == manifest["splits"]
     assert info.download_size == sum(path.stat().st_size for path in (folder / "data").glob("*.parquet"))
 

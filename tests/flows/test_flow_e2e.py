@@ -36,7 +36,7 @@ def test_demo_run_shows_every_stage_working_and_releases(demo_run):
     table = pq.read_table(next((release / "data").glob("*.parquet")))
     assert table.num_rows == int(rows["conversation_review"][-1]) > 0
     assert set(table.column("review_mode").to_pylist()) == {"auto"}
-    assert all(json.loads(value)["conversation"]["backend"] == "offline-heuristic"
+    assert all({entry["field"]: entry["backend"] for entry in value}["conversation"] == "offline-heuristic"
                for value in table.column("generated_by").to_pylist())
 
 

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -43,12 +45,20 @@ def test_drop_reason_must_be_stable_snake_case():
 
 
 def test_release_columns_cover_the_multiverse_release_fields():
-    from benchcurate.curation.release.columns import FEATURES
+    from benchcurate.curation.release.columns import features
 
-    assert MULTIVERSE_FIELDS <= set(FEATURES)
-    turn = FEATURES["conversation"].feature
+    multiverse = features("multiverse")
+    assert MULTIVERSE_FIELDS <= set(multiverse) and not {"caption", "track", "history", "rewrites"} & set(multiverse)
+    turn = multiverse["conversation"].feature
     assert set(turn) == {"speaker", "utterance", "checklist"}
     assert set(turn["checklist"].feature) == {"question", "main_criteria", "sub_criteria"}
+
+
+def test_the_release_schema_document_is_generated_from_the_column_table():
+    from benchcurate.curation.release.columns import SCHEMA_DOC, release_schema_markdown
+
+    assert (Path(__file__).parents[2] / SCHEMA_DOC).read_text(encoding="utf-8") == release_schema_markdown() + "\n", (
+        "regenerate it: python -m benchcurate.curation.release.columns > docs/release-schema.md")
 
 
 @pytest.mark.parametrize("run_id", ["../escape", "a/b", "/abs", ".hidden", "", "x" * 101, "sp ace", "new\nline"])
