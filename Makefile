@@ -11,10 +11,18 @@ LS_VENV     := .ls/venv
 LS_STAMP    := $(LS_VENV)/.installed
 LS_TEMPLATE := .ls/template/label_studio.sqlite3
 
+# lmms-eval 0.7.3 for the test that runs an exported task, in its own venv: CPU torch 2.13.0 (the machine's file),
+# lmms-eval with --no-deps, then only what its CLI, task loader and OpenAI-compatible model import, at the versions
+# in constraints-lmms-eval.txt (its declared requirements pull CUDA torch, wandb and more: 6.9 GB instead of 1.6 GB).
+LMMS_VENV  := .ls/lmms-eval
+LMMS_STAMP := $(LMMS_VENV)/.installed
+LMMS_DEPS  := accelerate datasets evaluate transformers openai numpy pyyaml pillow loguru sacrebleu pytz tenacity \
+              python-dotenv pytablewriter pydantic tqdm
+
 # The review-page test renders Label Studio in headless Chromium (Debian's package) driven by playwright-core.
 PW := .ls/pw/node_modules/playwright-core/package.json
 
-.PHONY: demo test bench-quick clean constraints ls browser
+.PHONY: demo test bench-quick clean constraints ls browser lmms-eval
 
 # The demo needs the core and the plots extra; the tests every extra (pyproject.toml says what each adds).
 $(STAMP): pyproject.toml constraints.txt
@@ -43,6 +51,16 @@ $(LS_TEMPLATE): $(LS_STAMP)
 
 ls: $(LS_TEMPLATE)
 
+$(LMMS_STAMP): constraints-lmms-eval.txt
+	@test -x $(LMMS_VENV)/bin/python || $(PYTHON) -m venv $(LMMS_VENV)
+	$(LMMS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LMMS_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(LMMS_VENV)/bin/python -m pip install --quiet --no-deps lmms-eval==0.7.3
+	$(LMMS_VENV)/bin/python -m pip install --quiet -c constraints-lmms-eval.txt torch==2.13.0 $(LMMS_DEPS)
+	@touch $@
+
+lmms-eval: $(LMMS_STAMP)
+
 browser:
 	@missing=""; command -v chromium >/dev/null 2>&1 || missing="chromium"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
@@ -61,7 +79,7 @@ demo: $(STAMP)
 # benchmarks' quick runs (tests/test_bench.py) are not tests of the product's behaviour: `make bench-quick`, which
 # CI runs after the tests, so no benchmark rots.
 PYTEST_ARGS ?= -n 4 --dist loadfile --ignore=tests/test_bench.py
-test: $(TEST_STAMP) $(LS_TEMPLATE) $(PW)
+test: $(TEST_STAMP) $(LS_TEMPLATE) $(PW) $(LMMS_STAMP)
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; status=0; fi; exit $$status
 

@@ -335,6 +335,7 @@ class FakeServerProcess:
     take the GIL from the client measured; stats() and reset() over its control routes."""
 
     def __init__(self, latency: float, faults: str = "none", responder: str = "none"):
+        """responder: none (generated replies), scripted (pipeline stages) or judges (`curate eval`)."""
         command = [sys.executable, "-m", "tests.fakes.openai_server", "--latency", str(latency), "--faults", faults,
                    "--responder", responder]
         self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True)

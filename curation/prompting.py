@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
@@ -35,6 +35,8 @@ class Prompt:
     output_schema: type[BaseModel]
     source: str
     example_inputs: dict[str, str]
+    # named passages the caller picks one of (e.g. a judge's rules per task), versioned with the prompt
+    parts: dict[str, str] = field(default_factory=dict)
 
     @property
     def variables(self) -> set[str]:
@@ -76,4 +78,4 @@ def load_prompt(prompt_id: str, version: int) -> Prompt:
         raise ValueError(f"prompt file {prompt_id}/v{version}.yaml declares id={data['id']} version={data['version']}")
     return Prompt(id=prompt_id, version=version, sha256=hashlib.sha256(raw).hexdigest(), system=data["system"],
                   user=data["user"], output_schema=schema, source=data["source"],
-                  example_inputs=dict(data.get("example_inputs") or {}))
+                  example_inputs=dict(data.get("example_inputs") or {}), parts=dict(data.get("parts") or {}))

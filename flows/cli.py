@@ -251,14 +251,25 @@ def report(
                    + " (PNG plots need the plots extra: pip install 'benchcurate[plots]')")
 
 
-class _ReleaseGroup(TyperGroup):
-    """`curate release RUN ...` is `curate release write RUN ...`; `curate release verify|diff ...` check
-    releases. A run named like a subcommand is released with `write` spelled out."""
+class _DefaultSubcommand(TyperGroup):
+    """A group whose first argument, when it names no subcommand, goes to `default`: `curate release RUN ...` is
+    `curate release write RUN ...`, `curate eval RELEASE ...` is `curate eval run RELEASE ...`. A run or folder
+    named like a subcommand is reached with the default spelled out."""
+
+    default = ""
 
     def resolve_command(self, ctx, args):
         if args and args[0] not in self.commands and not args[0].startswith("-"):
-            args = ["write", *args]
+            args = [self.default, *args]
         return super().resolve_command(ctx, args)
+
+
+class _ReleaseGroup(_DefaultSubcommand):
+    default = "write"
+
+
+class _EvalGroup(_DefaultSubcommand):
+    default = "run"
 
 
 release_app = typer.Typer(
@@ -318,6 +329,83 @@ def release(
     typer.echo(str(folder))
 
 
+eval_app = typer.Typer(
+    cls=_EvalGroup, no_args_is_help=True,
+    help="Score a model on a release the way the release's paper did, or check the judge against people.\n\n"
+         "curate eval RELEASE --model NAME [--base-url URL] --judge-model NAME [--judge-base-url URL] [--limit N] "
+         "is short for `curate eval run ...` (`curate eval run --help` explains each option); `curate eval "
+         "agreement RESULTS --review RUN` compares the judge with a run's reviewers. The protocol follows the "
+         "release's recipe: multiverse (checklist x quality, --history oracle|self), convbench (three history "
+         "settings, pairwise or --grading direct), probench (pairwise against the baseline, both orders, ELO and "
+         "Bradley-Terry), alignmmbench (1-10 with the task's rules, spread over rewrites). Needs OpenAI-protocol "
+         "servers (OPENAI_API_KEY for api.openai.com): the offline backend never fabricates scores.")
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("run")
+def eval_run(
+    release_folder: Annotated[Path, typer.Argument(metavar="RELEASE", help="A release folder "
+                                                                            "(outputs/releases/<name>/<version>).")],
+    model: Annotated[str, typer.Option(help="The model under test, as its server names it.")],
+    judge_model: Annotated[str, typer.Option(help="The judge model (the papers used GPT-4o; ConvBench "
+                                                  "gpt-3.5-turbo).")],
+    base_url: Annotated[Optional[str], typer.Option(
+        help="The model under test's OpenAI-protocol base URL (vLLM, Ollama, ...); default api.openai.com.")] = None,
+    judge_base_url: Annotated[Optional[str], typer.Option(help="The judge's base URL; default api.openai.com.")]
+    = None,
+    history: Annotated[Optional[str], typer.Option(
+        help="multiverse only. oracle (default): the gold conversation before each turn; self: the model's own "
+             "earlier answers. ConvBench always scores its three settings, ProBench uses the model's own history, "
+             "AlignMMBench the sample's given history.")] = None,
+    grading: Annotated[Optional[str], typer.Option(
+        help="convbench only. pairwise (default): win rate against the reference conversation; direct: 1-10 "
+             "ratings with the reference worth 10.")] = None,
+    baseline_model: Annotated[Optional[str], typer.Option(
+        help="probench only: compare with this model's answers instead of the release's baseline answers.")]
+    = None,
+    baseline_base_url: Annotated[Optional[str], typer.Option(help="The baseline model's base URL; default "
+                                                                  "--base-url.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N samples (samples, not turns).")] = None,
+    split: Annotated[str, typer.Option(help="The release split to score.")] = "test",
+    concurrency: Annotated[int, typer.Option(help="Requests in flight at once, per server.")] = 8,
+    max_cost: Annotated[Optional[float], typer.Option(
+        help="Stop before new calls cost more than this many USD; replies so far are cached.")] = None,
+    refresh_cache: Annotated[bool, typer.Option("--refresh-cache", help="Ask again instead of reusing cached "
+                                                                        "replies.")] = False,
+    out: Annotated[Path, typer.Option("--out", help="Results go to OUT/<release>/<version>/<model>/.")]
+    = Path("outputs/evals"),
+) -> None:
+    """Evaluate a model on a release with the protocol of the release's recipe. Every reply is cached as it
+    arrives: rerunning the same command (after Ctrl-C, a crash or a server outage) pays for no call twice."""
+    from pydantic import ValidationError
+    from rich.progress import Progress
+
+    from benchcurate.curation.evaluation.engine import evaluate, results_text
+    from benchcurate.curation.models.identity import set_aside_credentials
+    from benchcurate.schemas.evaluation import EvalOptions
+
+    baseline = None
+    if baseline_model:
+        baseline = {"model": baseline_model, "base_url": set_aside_credentials(baseline_base_url or base_url)}
+    try:
+        options = EvalOptions(
+            release=str(release_folder), candidate={"model": model, "base_url": set_aside_credentials(base_url)},
+            judge={"model": judge_model, "base_url": set_aside_credentials(judge_base_url)}, history=history,
+            grading=grading, baseline=baseline, limit=limit, split=split, concurrency=concurrency,
+            max_cost_usd=max_cost, refresh_cache=refresh_cache, out=str(out))
+    except ValidationError as error:
+        problem = error.errors()[0]
+        raise UserError(f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}") from None
+    try:
+        with Progress(transient=True) as bar:
+            task = bar.add_task("evaluating samples", total=limit)
+            folder = evaluate(options, lambda: bar.advance(task))
+    except KeyboardInterrupt:
+        _interrupted("run the same command again: replies already received are read from the cache")
+    typer.echo(results_text(folder))
+    typer.echo(f"\nresults: {folder}\nleaderboard: {folder.parent / 'LEADERBOARD.md'}")
+
+
 @release_app.command("verify")
 def release_verify(folder: Annotated[Path, typer.Argument(help="A release folder, wherever it was copied.")]) -> None:
     """Re-check a release: every checksum, no file missing or extra, the manifest and the data's columns and size."""
@@ -353,22 +441,43 @@ def release_diff(
         typer.echo(f"~ {sample_id}: {', '.join(fields)}")
 
 
+HARNESSES = ("lmms-eval", "vlmevalkit")
+
+
 @app.command()
 def export(
-    benchmark: Annotated[str, typer.Argument(help="multiverse, convbench or alignmmbench.")],
-    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
-    to: Annotated[Path, typer.Option("--to", help="Folder to write the benchmark's own format into.")],
+    benchmark: Annotated[str, typer.Argument(
+        help="A seed benchmark's format (multiverse, convbench, alignmmbench: from a run) or a harness "
+             "(lmms-eval, vlmevalkit: from a release folder).")],
+    source: Annotated[str, typer.Argument(
+        metavar="RUN|RELEASE", help="Run id (under --out) or run folder; for a harness, a release folder.")],
+    to: Annotated[Path, typer.Option("--to", help="Folder to write into.")],
+    split: Annotated[str, typer.Option(help="Harness exports: the release split.")] = "test",
     out: OutOption = Path("outputs"),
 ) -> None:
     """Write a finished run's samples in a seed benchmark's released format (MultiVerse's Hugging Face fields,
-    ConvBench's spreadsheet, AlignMMBench's JSONL), with the images, so its evaluator reads them unchanged."""
+    ConvBench's spreadsheet, AlignMMBench's JSONL), with the images, so its evaluator reads them unchanged; or a
+    release for an evaluation harness: an lmms-eval task (YAML and utils.py, scoring with the paper's judge through
+    an OpenAI-protocol server; run it with --include_path) or VLMEvalKit's custom-dataset TSV."""
     from benchcurate.curation.release.exporters import EXPORTERS
+
+    if benchmark in HARNESSES:
+        from benchcurate.curation.evaluation.exports import lmms_eval, vlmevalkit
+
+        if benchmark == "vlmevalkit":
+            path = vlmevalkit.export_vlmevalkit(Path(source), to, split)
+            typer.echo(f"{path}\nput it in $LMUData (default ~/LMUData) and run VLMEvalKit with --data {path.stem}")
+        else:
+            task = lmms_eval.export_lmms_eval(Path(source), to, split)
+            typer.echo(f"{task.folder}\nrun: lmms-eval --tasks {task.name} --include_path {task.folder} ... "
+                       f"(see {task.folder / 'README.md'})")
+        return
     from benchcurate.curation.release.writer import final_samples
     from benchcurate.curation.report import resolve_run_dir
 
     if benchmark not in EXPORTERS:
-        raise UserError(f"unknown format '{benchmark}'; choose one of: {', '.join(EXPORTERS)}")
-    samples, _ = final_samples(resolve_run_dir(run_ref, out))
+        raise UserError(f"unknown format '{benchmark}'; choose one of: {', '.join([*EXPORTERS, *HARNESSES])}")
+    samples, _ = final_samples(resolve_run_dir(source, out))
     typer.echo(f"{len(samples)} samples -> {EXPORTERS[benchmark](samples, to)}")
 
 

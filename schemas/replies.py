@@ -54,6 +54,13 @@ ChecklistCriterion = Literal[
 ]
 
 
+class TextReply(Strict):
+    """A free-text reply (no response_format is sent): the model under test's answer, or a judge's verdict in the
+    paper's own format, read by the request's parser."""
+
+    text: str
+
+
 class QualityReply(Strict):
     rationale: str = Field(description="one or two sentences on clarity, composition, lighting and informativeness")
     quality_score: int = Field(ge=1, le=5, description="1 very low to 5 very high")

@@ -207,3 +207,35 @@ def model_run(tmp_path: Path, server, run_id: str, images: int = 4, **backend: o
                  "backend": {"prices": FAKE_PRICES, "max_retries": 1, **backend}}
     return prepared_run(tmp_path, run_id, images=images, backend="openai", base_url=server.base_url, model="fake-vlm",
                         overrides=overrides)
+
+
+def replicated_release(release: Path, count: int, into: Path) -> Path:
+    """A copy of a real release grown to `count` rows: its rows repeated in order, each copy with its own index
+    and its user turns marked "(case k)", so every row asks its own questions (the writer's parquet schema, card
+    and manifest kept; checksums redone). For evaluations at a size the pipeline would take minutes to reach."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from benchcurate.curation.release.writer import _checksums
+
+    target = into / release.parent.name / release.name
+    shutil.copytree(release, target)
+    files = sorted((target / "data").glob("*.parquet"))
+    table = pa.concat_tables(pq.read_table(path) for path in files)
+    originals = table.to_pylist()
+    copies = []
+    for k in range(count):
+        row = json.loads(json.dumps(originals[k % len(originals)], default=lambda value: value.hex()))
+        row["image"] = originals[k % len(originals)]["image"]
+        row["index"] = f"{row['index']}-{k}"
+        for turn in row["conversation"]:
+            if turn["speaker"] == "user":
+                turn["utterance"] = f"{turn['utterance']} (case {k})"
+        copies.append(row)
+    for path in files:
+        path.unlink()
+    pq.write_table(pa.Table.from_pylist(copies, schema=table.schema), target / "data" / files[0].name)
+    _checksums(target)
+    return target

@@ -28,6 +28,8 @@ COMPARISONS = {
     "search_scale": ["brute s", "x brute w1", "extrap."],
     "startup": ["no Prefect", "temporary server", "faster than"],
     "text_dedup": ["naive (MinHash per text", "Speed-up"],
+    "test_time": ["before (#20)", "x faster"],
+    "eval_throughput": ["naive: one call at a time", "curate eval --concurrency", "% of ideal"],
 }
 PREFECT_URL_VARIABLE = "BENCH_PREFECT_API_URL"  # bench/common.py's: the Prefect server for a benchmark's runs
 

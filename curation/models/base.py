@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -13,7 +14,13 @@ from benchcurate.schemas import Generation, ImageRef
 
 Reply = TypeVar("Reply", bound=BaseModel)
 
-__all__ = ["OFFLINE_LABEL", "ModelBackend", "ModelRequest", "ModelResult", "generation_for"]
+__all__ = ["OFFLINE_LABEL", "ChatTurn", "ModelBackend", "ModelRequest", "ModelResult", "generation_for"]
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    role: Literal["user", "assistant"]
+    text: str
 
 
 @dataclass(frozen=True)
@@ -23,6 +30,11 @@ class ModelRequest:
     images: tuple[ImageRef, ...]
     seed: int
     model: str | None = None  # a stage's own model; None means the backend's
+    # earlier turns of a conversation, sent before the rendered prompt; the images go with the first user turn
+    history: tuple[ChatTurn, ...] = ()
+    # for a free-text prompt (TextReply): reads the reply, raising ValueError when it is not in the asked format
+    # (the model is then asked once more, told why); its result is ModelResult.parsed
+    parse: Callable[[str], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,7 @@ class ModelResult(Generic[Reply]):
     value: Reply
     generation: Generation
     raw: str | None = None
+    parsed: Any = None
 
 
 class ModelBackend(Protocol):

@@ -44,6 +44,7 @@ from benchcurate.curation.models.identity import (
 from benchcurate.curation.models.pricing import Budget, cost_usd, counted_tokens, estimate_input_tokens, price_for
 from benchcurate.curation.models.usage import record
 from benchcurate.schemas import BackendSpec, ImageRef, ModelUsage
+from benchcurate.schemas.replies import TextReply
 
 KEYLESS_PLACEHOLDER = "not-needed"  # local servers (vLLM, Ollama) accept any key
 REPLY_NAMESPACE = "model_reply"
@@ -216,17 +217,22 @@ class OpenAIBackend:
             sizes.append(size)
         schema_model = request.prompt.output_schema
         model = request.model or self.model
+        turns = [(turn.role, turn.text) for turn in request.history] + [("user", rendered.user)]
+        messages = [{"role": "system", "content": rendered.system}] if rendered.system.strip() else []
+        first_user = next(index for index, (role, _) in enumerate(turns) if role == "user")
+        messages += [{"role": role, "content": [{"type": "text", "text": text}, *parts]} if index == first_user
+                     else {"role": role, "content": text} for index, (role, text) in enumerate(turns)]
         body = {"model": model, "temperature": self.spec.temperature, "seed": request.seed % (2 ** 31),
-                "max_tokens": self.spec.max_output_tokens,
-                "messages": [{"role": "system", "content": rendered.system},
-                             {"role": "user", "content": [{"type": "text", "text": rendered.user}, *parts]}],
-                "response_format": {"type": "json_schema", "json_schema": {
-                    "name": schema_model.__name__, "schema": strict_schema(schema_model), "strict": True}}}
+                "max_tokens": self.spec.max_output_tokens, "messages": messages}
+        if not _free_text(request):
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": schema_model.__name__, "schema": strict_schema(schema_model), "strict": True}}
         key = sha256_json({"base_url": self.base_url, "prompt_sha256": request.prompt.sha256,
                            "body": {**body, "messages": [rendered.system, rendered.user]},
+                           **({"history": turns[:-1]} if request.history else {}),
                            "images": [[image.sha256, size] for image, size in zip(request.images, sizes)],
                            "image_transport": self.spec.image_transport})
-        return body, key, estimate_input_tokens([rendered.system, rendered.user], sizes)
+        return body, key, estimate_input_tokens([rendered.system, *(text for _, text in turns)], sizes)
 
     # --- sending ---------------------------------------------------------------------------------------
 
@@ -259,15 +265,16 @@ class OpenAIBackend:
         if not isinstance(stored, dict):
             return None
         try:
-            value = request.prompt.output_schema.model_validate_json(stored.get("content") or "")
-        except ValidationError:
+            value, parsed = _read(request, stored.get("content") or "")
+        except (ValidationError, ValueError):
             # a cache entry damaged on disk (or by hand) must not fail the item on every rerun: it is a miss, and
             # the fresh reply replaces it
             LOGGER.warning("a cached %s reply did not parse; asking the model again (`--refresh-cache` asks again "
                            "for every item)", request.prompt.id)
             return None
         record(model, ModelUsage(cached_calls=1))
-        return ModelResult(value=value, generation=generation_for(self, request.prompt, model), raw=stored["content"])
+        return ModelResult(value=value, generation=generation_for(self, request.prompt, model), raw=stored["content"],
+                           parsed=parsed)
 
     def store(self, key: str, content: str, usage: ModelUsage) -> None:
         if self.cache is not None:
@@ -292,19 +299,37 @@ class OpenAIBackend:
         raw, usage = self._send(body, estimated)
         schema_model = request.prompt.output_schema
         try:
-            value = schema_model.model_validate_json(raw)
-        except ValidationError as first_error:
+            value, parsed = _read(request, raw)
+        except (ValidationError, ValueError) as first_error:
             retry = {**body, "messages": body["messages"] + [
-                {"role": "assistant", "content": raw},
-                {"role": "user", "content": "That reply does not match the required JSON schema:\n"
-                                            f"{json.dumps(first_error.errors(include_url=False), default=str)}\n"
-                                            "Reply again with only valid JSON."}]}
+                {"role": "assistant", "content": raw}, {"role": "user", "content": _ask_again(request, first_error)}]}
             raw, more = self._send(retry, estimated + len(raw) // 4)
             usage = usage.plus(more)
             try:
-                value = schema_model.model_validate_json(raw)
+                value, parsed = _read(request, raw)
             except ValidationError as error:
                 raise ModelOutputInvalid(f"reply did not match {schema_model.__name__} twice: "
                                          f"{error.error_count()} errors", raw=self.client.redact(raw)) from error
+            except ValueError as error:
+                raise ModelOutputInvalid(f"reply not in the asked format twice: {error}",
+                                         raw=self.client.redact(raw)) from error
         self.store(key, raw, usage)
-        return ModelResult(value=value, generation=generation_for(self, request.prompt, model), raw=raw)
+        return ModelResult(value=value, generation=generation_for(self, request.prompt, model), raw=raw, parsed=parsed)
+
+
+def _free_text(request: ModelRequest) -> bool:
+    return request.prompt.output_schema is TextReply
+
+
+def _read(request: ModelRequest, raw: str) -> tuple[BaseModel, object]:
+    """(the reply as the prompt's schema, what the request's parser made of it); ValidationError or ValueError."""
+    if not _free_text(request):
+        return request.prompt.output_schema.model_validate_json(raw), None
+    return TextReply(text=raw), request.parse(raw) if request.parse else None
+
+
+def _ask_again(request: ModelRequest, error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        return ("That reply does not match the required JSON schema:\n"
+                f"{json.dumps(error.errors(include_url=False), default=str)}\nReply again with only valid JSON.")
+    return f"That reply could not be read: {error}. Reply again, in exactly the format asked for."

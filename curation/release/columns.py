@@ -209,7 +209,12 @@ def release_schema_markdown() -> str:
              "Multi-turn data is one row per sample with its turns in `conversation`. An evaluator that scores turn "
              "by turn must state its history setting: the gold history (the earlier turns of `conversation`, as "
              "MultiVerse's Oracle and ConvBench's settings (ii) and (iii)) or the model's own answers; and a limit "
-             "counts samples, not turns.", ""]
+             "counts samples, not turns. `curate eval` does both (`--limit` counts samples). lmms-eval's "
+             "OpenAI-compatible model has no multi-round chat, so the exported lmms-eval task runs each question as "
+             "a round of its own (one user message with the earlier turns written out: the gold history for "
+             "multiverse, the model's own answers for convbench and probench, the given history for alignmmbench), "
+             "one document per sample; VLMEvalKit's TSV has a row per question with the gold history written into "
+             "`question`.", ""]
     for recipe in RECIPE_COLUMNS:
         parts += [f"## {recipe}", "", column_table(recipe), ""]
     return "\n".join(parts)

@@ -4,10 +4,12 @@
   goal, conversation of {speaker, utterance, checklist of {question, main_criteria, sub_criteria}}, and the
   main/sub goal, task and image categories), parquet with the images embedded;
 - convbench: `ConvBench.xlsx`, sheet `multi_turn_benchmark`, with ID, image_id and the three turn instructions,
-  plus the columns its evaluator reads (instruction-conditioned-caption, first/second/third_turn_answer,
-  third_turn_demands), and the images in `visit_bench_images/`;
+  plus the columns its evaluator reads (instruction-conditioned-caption, First/Second/Third_turn_instruction_category,
+  first/second/third_turn_answer, third_turn_demands), and the images in `visit_bench_images/`. The evaluator
+  stops on a missing or empty category, so a turn without one gets its capability level's name;
 - alignmmbench: `metadata.jsonl` with question_id, image_path, history [{user, assistant}], prompt, ref_answer,
-  task and category, and the images in `images/`.
+  task and category, and the images in `images/`; as in the released file, a seed question and each of its kept
+  rewrites are rows of their own (`<id>-0` the seed, `<id>-1` ... the rewrites), with the same reference.
 
 Each output is read back by the importer of the same name (`curate import`), which the tests do. Samples that came
 from that benchmark (imported) go back under their own ids and image file names, with their text as it was, so an
@@ -18,6 +20,7 @@ content hash where two images would share one).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -27,6 +30,8 @@ from benchcurate.curation.fingerprint import sha256_file
 from benchcurate.schemas import Sample
 
 ORDINALS = ("first", "second", "third")
+LEVELS = ("perception", "reasoning", "creation")
+SUFFIXED = re.compile(r"^(.*)-(\d+)$")
 
 
 def _hashed_name(sample: Sample) -> str:
@@ -87,8 +92,9 @@ def export_convbench(samples: list[Sample], out: Path) -> Path:
     sheet = book.active
     sheet.title = "multi_turn_benchmark"
     sheet.append(["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
-                  "The_third_turn_instruction", "instruction-conditioned-caption", "first_turn_answer",
-                  "second_turn_answer", "third_turn_answer", "third_turn_demands"])
+                  "The_third_turn_instruction", "instruction-conditioned-caption",
+                  *(f"{ordinal.capitalize()}_turn_instruction_category" for ordinal in ORDINALS),
+                  *(f"{ordinal}_turn_answer" for ordinal in ORDINALS), "third_turn_demands"])
     taken = [int(native) for sample in samples if (native := native_id(sample, "ConvBench")) and native.isdigit()]
     fresh = iter(range(max(taken, default=0) + 1, 10**9))  # new conversations numbered after the imported ones
     for sample in samples:
@@ -100,27 +106,45 @@ def export_convbench(samples: list[Sample], out: Path) -> Path:
         focus = "\n".join(f"{k}. {point}" for k, point in enumerate(turns[2].focus_points, 1))
         sheet.append([int(native) if native and native.isdigit() else native or next(fresh),
                       _copy_image(sample, out / "visit_bench_images"), *(t.utterance for t in turns),
-                      sample.caption, *(t.reference for t in turns), focus or None])
+                      sample.caption, *(t.task_category or level.capitalize() for t, level in zip(turns, LEVELS)),
+                      *(t.reference for t in turns), focus or None])
     out.mkdir(parents=True, exist_ok=True)
     book.save(out / "ConvBench.xlsx")
     return out / "ConvBench.xlsx"
 
 
 def export_alignmmbench(samples: list[Sample], out: Path) -> Path:
+    taken = {native for sample in samples if (native := native_id(sample, "AlignMMBench"))}
     lines = []
     for sample in samples:
         pairs = [{"user": sample.history[k].utterance, "assistant": sample.history[k + 1].utterance}
                  for k in range(0, len(sample.history) - 1, 2)]
         question = next(turn for turn in sample.conversation if turn.speaker == "user")
-        lines.append({"question_id": native_id(sample, "AlignMMBench") or sample.id,
-                      "image_path": f"images/{_copy_image(sample, out / 'images')}",
-                      "history": pairs, "prompt": question.utterance, "ref_answer": question.reference,
-                      "task": sample.categories.task_sub or question.task_category,
-                      "category": sample.categories.task_main})
+        rewrites = [rewrite.text for rewrite in sample.rewrites if rewrite.status == "kept"]
+        common = {"image_path": f"images/{_copy_image(sample, out / 'images')}", "history": pairs,
+                  "ref_answer": question.reference, "task": sample.categories.task_sub or question.task_category,
+                  "category": sample.categories.task_main}
+        ids = _question_ids(native_id(sample, "AlignMMBench"), sample.id, len(rewrites), taken)
+        for question_id, prompt in zip(ids, [question.utterance, *rewrites], strict=True):
+            lines.append({"question_id": question_id, "image_path": common["image_path"], "history": pairs,
+                          "prompt": prompt, **{key: common[key] for key in ("ref_answer", "task", "category")}})
     out.mkdir(parents=True, exist_ok=True)
     path = out / "metadata.jsonl"
     path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
     return path
+
+
+def _question_ids(native: str | None, sample_id: str, rewrites: int, taken: set[str]) -> list[str]:
+    """The seed's id (its own when imported, else `<sample id>-0`) and one free `<base>-<k>` per rewrite."""
+    found = SUFFIXED.match(native) if native else None
+    base, k = (found.group(1), int(found.group(2))) if found else (native or sample_id, 0)
+    ids = [native or f"{base}-0"]
+    while len(ids) <= rewrites:
+        k += 1
+        if f"{base}-{k}" not in taken:
+            ids.append(f"{base}-{k}")
+    taken.update(ids)
+    return ids
 
 
 EXPORTERS = {"multiverse": export_multiverse, "convbench": export_convbench, "alignmmbench": export_alignmmbench}

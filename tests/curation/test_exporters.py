@@ -4,13 +4,16 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from openpyxl import load_workbook
 
+from benchcurate.curation.fingerprint import sha256_file
 from benchcurate.curation.importers import import_file
 from benchcurate.curation.jsonl import read_samples
 from benchcurate.curation.release.exporters import EXPORTERS
 from benchcurate.curation.release.writer import final_samples
 from benchcurate.curation.runner import run_all
-from tests.factories import CONVBENCH_COLUMNS, convbench_sheet, make_image
+from benchcurate.schemas import Categories, Rewrite, Turn
+from tests.factories import CONVBENCH_COLUMNS, convbench_sheet, make_image, make_sample
 from tests.helpers import SMALL, curate_in_process, finished_run, prepared_run
 
 
@@ -55,15 +58,20 @@ def test_convbench_export_reads_back_with_captions_references_and_focus_points(t
 def test_alignmmbench_export_reads_back_with_history_and_labels(tmp_path):
     samples, _ = final_samples(finished_run(tmp_path, "ambx", "alignmmbench", images=10, overrides={"dialogue_context_generate": {"share": 0.5}}))
     summary, back = round_trip("alignmmbench", samples, tmp_path)
-    assert summary.imported == len(samples) and summary.without_image == 0
+    kept = {sample.id: [r.text for r in sample.rewrites if r.status == "kept"] for sample in samples}
+    assert summary.imported == sum(1 + len(texts) for texts in kept.values()) and summary.without_image == 0
     by_id = {s.provenance.source_id: s for s in back}
     for sample in samples:
-        again = by_id[sample.id]
-        assert again.conversation[0].utterance == sample.conversation[0].utterance
-        assert again.conversation[0].reference == sample.conversation[0].reference
-        assert [t.utterance for t in again.history] == [t.utterance for t in sample.history]
-        assert (again.categories.task_main, again.categories.task_sub) == (sample.categories.task_main,
-                                                                           sample.categories.task_sub)
+        # the seed as <id>-0, each kept rewrite as a row of its own with the same reference, history and labels
+        variants = [by_id[f"{sample.id}-{k}"] for k in range(len(kept[sample.id]) + 1)]
+        assert [v.conversation[0].utterance for v in variants] == [sample.conversation[0].utterance,
+                                                                    *kept[sample.id]]
+        for again in variants:
+            assert again.conversation[0].reference == sample.conversation[0].reference
+            assert [t.utterance for t in again.history] == [t.utterance for t in sample.history]
+            assert (again.categories.task_main, again.categories.task_sub) == (sample.categories.task_main,
+                                                                               sample.categories.task_sub)
+            assert again.images[0].sha256 == sample.images[0].sha256
 
 
 def test_the_export_command(tmp_path):
@@ -97,9 +105,49 @@ def real_convbench_sheet(folder: Path) -> Path:
                            rows=[[*row, None, None] for row in rows])
 
 
-def sheet_rows(path: Path) -> dict[object, list[object]]:
-    from openpyxl import load_workbook
+def test_convbench_export_has_the_columns_its_evaluator_reads_never_empty(tmp_path):
+    """convbencheval.py reads First/Second/Third_turn_instruction_category and stops on a missing or empty one."""
+    original = real_convbench_sheet(tmp_path / "release")  # the released layout: no category columns
+    import_file("convbench", original, tmp_path / "cb.jsonl")
+    samples = list(read_samples(tmp_path / "cb.jsonl"))
+    labelled = samples[0].model_copy(update={"conversation": [
+        turn.model_copy(update={"task_category": name}) for turn, name in
+        zip(samples[0].conversation, ("Celebrity Recognition", "Visual Commonsense", "Slogan Writing"))]})
+    exported = EXPORTERS["convbench"]([labelled, *samples[1:]], tmp_path / "exported")
+    rows = list(load_workbook(exported, read_only=True).active.iter_rows(values_only=True))
+    header = list(rows[0])
+    for column in ("First_turn_instruction_category", "Second_turn_instruction_category",
+                   "Third_turn_instruction_category", "instruction-conditioned-caption", "first_turn_answer",
+                   "second_turn_answer", "third_turn_answer", "third_turn_demands"):
+        assert column in header, column
+    categories = [[row[header.index(f"{o}_turn_instruction_category")] for o in ("First", "Second", "Third")]
+                  for row in rows[1:]]
+    assert categories[0] == ["Celebrity Recognition", "Visual Commonsense", "Slogan Writing"]
+    assert categories[1:] == [["Perception", "Reasoning", "Creation"]] * 3  # no label: the capability level
+    import_file("convbench", exported, tmp_path / "again.jsonl")
+    back = list(read_samples(tmp_path / "again.jsonl"))
+    assert [t.task_category for t in back[0].conversation] == ["Celebrity Recognition", "Visual Commonsense",
+                                                              "Slogan Writing"]
 
+
+def test_alignmmbench_export_writes_six_rows_per_image_like_the_release(tmp_path):
+    """The released metadata.jsonl has <id>-0 (the seed) to <id>-5 (its rewrites) per image."""
+    image = make_image(tmp_path / "cat.png", 3)
+    sample = make_sample(1, images=[make_sample(1).images[0].model_copy(update={
+        "path": str(image), "sha256": sha256_file(image)})],
+        conversation=[Turn(speaker="user", utterance="图中有几只猫？", reference="两只。", task_category="Counting")],
+        rewrites=[Rewrite(text=f"改写{k}", language="zh", status="kept") for k in range(5)]
+        + [Rewrite(text="被拒绝的改写", language="zh", status="rejected")],
+        categories=Categories(task_main="Perception & Understanding", task_sub="Counting"), language="zh")
+    written = EXPORTERS["alignmmbench"]([sample], tmp_path / "out")
+    lines = [json.loads(line) for line in written.read_text(encoding="utf-8").splitlines()]
+    assert [line["question_id"] for line in lines] == [f"{sample.id}-{k}" for k in range(6)]
+    assert [line["prompt"] for line in lines] == ["图中有几只猫？", *(f"改写{k}" for k in range(5))]
+    assert {line["ref_answer"] for line in lines} == {"两只。"} and len({line["image_path"] for line in lines}) == 1
+    assert set(lines[0]) == {"question_id", "image_path", "history", "prompt", "ref_answer", "task", "category"}
+
+
+def sheet_rows(path: Path) -> dict[object, list[object]]:
     rows = list(load_workbook(path, read_only=True).active.iter_rows(values_only=True))
     return {row[0]: list(row[:5]) for row in rows[1:]}
 

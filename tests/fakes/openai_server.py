@@ -486,7 +486,7 @@ def _strict_mode_problem(node: Any, context: tuple[str, ...] = ()) -> str | None
     return next(filter(None, (_strict_mode_problem(child, context + path) for path, child in children)), None)
 
 
-def _chat_problem(body: Any) -> tuple[int, dict] | None:
+def _chat_problem(body: Any, models: tuple[str, ...] = MODEL_IDS) -> tuple[int, dict] | None:
     """Return (status, error body) when a chat completion body is unacceptable, else None."""
     try:
         request = _ChatRequest.model_validate(body)
@@ -497,7 +497,7 @@ def _chat_problem(body: Any) -> tuple[int, dict] | None:
     if problem:
         return 400, _error(400, f"Invalid schema for response_format {spec.name!r}: {problem}", None,
                            "response_format")
-    if body["model"] not in MODEL_IDS:
+    if body["model"] not in models:
         return 404, _error(404, f"The model `{body['model']}` does not exist or you do not have access to it.",
                            "model_not_found")
     return None
@@ -636,10 +636,12 @@ class FakeOpenAIServer:
         clock: Callable[[], float] = time.monotonic,
         rate_limit_headers: dict[str, str] | None = None,
         reported_usage: dict[str, int] | None = None,
+        models: tuple[str, ...] = MODEL_IDS,
     ) -> None:
         if batch_seconds < 0:
             raise ValueError("batch_seconds must be non-negative")
         self.latency_seconds = latency_seconds
+        self.models = tuple(models)  # the ids it serves (GET /v1/models); a request for another is a 404
         self.batch_seconds = batch_seconds  # from a batch's creation to `completed`; 0 completes it on its first read
         self.responder = responder
         self.expected_api_key = expected_api_key
@@ -741,7 +743,7 @@ class FakeOpenAIServer:
         """Return a summary of reply_log (status 0: dropped), request_count and max_in_flight, and the process's CPU.
 
         {"chat_requests", "all_requests", "max_in_flight", "statuses": {status: count}, "ok", "ok_unique_bodies",
-        "ok_by_schema": {json_schema name: count}, "cpu_seconds"}
+        "ok_by_schema": {json_schema name: count}, "answered_span_seconds" (first to last 200), "cpu_seconds"}
         """
         with self._lock:
             log, all_requests, max_in_flight = list(self._reply_log), len(self._requests), self._counts["max_in_flight"]
@@ -751,6 +753,7 @@ class FakeOpenAIServer:
             "statuses": {str(status): count for status, count in Counter(entry.status for entry in log).items()},
             "ok": len(ok), "ok_unique_bodies": len({entry.body_sha256 for entry in ok}),
             "ok_by_schema": dict(Counter(entry.schema_name for entry in ok)),
+            "answered_span_seconds": round(ok[-1].answered_at - ok[0].answered_at, 4) if ok else 0.0,
             "cpu_seconds": round(time.process_time(), 3),
         }
 
@@ -833,12 +836,12 @@ class FakeOpenAIServer:
 
     async def _models(self) -> JSONResponse:
         """GET /v1/models."""
-        models = {"object": "list", "data": [_model(i) for i in MODEL_IDS]}
+        models = {"object": "list", "data": [_model(i) for i in self.models]}
         return JSONResponse(models, headers=self.rate_limit_headers)
 
     async def _model(self, model_id: str) -> JSONResponse:
         """GET /v1/models/{model_id}."""
-        if model_id not in MODEL_IDS:
+        if model_id not in self.models:
             _refuse(404, f"The model `{model_id}` does not exist or you do not have access to it.", "model_not_found")
         return JSONResponse(_model(model_id), headers=self.rate_limit_headers)
 
@@ -861,7 +864,7 @@ class FakeOpenAIServer:
 
     async def _chat_reply(self, body: Any, headers: dict[str, str]) -> Response:
         """Answer a chat completion request, applying latency and the next fault; _DROP to drop the connection."""
-        problem = _chat_problem(body)
+        problem = _chat_problem(body, self.models)
         if problem:
             return JSONResponse(problem[1], problem[0])
         with self._lock:
@@ -897,7 +900,9 @@ class FakeOpenAIServer:
     def _content(self, body: dict, fault_kind: str | None) -> str:
         """Return the assistant content for a valid request: the responder's, else generated (and corrupted)."""
         scripted = self.responder(body) if self.responder and not fault_kind else None
-        return _reply_content(body, fault_kind) if scripted is None else json.dumps(scripted, ensure_ascii=False)
+        if scripted is None:
+            return _reply_content(body, fault_kind)
+        return scripted if isinstance(scripted, str) else json.dumps(scripted, ensure_ascii=False)  # str: free text
 
     # ------------------------------------------------------------------------------------------------------------
     # Files and batches
@@ -1058,7 +1063,7 @@ class FakeOpenAIServer:
         """Answer one batch line as /v1/chat/completions would: (status, body), or (None, error) for an error fault."""
         if fault == "error":
             return None, {"code": "injected_error", "message": "Injected batch line fault: this request failed."}
-        return _chat_problem(body) or (200, _completion(body, self._content(body, fault)))
+        return _chat_problem(body, self.models) or (200, _completion(body, self._content(body, fault)))
 
 
 _DROP = Response(status_code=599)  # stands for "close the connection instead of answering"
@@ -1199,12 +1204,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-key", default=None, help="reject requests without `Authorization: Bearer <key>`")
     parser.add_argument("--batch-seconds", type=float, default=0.5, help="seconds from batch creation to completed")
     parser.add_argument("--faults", choices=sorted(FAULT_MIXES), default="none", help="a named fault mix")
-    parser.add_argument("--responder", choices=("none", "scripted"), default="none",
-                        help="scripted: tests.factories.scripted_reply; none: generated replies")
+    parser.add_argument("--responder", choices=("none", "scripted", "judges"), default="none",
+                        help="scripted: tests.factories.scripted_reply; judges: tests.fakes.judges' marker world "
+                             "(fake-vlm-mini marks half its answers, fake-vlm judges); none: generated replies")
     args = parser.parse_args(argv)
     responder = None
     if args.responder == "scripted":
         from tests.factories import scripted_reply as responder
+    elif args.responder == "judges":
+        from tests.fakes.judges import marker_world
+        responder = marker_world({"fake-vlm-mini": 0.5}, judge="fake-vlm")
     done = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: done.set())

@@ -1,0 +1,65 @@
+"""A release as the TSV VLMEvalKit loads as a custom dataset (`<LMUData>/<name>.tsv`, then `--data <name>`).
+
+VLMEvalKit's custom VQA dataset is single-turn: one row per question, so a multi-turn sample becomes one row per
+user turn whose `question` carries the earlier turns with their reference answers (the gold history, as
+MultiVerse's Oracle setting), and AlignMMBench's rewrites are rows of their own. Columns: `index` (integer, unique),
+`image` (base64 of the image file on the first row that shows it; later rows name that row's index, which
+VLMEvalKit resolves, so an image is stored once), `question`, `answer` (the reference answer: MultiVerse's
+assistant turn, ConvBench's reference, ProBench's baseline answer, AlignMMBench's reference), `category`, and
+`sample_id`, `turn`, `variant`, `raw_question`, `history` (JSON) and the recipe's judge fields (`checklist`,
+`focus_points`, `caption`, `language`, `track`, `task`) for a custom `evaluate`.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import re
+from pathlib import Path
+
+from benchcurate.curation.evaluation.judging import flattened_question, turn_items
+from benchcurate.curation.evaluation.release import open_release, rows
+
+COLUMNS = ["index", "image", "question", "answer", "category", "sample_id", "turn", "variant", "raw_question",
+           "history", "checklist", "focus_points", "caption", "language", "track", "task"]
+
+
+def dataset_name(name: str, version: str) -> str:
+    """The name VLMEvalKit knows the dataset by (`--data`): letters, digits and underscores."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", f"{name}_v{version}")
+
+
+def export_vlmevalkit(release_folder: Path, to: Path, split: str = "test") -> Path:
+    release = open_release(release_folder)
+    to.mkdir(parents=True, exist_ok=True)
+    path = to / f"{dataset_name(release.name, release.version)}.tsv"
+    partial = path.with_name(path.name + ".partial")
+    first_row_of: dict[str, int] = {}
+    index = 0
+    with open(partial, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, COLUMNS, delimiter="\t", lineterminator="\n")
+        writer.writeheader()
+        for row in rows(release, split):
+            digest = row["image_sha256"]
+            for item in turn_items(row, release.recipe):
+                shown = first_row_of.get(digest)
+                if shown is None:
+                    first_row_of[digest] = index
+                image = base64.b64encode(row["image"]["bytes"]).decode() if shown is None else str(shown)
+                writer.writerow({"index": index, "image": image, "question": flattened_question(item.history, item.question),
+                                 "answer": item.reference or "", "category": item.category or "",
+                                 "sample_id": item.sample_id, "turn": item.turn, "variant": item.variant,
+                                 "raw_question": item.question,
+                                 "history": json.dumps([{"role": r, "text": t} for r, t in item.history],
+                                                       ensure_ascii=False),
+                                 **{name: _cell(item.extra.get(name)) for name in COLUMNS[10:]}})
+                index += 1
+    partial.replace(path)
+    return path
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,409 @@
+"""The papers' judges, without the model layer: what a judge is shown, how its reply is read, and the arithmetic
+that turns verdicts into each paper's numbers (MultiVerse, ConvBench, ProBench, AlignMMBench).
+
+Standard library only: `curate eval`'s protocols use it, and `curate export lmms-eval` copies this file beside the
+task's utils.py, so a harness scores with the same reading of the same replies. A reader raises ValueError saying
+what is missing; the caller asks the judge once more, then counts a failure (never a silent zero).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Hashable, Iterable
+from typing import NamedTuple
+
+# --- shared -------------------------------------------------------------------------------------------------------
+
+
+def read_grade(text: str, pattern: re.Pattern, missing: str, last: bool = False) -> int:
+    """A whole-number grade from 1 to 10: the first (or `last`) match of `pattern`'s group."""
+    found = pattern.findall(text)
+    if not found:
+        raise ValueError(missing)
+    raw = found[-1] if last else found[0]
+    value = float(raw)
+    if not (1 <= value <= 10 and value == int(value)):
+        raise ValueError(f"{raw} is not a whole number from 1 to 10")
+    return int(value)
+
+
+def mean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def rounded(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def history_lines(history: Iterable[tuple[str, str]]) -> str:
+    """Earlier turns as `User: ...` / `Assistant: ...` lines."""
+    return "\n".join(f"{'User' if role == 'user' else 'Assistant'}: {text}" for role, text in history)
+
+
+# --- a release row as questions ------------------------------------------------------------------------------------
+
+class TurnItem(NamedTuple):
+    """One question of a release row as a single-turn harness sees it: the earlier turns given as the gold history
+    (MultiVerse's Oracle, ConvBench's references, ProBench's baseline answers, AlignMMBench's given history), the
+    reference answer, and what the recipe's judge reads besides."""
+
+    sample_id: str
+    turn: int  # 1-based among the row's questions (AlignMMBench: 1, the seed and its rewrites share it)
+    variant: int  # 0: the question as written; k: its k-th kept rewrite (AlignMMBench)
+    question: str
+    history: tuple[tuple[str, str], ...]  # (role, text), gold
+    reference: str | None
+    category: str | None
+    extra: dict
+
+
+def turn_items(row: dict, recipe: str) -> list[TurnItem]:
+    """The row's questions in order, each with its gold history and reference."""
+    category = row.get("main_task_category") or row.get("image_main_category")
+    if recipe == "alignmmbench":
+        return _variants(row, category)
+    turns = row.get("conversation") or []
+    items, history = [], []
+    for k, turn in enumerate(turns):
+        if turn["speaker"] != "user":
+            continue
+        following = turns[k + 1] if k + 1 < len(turns) and turns[k + 1]["speaker"] == "assistant" else None
+        reference = turn.get("reference") or (following["utterance"] if following else None)
+        extra = {name: turn[name] for name in ("checklist", "focus_points", "level", "task_category")
+                 if turn.get(name)}
+        extra |= {name: row[name] for name in ("caption", "language", "track") if row.get(name)}
+        items.append(TurnItem(row["index"], len(items) + 1, 0, turn["utterance"], tuple(history), reference,
+                              category, extra))
+        history += [("user", turn["utterance"])] + ([("assistant", reference)] if reference else [])
+    return items
+
+
+def _variants(row: dict, category: str | None) -> list[TurnItem]:
+    question = next((turn for turn in row.get("conversation") or [] if turn["speaker"] == "user"), None)
+    if question is None:
+        return []
+    history = tuple(("user" if turn["speaker"] == "user" else "assistant", turn["utterance"])
+                    for turn in row.get("history") or [])
+    texts = [question["utterance"]] + [rewrite["text"] for rewrite in row.get("rewrites") or []
+                                       if rewrite.get("status") != "rejected"]
+    extra = {"task": row.get("sub_task_category") or question.get("task_category"), "language": row.get("language")}
+    return [TurnItem(row["index"], 1, k, text, history, question.get("reference"), category, extra)
+            for k, text in enumerate(texts)]
+
+
+def flattened_question(history: Iterable[tuple[str, str]], question: str) -> str:
+    """A question after earlier turns, as one message, for a harness that sends one message per question."""
+    earlier = history_lines(history)
+    return f"Earlier in this conversation:\n{earlier}\n\nUser: {question}" if earlier else question
+
+
+# --- MultiVerse (Sec. 4, App. E) -------------------------------------------------------------------------------------
+
+MV_NO_HISTORY = "(none: this is the first turn)"
+MV_SCORE = re.compile(r"\"?score\"?\s*[:=]\s*\"?\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
+MV_CHECKLIST_LINE = re.compile(r"^\W*Q?\s*(\d+)\s*[:.)\-]\s*\**\s*(yes|no)\b", re.IGNORECASE | re.MULTILINE)
+
+
+def read_quality(text: str) -> int:
+    """The 1-10 grade from a reply such as {"score": 7} (also inside a code fence or after some words)."""
+    return read_grade(text, MV_SCORE, 'no {"score": <1-10>} in the reply')
+
+
+def read_checklist(text: str, count: int) -> list[bool]:
+    """One Yes/No per question 1..count from lines `Q<n>: Yes`; every question must be answered."""
+    answers: dict[int, bool] = {}
+    for number, verdict in MV_CHECKLIST_LINE.findall(text):
+        answers.setdefault(int(number), verdict.lower() == "yes")
+    missing = [number for number in range(1, count + 1) if number not in answers]
+    if missing:
+        raise ValueError(f"no Yes/No line for question(s) {', '.join(f'Q{n}' for n in missing)} "
+                         f"(one line per question, e.g. 'Q1: Yes')")
+    return [answers[number] for number in range(1, count + 1)]
+
+
+def mv_history(history: Iterable[tuple[str, str]]) -> str:
+    return "\n".join(f"{role.upper()}: {text}" for role, text in history) or MV_NO_HISTORY
+
+
+def mv_checklist(questions: list[str]) -> str:
+    return "\n".join(f"Q{k}. {question}" for k, question in enumerate(questions, 1))
+
+
+def mv_turn_scores(ticks: list[bool], quality: int) -> dict[str, float]:
+    """Checklist completion (%), quality rescaled to 10-100, and their product: the turn's score (0-100)."""
+    completion = sum(ticks) / len(ticks)
+    return {"checklist_completion": round(100 * completion, 4), "quality": 10.0 * quality,
+            "score": round(completion * 10.0 * quality, 4)}
+
+
+# --- ConvBench (Sec. 4-5, App. E) -----------------------------------------------------------------------------------
+
+CB_SETTINGS = {"own": 0, "perception": 1, "perception_reasoning": 2}  # leading turns given as the reference
+CB_SCORE_NAMES = {("own", 1): "S1", ("own", 2): "S2", ("own", 3): "S3", ("own", 0): "S0",
+                  ("perception", 2): "S^2", ("perception", 3): "S^3", ("perception", 0): "S^0",
+                  ("perception_reasoning", 3): "S~3", ("perception_reasoning", 0): "S~0"}
+CB_ORDINALS = ("first", "second", "third")
+CB_LEVELS = ("perception", "reasoning", "creation")
+CB_VERDICT = re.compile(r"Response\W{0,3}([AB])\W{0,3}is\s+(?:the\s+)?better", re.IGNORECASE)
+CB_RATING = re.compile(r"Rating\W{0,3}(\d+(?:\.\d+)?)", re.IGNORECASE)
+CB_PAPER_AGREEMENT = 81.83  # ConvBench's human-judge agreement for its ChatGPT judge (CB-N L37, L224)
+
+
+def read_cb_verdict(text: str) -> str:
+    """'A' or 'B' from the last 'Overall, Response X is better.'; a tie or no verdict is unreadable."""
+    found = CB_VERDICT.findall(text)
+    if not found:
+        raise ValueError('no "Overall, Response A is better." or "... Response B is better." (a choice is needed)')
+    return found[-1].upper()
+
+
+def read_cb_rating(text: str) -> int:
+    """The whole number after the last 'Rating:' (also 'Rating: {7}'), from 1 to 10."""
+    return read_grade(text, CB_RATING, 'no "Rating: X" line', last=True)
+
+
+def cb_transcript(questions: list[str], answers: list[str]) -> str:
+    blocks = []
+    for number, (question, answer) in enumerate(zip(questions, answers), 1):
+        blocks += [f"### Turn {number}, user:\n{question}", f"### Turn {number}, assistant:\n{answer}"]
+    return "\n\n".join(blocks)
+
+
+def cb_target(turn: int) -> str:
+    if turn == 0:
+        return "the whole conversation"
+    return f"the {CB_ORDINALS[turn - 1]} turn (the {CB_LEVELS[turn - 1]} instruction)"
+
+
+def cb_focus(points: list[str], turn: int) -> str:
+    """The creation turn's focus points, shown to the judge of that turn only."""
+    if not points or turn != 3:
+        return ""
+    return "\nPoints to check in the third turn's answer:\n" + "\n".join(
+        f"{k}. {point}" for k, point in enumerate(points, 1)) + "\n"
+
+
+def cb_evaluations(evaluations: list[tuple[int, str]], given: int) -> str:
+    """The turn evaluations the whole-conversation judge reads (turns given as history were not judged)."""
+    lines = [f"Turn {turn}: the reference answer was given as history; not judged." for turn in range(1, given + 1)]
+    lines += [f"Turn {turn} evaluation:\n{text}" for turn, text in evaluations]
+    return "\nEvaluations of the single turns, to help judge the whole conversation:\n" + "\n\n".join(lines) + "\n"
+
+
+def cb_model_is_a(sample_id: str, setting: str) -> bool:
+    """The drawn presentation order: is the model's conversation shown as Assistant A?"""
+    return int(hashlib.sha256(f"{sample_id}\0{setting}\0order".encode()).hexdigest()[:8], 16) % 2 == 0
+
+
+def cb_scores(values: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """S1 ... S~0 from (score name, value) pairs (100 x won, or a rating), then R2 = mean(S1, S2, S3) and
+    R1 = (R2 + S0) / 2 when those exist."""
+    found: dict[str, list[float]] = defaultdict(list)
+    for name, value in values:
+        found[name].append(value)
+    scores = {name: round(mean(found[name]), 4) for name in CB_SCORE_NAMES.values() if found.get(name)}
+    if all(name in scores for name in ("S1", "S2", "S3", "S0")):
+        r2 = (scores["S1"] + scores["S2"] + scores["S3"]) / 3
+        scores["R2"], scores["R1"] = round(r2, 4), round((r2 + scores["S0"]) / 2, 4)
+    return scores
+
+
+# --- ratings from pairwise battles (ProBench Sec. 2.2) -------------------------------------------------------------
+
+ELO_SCALE = 400.0  # alpha
+ELO_K = 32.0
+ELO_START = 1000.0
+
+
+class Battle(NamedTuple):
+    """One comparison: `first` against `second`; `outcome` is first's result (1 win, 0.5 tie, 0 loss), `weight`
+    how many battles it counts as."""
+
+    first: Hashable
+    second: Hashable
+    outcome: float
+    weight: float = 1.0
+
+
+def expected(rating: float, other: float, scale: float = ELO_SCALE) -> float:
+    """Probability that a player rated `rating` beats one rated `other` (ProBench prints the exponent's sign
+    flipped; this is the usual form)."""
+    return 1.0 / (1.0 + 10 ** ((other - rating) / scale))
+
+
+def online_elo(battles: Iterable[Battle], k: float = ELO_K, scale: float = ELO_SCALE, start: float = ELO_START
+               ) -> dict[Hashable, float]:
+    """The classic sequential update (ProBench's equations): after each battle, r += K * (s - P(win)). A battle of
+    weight w is played w times (a whole number; arena-hard-auto's way of counting a clear verdict), not once with
+    w times the step. The result depends on the battles' order."""
+    ratings: dict[Hashable, float] = defaultdict(lambda: start)
+    for battle in battles:
+        for _ in range(max(1, round(battle.weight))):
+            first, second = ratings[battle.first], ratings[battle.second]
+            change = k * (battle.outcome - expected(first, second, scale))
+            ratings[battle.first], ratings[battle.second] = first + change, second - change
+    return dict(ratings)
+
+
+def two_player_rating(wins: float, anchor_wins: float, anchor_rating: float, scale: float = ELO_SCALE) -> float:
+    """Bradley-Terry between two players: the odds are the ratio of (weighted) wins."""
+    return anchor_rating + scale * math.log10(wins / anchor_wins)
+
+
+def bradley_terry(battles: Iterable[Battle], anchor: Hashable, anchor_rating: float, scale: float = ELO_SCALE,
+                  iterations: int = 500, prior: float = 0.5) -> dict[Hashable, float]:
+    """Maximum-likelihood Bradley-Terry strengths on the ELO scale (Hunter's MM algorithm), `anchor` fixed at
+    `anchor_rating`. A tie is half a win for each side; `prior` adds that many tied battles between every pair that
+    met, so a player who won (or lost) everything gets a finite rating."""
+    wins: dict[Hashable, float] = defaultdict(float)
+    games: dict[tuple[Hashable, Hashable], float] = defaultdict(float)
+    for battle in battles:
+        wins[battle.first] += battle.weight * battle.outcome
+        wins[battle.second] += battle.weight * (1.0 - battle.outcome)
+        games[tuple(sorted((battle.first, battle.second), key=repr))] += battle.weight
+    for pair in games:
+        games[pair] += prior
+        for player in pair:
+            wins[player] += prior / 2
+    if anchor not in wins:
+        raise ValueError(f"the anchor {anchor!r} played no battle")
+    players = sorted(wins, key=repr)
+    if len(players) == 2:  # the maximum-likelihood odds of two players are their ratio of wins
+        other = next(player for player in players if player != anchor)
+        return {anchor: anchor_rating, other: two_player_rating(wins[other], wins[anchor], anchor_rating, scale)}
+    strength = {player: 1.0 for player in players}
+    for _ in range(iterations):
+        updated = {}
+        for player in players:
+            denominator = sum(count / (strength[player] + strength[other])
+                              for pair, count in games.items() if player in pair for other in pair if other != player)
+            updated[player] = wins[player] / denominator if denominator else strength[player]
+        norm = updated[anchor]
+        change = max(abs(updated[p] / norm - strength[p]) for p in players)
+        strength = {player: value / norm for player, value in updated.items()}
+        if change < 1e-10:
+            break
+    return {player: anchor_rating + scale * math.log10(value) for player, value in strength.items()}
+
+
+# --- ProBench (Sec. 2.2, App. D) ------------------------------------------------------------------------------------
+
+PB_BASELINE_RATING = 1114.0  # gpt-4o-2024-05-13 in ProBench's tables
+PB_VERDICTS = {"A>>B": 2, "A>B": 1, "A=B": 0, "B>A": -1, "B>>A": -2}
+PB_VERDICT = re.compile(r"\[\[\s*(A\s*>>\s*B|A\s*>\s*B|A\s*=\s*B|B\s*>\s*A|B\s*>>\s*A)\s*\]\]")
+PB_ORDERS = ("model_first", "baseline_first")
+PB_LANGUAGE_RULE = ("\n     The answer must be in the same language as the user's instruction, unless the user asked "
+                    "otherwise.")
+MODEL, BASELINE = "model", "baseline"
+STRONG_WEIGHT = 3.0  # a clear verdict (>>) counts as three battles (arena-hard-auto; ProBench does not say)
+# a verdict from the model's side (its margin) as a battle against the baseline
+PB_BATTLES = {margin: Battle(MODEL, BASELINE, 0.5 if margin == 0 else float(margin > 0),
+                             STRONG_WEIGHT if abs(margin) == 2 else 1.0) for margin in (-2, -1, 0, 1, 2)}
+PB_PRIOR = 0.5  # tied battles added between the two, so a model that wins (or loses) everything has a finite rating
+
+
+def read_pb_verdict(text: str) -> str:
+    """The last of [[A>>B]] [[A>B]] [[A=B]] [[B>A]] [[B>>A]] in the reply, spaces removed."""
+    found = PB_VERDICT.findall(text)
+    if not found:
+        raise ValueError("no verdict label: end with exactly one of [[A>>B]] [[A>B]] [[A=B]] [[B>A]] [[B>>A]]")
+    return re.sub(r"\s+", "", found[-1])
+
+
+def pb_margin(verdict: str, order: str) -> int:
+    """The verdict from the model's side: 2 much better ... -2 much worse."""
+    margin = PB_VERDICTS[verdict]
+    return margin if order == "model_first" else -margin
+
+
+def pb_exchange(questions: list[str], first: list[str], second: list[str]) -> str:
+    """The request and both answers, in ProBench's layout: tags per part, a <turnN> block per round."""
+    def one(question: str, a: str, b: str) -> str:
+        return (f"Instruction:\n<inst>\n{question}\n</inst>\n\nAssistant A's answer:\n<a>\n{a}\n</a>\n\n"
+                f"Assistant B's answer:\n<b>\n{b}\n</b>")
+    if len(questions) == 1:
+        return one(questions[0], first[0], second[0])
+    blocks = [f"<turn{n}>\n{one(q, a, b)}\n</turn{n}>" for n, (q, a, b) in enumerate(zip(questions, first, second), 1)]
+    return ("A conversation of several rounds; judge the two assistants over all rounds together (later "
+            "instructions build on earlier answers).\n\n" + "\n\n".join(blocks))
+
+
+Tally = tuple[float, float, float, int]  # (model's weighted wins, baseline's, summed win shares, verdicts)
+
+
+def pb_tally(margins: Iterable[int]) -> Tally:
+    """A sample's verdicts as counts; a tie is half a win for each side."""
+    model = baseline = share = 0.0
+    count = 0
+    for margin in margins:
+        battle = PB_BATTLES[margin]
+        model += battle.weight * battle.outcome
+        baseline += battle.weight * (1.0 - battle.outcome)
+        share += battle.outcome
+        count += 1
+    return model, baseline, share, count
+
+
+def pb_bradley_terry(tallies: list[Tally]) -> float | None:
+    """Bradley-Terry on the ELO scale, the baseline at 1114 (`bradley_terry` with two players)."""
+    if not tallies:
+        return None
+    model, baseline = sum(t[0] for t in tallies), sum(t[1] for t in tallies)
+    return two_player_rating(model + PB_PRIOR / 2, baseline + PB_PRIOR / 2, PB_BASELINE_RATING)
+
+
+def pb_win_rate(tallies: list[Tally]) -> float | None:
+    """The share of verdicts the model wins, in percent, a tie counting half."""
+    verdicts = sum(t[3] for t in tallies)
+    return rounded(100 * sum(t[2] for t in tallies) / verdicts) if verdicts else None
+
+
+def pb_online_elo(groups: list[tuple[int, ...]], seed: int = 0) -> float | None:
+    """Online ELO from 1000 each over the samples' battles in a drawn order, shifted so the baseline is at 1114."""
+    drawn = [PB_BATTLES[margin] for group in groups for margin in group]
+    if not drawn:
+        return None
+    random.Random(seed).shuffle(drawn)
+    ratings = online_elo(drawn)
+    return ratings[MODEL] - ratings[BASELINE] + PB_BASELINE_RATING
+
+
+# --- AlignMMBench (Sec. 4, App. E) ----------------------------------------------------------------------------------
+
+AMB_RATING = re.compile(r"[\"']?Rating[\"']?\s*[:：]\s*[\"']?(\d+(?:\.\d+)?)", re.IGNORECASE)
+# the task names of AlignMMBench's released file and of our recipe, to the judge's rule that applies
+AMB_TASK_ALIASES = {"描述": "Description", "推理": "Reasoning", "识别": "Recognition", "计数": "Counting",
+                    "图表": "Chart", "对比": "Comparison", "创作": "Writing", "写作": "Writing", "智力": "Problem",
+                    "梗图": "Meme", "梗图理解": "Meme", "世界知识": "Knowledge", "知识": "Knowledge",
+                    "OCR理解": "OCR", "多轮对话": "Coherence", "连贯": "Coherence", "不连贯": "Incoherence",
+                    "对话上下文": "Coherence", "Dialogue Context": "Coherence", "Descrpition": "Description"}
+AMB_TASK_ALIASES |= {f"{name}类": task for name, task in list(AMB_TASK_ALIASES.items()) if "\u4e00" <= name[0]}
+
+
+def read_amb_rating(text: str) -> int:
+    """The whole-number Rating 1-10 from a reply such as {"Rating": 7, "Reason": "..."}."""
+    return read_grade(text, AMB_RATING, 'no "Rating": <1-10> in the reply (reply with {"Rating": ..., "Reason": ...})')
+
+
+def amb_rule(parts: dict[str, str], task: str | None) -> str:
+    """The judge's rules for the question's task (its English or Chinese name), else the general ones."""
+    name = (task or "").strip()
+    name = AMB_TASK_ALIASES.get(name, name)
+    by_lower = {key.lower(): key for key in parts}
+    return parts[by_lower.get(name.lower(), "General")]
+
+
+def amb_history(history: Iterable[tuple[str, str]]) -> str:
+    text = history_lines(history)
+    return f"Dialogue history:\n{text}\n\n" if text else ""
+
+
+def amb_spread(ratings: list[float]) -> dict[str, float]:
+    """How far a question's ratings over its rewrites lie apart: max - min and the standard deviation."""
+    return {"range": max(ratings) - min(ratings), "stdev": statistics.pstdev(ratings)}

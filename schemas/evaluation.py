@@ -1,0 +1,89 @@
+"""The boundary of `curate eval`: what a user asks for, one judged turn, and the results file."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field, JsonValue
+
+from benchcurate.schemas.decision import ModelUsage
+from benchcurate.schemas.sample import Strict
+
+HistoryMode = Literal["oracle", "self"]
+GradingMode = Literal["pairwise", "direct"]
+
+
+class Endpoint(Strict):
+    """One OpenAI-protocol model: the model under test or the judge. The key comes from OPENAI_API_KEY."""
+
+    model: str = Field(min_length=1)
+    base_url: str | None = Field(None, description="default: https://api.openai.com/v1")
+
+
+class EvalOptions(Strict):
+    """The flags of `curate eval`, validated once."""
+
+    release: str = Field(description="release folder")
+    candidate: Endpoint
+    judge: Endpoint
+    history: HistoryMode | None = Field(None, description="multiverse: oracle (default), the gold history before "
+                                                           "each turn, or self, the model's own earlier answers")
+    grading: GradingMode | None = Field(None, description="convbench: pairwise against the reference (default) or "
+                                                          "direct 1-10 ratings")
+    baseline: Endpoint | None = Field(None, description="probench: a model whose answers replace the release's "
+                                                        "baseline answers")
+    limit: int | None = Field(None, ge=1, description="the first N samples (samples, not turns)")
+    split: str = "test"
+    concurrency: int = Field(8, ge=1, le=512)
+    max_cost_usd: float | None = Field(None, gt=0)
+    refresh_cache: bool = False
+    max_output_tokens: int = Field(1024, ge=16)
+    out: str = "outputs/evals"
+
+
+class Judgment(Strict):
+    """One judged turn of one sample: the answer, each judge call's raw reply and what was read from it."""
+
+    sample_id: str
+    turn: int = Field(ge=0, description="1-based index among the sample's user turns; 0: the whole conversation")
+    setting: str | None = Field(None, description="the protocol's condition: a history setting, a judging order, "
+                                                  "a rewrite of the question")
+    question: str
+    answer: str | None = None
+    judge: dict[str, dict[str, JsonValue]] = Field(default_factory=dict, description="judge call -> {raw, read}")
+    scores: dict[str, float] = Field(default_factory=dict)
+    groups: dict[str, str | None] = Field(default_factory=dict, description="breakdowns: goal, task, ...")
+    failure: str | None = Field(None, description="why this turn has no score (counted, never a silent zero)")
+    detail: str | None = None
+
+
+class Interval(Strict):
+    low: float
+    high: float
+    level: float = 0.95
+    method: str = "bootstrap over samples"
+
+
+class EvalResults(Strict):
+    release: str
+    version: str
+    recipe: str
+    protocol: str
+    model: str
+    judge_model: str
+    history: str = Field(description="what the model saw before each turn, in the protocol's words")
+    grading: str | None = None
+    baseline: str | None = Field(None, description="probench: what the model was compared with")
+    score: float | None = Field(description="the headline: the paper's own aggregate")
+    score_name: str = Field("score", description="what the headline is, in the paper's terms")
+    interval: Interval | None = None
+    sub_scores: dict[str, JsonValue] = Field(default_factory=dict)
+    samples: int
+    turns_judged: int
+    failures: dict[str, int] = Field(default_factory=dict)
+    usage: dict[str, ModelUsage] = Field(default_factory=dict, description="model -> calls, tokens, cost")
+    cost_usd: float | None = None
+    prompts: dict[str, str] = Field(default_factory=dict, description="prompt id@version -> sha256")
+    release_checksums_sha256: str = Field(description="sha256 of the release's SHA256SUMS: which bytes were scored")
+    created_at: datetime
