@@ -1,5 +1,6 @@
 """`make test` as a user runs it, at two commits, one after the other on this machine: the suite before issue #20
-(fe098c9: serial, every CLI error case in a subprocess, a demo run per module) and the commit under test.
+(fe098c9: serial, every CLI error case in a subprocess, a demo run per module) and the commit under test, whole,
+and limited to the test modules that fe098c9 had (like for like: the later issues added modules of their own).
 
 Each commit gets its own clean clone with its own venvs; both are set up first (`make test` with pytest only
 collecting), so the timed `make test` is the suite alone, with everything installed. The clones share the pip
@@ -48,11 +49,23 @@ def timed_suite(label: str, command: list[str], checkout: Path, work: Path) -> d
             "peak_rss_mb": round(run.tree.peak_rss / 2**20), "command": " ".join(command)}
 
 
-def measure(commit: str, work: Path) -> dict:
-    checkout = clone(commit, work / commit)
-    run_command(["make", "test", "PYTEST_ARGS=--collect-only -q tests/schemas"], env=environment(), cwd=checkout,
-                log=work / f"{commit}-setup.log")
-    return timed_suite(commit, ["make", "test"], checkout, work)
+def modules(commit: str) -> list[str]:
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", commit, "tests"], check=True,
+                            text=True, capture_output=True).stdout.split()
+    return sorted(path for path in listed if Path(path).name.startswith("test_") and path.endswith(".py"))
+
+
+def measure(commit: str, work: Path, only: list[str] | None = None) -> dict:
+    checkout = work / commit
+    if not checkout.exists():
+        clone(commit, checkout)
+        run_command(["make", "test", "PYTEST_ARGS=--collect-only -q tests/schemas"], env=environment(),
+                    cwd=checkout, log=work / f"{commit}-setup.log")
+    if only is None:
+        return timed_suite(commit, ["make", "test"], checkout, work)
+    kept = [path for path in only if (checkout / path).exists()]
+    return timed_suite(f"{commit}-same-modules", ["make", "test", "PYTEST_ARGS=-n 4 --dist loadfile "
+                                                  + " ".join(kept)], checkout, work)
 
 
 def measure_quick(work: Path) -> tuple[dict, dict]:
@@ -66,18 +79,24 @@ def main() -> None:
     parser.add_argument("--new", default="HEAD", help="the commit to compare with the old one (default HEAD)")
     options = parser.parse_args()
     work = scratch("test-time-")
+    same = None
     if options.quick:
         old, new = measure_quick(work)
     else:
-        old, new = measure(OLD, work), measure(commit_of(options.new), work)
+        new_commit = commit_of(options.new)
+        old, new = measure(OLD, work), measure(new_commit, work)
+        same = measure(new_commit, work, modules(OLD))
     ratio = old["seconds"] / new["seconds"]
     rows = [[f"before (#20) {old['commit']}", old["passed"], old["seconds"], 1.0],
             [f"now {new['commit']}", new["passed"], new["seconds"], round(ratio, 2)]]
+    if same:
+        rows.append([f"now, {OLD}'s modules only", same["passed"], same["seconds"],
+                     round(old["seconds"] / same["seconds"], 2)])
     text, markdown = table(["commit", "tests passed", "make test s", "x faster"], rows)
     print(text)
     print(f"make test is {ratio:.2f}x faster at {new['commit']} than at {old['commit']}")
     info = machine()
-    publish("test_time", {"machine": info, "old": old, "new": new, "ratio": ratio},
+    publish("test_time", {"machine": info, "old": old, "new": new, "ratio": ratio, "same_modules": same},
             f"# `make test`, before and after\n\n{machine_line(info)}. Each commit in its own clean clone and "
             f"venvs, set up first; the timed `make test` is the suite alone, one commit after the other.\n\n"
             f"{markdown}\n", options.quick)

@@ -138,7 +138,9 @@ def test_a_killed_hash_command_takes_its_workers_with_it(many_photos, tmp_path):
 
 def test_a_second_run_of_the_same_run_id_is_refused_while_the_first_runs(prefect_env, tmp_path):
     images = photos(tmp_path / "images", 4)
-    with FakeOpenAIServer(responder=scripted_reply, latency_seconds=0.3) as server:
+    # the first run's model calls take 2 s each until the second run has been refused, so the first is still
+    # running however long the second takes to start on a loaded machine; then they are answered at once
+    with FakeOpenAIServer(responder=scripted_reply, latency_seconds=2.0) as server:
         args = ["run", "multiverse", "--input", str(images), "--run-id", "shared", "--backend", "openai", "--model",
                 "fake-vlm", "--base-url", server.base_url, "--concurrency", "1", "--progress", "log",
                 *[item for pair in SMALL.items() for field, value in pair[1].items()
@@ -146,6 +148,7 @@ def test_a_second_run_of_the_same_run_id_is_refused_while_the_first_runs(prefect
         first = start(args, tmp_path, prefect_env)
         wait_for(lambda: server.completions_served > 0, first)
         second = run_curate(args, tmp_path, prefect_env)
+        server.latency_seconds = 0.0
         stdout, stderr = first.communicate(timeout=300)
     assert second.returncode == 2 and "Traceback" not in second.stderr
     assert [line for line in second.stderr.splitlines() if line.startswith("error:")] == [
