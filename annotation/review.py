@@ -182,18 +182,24 @@ def review_input(run_dir: Path) -> list[Sample]:
 
 
 def _image_url(sample: Sample, connection: Connection, run_id: str) -> str:
-    image = Path(sample.images[0].path)
+    image = sample.images[0]
+    return image_url(Path(image.path), image.sha256, image.format, connection, run_id)
+
+
+def image_url(path: Path, sha256: str, image_format: str | None, connection: Connection, folder: str) -> str:
+    """The image as Label Studio shows it: copied into the local server's files folder under `folder` (served by
+    the project's LocalFiles storage), or embedded when small for a server of the user's own."""
     if connection.files_root is not None:
-        target = connection.files_root / run_id / f"{sample.images[0].sha256}{image.suffix.lower() or '.img'}"
+        target = connection.files_root / folder / f"{sha256}{path.suffix.lower() or '.img'}"
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(image, target)
-        return f"/data/local-files/?d={run_id}/{target.name}"
-    data = image.read_bytes()
+            shutil.copyfile(path, target)
+        return f"/data/local-files/?d={folder}/{target.name}"
+    data = path.read_bytes()
     if len(data) > EMBED_MAX_BYTES:
-        raise UserError(f"image {image} is {len(data)} bytes; with a server of your own, serve images from its "
+        raise UserError(f"image {path} is {len(data)} bytes; with a server of your own, serve images from its "
                         f"local-files root or cloud storage (embedding is limited to {EMBED_MAX_BYTES} bytes)")
-    kind = (sample.images[0].format or "png").lower()
+    kind = (image_format or "png").lower()
     return f"data:image/{kind};base64,{base64.b64encode(data).decode()}"
 
 

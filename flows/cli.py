@@ -14,7 +14,7 @@ import typer
 import yaml
 from typer.core import TyperGroup
 
-from benchcurate.curation.errors import BackendUnavailable, DiskFull, StageFailed, UserError, disk_full
+from benchcurate.curation.errors import BackendUnavailable, DiskFull, StageFailed, StageWaiting, UserError, disk_full
 from benchcurate.curation.models.pricing import BudgetExceeded
 
 
@@ -372,6 +372,11 @@ def eval_run(
         help="Stop before new calls cost more than this many USD; replies so far are cached.")] = None,
     refresh_cache: Annotated[bool, typer.Option("--refresh-cache", help="Ask again instead of reusing cached "
                                                                         "replies.")] = False,
+    batch: Annotated[bool, typer.Option("--batch", help="Send the calls through the Batch API (half price): a "
+                                                        "round of batches per call a sample waits for, each up to "
+                                                        "24 h; rerun the same command to go on polling.")] = False,
+    batch_wait: Annotated[float, typer.Option(help="With --batch: seconds this command polls before it leaves "
+                                                   "the batches running (exit 5).")] = 600,
     out: Annotated[Path, typer.Option("--out", help="Results go to OUT/<release>/<version>/<model>/.")]
     = Path("outputs/evals"),
 ) -> None:
@@ -392,7 +397,8 @@ def eval_run(
             release=str(release_folder), candidate={"model": model, "base_url": set_aside_credentials(base_url)},
             judge={"model": judge_model, "base_url": set_aside_credentials(judge_base_url)}, history=history,
             grading=grading, baseline=baseline, limit=limit, split=split, concurrency=concurrency,
-            max_cost_usd=max_cost, refresh_cache=refresh_cache, out=str(out))
+            max_cost_usd=max_cost, refresh_cache=refresh_cache, batch=batch, batch_wait_seconds=batch_wait,
+            out=str(out))
     except ValidationError as error:
         problem = error.errors()[0]
         raise UserError(f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}") from None
@@ -402,8 +408,56 @@ def eval_run(
             folder = evaluate(options, lambda: bar.advance(task))
     except KeyboardInterrupt:
         _interrupted("run the same command again: replies already received are read from the cache")
+    except StageWaiting as waiting:
+        typer.echo(f"waiting ({waiting}); nothing is lost: run the same command later to resume and finish.")
+        sys.exit(5)
     typer.echo(results_text(folder))
     typer.echo(f"\nresults: {folder}\nleaderboard: {folder.parent / 'LEADERBOARD.md'}")
+
+
+eval_review_app = typer.Typer(
+    help="The judge's calls of an eval as a Label Studio project, for people to make the same calls: push, then "
+         "pull; `curate eval agreement RESULTS` compares them with the judge.", no_args_is_help=True)
+eval_app.add_typer(eval_review_app, name="review")
+ResultsFolder = Annotated[Path, typer.Argument(metavar="RESULTS", help="A folder `curate eval` wrote "
+                                                                       "(outputs/evals/<release>/<version>/<model>).")]
+
+
+@eval_review_app.command("push")
+def eval_review_push(results: ResultsFolder, ls_data: LsData = Path("outputs/label-studio")) -> None:
+    """Push every scored judge call as a task showing what the judge was shown (and the image when it saw it), with
+    the judge's scale to choose from; the judge's own answer is not shown. A re-push adds nothing twice. Uses
+    LABEL_STUDIO_URL/LABEL_STUDIO_API_KEY, else the server `curate ls up` started."""
+    from benchcurate.annotation.judge_review import push
+    from benchcurate.annotation.review import connect
+
+    result = push(results, connect(ls_data))
+    typer.echo(f"pushed {result.pushed}, already there {result.already}: {result.url}")
+
+
+@eval_review_app.command("pull")
+def eval_review_pull(results: ResultsFolder, ls_data: LsData = Path("outputs/label-studio")) -> None:
+    """Pull the people's answers (the latest per reviewer and task) into RESULTS/review/labels.jsonl."""
+    from benchcurate.annotation.judge_review import pull
+    from benchcurate.annotation.review import connect
+
+    result = pull(results, connect(ls_data))
+    typer.echo(f"{result.labels} labels ({result.rejected} off the scale, left out) -> {result.path}")
+
+
+@eval_app.command("agreement")
+def eval_agreement(
+    results: ResultsFolder,
+    review: Annotated[Optional[Path], typer.Option(
+        help="Where the human labels were pulled (a folder holding review/labels.jsonl); default RESULTS.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The report as JSON.")] = False,
+) -> None:
+    """Percent agreement and Cohen's kappa between the judge and the people who made the same calls (their
+    majority per call, and every single label), beside the papers' own figures (ConvBench: 81.83%)."""
+    from benchcurate.curation.evaluation.agreement import agreement_report, agreement_text, read_labels
+
+    report = agreement_report(results, read_labels(review or results))
+    typer.echo(json.dumps(report, indent=2) if as_json else agreement_text(report))
 
 
 @release_app.command("verify")

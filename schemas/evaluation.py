@@ -38,6 +38,10 @@ class EvalOptions(Strict):
     concurrency: int = Field(8, ge=1, le=512)
     max_cost_usd: float | None = Field(None, gt=0)
     refresh_cache: bool = False
+    batch: bool = Field(False, description="send the calls through the Batch API (half price, up to 24 h a round)")
+    batch_wait_seconds: float = Field(600, ge=0, description="how long one command polls before it leaves the "
+                                                            "batches running (rerun it to go on)")
+    batch_poll_seconds: float = Field(15, gt=0)
     max_output_tokens: int = Field(1024, ge=16)
     out: str = "outputs/evals"
 
@@ -86,4 +90,5 @@ class EvalResults(Strict):
     cost_usd: float | None = None
     prompts: dict[str, str] = Field(default_factory=dict, description="prompt id@version -> sha256")
     release_checksums_sha256: str = Field(description="sha256 of the release's SHA256SUMS: which bytes were scored")
+    release_folder: str | None = Field(None, description="where the release was read (for `curate eval review`)")
     created_at: datetime

@@ -60,7 +60,7 @@ class AlignMMBenchProtocol:
             except EvalFailed as error:
                 failed(judgment, error)
                 continue
-            judgment.judge["rating"] = {"raw": reply.raw, "read": reply.parsed}
+            judgment.judge["rating"] = reply.record()
             judgment.scores = {"rating": float(reply.parsed)}
         return made
 

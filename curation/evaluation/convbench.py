@@ -116,7 +116,7 @@ class ConvBenchProtocol:
         if grading == "direct":
             reply = ask.judge_call("judge_cb_direct", {**common, "reference": gold, "conversation": mine},
                                    read_cb_rating, key, with_image=False)
-            judgment.judge["direct"] = {"raw": reply.raw, "read": reply.parsed}
+            judgment.judge["direct"] = reply.record()
             judgment.scores = {"rating": float(reply.parsed)}
             return reply.raw
         first = cb_model_is_a(judgment.sample_id, judgment.setting)
@@ -124,7 +124,7 @@ class ConvBenchProtocol:
                                                      "conversation_b": gold if first else mine},
                                read_cb_verdict, key, with_image=False)
         model_side = "A" if first else "B"
-        judgment.judge["pairwise"] = {"raw": reply.raw, "read": reply.parsed, "model_was": model_side}
+        judgment.judge["pairwise"] = reply.record(model_was=model_side)
         judgment.scores = {"win": 1.0 if reply.parsed == model_side else 0.0}
         return reply.raw
 

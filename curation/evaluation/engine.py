@@ -13,6 +13,7 @@ tokens, cost, prompt hashes, the release's checksum hash), and `<out>/<release>/
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from collections.abc import Callable, Iterator
@@ -24,7 +25,8 @@ from typing import Protocol
 from benchcurate.curation.cache import Cache
 from benchcurate.curation.errors import ModelOutputInvalid, ModelReplyTooLarge, ModelRequestRejected, UserError
 from benchcurate.curation.evaluation.release import Release, image_file, open_release, rows
-from benchcurate.curation.models.base import ChatTurn, ModelRequest, ModelResult
+from benchcurate.curation.models.base import ChatTurn, ModelRequest
+from benchcurate.curation.models.batch import DeferredToBatch
 from benchcurate.curation.models.pricing import Budget
 from benchcurate.curation.models.usage import add_usage, collecting
 from benchcurate.curation.parallel import ordered_map
@@ -35,6 +37,7 @@ from benchcurate.schemas.evaluation import Endpoint, EvalOptions, EvalResults, I
 
 CALL_FAILURES = (ModelOutputInvalid, ModelRequestRejected, ModelReplyTooLarge)
 LEADERBOARD = "LEADERBOARD.md"
+MAX_BATCH_ROUNDS = 64  # a round per call a sample waits for (MultiVerse: 3 per turn); more means a reply that never parses
 PROMPT_VERSION = 1  # the judge prompts' version every protocol uses; a new wording is v2, pinned here
 ANSWER_PROMPT = "eval_answer"
 
@@ -50,6 +53,19 @@ class EvalFailed(Exception):
 def call_failure(error: Exception) -> str:
     return {ModelOutputInvalid: "unreadable_reply", ModelRequestRejected: "request_rejected",
             ModelReplyTooLarge: "reply_too_large"}[type(error)]
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """What a judge call gave: its raw reply, what the parser read, and the request's text (what the judge was
+    shown, kept so a person can be shown the same: `curate eval review`)."""
+
+    raw: str
+    parsed: object
+    shown: str
+
+    def record(self, **more: object) -> dict:
+        return {"raw": self.raw, "read": self.parsed, "shown": self.shown, **more}
 
 
 @dataclass
@@ -78,13 +94,15 @@ class Asker:
             raise EvalFailed(f"{who}_{call_failure(error)}", str(error), getattr(error, "raw", None)) from error
 
     def judge_call(self, prompt_id: str, variables: dict[str, str], parse: Callable[[str], object], key: str,
-                   with_image: bool = True) -> ModelResult:
+                   with_image: bool = True) -> JudgeReply:
         """The judge's reply to one prompt, read by `parse` (a reply it cannot read is asked for once more);
         EvalFailed when the judge failed twice."""
+        prompt = load_prompt(prompt_id, PROMPT_VERSION)
         try:
-            return self.judge.complete(ModelRequest(
-                prompt=load_prompt(prompt_id, PROMPT_VERSION), variables=variables,
-                images=self.images if with_image else (), seed=self.seed(f"{prompt_id}\0{key}"), parse=parse))
+            result = self.judge.complete(ModelRequest(
+                prompt=prompt, variables=variables, images=self.images if with_image else (),
+                seed=self.seed(f"{prompt_id}\0{key}"), parse=parse))
+            return JudgeReply(result.raw or "", result.parsed, prompt.render(variables).user)
         except CALL_FAILURES as error:
             raise EvalFailed(f"judge_{call_failure(error)}", str(error), getattr(error, "raw", None)) from error
 
@@ -192,15 +210,23 @@ def evaluate(options: EvalOptions, on_sample: Callable[[], None] = lambda: None)
         with collecting() as usage:
             ask = Asker(backends["candidate"], backends["judge"], (image_file(row["image"], images),), row["index"],
                         backends.get("baseline"))
-            found = protocol.judge_sample(row, ask, options)
+            try:
+                found = protocol.judge_sample(row, ask, options)
+            except DeferredToBatch:  # collecting a batch round: the sample goes on in the next round
+                found = []
         return found, dict(usage)
 
+    def each_sample() -> Iterator[tuple[list[Judgment], dict[str, ModelUsage]]]:
+        window = 4 * options.concurrency  # samples in flight: enough that every request slot stays busy
+        yield from ordered_map(one, chunked(rows(release, options.split, options.limit), 1), "threads", window,
+                               window)
+
+    batch_usage = fill_by_batch(each_sample, backends, options, out_root / "batches" / release.name /
+                                release.version / folder_name(options.candidate.model)) if options.batch else {}
     judgments: list[Judgment] = []
-    usage: dict[str, ModelUsage] = {}
+    usage: dict[str, ModelUsage] = batch_usage
     samples = 0
-    window = 4 * options.concurrency  # samples in flight: enough that every request slot stays busy
-    for found, spent in ordered_map(one, chunked(rows(release, options.split, options.limit), 1), "threads",
-                                    window, window):
+    for found, spent in each_sample():
         judgments += found
         usage = add_usage(usage, spent)
         samples += 1
@@ -208,6 +234,33 @@ def evaluate(options: EvalOptions, on_sample: Callable[[], None] = lambda: None)
     if not samples:
         raise UserError(f"release {release.name} {release.version} has no rows in split '{options.split}'")
     return write_results(release, protocol, options, stated, judgments, usage, samples, out_root)
+
+
+def fill_by_batch(each_sample: Callable[[], Iterator], backends: dict, options: EvalOptions, folder: Path
+                  ) -> dict[str, ModelUsage]:
+    """Fill the reply cache through the Batch API, a round at a time: each round runs every sample with requests
+    deferred (a sample goes as far as its cached replies take it), submits what they asked for, and polls; a turn
+    waits for its answer, so a MultiVerse turn takes three rounds. Raises StageWaiting when a round is not back
+    within `batch_wait_seconds` (the ids are recorded: the same command polls them instead of submitting again)."""
+    from benchcurate.curation.models.batch import BatchJobs
+
+    usage: dict[str, ModelUsage] = {}
+    jobs = {role: BatchJobs(backend, folder / role, wait_seconds=options.batch_wait_seconds,
+                            poll_seconds=options.batch_poll_seconds) for role, backend in backends.items()}
+    asked_before: set[str] = set()
+    for _ in range(MAX_BATCH_ROUNDS):
+        with contextlib.ExitStack() as stack:
+            deferred = {role: stack.enter_context(backend.deferring()) for role, backend in backends.items()}
+            for _ in each_sample():  # a sample stopped at a deferred call; the final pass redoes it from the cache
+                pass
+        wanted = {role: list(found.values()) for role, found in deferred.items() if found}
+        keys = {request.key for requests in wanted.values() for request in requests}
+        if not wanted or keys == asked_before:  # nothing new (left: replies that never parse, asked directly)
+            break
+        asked_before = keys
+        for role, requests in wanted.items():
+            usage = add_usage(usage, jobs[role].run(requests, {"eval": folder.parent.name, "role": role}))
+    return usage
 
 
 def write_results(release: Release, protocol: EvalProtocol, options: EvalOptions, stated: dict[str, str | None],
@@ -228,7 +281,8 @@ def write_results(release: Release, protocol: EvalProtocol, options: EvalOptions
         usage=usage, cost_usd=None if any(cost is None for cost in costs) else round(sum(costs), 6),
         prompts={f"{prompt_id}@{PROMPT_VERSION}": load_prompt(prompt_id, PROMPT_VERSION).sha256
                  for prompt_id in (ANSWER_PROMPT, *protocol.prompts)},
-        release_checksums_sha256=release.checksums_sha256, created_at=datetime.now(UTC))
+        release_checksums_sha256=release.checksums_sha256, release_folder=str(release.folder),
+        created_at=datetime.now(UTC))
     partial = folder / "judgments.jsonl.partial"
     partial.write_text("".join(judgment.model_dump_json() + "\n" for judgment in judgments), encoding="utf-8")
     partial.replace(folder / "judgments.jsonl")

@@ -79,10 +79,10 @@ class MultiverseProtocol:
                          "question": user["utterance"], "reference": reference, "answer": judgment.answer,
                          "checklist": mv_checklist([item["question"] for item in checklist])}
             quality = ask.judge_call("judge_mv_quality", variables, read_quality, key)
-            judgment.judge["quality"] = {"raw": quality.raw, "read": quality.parsed}
+            judgment.judge["quality"] = quality.record()
             ticks = ask.judge_call("judge_mv_checklist", variables,
                                    lambda text: read_checklist(text, len(checklist)), key)
-            judgment.judge["checklist"] = {"raw": ticks.raw, "read": ticks.parsed}
+            judgment.judge["checklist"] = ticks.record()
         except EvalFailed as error:
             return failed(judgment, error)
         judgment.scores = mv_turn_scores(ticks.parsed, quality.parsed)

@@ -97,7 +97,7 @@ class ProBenchProtocol:
             except EvalFailed as error:
                 failed(judgment, error)
                 continue
-            judgment.judge["pairwise"] = {"raw": reply.raw, "read": reply.parsed}
+            judgment.judge["pairwise"] = reply.record()
             judgment.scores = {"margin": float(pb_margin(reply.parsed, judgment.setting))}
         return made
 

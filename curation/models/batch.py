@@ -23,6 +23,7 @@ from benchcurate.curation.errors import BackendUnavailable, StageWaiting
 from benchcurate.curation.models.identity import with_credentials
 from benchcurate.curation.models.pricing import cost_usd, price_for
 from benchcurate.schemas import ModelUsage
+from benchcurate.schemas.replies import TextReply
 
 MAX_LINES_PER_FILE = 45_000          # the API allows 50,000
 MAX_BYTES_PER_FILE = 180_000_000     # the API allows 200 MB
@@ -118,8 +119,10 @@ class BatchJobs:
             content = body["choices"][0]["message"]["content"] or ""
             if len(content) > self.backend.spec.max_reply_chars:
                 continue  # left uncached: asked directly, the reply is dropped as model_reply_too_large
+            schema = schemas[row["custom_id"]]
             try:
-                schemas[row["custom_id"]].model_validate_json(content)
+                if schema is not TextReply:  # free text (a judge's verdict) is read when the caller takes it
+                    schema.model_validate_json(content)
             except ValidationError:
                 continue  # left uncached: the stage asks again directly, with the validation error
             tokens = body.get("usage") or {}

@@ -17,14 +17,6 @@ from tests.servers import free_port
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def label_studio(tmp_path_factory):
-    data = tmp_path_factory.mktemp("ls")
-    info, token = server.up(data, free_port())
-    yield data, info, token
-    server.down(data)
-
-
 def recipe_run(tmp_path, recipe, run_id, images, overrides):
     """A run of `recipe` over `images` generated images with review in human mode, run up to the review."""
     for seed in range(images):

@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from benchcurate.curation.errors import StageWaiting
 from benchcurate.curation.evaluation import judging
 from benchcurate.curation.evaluation.alignmmbench import ALIGNMMBENCH
 from benchcurate.curation.evaluation.convbench import CONVBENCH
@@ -366,3 +367,29 @@ def test_cli_refuses_what_it_cannot_score(releases, tmp_path):
                               "http://127.0.0.1:9/v1", "--judge-base-url", "http://127.0.0.1:9/v1",
                               "--out", str(tmp_path / "evals")])
     assert down.returncode == 3 and "cannot reach the model server" in down.stderr
+
+
+def test_batch_mode_sends_every_call_through_the_batch_api_and_scores_the_same(releases, tmp_path):
+    """--batch: a round of batches per call a sample waits for; nothing is sent directly, the scores equal a
+    direct eval's, and a round not back in time leaves the eval waiting, to be picked up by the same command."""
+    with server_for({"candidate-vlm": 0.5}) as server:
+        direct, _ = results_of(evaluate(options(releases["multiverse"], server, tmp_path / "direct", limit=3)))
+        server.reset()
+        server.batch_seconds = 0
+        batched = options(releases["multiverse"], server, tmp_path / "batched", limit=3, batch=True,
+                          batch_poll_seconds=0.05)
+        found, _ = results_of(evaluate(batched))
+        assert server.completions_served == 0 and server.batch_lines_served == found["turns_judged"] * 3
+        # 4 turns x (answer, quality, checklist), each round one batch per role that asked
+        assert server.batches_created == 4 * 3
+    assert found["score"] == direct["score"] and found["usage"]["judge-vlm"]["batch_calls"] > 0
+    with server_for({"candidate-vlm": 0.5}) as server:
+        server.batch_seconds = 5
+        slow = options(releases["multiverse"], server, tmp_path / "slow", limit=1, batch=True,
+                       batch_wait_seconds=0, batch_poll_seconds=0.05)
+        with pytest.raises(StageWaiting, match="still running"):
+            evaluate(slow)
+        created = server.batches_created
+        with pytest.raises(StageWaiting):
+            evaluate(slow)  # polled again, not submitted again
+        assert server.batches_created == created == 1
