@@ -149,15 +149,15 @@ def order_consistency(groups: list[tuple[int, ...]]) -> float | None:
 
 
 def breakdown(judgments: list[Judgment], field: str) -> dict[str, dict]:
-    """Per value of a sample label: samples, win rate and Bradley-Terry rating."""
+    """Per value of a sample label: samples, win rate and Bradley-Terry rating, each with its bootstrap interval."""
     found: dict[str, dict[str, list[Judgment]]] = defaultdict(lambda: defaultdict(list))
     for judgment in judgments:
         found[str(judgment.groups.get(field) or "unlabelled")][judgment.sample_id].append(judgment)
     out = {}
     for name, samples in sorted(found.items()):
         tallies = [pb_tally(margins(group)) for group in samples.values()]
-        out[name] = {"samples": len(samples), "win_rate": pb_win_rate(tallies),
-                     "bradley_terry": rounded(pb_bradley_terry(tallies), 2)}
+        out[name] = {"samples": len(samples), "win_rate": rated(pb_win_rate, tallies),
+                     "bradley_terry": rated(pb_bradley_terry, tallies)}
     return out
 
 

@@ -177,7 +177,8 @@ def test_probench_verdicts_from_the_models_side_and_its_aggregate():
     assert result.sub_scores["verdicts_from_the_models_side"] == {"A>>B": 2, "A>B": 0, "A=B": 1, "B>A": 1, "B>>A": 0}
     assert result.sub_scores["order_consistency"] == 50.0
     assert set(result.sub_scores["by_language"]) == {"en", "fr"}
-    assert result.sub_scores["by_language"]["fr"]["win_rate"] == 25.0
+    assert result.sub_scores["by_language"]["fr"]["win_rate"]["value"] == 25.0
+    assert result.sub_scores["by_language"]["fr"]["bradley_terry"]["interval"] is None  # one sample: no interval
 
 
 def test_alignmmbench_per_task_means_and_spread_over_rewrites():
