@@ -374,6 +374,22 @@ def pb_online_elo(groups: list[tuple[int, ...]], seed: int = 0) -> float | None:
     return ratings[MODEL] - ratings[BASELINE] + PB_BASELINE_RATING
 
 
+PB_STYLE = ("length", "headers", "lists", "bold")  # arena-hard-auto's style features (ProBench's style control)
+_HEADER = re.compile(r"^#{1,6} ", re.MULTILINE)
+_LIST = re.compile(r"^\s*(?:[-*+]|\d+\.) ", re.MULTILINE)
+_BOLD = re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")
+
+
+def pb_style(model_answers: list[str], baseline_answers: list[str]) -> dict[str, float]:
+    """The model's answers against the baseline's on each style feature, as (model - baseline) / (model +
+    baseline), from -1 to 1 (0 when both have none): words, markdown headers, list items, bold spans."""
+    def counts(answers: list[str]) -> tuple[int, ...]:
+        text = "\n".join(answers)
+        return len(text.split()), len(_HEADER.findall(text)), len(_LIST.findall(text)), len(_BOLD.findall(text))
+    return {name: (a - b) / (a + b) if a + b else 0.0
+            for name, a, b in zip(PB_STYLE, counts(model_answers), counts(baseline_answers))}
+
+
 # --- AlignMMBench (Sec. 4, App. E) ----------------------------------------------------------------------------------
 
 AMB_RATING = re.compile(r"[\"']?Rating[\"']?\s*[:：]\s*[\"']?(\d+(?:\.\d+)?)", re.IGNORECASE)

@@ -20,22 +20,17 @@ from benchcurate.curation.evaluation.engine import (
     scored_by_sample,
 )
 from benchcurate.curation.evaluation.judging import (
+    TurnItem,
     mv_checklist,
     mv_history,
     mv_turn_scores,
     read_checklist,
     read_quality,
+    turn_items,
 )
 from benchcurate.curation.evaluation.statistics import bootstrap_interval, by_group, mean, slope
 from benchcurate.curation.models.base import ChatTurn
 from benchcurate.schemas.evaluation import EvalOptions, Judgment
-
-
-def user_turns(row: dict) -> list[tuple[dict, str | None]]:
-    """(user turn, the assistant turn after it: the reference) in order."""
-    turns = row["conversation"]
-    return [(turn, turns[k + 1]["utterance"] if k + 1 < len(turns) and turns[k + 1]["speaker"] == "assistant"
-             else None) for k, turn in enumerate(turns) if turn["speaker"] == "user"]
 
 
 class MultiverseProtocol:
@@ -52,31 +47,31 @@ class MultiverseProtocol:
         judgments = []
         groups = {"goal": row.get("main_goal_category"), "task": row.get("main_task_category")}
         mode = options.history or "oracle"
-        for number, (user, reference) in enumerate(user_turns(row), 1):
-            judgment = Judgment(sample_id=row["index"], turn=number, question=user["utterance"], groups=groups,
+        items = turn_items(row, self.name)
+        for item in items:
+            judgment = Judgment(sample_id=row["index"], turn=item.turn, question=item.question, groups=groups,
                                 setting=mode)
-            judgments.append(self._turn(judgment, user, reference, history, ask))
-            own = judgment.answer if mode == "self" else reference
+            judgments.append(self._turn(judgment, item, history, ask))
+            own = judgment.answer if mode == "self" else item.reference
             if own is None:  # self history without the model's answer: the later turns cannot be asked
-                judgments += [Judgment(sample_id=row["index"], turn=later, question=turn["utterance"], groups=groups,
-                                       setting=mode, failure="no_history",
-                                       detail=f"turn {number} has no answer to build on")
-                              for later, (turn, _) in enumerate(user_turns(row)[number:], number + 1)]
+                judgments += [Judgment(sample_id=row["index"], turn=later.turn, question=later.question,
+                                       groups=groups, setting=mode, failure="no_history",
+                                       detail=f"turn {item.turn} has no answer to build on")
+                              for later in items[item.turn:]]
                 break
-            history = [*history, ChatTurn("user", user["utterance"]), ChatTurn("assistant", own)]
+            history = [*history, ChatTurn("user", item.question), ChatTurn("assistant", own)]
         return judgments
 
-    def _turn(self, judgment: Judgment, user: dict, reference: str | None, history: list[ChatTurn],
-              ask: Asker) -> Judgment:
-        checklist = user.get("checklist") or []
+    def _turn(self, judgment: Judgment, item: TurnItem, history: list[ChatTurn], ask: Asker) -> Judgment:
+        checklist, reference = item.extra.get("checklist") or [], item.reference
         if reference is None or not checklist:
             judgment.failure, judgment.detail = "incomplete_sample", "the turn has no reference answer or checklist"
             return judgment
         key = f"{judgment.setting}/{judgment.turn}"
         try:
-            judgment.answer = ask.answer(user["utterance"], history, key)
+            judgment.answer = ask.answer(item.question, history, key)
             variables = {"history": mv_history((turn.role, turn.text) for turn in history),
-                         "question": user["utterance"], "reference": reference, "answer": judgment.answer,
+                         "question": item.question, "reference": reference, "answer": judgment.answer,
                          "checklist": mv_checklist([item["question"] for item in checklist])}
             quality = ask.judge_call("judge_mv_quality", variables, read_quality, key)
             judgment.judge["quality"] = quality.record()

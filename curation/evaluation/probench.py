@@ -9,12 +9,14 @@ battles.
 - Ratings on the ELO scale (alpha 400) with the baseline fixed at 1114, as in ProBench's tables: Bradley-Terry by
   maximum likelihood (the headline) and the online ELO update with K = 32 over the battles in a drawn order;
   both with bootstrap 95% intervals over samples. Per task field, image field, language, number of rounds, track
-  and challenge level. ProBench's style control (response length and markdown in the Bradley-Terry fit) is left
-  out: with one model against one baseline it moves every rating by the same amount.
+  and challenge level. Beside them, ProBench's style control: Bradley-Terry with the style differences (words,
+  markdown headers, list items, bold; model against baseline) as covariates, so a model that wins by writing more
+  or formatting more is not rated for it.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from benchcurate.curation.evaluation.engine import (
@@ -26,24 +28,50 @@ from benchcurate.curation.evaluation.engine import (
     scored_by_sample,
 )
 from benchcurate.curation.evaluation.judging import (
+    ELO_SCALE,
+    PB_BASELINE_RATING,
+    PB_BATTLES,
     PB_LANGUAGE_RULE,
     PB_ORDERS,
+    PB_PRIOR,
+    PB_STYLE,
     PB_VERDICTS,
     pb_bradley_terry,
     pb_exchange,
     pb_margin,
     pb_online_elo,
+    pb_style,
     pb_tally,
     pb_win_rate,
     read_pb_verdict,
     rounded,
+    turn_items,
 )
-from benchcurate.curation.evaluation.statistics import BOOTSTRAP_ROUNDS, bootstrap
+from benchcurate.curation.evaluation.statistics import BOOTSTRAP_ROUNDS, bootstrap, logistic_fit
 from benchcurate.curation.models.base import ChatTurn
 from benchcurate.schemas.evaluation import EvalOptions, Interval, Judgment
 
 HARD_CHALLENGE = 6.0  # ProBench: challenge scores of 6 and above are hard
 ELO_ROUNDS = 200  # bootstrap rounds of the online ELO (each replays every battle in a new order)
+
+
+STYLE_ROUNDS = 200  # bootstrap rounds of the style-controlled fit (a Newton fit each)
+
+
+def style_controlled(groups: list[tuple[Judgment, ...]]) -> float | None:
+    """Bradley-Terry against the baseline (1114) with the style differences as covariates (ProBench's style
+    control): the model's strength once length and markdown are accounted for."""
+    import numpy as np
+
+    found = [j for group in groups for j in group]
+    if not found:
+        return None
+    battles = [PB_BATTLES[int(j.scores["margin"])] for j in found]
+    features = np.array([[1.0, *(j.scores.get(f"style_{name}", 0.0) for name in PB_STYLE)] for j in found]
+                        + [[1.0] + [0.0] * len(PB_STYLE)])  # the prior: half a tied battle, no style difference
+    targets = np.array([battle.outcome for battle in battles] + [0.5])
+    weights = np.array([battle.weight for battle in battles] + [PB_PRIOR])
+    return PB_BASELINE_RATING + ELO_SCALE * float(logistic_fit(features, targets, weights)[0]) / math.log(10)
 
 
 def margins(judgments: list[Judgment]) -> tuple[int, ...]:
@@ -66,10 +94,8 @@ class ProBenchProtocol:
                                                                                          "answers"}
 
     def judge_sample(self, row: dict, ask: Asker, options: EvalOptions) -> list[Judgment]:
-        turns = row["conversation"]
-        questions = [turn["utterance"] for turn in turns if turn["speaker"] == "user"]
-        stored = [turns[k + 1]["utterance"] if k + 1 < len(turns) and turns[k + 1]["speaker"] == "assistant"
-                  else turn.get("reference") for k, turn in enumerate(turns) if turn["speaker"] == "user"]
+        items = turn_items(row, self.name)  # each question with the baseline's answer after it
+        questions, stored = [item.question for item in items], [item.reference for item in items]
         challenge = row.get("challenge") or {}
         hard = max(challenge.values(), default=None)
         groups = {"task_field": row.get("main_task_category"), "image_field": row.get("image_main_category"),
@@ -98,7 +124,8 @@ class ProBenchProtocol:
                 failed(judgment, error)
                 continue
             judgment.judge["pairwise"] = reply.record()
-            judgment.scores = {"margin": float(pb_margin(reply.parsed, judgment.setting))}
+            judgment.scores = {"margin": float(pb_margin(reply.parsed, judgment.setting)),
+                               **{f"style_{name}": value for name, value in pb_style(mine, theirs).items()}}
         return made
 
     @staticmethod
@@ -121,6 +148,9 @@ class ProBenchProtocol:
             "elo_online": rated(pb_online_elo, groups, ELO_ROUNDS, "order-dependent: each bootstrap round replays "
                                 "the battles in a new order"),
             "bradley_terry": rated(pb_bradley_terry, tallies),
+            "bradley_terry_style_controlled": rated(style_controlled, [tuple(found) for found in per_sample.values()],
+                                                    STYLE_ROUNDS, "length and markdown as covariates (ProBench's "
+                                                    "style control); the headline is without them"),
             "verdicts_from_the_models_side": {name: sum(group.count(margin) for group in groups)
                                               for name, margin in PB_VERDICTS.items()},
             "order_consistency": order_consistency(groups),

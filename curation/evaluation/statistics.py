@@ -59,6 +59,23 @@ def slope(points: dict[int, float]) -> float | None:
     return round(sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs), 4)
 
 
+def logistic_fit(features, targets, weights, ridge: float = 1e-6, iterations: int = 50):
+    """Weighted logistic regression by Newton's method (numpy arrays: n x k features, targets in [0, 1], weights);
+    the k coefficients. A tiny ridge keeps the steps defined when a feature never varies."""
+    import numpy as np
+
+    beta = np.zeros(features.shape[1])
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-np.clip(features @ beta, -50, 50)))
+        gradient = features.T @ (weights * (targets - p)) - ridge * beta
+        hessian = (features * (weights * p * (1 - p))[:, None]).T @ features + ridge * np.eye(len(beta))
+        step = np.linalg.solve(hessian, gradient)
+        beta = beta + step
+        if np.abs(step).max() < 1e-9:
+            break
+    return beta
+
+
 # --- agreement ----------------------------------------------------------------------------------------------------
 
 def agreement(pairs: Sequence[tuple[Hashable, Hashable]]) -> dict[str, float | int | None]:

@@ -394,3 +394,22 @@ def test_batch_mode_sends_every_call_through_the_batch_api_and_scores_the_same(r
         with pytest.raises(StageWaiting):
             evaluate(slow)  # polled again, not submitted again
         assert server.batches_created == created == 1
+
+
+def test_style_control_discounts_wins_that_go_with_longer_answers():
+    def judged(sample, margin, length):
+        return Judgment(sample_id=sample, turn=0, setting="model_first", question="q", groups={},
+                        scores={"margin": float(margin), "style_length": length, "style_headers": 0.0,
+                                "style_lists": 0.0, "style_bold": 0.0})
+    # no style difference: the same as plain Bradley-Terry
+    plain = [judged(f"s{k}", 1 if k % 4 else -1, 0.0) for k in range(40)]
+    result = PROBENCH.aggregate(plain)
+    assert result.sub_scores["bradley_terry_style_controlled"]["value"] == pytest.approx(result.score, abs=0.05)
+    # the model wins mostly where it wrote more: style control takes that away
+    styled = [judged(f"s{k}", 1 if k % 4 else -1, 0.8 if k % 4 else -0.8) for k in range(32)]
+    styled += [judged(f"t{k}", 1 if k % 2 else -1, 0.0) for k in range(8)]  # without a style gap: even
+    result = PROBENCH.aggregate(styled)
+    controlled = result.sub_scores["bradley_terry_style_controlled"]["value"]
+    assert result.score > 1114 + 100 and abs(controlled - 1114) < 40 < abs(result.score - 1114)
+    assert judging.pb_style(["# Plan\n- **one**\n- two"], ["one two"]) == {
+        "length": pytest.approx((6 - 2) / (6 + 2)), "headers": 1.0, "lists": 1.0, "bold": 1.0}
