@@ -612,14 +612,14 @@ def import_(
                    f"{out.with_name(out.stem + '.rejected.jsonl')}")
 
 
-def _text_rows(path: Path, field: str) -> tuple[list[str], list[str]]:
-    """(ids, texts) of a JSONL: each row's `id` (else its 0-based line number) and its `field` (a string, or a
-    list of turns whose texts are joined)."""
+def _text_rows(path: Path, field: str, group_by: str | None = None) -> tuple[list[str], list[str], list[str]]:
+    """(ids, texts, groups) of a JSONL: each row's `id` (else its 0-based line number), its `field` (a string, or a
+    list of turns whose texts are joined) and its `group_by` field's value as text ("" without one)."""
     from benchcurate.curation.jsonl import read_jsonl
 
     if not path.is_file():
         raise UserError(f"{path} does not exist")
-    ids, texts = [], []
+    ids, texts, groups = [], [], []
     for number, row in enumerate(read_jsonl(path)):
         value = row.get(field) if isinstance(row, dict) else None
         if isinstance(value, list):
@@ -629,7 +629,8 @@ def _text_rows(path: Path, field: str) -> tuple[list[str], list[str]]:
             raise UserError(f"{path} row {number} has no field '{field}'; name the text field with --field")
         ids.append(str(row.get("id", number)))
         texts.append(str(value))
-    return ids, texts
+        groups.append(json.dumps(row.get(group_by), sort_keys=True) if group_by else "")
+    return ids, texts, groups
 
 
 @text_app.command("dups")
@@ -637,19 +638,25 @@ def text_dups(
     path: TextFile,
     out: Annotated[Path, typer.Option("--out", help="JSONL of groups: {kept, dropped: [{id, jaccard}]}.")],
     field: TextField = "question",
-    threshold: Annotated[float, typer.Option(help="Jaccard of shingle sets at which texts are near copies.")] = 0.7,
+    threshold: Annotated[float, typer.Option(help="Jaccard of the shingle sets (words and word pairs) at which texts "
+                                                  "are near copies: 0.8 reads as 80% the same.")] = 0.8,
     num_perm: Annotated[int, typer.Option(help="MinHash permutations.")] = 128,
     reference: Annotated[Optional[Path], typer.Option(help="JSONL whose texts are kept over ours (same field).")] = None,
+    group_by: Annotated[Optional[str], typer.Option(
+        help="Compare only rows with the same value of this field (e.g. image_path: a question about an image is "
+             "an item only with its image, so one prompt over many images is not a copy).")] = None,
 ) -> None:
-    """Near-duplicate groups by MinHash (word 3-grams; character 3-grams for Chinese/Japanese/Korean) after
-    NFKC, case and white-space normalisation: verbatim copies are always grouped; the first row of a group is
-    kept. Rows are named by their `id` field, else their 0-based line number."""
+    """Near-duplicate groups by MinHash over the words and word pairs of each text (characters and character
+    pairs for Chinese/Japanese/Korean) after NFKC, case and white-space normalisation; candidates are confirmed by
+    their exact Jaccard. Verbatim copies are always grouped; the first row of a group is kept. Rows are named by
+    their `id` field, else their 0-based line number."""
     from benchcurate.curation.text.minhash import MinHashParams, group_rows, near_duplicate_groups
 
-    ids, texts = _text_rows(path, field)
-    ref_ids, ref_texts = _text_rows(reference, field) if reference else ([], [])
+    ids, texts, scopes = _text_rows(path, field, group_by)
+    ref_ids, ref_texts, ref_scopes = _text_rows(reference, field, group_by) if reference else ([], [], [])
     groups, counts = near_duplicate_groups(texts, MinHashParams(threshold=threshold, num_perm=num_perm),
-                                           None, ref_texts)
+                                           None, ref_texts, scopes if group_by else None,
+                                           ref_scopes if group_by else None)
     rows = group_rows(groups, ids, ref_ids)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
@@ -673,7 +680,7 @@ def text_lang(
     from benchcurate.curation.jsonl import read_jsonl
     from benchcurate.curation.text.language import detect
 
-    _, texts = _text_rows(path, field)
+    _, texts, _ = _text_rows(path, field)
     counts: Counter[str] = Counter()
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as handle:
@@ -812,6 +819,9 @@ def images_hash(
     draft_side_px: Annotated[int, typer.Option(help="Decode JPEGs at reduced scale, no side below this; 0 = "
                                                     "full decode.")] = 256,
     max_pixels: Annotated[int, typer.Option(help="Larger images are reported as image_too_large.")] = 89_478_485,
+    likeness: Annotated[bool, typer.Option(help="Also the hashes `images dups` matches mirror images, quarter turns "
+                                                "and added borders with (and crops, with --match-crops): about 10% "
+                                                "more time.")] = False,
 ) -> None:
     """Hash images: one row per file with path, sha256, 64-bit pHash (16 hex digits), width, height, error."""
     import os
@@ -827,7 +837,7 @@ def images_hash(
     partial = out.with_name(out.name + ".partial")
     with open(partial, "w", encoding="utf-8") as handle, Progress(transient=True) as bar:
         task = bar.add_task("hashing", total=len(files))
-        for row in hash_files(files, cfg, jobs or os.cpu_count() or 1):
+        for row in hash_files(files, cfg, jobs or os.cpu_count() or 1, likeness):
             handle.write(json.dumps(row) + "\n")
             errors += row["error"] is not None
             bar.advance(task)
@@ -839,21 +849,37 @@ def images_hash(
 def images_dups(
     hashes: Annotated[Path, typer.Argument(help="A hashes file from `curate images hash`.")],
     out: Annotated[Path, typer.Option("--out", help="JSONL file of groups of two or more.")],
-    threshold: Annotated[int, typer.Option(help="Largest Hamming distance between duplicates (0-64).")] = 8,
+    threshold: Annotated[int, typer.Option(help="Largest pHash Hamming distance of candidates (0-32).")] = 8,
     reference: Annotated[Optional[Path], typer.Option(
         help="A hashes file of images to check against (earlier releases, other benchmarks).")] = None,
+    verify: Annotated[bool, typer.Option(help="Compare each candidate pair on thumbnails (decoded from the files) "
+                                              "and keep apart pictures that differ in one region.")] = True,
+    match_crops: Annotated[bool, typer.Option(help="Also match pictures with a few percent cut from a side (needs "
+                                                   "a hashes file made with --likeness).")] = False,
+    keep_rule: Annotated[str, typer.Option(help="least_processed or largest: which file of a group is kept.")]
+    = "least_processed",
     jobs: Annotated[int, typer.Option(help="Worker processes for the search.")] = 1,
 ) -> None:
-    """Group near-duplicates: every pair within the threshold (exactly), grouped by connectivity."""
-    from benchcurate.curation.images.hashfile import duplicate_groups, read_hashes
+    """Group near-duplicates as image_near_dedup does: candidates within the threshold (exactly; mirror images,
+    quarter turns and borders too when the hashes file has --likeness hashes), verified on thumbnails, grouped as
+    stars around the file kept (no file is dropped for being near another dropped one)."""
+    from pydantic import ValidationError
 
-    if not 0 <= threshold <= 64:
-        raise UserError(f"--threshold must be between 0 and 64, not {threshold}")
+    from benchcurate.curation.images.hashfile import duplicate_groups, read_hashes
+    from benchcurate.curation.images.near_dedup import NearDedupConfig
+
+    if not 0 <= threshold <= 32:
+        raise UserError(f"--threshold must be between 0 and 32, not {threshold}")
+    try:
+        cfg = NearDedupConfig(max_hamming_distance=threshold, verify=verify, match_crops=match_crops,
+                              keep_rule=keep_rule)
+    except ValidationError as error:
+        raise UserError(f"{error.errors()[0]['loc'][0]}: {error.errors()[0]['msg']}") from None
     table = read_hashes(hashes)
     groups = dropped = 0
     partial = out.with_name(out.name + ".partial")
     with open(partial, "w", encoding="utf-8") as handle:
-        for row in duplicate_groups(table, threshold, read_hashes(reference) if reference else None, jobs):
+        for row in duplicate_groups(table, cfg, read_hashes(reference) if reference else None, jobs):
             handle.write(json.dumps(row) + "\n")
             groups += 1
             dropped += len(row["dropped"])

@@ -23,7 +23,7 @@ COMPARISONS = {
     "language_id": ["naive", "ours", "same answer in 3 runs"],
     "load_test": ["1 process (--jobs 1)", "Dask local cluster", "speed-up vs 1 process", "Same sampled ids"],
     "model_layer": ["client alone", "fault-free run", "uninterrupted", "fully cached call"],
-    "near_dup_quality": ["(a) naive", "(c) ours, JPEG draft decode", "Hard negatives"],
+    "near_dup_quality": ["naive: one pHash", "+ verification (the default)", "Hard negatives"],
     "release_shards": ["naive (one table, one file)", "Peak memory naive / ours"],
     "search_scale": ["brute s", "x brute w1", "extrap."],
     "startup": ["no Prefect", "temporary server", "faster than"],

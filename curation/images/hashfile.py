@@ -1,9 +1,12 @@
 """Hash files and find duplicate groups outside a pipeline run: the `curate images hash` and `dups` commands.
 
 A hashes file is JSONL, one row per file: `{"path", "sha256", "phash", "width", "height", "bytes", "error",
-"algorithm"}` (`phash` is 16 hex digits, or null with `error` set). A groups file is JSONL, one row per group of
-two or more: `{"kept": path, "dropped": [{"path", "distance"}, ...]}`; a file matching the reference set gets
-`{"reference": reference path, "dropped": [...]}` and takes no part in the groups.
+"algorithm"}` (`phash` is 16 hex digits, or null with `error` set); with `--likeness`, also the hashes of the
+picture's other orientations, without borders and of its centre (`phash_orientations`, `phash_trimmed`,
+`phash_centre`). A groups file is JSONL, one row per group of two or more: `{"kept": path, "dropped": [{"path",
+"distance", "orientation", "matched_on", "verification"}, ...]}`, grouped as `image_near_dedup` groups (stars
+around the kept file, candidates verified on thumbnails); a file matching the reference set gets `{"reference":
+reference path, "dropped": [...]}` and takes no part in the groups.
 """
 
 from __future__ import annotations
@@ -17,9 +20,8 @@ import numpy as np
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.fingerprint import sha256_bytes
-from benchcurate.curation.grouping import groups_from_pairs
 from benchcurate.curation.images.decode import IMAGE_EXTENSIONS
-from benchcurate.curation.images.hamming import cross_pairs_within, pairs_within
+from benchcurate.curation.images.hamming import cross_pairs_within
 from benchcurate.curation.images.phash import PhashConfig, algorithm, fingerprint
 from benchcurate.curation.jsonl import numbered_rows
 from benchcurate.curation.parallel import ordered_map
@@ -42,7 +44,7 @@ def expand_paths(paths: Iterable[str]) -> list[Path]:
     return found
 
 
-def hash_chunk(paths: list[str], cfg: PhashConfig) -> list[dict]:
+def hash_chunk(paths: list[str], cfg: PhashConfig, likeness: bool = False) -> list[dict]:
     """Rows for a chunk of files (runs in a worker process)."""
     rows = []
     for name in paths:
@@ -58,19 +60,23 @@ def hash_chunk(paths: list[str], cfg: PhashConfig) -> list[dict]:
             rows.append({"path": name, "sha256": None, "phash": None, "width": None, "height": None, "bytes": None,
                          "error": f"file_unreadable: {error}", "algorithm": algorithm(cfg)})
             continue
-        found = fingerprint(path, cfg, data)
+        found = fingerprint(path, cfg, data, likeness)
         error = f"{found['error_reason']}: {found['error']}" if "error_reason" in found else None
         rows.append({"path": name, "sha256": sha256_bytes(data), "phash": found.get("phash"),
                      "width": found.get("width"), "height": found.get("height"), "bytes": len(data), "error": error,
-                     "algorithm": algorithm(cfg)})
+                     "algorithm": algorithm(cfg),
+                     **{key: found[key] for key in LIKENESS if key in found}})
     return rows
 
 
-def hash_files(paths: list[Path], cfg: PhashConfig, jobs: int) -> Iterator[dict]:
+LIKENESS = ("phash_orientations", "phash_trimmed", "phash_centre")
+
+
+def hash_files(paths: list[Path], cfg: PhashConfig, jobs: int, likeness: bool = False) -> Iterator[dict]:
     """One row per file, in the order given, decoded in `jobs` worker processes."""
     chunks = [[str(path) for path in paths[start:start + CHUNK_FILES]] for start in range(0, len(paths), CHUNK_FILES)]
     mode = "processes" if jobs > 1 else "serial"
-    for rows in ordered_map(partial(hash_chunk, cfg=cfg), chunks, mode, jobs):
+    for rows in ordered_map(partial(hash_chunk, cfg=cfg, likeness=likeness), chunks, mode, jobs):
         yield from rows
 
 
@@ -78,38 +84,52 @@ def hash_files(paths: list[Path], cfg: PhashConfig, jobs: int) -> Iterator[dict]
 class HashTable:
     paths: list[str]
     hashes: np.ndarray          # uint64
-    pixels: np.ndarray          # width * height, for the keep rule
-    sizes: np.ndarray           # file bytes
+    rows: list[dict]            # the rows read, for the near-duplicate search's keys
 
 
 def read_hashes(path: Path) -> HashTable:
     """The rows of a hashes file that have a pHash (rows with an error are skipped)."""
     if not path.exists():
         raise UserError(f"{path} does not exist; make it with `curate images hash PATH... --out {path}`")
-    paths, hashes, pixels, sizes = [], [], [], []
+    paths, hashes, rows = [], [], []
     for number, row in numbered_rows(path):
         try:
             if row.get("phash"):
                 hashes.append(int(row["phash"], 16))
                 paths.append(str(row["path"]))
-                pixels.append((row.get("width") or 0) * (row.get("height") or 0))
-                sizes.append(row.get("bytes") or 0)
+                rows.append(row)
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{path} line {number} is not a hashes row ({error})") from error
-    return HashTable(paths, np.array(hashes, dtype=np.uint64), np.array(pixels, dtype=np.int64),
-                     np.array(sizes, dtype=np.int64))
+    return HashTable(paths, np.array(hashes, dtype=np.uint64), rows)
+
+
+def keys_of(table: HashTable):
+    """The near-duplicate search's view of each row (its likeness hashes when the file has them)."""
+    from benchcurate.curation.images.near_dedup import ImageKey
+
+    found = []
+    for row in table.rows:
+        turned = row.get("phash_orientations") or ""
+        found.append(ImageKey(str(row["path"]), str(row.get("sha256") or row["path"]), row["phash"],
+                              (row.get("width") or 0) * (row.get("height") or 0), row.get("bytes") or 0, "", "",
+                              str(row["path"]), tuple(turned.split(",")) if turned else (),
+                              row.get("phash_trimmed"), row.get("phash_centre"), float(row.get("processing") or 0.0)))
+    return found
 
 
 def _distance(first: int, second: int) -> int:
     return (int(first) ^ int(second)).bit_count()
 
 
-def duplicate_groups(table: HashTable, threshold: int, reference: HashTable | None = None,
-                     workers: int = 1) -> Iterator[dict]:
-    """Reference matches first, then groups among the rest; kept: most pixels, then most bytes, then path."""
+def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, workers: int = 1) -> Iterator[dict]:
+    """Reference matches first, then groups among the rest, as `image_near_dedup` makes them (`cfg`: its
+    NearDedupConfig); thumbnails for the verification are decoded from the files."""
+    from benchcurate.curation.images.near_dedup import near_groups, thumbnail_loader
+
     matched: dict[int, list[tuple[int, int]]] = {}
     if reference is not None and len(reference.hashes):
-        for query, ref, dist in cross_pairs_within(table.hashes, reference.hashes, threshold, workers=workers):
+        for query, ref, dist in cross_pairs_within(table.hashes, reference.hashes, cfg.max_hamming_distance,
+                                                   workers=workers):
             matched.setdefault(int(query), []).append((int(dist), int(ref)))
     by_reference: dict[int, list[dict]] = {}
     for query, hits in matched.items():
@@ -117,10 +137,12 @@ def duplicate_groups(table: HashTable, threshold: int, reference: HashTable | No
         by_reference.setdefault(ref, []).append({"path": table.paths[query], "distance": dist})
     for ref in sorted(by_reference):
         yield {"reference": reference.paths[ref], "dropped": sorted(by_reference[ref], key=lambda d: d["path"])}
-    pairs = pairs_within(table.hashes, threshold, workers=workers)
-    remaining = [(int(i), int(j)) for i, j, _ in pairs if int(i) not in matched and int(j) not in matched]
-    for group in groups_from_pairs(len(table.paths), remaining):
-        kept = min(group, key=lambda index: (-table.pixels[index], -table.sizes[index], table.paths[index]))
-        dropped = [{"path": table.paths[index], "distance": _distance(table.hashes[index], table.hashes[kept])}
-                   for index in group if index != kept]
-        yield {"kept": table.paths[kept], "dropped": dropped}
+    keys = keys_of(table)
+    dropped, _ = near_groups(keys, cfg, thumbnail_loader(keys, None), set(matched))
+    groups: dict[int, list[dict]] = {}
+    for index, (kept, pair, evidence) in sorted(dropped.items()):
+        groups.setdefault(kept, []).append({"path": table.paths[index], "distance": pair.distance,
+                                            "orientation": pair.orientation, "matched_on": pair.view,
+                                            **({"verification": evidence} if evidence else {})})
+    for kept in sorted(groups, key=lambda index: table.paths[index]):
+        yield {"kept": table.paths[kept], "dropped": groups[kept]}

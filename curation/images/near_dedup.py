@@ -1,39 +1,67 @@
-"""image_near_dedup: items whose pHashes are within a Hamming distance are grouped; one per group is kept.
+"""image_near_dedup: items whose pictures are near copies are grouped around the one kept; the others are dropped.
 
 MultiVerse (Sec. 3.1) removed 13,998 of 48,100 images (29.1%) with pHash and states no threshold; ours is a
-parameter (default 8; bench/ measures precision and recall per threshold). First, items matching a reference set
-(hashes files from `curate images hash`, or earlier release folders) are dropped as `matches_reference`, naming
-the reference, to catch contamination. Then groups are connected components of the pair graph among the rest,
-so a dropped member's distance to the kept one can exceed the threshold through a chain. Kept member, in order:
-larger resolution, larger file, earlier in `source_priority`, smaller id (dedup runs before quality scoring).
-The search (`curation.images.hamming`) returns exactly the pairs brute force would, in sub-quadratic time.
+parameter (default 8). First, items matching a reference set (hashes files from `curate images hash`, or earlier
+release folders) are dropped as `matches_reference`, naming the reference, to catch contamination. Then:
+
+1. Candidates: pairs whose pHashes are within `max_hamming_distance`, found exactly in sub-quadratic time
+   (`curation.images.hamming`); also, with `match_orientations`, a picture's mirror images and quarter turns
+   against the others' pHashes; with `match_borders`, the pHashes of the pictures without uniform borders; with
+   `match_crops`, those of their centres (`curation.images.likeness`).
+2. Verification (`verify`): each candidate pair is compared on thumbnails in the pair's geometry; a pair whose
+   256-bit pHashes differ by more than `max_hash256_distance`, or in which a few blocks differ far more than the
+   rest (`max_local_difference`: spot the difference, a changed label, a moved object, the next video frame) is
+   two items, not one: for a question about an image, that difference may be the question.
+3. Groups are stars around the item kept: items in preference order; each one not yet dropped is kept, and every
+   verified near copy of it not yet placed is dropped as its duplicate. An item that is near only to a dropped
+   one is kept (a chain is reported in the stage's summary, not followed), so no dropped item is further than
+   the threshold from the one kept in its place.
+4. Which item is kept (`keep_rule`): `least_processed` (default) prefers the picture least worked on, then the
+   most pixels, then the largest file; `largest` the most pixels, then the largest file. Then `source_priority`,
+   then the smaller id. The decision records the rule, distances, orientation, the hash that matched and the
+   verification's evidence.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.fingerprint import sha256_json
-from benchcurate.curation.grouping import groups_from_pairs, pick_kept
+from benchcurate.curation.images.decode import ImageDecodeError
 from benchcurate.curation.images.hamming import cross_pairs_within, pairs_within
+from benchcurate.curation.images.likeness import TURNS, VIEWS, compare, orient_thumbnail, thumbnails
 from benchcurate.curation.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.text import normalise, question_text
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
+THUMBS_NAMESPACE = "image_thumbs"  # of the run cache: 3 x 64 x 64 greyscale bytes by content sha256
+
 
 class NearDedupConfig(StageConfig):
-    max_hamming_distance: int = Field(8, ge=0, le=32, description="pairs at this distance or less are duplicates")
+    max_hamming_distance: int = Field(8, ge=0, le=32, description="pairs at this distance or less are candidates")
+    match_orientations: bool = Field(True, description="also match mirror images and quarter turns")
+    match_borders: bool = Field(True, description="also match pictures with uniform borders added or removed")
+    match_crops: bool = Field(False, description="also match pictures with a few percent cut from a side (compares "
+                                                 "centres: a camera pan or a stereo pair can match too)")
+    verify: bool = Field(True, description="compare each candidate pair on thumbnails before grouping it")
+    max_hash256_distance: int = Field(40, ge=0, le=256, description="verification: 256-bit pHash distance above "
+                                                                   "which a candidate pair is two pictures")
+    max_local_difference: float = Field(0.27, ge=0, description="verification: a block of the normalised difference "
+                                                               "this far above the median block makes two pictures")
+    keep_rule: Literal["least_processed", "largest"] = Field("least_processed", description="which copy is kept")
     source_priority: tuple[str, ...] = Field((), description="source datasets to prefer, most preferred first")
     reference: tuple[str, ...] = Field((), description="hashes files (JSONL) or release folders to check against")
 
 
 class ImageKey(NamedTuple):
-    """What the image dedup stages decide on: the keep rule's fields, the two hashes, and the item's questions."""
+    """What the image dedup stages decide on: the keep rule's fields, the hashes, the item's questions, its path."""
 
     id: str
     sha256: str
@@ -42,19 +70,29 @@ class ImageKey(NamedTuple):
     size_bytes: int
     source: str
     questions: str = ""  # digest of the normalised user turns; "" for an image with no text yet
+    path: str = ""
+    turned: tuple[str, ...] = ()  # pHashes of the 7 other orientations, in TURNS order
+    trimmed: str | None = None
+    centre: str | None = None
+    processing: float = 0.0  # how worked-on the picture looks (smaller: less); see `keep_rule`
 
 
 def image_key(item: Sample, cfg: object = None) -> ImageKey:
     image = item.images[0]
     users = question_text(item, "user_turns")
+    found = item.scores.get("image_phash") or {}
+    turned = found.get("phash_orientations") or ""
     return ImageKey(item.id, image.sha256, image.phash, (image.width or 0) * (image.height or 0), image.size_bytes,
-                    item.provenance.source_dataset, sha256_json(normalise(users))[:16] if users else "")
+                    item.provenance.source_dataset, sha256_json(normalise(users))[:16] if users else "",
+                    image.path, tuple(turned.split(",")) if turned else (),
+                    found.get("phash_trimmed"), found.get("phash_centre"), float(found.get("processing") or 0.0))
 
 
-def preference(key: ImageKey, source_priority: tuple[str, ...]) -> tuple:
+def preference(key: ImageKey, source_priority: tuple[str, ...], keep_rule: str = "largest") -> tuple:
     """Sort key of the keep rule: smaller is preferred."""
     rank = source_priority.index(key.source) if key.source in source_priority else len(source_priority)
-    return (-key.pixels, -key.size_bytes, rank, key.id)
+    worked = key.processing if keep_rule == "least_processed" else 0.0
+    return (worked, -key.pixels, -key.size_bytes, rank, key.id)
 
 
 def distance(first: str, second: str) -> int:
@@ -105,27 +143,155 @@ def _reference_matches(items: list[ImageKey], hashes: np.ndarray, cfg: NearDedup
     return drops
 
 
+class Candidate(NamedTuple):
+    """i's picture, turned by `orientation`, near j's: `view` says which hashes matched."""
+
+    i: int
+    j: int
+    distance: int
+    orientation: str
+    view: str
+
+
+def hashes_of(values: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
+    """(positions that have a hash, the hashes as uint64)."""
+    where = np.array([k for k, value in enumerate(values) if value], dtype=np.int64)
+    return where, np.array([int(values[k], 16) for k in where], dtype=np.uint64)
+
+
+def candidates(items: list[ImageKey], cfg: NearDedupConfig, excluded: set[int]) -> dict[tuple[int, int], list[Candidate]]:
+    """Every way each pair of items is near, best first: the whole picture before its trimmed or centre hashes,
+    the identity before turns, then by distance."""
+    found: dict[tuple[int, int], list[Candidate]] = defaultdict(list)
+
+    def add(i: int, j: int, dist: int, orientation: str, view: str) -> None:
+        if i == j or i in excluded or j in excluded or items[i].questions != items[j].questions:
+            return  # one picture with different questions (imported conversations) is two benchmark items
+        found[(min(i, j), max(i, j))].append(Candidate(i, j, dist, orientation, view))
+
+    views = [("full", [item.phash for item in items])]
+    if cfg.match_borders:
+        views.append(("trimmed", [item.trimmed for item in items]))
+    if cfg.match_crops:
+        views.append(("centre", [item.centre for item in items]))
+    for view, values in views:
+        where, hashes = hashes_of(values)
+        for i, j, dist in pairs_within(hashes, cfg.max_hamming_distance):
+            add(int(where[i]), int(where[j]), int(dist), "identity", view)
+    if cfg.match_orientations:
+        where, hashes = hashes_of([item.phash for item in items])
+        turned_where = [k for k, item in enumerate(items) if item.turned]
+        for slot, orientation in enumerate(TURNS):
+            turned = np.array([int(items[k].turned[slot], 16) for k in turned_where], dtype=np.uint64)
+            for i, j, dist in cross_pairs_within(turned, hashes, cfg.max_hamming_distance):
+                add(turned_where[int(i)], int(where[j]), int(dist), orientation, "full")
+    return {key: sorted(options, key=lambda pair: (VIEWS.index(pair.view), pair.orientation != "identity",
+                                                    pair.distance)) for key, options in found.items()}
+
+
+def verification(pair: Candidate, thumbs: Callable[[int], np.ndarray]) -> dict[str, float]:
+    """The finer comparison of a candidate pair, in the pair's geometry (i turned to match j)."""
+    view = VIEWS.index(pair.view)
+    first = orient_thumbnail(thumbs(pair.i)[view], pair.orientation)
+    return compare(first, thumbs(pair.j)[view], pair.view).evidence()
+
+
+def passes(evidence: dict, cfg: NearDedupConfig) -> bool:
+    if "unverified" in evidence:  # a picture that cannot be decoded again: the pHashes decide, and it says so
+        return True
+    return evidence["hash256_distance"] <= cfg.max_hash256_distance and \
+        evidence["local_difference"] <= cfg.max_local_difference
+
+
+def star_groups(items: list[ImageKey], edges: dict[tuple[int, int], dict], cfg: NearDedupConfig
+                ) -> tuple[dict[int, tuple[int, dict]], list[dict]]:
+    """Each dropped item -> (the kept item it is a copy of, the pair's evidence), and the chains not followed."""
+    near: dict[int, list[int]] = defaultdict(list)
+    for i, j in edges:
+        near[i].append(j)
+        near[j].append(i)
+    order = sorted(near, key=lambda index: preference(items[index], cfg.source_priority, cfg.keep_rule))
+    dropped: dict[int, tuple[int, dict]] = {}
+    kept: set[int] = set()
+    for index in order:
+        if index in dropped:
+            continue
+        kept.add(index)
+        for other in near[index]:
+            if other not in dropped and other not in kept:
+                dropped[other] = (index, edges[(min(index, other), max(index, other))])
+    chains = [{"kept": items[index].id, "near_dropped": items[other].id, "kept_in_place": items[dropped[other][0]].id}
+              for index in sorted(kept) for other in near[index] if other in dropped and dropped[other][0] != index]
+    return dropped, chains
+
+
+def thumbnail_loader(items: list[ImageKey], ctx: StageContext | None) -> Callable[[int], np.ndarray]:
+    """Thumbnails of an item's picture, read from the run cache (when there is a context) or made by decoding it
+    once."""
+    from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS, decode_image
+
+    made: dict[int, np.ndarray] = {}
+
+    def load(index: int) -> np.ndarray:
+        if index not in made:
+            key = f"{items[index].sha256}:v1"
+            cache = ctx.cache if ctx is not None else None
+            stored = cache.get_bytes_many(THUMBS_NAMESPACE, [key]).get(key) if cache else None
+            if stored is None:
+                decoded = decode_image(Path(items[index].path), DEFAULT_MAX_PIXELS, 256)
+                stored = thumbnails(decoded.image).tobytes()
+                if cache:
+                    cache.put_bytes_many(THUMBS_NAMESPACE, {key: stored})
+            made[index] = np.frombuffer(stored, dtype=np.uint8).reshape(len(VIEWS), 64, 64)
+        return made[index]
+    return load
+
+
+def near_groups(items: list[ImageKey], cfg: NearDedupConfig, thumbs: Callable[[int], np.ndarray],
+                excluded: set[int] = frozenset()) -> tuple[dict[int, tuple[int, Candidate, dict]], dict]:
+    """Each dropped item -> (kept item, the way the pair matched, the verification's evidence), and the counts
+    for the summary. A pair stands when one of the ways it is near passes the verification."""
+    found = candidates(items, cfg, set(excluded))
+    edges, pairs, rejected = {}, {}, 0
+    for key, options in found.items():
+        for pair in options:
+            try:
+                evidence = verification(pair, thumbs) if cfg.verify else {}
+            except (ImageDecodeError, OSError) as error:
+                evidence = {"unverified": f"{type(error).__name__}: {error}"}
+            if not evidence or passes(evidence, cfg):
+                edges[key], pairs[key] = evidence, pair
+                break
+        else:
+            rejected += 1
+    dropped, chains = star_groups(items, edges, cfg)
+    summary = {"candidate_pairs": len(found), "rejected_by_verification": rejected,
+               "turned_or_trimmed_pairs": sum(1 for pair in pairs.values()
+                                              if pair.orientation != "identity" or pair.view != "full"),
+               "chains_not_followed": len(chains), "chains": chains[:20]}
+    return {index: (kept, pairs[(min(index, kept), max(index, kept))], evidence)
+            for index, (kept, evidence) in dropped.items()}, summary
+
+
 def select(items: list[ImageKey], cfg: NearDedupConfig, ctx: StageContext) -> list[Verdict]:
     hashes = np.array([int(item.phash, 16) for item in items], dtype=np.uint64)
     verdicts: list[Verdict] = [Keep()] * len(items)
     contaminated = _reference_matches(items, hashes, cfg)
     for index, drop in contaminated.items():
         verdicts[index] = drop
-    pairs = pairs_within(hashes, cfg.max_hamming_distance)
-    # two items with the same picture but different questions (imported conversations) are two benchmark items
-    edges = ((int(i), int(j)) for i, j, _ in pairs if int(i) not in contaminated and int(j) not in contaminated
-             and items[int(i)].questions == items[int(j)].questions)
-    for group in groups_from_pairs(len(items), edges):
-        kept = pick_kept(group, items, lambda item: preference(item, cfg.source_priority))
-        for index in group:
-            if index != kept:
-                verdicts[index] = Drop(reason="near_duplicate", detail={
-                    "near_duplicate_of": items[kept].id,
-                    "hamming_distance": distance(items[index].phash, items[kept].phash),
-                    "group_size": len(group)})
+    dropped, summary = near_groups(items, cfg, thumbnail_loader(items, ctx), set(contaminated))
+    ctx.summary.update(summary)
+    group_sizes: dict[int, int] = defaultdict(lambda: 1)
+    for kept, _, _ in dropped.values():
+        group_sizes[kept] += 1
+    for index, (kept, pair, evidence) in dropped.items():
+        verdicts[index] = Drop(reason="near_duplicate", detail={
+            "near_duplicate_of": items[kept].id, "hamming_distance": pair.distance, "orientation": pair.orientation,
+            "matched_on": pair.view, **({"verification": evidence} if evidence else {}),
+            "keep_rule": cfg.keep_rule, "group_size": group_sizes[kept]})
     return verdicts
 
 
 STAGE = SetStage(name="image_near_dedup", config=NearDedupConfig, view=image_key, select=select,
                  reasons=("near_duplicate", "matches_reference"), outside_input=reference_digest,
-                 version=2)  # 2: questions tell items of one image apart
+                 version=3)  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders

@@ -2,7 +2,9 @@
 
 The hash is imagehash's `phash` (DCT of a 32x32 greyscale, 8x8 low frequencies against their median), so values
 match what other tools computing it report. A file that cannot be decoded is dropped with the reason its decode
-gave (`image_empty`, `image_truncated`, `image_unreadable`, `image_too_large`, ...). Results are cached by
+gave (`image_empty`, `image_truncated`, `image_unreadable`, `image_too_large`, ...). The item's scores also keep
+the hashes `image_near_dedup` matches turned, bordered and cropped copies with (`curation.images.likeness`),
+from the same decode. Results are cached by
 content sha256 and decode settings, so a rerun decodes nothing it already hashed. CPU-bound: the runner spreads
 it over worker processes (or a Dask cluster).
 """
@@ -12,10 +14,10 @@ from __future__ import annotations
 from importlib.metadata import version
 from pathlib import Path
 
-import imagehash
 from pydantic import Field
 
 from benchcurate.curation.images.decode import DECODE_REASONS, DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
+from benchcurate.curation.images.likeness import hash_of, likeness_hashes, phash_block
 from benchcurate.curation.stage import ItemStage, StageConfig, StageContext
 from benchcurate.schemas import Drop, Keep, Sample, Scores, Verdict
 
@@ -35,23 +37,28 @@ def algorithm(cfg: PhashConfig) -> str:
     return f"imagehash {IMAGEHASH_VERSION} phash hash_size=8; {decode}"
 
 
-def fingerprint(path: Path, cfg: PhashConfig, data: bytes | None = None) -> dict:
-    """Width, height, format and pHash of one file (or its bytes), or the reason it cannot be decoded. An error
-    names no file: the result is cached by content, and files with the same bytes are different files."""
+def fingerprint(path: Path, cfg: PhashConfig, data: bytes | None = None, likeness: bool = False) -> dict:
+    """Width, height, format and pHash of one file (or its bytes), or the reason it cannot be decoded; with
+    `likeness`, also the hashes of its other orientations, without borders and of its centre
+    (`curation.images.likeness`), from the same decode. An error names no file: the result is cached by content,
+    and files with the same bytes are different files."""
     try:
         decoded = decode_image(path, cfg.max_pixels, cfg.draft_side_px, data)
     except ImageDecodeError as error:
         return {"error_reason": error.reason, "error": str(error).replace(str(path), "the file")}
-    return {"width": decoded.width, "height": decoded.height, "format": decoded.format,
-            "phash": str(imagehash.phash(decoded.image)), "phash_algorithm": algorithm(cfg)}
+    grey = decoded.image.convert("L")
+    block = phash_block(grey)  # imagehash's phash, step by step: its DCT block serves the other orientations too
+    found = {"width": decoded.width, "height": decoded.height, "format": decoded.format, "phash": hash_of(block),
+             "phash_algorithm": algorithm(cfg)}
+    return {**found, **likeness_hashes(grey, block)} if likeness else found
 
 
 def score(item: Sample, cfg: PhashConfig, ctx: StageContext) -> Scores:
     image = item.images[0]
-    key = f"{image.sha256}:{cfg.max_pixels}:{cfg.draft_side_px}"
+    key = f"{image.sha256}:{cfg.max_pixels}:{cfg.draft_side_px}:likeness"
     found = ctx.cache.get(CACHE_NAMESPACE, key)
     if not isinstance(found, dict):
-        found = fingerprint(Path(image.path), cfg)
+        found = fingerprint(Path(image.path), cfg, likeness=True)
         ctx.cache.put(CACHE_NAMESPACE, key, found)
     if "error_reason" in found:  # which file, from the item itself, never from the cache
         found = {**found, "path": item.provenance.source_path or image.path}
@@ -74,4 +81,4 @@ def apply(item: Sample, scores: Scores, cfg: PhashConfig) -> Sample:
 
 
 STAGE = ItemStage(name="image_phash", config=PhashConfig, score=score, decide=decide, apply=apply,
-                  reasons=DECODE_REASONS, parallel="processes")
+                  reasons=DECODE_REASONS, parallel="processes", version=2)  # 2: the likeness hashes beside the pHash

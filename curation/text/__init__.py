@@ -26,15 +26,19 @@ def is_cjk(text: str) -> bool:
 WORD = re.compile(r"\w+")
 
 
-def shingles(text: str, word_ngram: int = 3, char_ngram: int = 3) -> set[str]:
-    """Word n-grams of the normalised text's words (punctuation is not a word), or character n-grams (spaces and
-    punctuation removed) for CJK text; a text shorter than one shingle is one shingle."""
+def shingles(text: str, word_ngram: int = 2, char_ngram: int = 2) -> set[str]:
+    """Every word n-gram of the normalised text from single words up to `word_ngram` words (punctuation is not a
+    word), or every character n-gram up to `char_ngram` characters (spaces and punctuation removed) for CJK text.
+
+    Words and word pairs (the default) make "Jaccard 0.8" read as "80% the same": one word changed in a 20-25
+    word question leaves 0.86-0.89, while a reordered question loses its pairs."""
     clean = normalise(text)
     if is_cjk(clean):
-        chars = "".join(WORD.findall(clean))
-        return {chars[i:i + char_ngram] for i in range(max(1, len(chars) - char_ngram + 1))} if chars else set()
-    words = WORD.findall(clean)
-    return {" ".join(words[i:i + word_ngram]) for i in range(max(1, len(words) - word_ngram + 1))} if words else set()
+        units, size, glue = list("".join(WORD.findall(clean))), char_ngram, ""
+    else:
+        units, size, glue = WORD.findall(clean), word_ngram, " "
+    return {glue.join(units[i:i + n]) for n in range(1, size + 1) for i in range(max(1, len(units) - n + 1))
+            if units[i:i + n]}
 
 
 def question_text(sample: Sample, field: str = "question") -> str:

@@ -2,15 +2,20 @@
 
 1. Texts are normalised (NFKC, case, white space; `curation.text.normalise`). Equal normalised texts are
    verbatim copies and are grouped directly, whatever the thresholds.
-2. Each distinct text becomes a set of shingles (word 3-grams; character 3-grams for Chinese, Japanese and
-   Korean) and a datasketch MinHash, computed with `MinHash.bulk` (hashing vectorised per text) instead of
-   token-by-token updates. Signatures are stored in the run cache by text and parameters (namespace `minhash`),
-   so a rerun or a new batch computes only texts it has not seen.
-3. Candidate pairs come from LSH banding over the whole signature matrix at once: the band and row counts are
-   the ones datasketch's `MinHashLSH` chooses for the threshold and permutation count; texts whose band
-   values agree in any band are candidates.
+2. Each distinct text becomes a set of shingles (its words and word pairs; characters and character pairs for
+   Chinese, Japanese and Korean: `curation.text.shingles`) and a datasketch MinHash, computed with
+   `MinHash.bulk` (hashing vectorised per text) instead of token-by-token updates. Signatures are stored in the
+   run cache by text and parameters (namespace `minhash`), so a rerun or a new batch computes only texts it has
+   not seen.
+3. Candidate pairs come from LSH banding over the whole signature matrix at once. The rows per band are the most
+   that still make a pair *at* the threshold a candidate with probability >= 0.98 (`CANDIDATE_RECALL`): the
+   exact check below removes the extra candidates, so recall near the threshold is not left to the estimate
+   (datasketch's `MinHashLSH` balances misses against false candidates and finds about 3 in 4 pairs just above
+   its threshold).
 4. A candidate pair is a near duplicate when the exact Jaccard similarity of the two shingle sets is at least
    the threshold (so the decision never rests on the estimate); groups are connected components (union-find).
+   With scopes (one per text, e.g. the image group of a question about an image), only texts of one scope are
+   compared: one generic prompt asked of 55 different images is 55 items, not 54 copies.
 5. In each group the kept member is the first in input order; members matching a reference text are all
    dropped, the reference being what is kept.
 """
@@ -20,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,8 +35,9 @@ from benchcurate.curation.grouping import UnionFind
 from benchcurate.curation.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
 from benchcurate.curation.text import normalise, shingles
 
-DEFAULT_THRESHOLD = 0.7   # Jaccard of word 3-gram sets; copies with a word or two changed score 0.5-0.8
+DEFAULT_THRESHOLD = 0.8   # Jaccard of word and word-pair sets: a word changed in 20-25 words leaves 0.86-0.89
 DEFAULT_NUM_PERM = 128
+CANDIDATE_RECALL = 0.98   # the chance that LSH makes a pair exactly at the threshold a candidate
 SEED = 1
 SIGNATURE_CHUNK = 2_000          # texts per task
 SIGNATURE_PROCESS_MIN = 20_000   # fewer missing signatures are computed here (worker start-up costs about 1 s)
@@ -42,23 +48,22 @@ NAMESPACE = "minhash"            # of the run cache: signatures as uint32 bytes
 class MinHashParams:
     threshold: float = DEFAULT_THRESHOLD
     num_perm: int = DEFAULT_NUM_PERM
-    word_ngram: int = 3
-    char_ngram: int = 3
+    word_ngram: int = 2
+    char_ngram: int = 2
 
     @property
     def key(self) -> str:
-        return f"p{self.num_perm}-s{SEED}-w{self.word_ngram}-c{self.char_ngram}-legacy"
+        return f"p{self.num_perm}-s{SEED}-w1to{self.word_ngram}-c1to{self.char_ngram}-legacy"
 
     def bands(self) -> tuple[int, int]:
-        """(bands, rows per band) as datasketch's MinHashLSH picks them for this threshold (for 1.0, equal sets
-        only, those of 0.98: it needs two bands at least)."""
-        from datasketch import MinHashLSH  # here: datasketch (and the scipy it loads) costs 0.4 s to import
-
-        try:
-            lsh = MinHashLSH(threshold=min(self.threshold, 0.98), num_perm=self.num_perm)
-        except ValueError:  # few permutations and a high threshold: two bands of half the rows each
-            return 2, self.num_perm // 2
-        return lsh.b, lsh.r
+        """(bands, rows per band): the most rows per band (fewest false candidates) with which a pair at the
+        threshold still becomes a candidate with probability CANDIDATE_RECALL, using every permutation."""
+        threshold = min(self.threshold, 0.99)
+        for rows in range(self.num_perm, 0, -1):
+            bands = self.num_perm // rows
+            if bands >= 1 and 1 - (1 - threshold ** rows) ** bands >= CANDIDATE_RECALL:
+                return bands, rows
+        return self.num_perm, 1
 
     def shingles(self, text: str) -> set[str]:
         return shingles(text, self.word_ngram, self.char_ngram)
@@ -127,25 +132,37 @@ class Group:
 
 
 def near_duplicate_groups(texts: Sequence[str], params: MinHashParams, cache: Cache | None,
-                          reference: Sequence[str] = ()) -> tuple[list[Group], dict[str, int]]:
-    """Groups of two or more among `texts` (and of input texts matching a reference text), and counts."""
+                          reference: Sequence[str] = (), scopes: Sequence[Hashable] | None = None,
+                          reference_scopes: Sequence[Hashable] | None = None) -> tuple[list[Group], dict[str, int]]:
+    """Groups of two or more among `texts` (and of input texts matching a reference text), and counts. With
+    `scopes` (and `reference_scopes`), texts are compared only within one scope."""
     everything = list(texts) + list(reference)
+    scope = (list(scopes) + list(reference_scopes or [None] * len(reference))) if scopes is not None \
+        else [None] * len(everything)
     normalised = [normalise(text) for text in everything]
     forest = UnionFind(len(everything))
-    first_seen: dict[str, int] = {}
+    first_seen: dict[tuple[Hashable, str], int] = {}
     for index, text in enumerate(normalised):              # verbatim copies, whatever the threshold
-        forest.union(first_seen.setdefault(text, index), index)
-    distinct = list(first_seen.values())                   # one text per verbatim group goes through LSH
-    matrix, computed = signatures([everything[index] for index in distinct], params, cache)
+        forest.union(first_seen.setdefault((scope[index], text), index), index)
+    distinct = list(first_seen.values())                   # one text per scope and verbatim group
+    in_scope: dict[str, dict[Hashable, int]] = defaultdict(dict)  # normalised text -> scope -> its representative
+    for index in distinct:
+        in_scope[normalised[index]][scope[index]] = index
+    unique = list(in_scope)                                # each text is signed and compared once
+    first_of = {text: next(iter(in_scope[text].values())) for text in unique}
+    matrix, computed = signatures([everything[first_of[text]] for text in unique], params, cache)
     bands, rows = params.bands()
-    sets = {index: params.shingles(everything[index]) for index in distinct}
+    sets = [params.shingles(everything[first_of[text]]) for text in unique]
     candidates = candidate_pairs(matrix, bands, rows)
     confirmed = 0
     for first, second in candidates:
-        a, b = distinct[first], distinct[second]
-        if jaccard(sets[a], sets[b]) >= params.threshold:
-            forest.union(a, b)
-            confirmed += 1
+        if jaccard(sets[first], sets[second]) < params.threshold:
+            continue
+        confirmed += 1
+        mine, theirs = in_scope[unique[first]], in_scope[unique[second]]
+        for shared in mine.keys() & theirs.keys():          # the two texts near each other within one scope
+            forest.union(mine[shared], theirs[shared])
+    set_of = dict(zip(unique, sets))
     members: dict[int, list[int]] = defaultdict(list)
     for index in range(len(everything)):
         members[forest.find(index)].append(index)
@@ -158,12 +175,12 @@ def near_duplicate_groups(texts: Sequence[str], params: MinHashParams, cache: Ca
             continue
         anchor = n + refs[0] if refs else inputs[0]
         dropped = inputs if refs else inputs[1:]
-        anchor_set = sets.get(anchor) or params.shingles(everything[anchor])
+        anchor_set = set_of[normalised[anchor]]
         groups.append(Group(kept=None if refs else inputs[0], reference=refs[0] if refs else None,
-                            members=[(index, round(jaccard(anchor_set, sets.get(index) or params.shingles(
-                                everything[index])), 4)) for index in dropped]))
+                            members=[(index, round(jaccard(anchor_set, set_of[normalised[index]]), 4))
+                                     for index in dropped]))
     groups.sort(key=lambda group: min(index for index, _ in group.members))
-    return groups, {"texts": len(texts), "reference_texts": len(reference), "distinct_texts": len(distinct),
+    return groups, {"texts": len(texts), "reference_texts": len(reference), "distinct_texts": len(unique),
                     "signatures_computed": computed,
                     "candidate_pairs": len(candidates), "near_pairs_confirmed": confirmed, "bands": bands,
                     "rows_per_band": rows}

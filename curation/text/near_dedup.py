@@ -5,18 +5,26 @@ unstated; ours are documented in `curation.text.minhash`).
 Signatures are kept in the run cache (`<out>/cache/cache.sqlite`), so a rerun, a changed threshold or a new batch computes only
 texts not seen before. The kept member of a group is the first in input order; every other one is dropped as
 `near_duplicate_text` naming the kept id (or the reference) and the Jaccard similarity.
+
+For questions about images, the item is the image and the question together (`scope: image`, the default): two
+questions are compared only when their images are one picture (the same bytes, or pHashes within
+`image_max_hamming_distance`), so one generic prompt ("what is funny about this picture?") over 55 different
+images is 55 items, not 54 duplicates. `scope: text` compares every question with every other (text-only sets).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
+import numpy as np
 from pydantic import Field
 
 from benchcurate.curation.fingerprint import sha256_file, sha256_json
+from benchcurate.curation.grouping import groups_from_pairs
+from benchcurate.curation.images.hamming import pairs_within
 from benchcurate.curation.jsonl import read_samples
-from benchcurate.curation.stage import Keyed, SetStage, StageConfig, StageContext
+from benchcurate.curation.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.text import question_text
 from benchcurate.curation.text.minhash import (
     DEFAULT_NUM_PERM,
@@ -32,8 +40,12 @@ class TextDedupConfig(StageConfig):
     threshold: float = Field(DEFAULT_THRESHOLD, gt=0, le=1, description="Jaccard of shingle sets at which two texts "
                                                                         "are near copies")
     num_perm: int = Field(DEFAULT_NUM_PERM, ge=16, le=1024, description="MinHash permutations")
-    word_ngram: int = Field(3, ge=1, le=10, description="words per shingle")
-    char_ngram: int = Field(3, ge=1, le=10, description="characters per shingle for Chinese, Japanese, Korean")
+    word_ngram: int = Field(2, ge=1, le=10, description="shingles are the words and word n-grams up to this")
+    char_ngram: int = Field(2, ge=1, le=10, description="the same in characters, for Chinese, Japanese, Korean")
+    scope: Literal["image", "text"] = Field("image", description="image: compare questions about one picture only; "
+                                                                "text: compare all (text-only sets)")
+    image_max_hamming_distance: int = Field(8, ge=0, le=32, description="pHashes this close are one picture "
+                                                                        "(scope: image)")
     reference: list[str] = Field(default_factory=list, description="samples JSONL files (curate import, releases' "
                                                                    "kept.jsonl) whose texts are kept over ours")
 
@@ -42,16 +54,47 @@ def reference_digest(cfg: TextDedupConfig, run_dir: Path | None = None) -> str:
     return sha256_json([[path, sha256_file(Path(path)) if Path(path).is_file() else None] for path in cfg.reference])
 
 
-def text_view(item: Sample, cfg: TextDedupConfig) -> Keyed:
-    return Keyed(item.id, question_text(item, cfg.field))
+class TextKey(NamedTuple):
+    """What the stage decides on: the item's id, its text, and its picture (sha256, pHash) for the scope."""
+
+    id: str
+    value: str
+    sha256: str | None = None
+    phash: str | None = None
 
 
-def select(items: list[Keyed], cfg: TextDedupConfig, ctx: StageContext) -> list[Verdict]:
+def text_view(item: Sample, cfg: TextDedupConfig) -> TextKey:
+    image = item.images[0] if item.images else None
+    return TextKey(item.id, question_text(item, cfg.field), image.sha256 if image else None,
+                   image.phash if image else None)
+
+
+def image_scopes(keys: list[TextKey], max_distance: int) -> list[object]:
+    """One scope per item: its picture's group (same bytes, or pHashes within `max_distance`, chained); None for
+    an item without an image."""
+    forest = list(range(len(keys)))
+    with_hash = [k for k, key in enumerate(keys) if key.phash]
+    hashes = np.array([int(keys[k].phash, 16) for k in with_hash], dtype=np.uint64)
+    pairs = [(with_hash[int(i)], with_hash[int(j)]) for i, j, _ in pairs_within(hashes, max_distance)] \
+        if len(with_hash) > 1 else []
+    by_bytes: dict[str, int] = {}
+    pairs += [(by_bytes.setdefault(key.sha256, k), k) for k, key in enumerate(keys) if key.sha256]
+    for group in groups_from_pairs(len(keys), pairs):
+        for member in group:
+            forest[member] = group[0]
+    return [forest[k] if keys[k].sha256 or keys[k].phash else None for k in range(len(keys))]
+
+
+def select(items: list[TextKey], cfg: TextDedupConfig, ctx: StageContext) -> list[Verdict]:
     params = MinHashParams(threshold=cfg.threshold, num_perm=cfg.num_perm, word_ngram=cfg.word_ngram,
                            char_ngram=cfg.char_ngram)
     references = [text_view(sample, cfg) for path in cfg.reference for sample in read_samples(Path(path))]
+    scopes = reference_scopes = None
+    if cfg.scope == "image":
+        every = image_scopes([*items, *references], cfg.image_max_hamming_distance)
+        scopes, reference_scopes = every[:len(items)], every[len(items):]
     groups, counts = near_duplicate_groups([item.value for item in items], params, ctx.cache,
-                                           [reference.value for reference in references])
+                                           [reference.value for reference in references], scopes, reference_scopes)
     ctx.summary.update(counts)
     verdicts: list[Verdict] = [Keep() for _ in items]
     for group in groups:
@@ -62,4 +105,5 @@ def select(items: list[Keyed], cfg: TextDedupConfig, ctx: StageContext) -> list[
 
 
 STAGE = SetStage(name="text_near_dedup", config=TextDedupConfig, view=text_view, select=select,
-                 reasons=("near_duplicate_text",), outside_input=reference_digest)
+                 reasons=("near_duplicate_text",), outside_input=reference_digest,
+                 version=2)  # 2: words and word pairs, LSH bands for recall at the threshold, image scope

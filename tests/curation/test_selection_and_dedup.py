@@ -50,19 +50,26 @@ def test_near_dedup_keeps_the_largest_image_and_records_distance(ctx):
     small = with_image(make_sample(2), phash=f"{phash ^ 0b111:016x}", width=50, height=50)
     large = with_image(make_sample(3), phash=base.images[0].phash, width=400, height=300)
     far = with_image(make_sample(4), phash=f"{phash ^ ((1 << 64) - 1):016x}")
-    verdicts = decide(near_dedup.STAGE, [small, large, far], near_dedup.NearDedupConfig(max_hamming_distance=4), ctx)
-    assert verdicts[0] == Drop(reason="near_duplicate",
-                               detail={"near_duplicate_of": large.id, "hamming_distance": 3, "group_size": 2})
+    cfg = near_dedup.NearDedupConfig(max_hamming_distance=4, verify=False, keep_rule="largest")
+    verdicts = decide(near_dedup.STAGE, [small, large, far], cfg, ctx)
+    assert verdicts[0] == Drop(reason="near_duplicate", detail={
+        "near_duplicate_of": large.id, "hamming_distance": 3, "orientation": "identity", "matched_on": "full",
+        "keep_rule": "largest", "group_size": 2})
     assert verdicts[1:] == [Keep(), Keep()]
 
 
-def test_near_dedup_groups_chains_so_distance_can_exceed_threshold(ctx):
+def test_near_dedup_drops_only_what_is_near_the_kept_item_and_reports_the_chain(ctx):
+    """a - b - c with a and c 8 apart at threshold 4: b goes as a's copy, c stays (it is near b only)."""
     a = with_image(make_sample(1), phash="0000000000000000", width=500, height=500)
     b = with_image(make_sample(2), phash="000000000000000f")
     c = with_image(make_sample(3), phash="00000000000000ff")
-    verdicts = decide(near_dedup.STAGE, [a, b, c], near_dedup.NearDedupConfig(max_hamming_distance=4), ctx)
-    assert verdicts[0] == Keep()
-    assert verdicts[2].detail["near_duplicate_of"] == a.id and verdicts[2].detail["hamming_distance"] == 8
+    cfg = near_dedup.NearDedupConfig(max_hamming_distance=4, verify=False)
+    verdicts = decide(near_dedup.STAGE, [a, b, c], cfg, ctx)
+    assert verdicts[0] == Keep() and verdicts[2] == Keep()
+    assert verdicts[1].detail["near_duplicate_of"] == a.id and verdicts[1].detail["hamming_distance"] == 4
+    _, summary = near_dedup.near_groups([near_dedup.image_key(item) for item in (a, b, c)], cfg, lambda index: None)
+    assert summary["chains_not_followed"] == 1
+    assert summary["chains"] == [{"kept": c.id, "near_dropped": b.id, "kept_in_place": a.id}]
 
 
 def categorised(seed, name):

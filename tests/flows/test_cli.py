@@ -144,4 +144,4 @@ def test_images_hash_and_dups_without_prefect_or_home_writes(tmp_path):
     assert [entry["path"] for entry in kept["dropped"]] == [str(folder / "0-small.jpg")]
     assert "PREFECT_IMPORTED=False" in hashed.stderr + grouped.stderr and not list(home.iterdir())
     bad = probe(["images", "dups", str(tmp_path / "h.jsonl"), "--threshold", "99", "--out", "x"], tmp_path, home)
-    assert bad.returncode == 2 and "--threshold must be between 0 and 64" in bad.stderr
+    assert bad.returncode == 2 and "--threshold must be between 0 and 32" in bad.stderr
