@@ -22,9 +22,11 @@ from tests import dedup_set
 
 WAYS = {
     "naive: one pHash, connected components": dict(verify=False, match_orientations=False, match_borders=False),
-    "stars around the kept picture": dict(verify=False, match_orientations=False, match_borders=False),
-    "+ mirror images and quarter turns": dict(verify=False, match_borders=False),
-    "+ borders": dict(verify=False),
+    "stars around the kept picture": dict(verify=False, match_orientations=False, match_borders=False,
+                                          keep_rule="largest"),
+    "+ mirror images and quarter turns": dict(verify=False, match_borders=False, keep_rule="largest"),
+    "+ borders": dict(verify=False, keep_rule="largest"),
+    "+ verification, largest kept": dict(keep_rule="largest"),
     "+ verification (the default)": {},
     "+ crops (match_crops, an option)": dict(match_crops=True),
 }
@@ -54,12 +56,13 @@ def main() -> None:
     started = time.perf_counter()
     items = dedup_set.keys(entries)
     hashed = time.perf_counter() - started
-    thumbs = dedup_set.thumbs_of(items)
+    thumbs, processing = dedup_set.thumbs_of(items), dedup_set.processing_of(items)
     rows, data = [], {"files": len(entries), "originals": sum(e.kind == "original" for e in entries), "ways": {}}
     for name, settings in WAYS.items():
         cfg = NearDedupConfig(**settings)
         started = time.perf_counter()
-        dropped = connected(items, cfg, thumbs) if name.startswith("naive") else near_groups(items, cfg, thumbs)[0]
+        dropped = connected(items, cfg, thumbs) if name.startswith("naive") else \
+            near_groups(items, cfg, thumbs, processing=processing)[0]
         seconds = time.perf_counter() - started
         scores = dedup_set.score(entries, dropped, cfg.match_crops)
         data["ways"][name] = {**scores.__dict__, "seconds": round(seconds, 2)}
@@ -71,7 +74,8 @@ def main() -> None:
     print(text)
     sweep, sweep_rows = {}, []
     for limit in (0.15, 0.2, 0.27, 0.35, 0.5):
-        scores = dedup_set.score(entries, near_groups(items, NearDedupConfig(max_local_difference=limit), thumbs)[0])
+        scores = dedup_set.score(entries, near_groups(items, NearDedupConfig(max_local_difference=limit), thumbs,
+                                                      processing=processing)[0])
         sweep[str(limit)] = scores.__dict__
         sweep_rows.append([limit, scores.precision, scores.recall, scores.f1, scores.local_merges])
     sweep_text, sweep_markdown = common.table(["max_local_difference", "precision", "recall", "F1", "local merges"],

@@ -81,9 +81,11 @@ def _contrasting(image: Image.Image, box: tuple[int, int, int, int]) -> tuple[in
 
 
 def _noisy(image: Image.Image, rng: random.Random, sigma: float) -> Image.Image:
-    noise = Image.effect_noise(image.size, sigma).convert("L")
-    offset = Image.merge("RGB", [noise] * 3)
-    return Image.blend(image, offset, 0.08 + 0.02 * rng.random())
+    """Sensor-like noise: zero-mean, per channel, `sigma` grey levels."""
+    import numpy as np
+
+    noise = np.random.default_rng(rng.randrange(2 ** 32)).normal(0, sigma, (image.height, image.width, 3))
+    return Image.fromarray(np.clip(np.asarray(image, dtype=np.float64) + noise, 0, 255).astype(np.uint8))
 
 
 def edited(image: Image.Image, edit: str, rng: random.Random) -> Image.Image:
@@ -104,7 +106,7 @@ def edited(image: Image.Image, edit: str, rng: random.Random) -> Image.Image:
     if edit == "slight_blur":
         return image.filter(ImageFilter.GaussianBlur(1))
     if edit == "noise":
-        return _noisy(image, rng, 40)
+        return _noisy(image, rng, 6)
     if edit == "mirror":
         return image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     if edit == "quarter_turn":
@@ -139,7 +141,7 @@ def edited(image: Image.Image, edit: str, rng: random.Random) -> Image.Image:
         box = _region(image, rng, 0.04, busy=True)
         patch = image.crop(box)
         out.paste(patch, (box[0] + max(2, round(width * 0.03)), box[1] + max(1, round(height * 0.01))))
-        out = _noisy(out, rng, 20)
+        out = _noisy(out, rng, 3)
     return out
 
 
@@ -197,9 +199,15 @@ def keys(entries: list[Entry]):
         turned = print_["phash_orientations"]
         found.append(ImageKey(f"{k:05d}", sha256_file(entry.path), print_["phash"], print_["width"] * print_["height"],
                               entry.path.stat().st_size, "set", "", str(entry.path),
-                              tuple(turned.split(",")), print_["phash_trimmed"], print_["phash_centre"],
-                              float(print_.get("processing") or 0.0)))
+                              tuple(turned.split(",")), print_["phash_trimmed"], print_["phash_centre"]))
     return found
+
+
+def processing_of(items):
+    """The least_processed rule's scores, computed from the files, as the stage computes them without a cache."""
+    from benchcurate.curation.images.near_dedup import processing_loader
+
+    return processing_loader(items, None)
 
 
 def thumbs_of(items):

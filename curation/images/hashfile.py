@@ -113,7 +113,7 @@ def keys_of(table: HashTable):
         found.append(ImageKey(str(row["path"]), str(row.get("sha256") or row["path"]), row["phash"],
                               (row.get("width") or 0) * (row.get("height") or 0), row.get("bytes") or 0, "", "",
                               str(row["path"]), tuple(turned.split(",")) if turned else (),
-                              row.get("phash_trimmed"), row.get("phash_centre"), float(row.get("processing") or 0.0)))
+                              row.get("phash_trimmed"), row.get("phash_centre")))
     return found
 
 
@@ -124,7 +124,7 @@ def _distance(first: int, second: int) -> int:
 def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, workers: int = 1) -> Iterator[dict]:
     """Reference matches first, then groups among the rest, as `image_near_dedup` makes them (`cfg`: its
     NearDedupConfig); thumbnails for the verification are decoded from the files."""
-    from benchcurate.curation.images.near_dedup import near_groups, thumbnail_loader
+    from benchcurate.curation.images.near_dedup import near_groups, processing_loader, thumbnail_loader
 
     matched: dict[int, list[tuple[int, int]]] = {}
     if reference is not None and len(reference.hashes):
@@ -138,7 +138,7 @@ def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, 
     for ref in sorted(by_reference):
         yield {"reference": reference.paths[ref], "dropped": sorted(by_reference[ref], key=lambda d: d["path"])}
     keys = keys_of(table)
-    dropped, _ = near_groups(keys, cfg, thumbnail_loader(keys, None), set(matched))
+    dropped, _ = near_groups(keys, cfg, thumbnail_loader(keys, None), set(matched), processing_loader(keys, None))
     groups: dict[int, list[dict]] = {}
     for index, (kept, pair, evidence) in sorted(dropped.items()):
         groups.setdefault(kept, []).append({"path": table.paths[index], "distance": pair.distance,

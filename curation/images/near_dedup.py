@@ -12,13 +12,15 @@ release folders) are dropped as `matches_reference`, naming the reference, to ca
    256-bit pHashes differ by more than `max_hash256_distance`, or in which a few blocks differ far more than the
    rest (`max_local_difference`: spot the difference, a changed label, a moved object, the next video frame) is
    two items, not one: for a question about an image, that difference may be the question.
-3. Groups are stars around the item kept: items in preference order; each one not yet dropped is kept, and every
+3. Groups are stars around the item kept: items in order (below); each one not yet dropped is kept, and every
    verified near copy of it not yet placed is dropped as its duplicate. An item that is near only to a dropped
    one is kept (a chain is reported in the stage's summary, not followed), so no dropped item is further than
    the threshold from the one kept in its place.
-4. Which item is kept (`keep_rule`): `least_processed` (default) prefers the picture least worked on, then the
-   most pixels, then the largest file; `largest` the most pixels, then the largest file. Then `source_priority`,
-   then the smaller id. The decision records the rule, distances, orientation, the hash that matched and the
+4. The order: the item with the most verified near copies first (so one star holds a whole group); among those
+   as connected, `keep_rule`: `least_processed` (default) prefers the picture least worked on
+   (`curation.images.survivor`: the original over a blurred, re-compressed, upscaled or contrast-boosted copy),
+   then the most pixels, then the largest file; `largest` the most pixels, then the largest file. Then
+   `source_priority`, then the smaller id. The decision records the rule, distances, orientation, the hash that matched and the
    verification's evidence.
 """
 
@@ -42,6 +44,8 @@ from benchcurate.curation.text import normalise, question_text
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 THUMBS_NAMESPACE = "image_thumbs"  # of the run cache: 3 x 64 x 64 greyscale bytes by content sha256
+PROCESSING_NAMESPACE = "image_processing"  # of the run cache: the least_processed score by content sha256
+PROCESSING_STEP = 1.0  # least_processed scores closer than this (log2 units) count as equal
 
 
 class NearDedupConfig(StageConfig):
@@ -74,7 +78,6 @@ class ImageKey(NamedTuple):
     turned: tuple[str, ...] = ()  # pHashes of the 7 other orientations, in TURNS order
     trimmed: str | None = None
     centre: str | None = None
-    processing: float = 0.0  # how worked-on the picture looks (smaller: less); see `keep_rule`
 
 
 def image_key(item: Sample, cfg: object = None) -> ImageKey:
@@ -85,14 +88,13 @@ def image_key(item: Sample, cfg: object = None) -> ImageKey:
     return ImageKey(item.id, image.sha256, image.phash, (image.width or 0) * (image.height or 0), image.size_bytes,
                     item.provenance.source_dataset, sha256_json(normalise(users))[:16] if users else "",
                     image.path, tuple(turned.split(",")) if turned else (),
-                    found.get("phash_trimmed"), found.get("phash_centre"), float(found.get("processing") or 0.0))
+                    found.get("phash_trimmed"), found.get("phash_centre"))
 
 
-def preference(key: ImageKey, source_priority: tuple[str, ...], keep_rule: str = "largest") -> tuple:
-    """Sort key of the keep rule: smaller is preferred."""
+def preference(key: ImageKey, source_priority: tuple[str, ...], processing: float = 0.0) -> tuple:
+    """Sort key of the keep rule: smaller is preferred (`processing`: the least_processed rule's score, or 0)."""
     rank = source_priority.index(key.source) if key.source in source_priority else len(source_priority)
-    worked = key.processing if keep_rule == "least_processed" else 0.0
-    return (worked, -key.pixels, -key.size_bytes, rank, key.id)
+    return (processing, -key.pixels, -key.size_bytes, rank, key.id)
 
 
 def distance(first: str, second: str) -> int:
@@ -203,14 +205,21 @@ def passes(evidence: dict, cfg: NearDedupConfig) -> bool:
         evidence["local_difference"] <= cfg.max_local_difference
 
 
-def star_groups(items: list[ImageKey], edges: dict[tuple[int, int], dict], cfg: NearDedupConfig
-                ) -> tuple[dict[int, tuple[int, dict]], list[dict]]:
+def star_groups(items: list[ImageKey], edges: dict[tuple[int, int], dict], cfg: NearDedupConfig,
+                processing: Callable[[int], float]) -> tuple[dict[int, tuple[int, dict]], list[dict]]:
     """Each dropped item -> (the kept item it is a copy of, the pair's evidence), and the chains not followed."""
     near: dict[int, list[int]] = defaultdict(list)
     for i, j in edges:
         near[i].append(j)
         near[j].append(i)
-    order = sorted(near, key=lambda index: preference(items[index], cfg.source_priority, cfg.keep_rule))
+    least = cfg.keep_rule == "least_processed"
+
+    def rank(index: int) -> tuple:
+        # the copy near the most others first, so one star holds the whole group; among equally connected copies
+        # the keep rule (least_processed scores closer than PROCESSING_STEP are within their noise: a tie)
+        tier = round(processing(index) / PROCESSING_STEP) if least else 0
+        return (-len(near[index]), tier, *preference(items[index], cfg.source_priority))
+    order = sorted(near, key=rank)
     dropped: dict[int, tuple[int, dict]] = {}
     kept: set[int] = set()
     for index in order:
@@ -223,6 +232,32 @@ def star_groups(items: list[ImageKey], edges: dict[tuple[int, int], dict], cfg: 
     chains = [{"kept": items[index].id, "near_dropped": items[other].id, "kept_in_place": items[dropped[other][0]].id}
               for index in sorted(kept) for other in near[index] if other in dropped and dropped[other][0] != index]
     return dropped, chains
+
+
+def processing_loader(items: list[ImageKey], ctx: StageContext | None) -> Callable[[int], float]:
+    """The least_processed rule's score of an item's picture (`curation.images.survivor`), from the run cache or
+    computed from the file once; a file that cannot be read scores as unprocessed (0) and is said so nowhere
+    else: the other rules of the order still apply."""
+    from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS
+    from benchcurate.curation.images.survivor import processing_score
+
+    made: dict[int, float] = {}
+
+    def load(index: int) -> float:
+        if index not in made:
+            cache = ctx.cache if ctx is not None else None
+            key = f"{items[index].sha256}:v1"
+            stored = cache.get(PROCESSING_NAMESPACE, key) if cache else None
+            if not isinstance(stored, (int, float)):
+                try:
+                    stored = processing_score(Path(items[index].path), DEFAULT_MAX_PIXELS)
+                except (ImageDecodeError, OSError):
+                    stored = 0.0
+                if cache:
+                    cache.put(PROCESSING_NAMESPACE, key, stored)
+            made[index] = float(stored)
+        return made[index]
+    return load
 
 
 def thumbnail_loader(items: list[ImageKey], ctx: StageContext | None) -> Callable[[int], np.ndarray]:
@@ -248,9 +283,11 @@ def thumbnail_loader(items: list[ImageKey], ctx: StageContext | None) -> Callabl
 
 
 def near_groups(items: list[ImageKey], cfg: NearDedupConfig, thumbs: Callable[[int], np.ndarray],
-                excluded: set[int] = frozenset()) -> tuple[dict[int, tuple[int, Candidate, dict]], dict]:
+                excluded: set[int] = frozenset(), processing: Callable[[int], float] = lambda index: 0.0
+                ) -> tuple[dict[int, tuple[int, Candidate, dict]], dict]:
     """Each dropped item -> (kept item, the way the pair matched, the verification's evidence), and the counts
-    for the summary. A pair stands when one of the ways it is near passes the verification."""
+    for the summary. A pair stands when one of the ways it is near passes the verification; `processing` gives
+    the least_processed rule's score of an item (asked only for items with a near copy)."""
     found = candidates(items, cfg, set(excluded))
     edges, pairs, rejected = {}, {}, 0
     for key, options in found.items():
@@ -264,7 +301,7 @@ def near_groups(items: list[ImageKey], cfg: NearDedupConfig, thumbs: Callable[[i
                 break
         else:
             rejected += 1
-    dropped, chains = star_groups(items, edges, cfg)
+    dropped, chains = star_groups(items, edges, cfg, processing)
     summary = {"candidate_pairs": len(found), "rejected_by_verification": rejected,
                "turned_or_trimmed_pairs": sum(1 for pair in pairs.values()
                                               if pair.orientation != "identity" or pair.view != "full"),
@@ -279,7 +316,8 @@ def select(items: list[ImageKey], cfg: NearDedupConfig, ctx: StageContext) -> li
     contaminated = _reference_matches(items, hashes, cfg)
     for index, drop in contaminated.items():
         verdicts[index] = drop
-    dropped, summary = near_groups(items, cfg, thumbnail_loader(items, ctx), set(contaminated))
+    dropped, summary = near_groups(items, cfg, thumbnail_loader(items, ctx), set(contaminated),
+                                   processing_loader(items, ctx))
     ctx.summary.update(summary)
     group_sizes: dict[int, int] = defaultdict(lambda: 1)
     for kept, _, _ in dropped.values():

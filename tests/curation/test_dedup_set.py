@@ -6,7 +6,7 @@ from __future__ import annotations
 import imagehash
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageFilter
 
 from benchcurate.curation.images.likeness import (
     PIL_TRANSPOSE,
@@ -29,7 +29,7 @@ def labelled():
     with shared_lock("dedup-set"):
         entries = dedup_set.build(SHARED_DIR / "dedup-set", limit_per_category=1)
     items = dedup_set.keys(entries)
-    return entries, items, dedup_set.thumbs_of(items)
+    return entries, items, dedup_set.thumbs_of(items), dedup_set.processing_of(items)
 
 
 def distance(first: str, second: str) -> int:
@@ -70,8 +70,8 @@ def test_verification_tells_a_local_change_from_a_global_one():
 
 
 def test_the_labelled_set_meets_its_floors(labelled):
-    entries, items, thumbs = labelled
-    dropped, summary = near_groups(items, NearDedupConfig(), thumbs)
+    entries, items, thumbs, processing = labelled
+    dropped, summary = near_groups(items, NearDedupConfig(), thumbs, processing=processing)
     scores = dedup_set.score(entries, dropped)
     assert scores.precision >= FLOORS["precision"] and scores.recall >= FLOORS["recall"], scores
     assert scores.local_merges <= FLOORS["local_merges"], scores
@@ -84,8 +84,25 @@ def test_the_labelled_set_meets_its_floors(labelled):
 
 
 def test_no_dropped_item_is_farther_than_the_threshold_from_the_one_kept(labelled):
-    _, items, thumbs = labelled
+    _, items, thumbs, _ = labelled
     cfg = NearDedupConfig(verify=False, match_orientations=False, match_borders=False)
     dropped, _ = near_groups(items, cfg, thumbs)
     assert dropped and all(distance(items[index].phash, items[kept].phash) <= cfg.max_hamming_distance
                            for index, (kept, _, _) in dropped.items())
+
+
+def test_the_least_processed_copy_is_preferred_over_blurred_recompressed_and_upscaled_ones(tmp_path):
+    from benchcurate.curation.images.survivor import processing_score
+
+    wins, pairs = 0, 0
+    for path, _ in dedup_set.originals()[:8]:  # the photos
+        image = Image.open(path).convert("RGB")
+        image.save(tmp_path / "original.png")
+        original = processing_score(tmp_path / "original.png", 10 ** 9)
+        image.filter(ImageFilter.GaussianBlur(2)).save(tmp_path / "blurred.png")
+        image.save(tmp_path / "q30.jpg", quality=30)
+        image.resize((image.width * 2, image.height * 2), Image.Resampling.BICUBIC).save(tmp_path / "upscaled.png")
+        for copy in ("blurred.png", "q30.jpg", "upscaled.png"):
+            wins += original < processing_score(tmp_path / copy, 10 ** 9)
+            pairs += 1
+    assert wins / pairs >= 0.8, (wins, pairs)  # the bare "most pixels" rule keeps every upscaled copy

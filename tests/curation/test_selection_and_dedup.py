@@ -59,17 +59,19 @@ def test_near_dedup_keeps_the_largest_image_and_records_distance(ctx):
 
 
 def test_near_dedup_drops_only_what_is_near_the_kept_item_and_reports_the_chain(ctx):
-    """a - b - c with a and c 8 apart at threshold 4: b goes as a's copy, c stays (it is near b only)."""
-    a = with_image(make_sample(1), phash="0000000000000000", width=500, height=500)
-    b = with_image(make_sample(2), phash="000000000000000f")
+    """a - b - c - d, each 4 from the next at threshold 4: b (near two, and larger than c) is kept with its copies a
+    and c; d is near only c, a dropped one, so it stays and the chain is reported, not followed."""
+    a = with_image(make_sample(1), phash="0000000000000000")
+    b = with_image(make_sample(2), phash="000000000000000f", width=500, height=500)
     c = with_image(make_sample(3), phash="00000000000000ff")
+    d = with_image(make_sample(4), phash="0000000000000fff")
     cfg = near_dedup.NearDedupConfig(max_hamming_distance=4, verify=False)
-    verdicts = decide(near_dedup.STAGE, [a, b, c], cfg, ctx)
-    assert verdicts[0] == Keep() and verdicts[2] == Keep()
-    assert verdicts[1].detail["near_duplicate_of"] == a.id and verdicts[1].detail["hamming_distance"] == 4
-    _, summary = near_dedup.near_groups([near_dedup.image_key(item) for item in (a, b, c)], cfg, lambda index: None)
+    verdicts = decide(near_dedup.STAGE, [a, b, c, d], cfg, ctx)
+    assert verdicts[1] == Keep() and verdicts[3] == Keep()
+    assert [verdicts[k].detail["near_duplicate_of"] for k in (0, 2)] == [b.id, b.id]
+    _, summary = near_dedup.near_groups([near_dedup.image_key(item) for item in (a, b, c, d)], cfg, lambda index: None)
     assert summary["chains_not_followed"] == 1
-    assert summary["chains"] == [{"kept": c.id, "near_dropped": b.id, "kept_in_place": a.id}]
+    assert summary["chains"] == [{"kept": d.id, "near_dropped": c.id, "kept_in_place": b.id}]
 
 
 def categorised(seed, name):
