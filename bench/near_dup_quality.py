@@ -99,7 +99,7 @@ def cost_of_likeness(entries) -> float:
     """Milliseconds per file of the likeness hashes alone, on pictures already decoded."""
     from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS, decode_image
 
-    greys = [decode_image(entry.path, DEFAULT_MAX_PIXELS, 256).image.convert("L") for entry in entries]
+    greys = [decode_image(entry.path, DEFAULT_MAX_PIXELS, 256, grey=True).image for entry in entries]
     blocks = [phash_block(grey) for grey in greys]
     started = time.perf_counter()
     for grey, block in zip(greys, blocks):

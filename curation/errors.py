@@ -12,6 +12,11 @@ class BackendUnavailable(Exception):
     """A model server that cannot be reached or refuses the credentials: the stage fails and a rerun resumes it."""
 
 
+class BudgetExceeded(Exception):
+    """The next call would take spending past --max-cost: the stage stops, everything finished is kept. (Defined
+    here, with the other errors the `curate` command catches, so the command need not import the model layer.)"""
+
+
 class StageFailed(Exception):
     """A stage whose every item failed: nothing is recorded as done, so a rerun tries again after the fix."""
 

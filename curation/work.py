@@ -14,6 +14,7 @@ from pathlib import Path
 from benchcurate.curation.cache import Cache
 from benchcurate.curation.errors import (
     BackendUnavailable,
+    BudgetExceeded,
     DiskFull,
     ModelOutputInvalid,
     ModelReplyTooLarge,
@@ -23,7 +24,7 @@ from benchcurate.curation.errors import (
     disk_full,
 )
 from benchcurate.curation.models import make_backend
-from benchcurate.curation.models.pricing import Budget, BudgetExceeded
+from benchcurate.curation.models.pricing import Budget
 from benchcurate.curation.models.usage import collecting
 from benchcurate.curation.parallel import keep_temporaries_on_heap
 from benchcurate.curation.stage import ItemStage, Stage, StageConfig, StageContext

@@ -14,8 +14,15 @@ import typer
 import yaml
 from typer.core import TyperGroup
 
-from benchcurate.curation.errors import BackendUnavailable, DiskFull, StageFailed, StageWaiting, UserError, disk_full
-from benchcurate.curation.models.pricing import BudgetExceeded
+from benchcurate.curation.errors import (
+    BackendUnavailable,
+    BudgetExceeded,
+    DiskFull,
+    StageFailed,
+    StageWaiting,
+    UserError,
+    disk_full,
+)
 
 
 class _OneLineErrors(TyperGroup):
@@ -815,9 +822,9 @@ def review_pull(
 def images_hash(
     paths: Annotated[list[str], typer.Argument(help="Image files and folders (searched recursively).")],
     out: Annotated[Path, typer.Option("--out", help="JSONL file to write, one row per file.")],
-    jobs: Annotated[int, typer.Option(help="Worker processes (default: one per core).")] = 0,
-    draft_side_px: Annotated[int, typer.Option(help="Decode JPEGs at reduced scale, no side below this; 0 = "
-                                                    "full decode.")] = 256,
+    jobs: Annotated[int, typer.Option(help="Threads decoding files (default: one per core).")] = 0,
+    draft_side_px: Annotated[int, typer.Option(help="Hash a reduced picture, no side below this (JPEGs decoded at "
+                                                    "reduced scale, others box-averaged); 0 = full size.")] = 256,
     max_pixels: Annotated[int, typer.Option(help="Larger images are reported as image_too_large.")] = 89_478_485,
     likeness: Annotated[bool, typer.Option(help="Also the hashes `images dups` matches mirror images, quarter turns "
                                                 "and added borders with (and crops, with --match-crops): about 10% "

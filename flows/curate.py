@@ -17,9 +17,8 @@ from prefect.runtime import deployment
 from prefect.utilities.annotations import opaque
 
 from benchcurate.curation.demo.corpus import build_demo_corpus
-from benchcurate.curation.errors import BackendUnavailable, DiskFull, StageFailed, UserError, disk_full
+from benchcurate.curation.errors import BackendUnavailable, BudgetExceeded, DiskFull, StageFailed, UserError, disk_full
 from benchcurate.curation.extras import require
-from benchcurate.curation.models.pricing import BudgetExceeded
 from benchcurate.curation.progress import Progress
 from benchcurate.curation.recipes import (
     DEMO_CORPUS_DIRNAME,

@@ -11,12 +11,14 @@ reference path, "dropped": [...]}` and takes no part in the groups.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.fingerprint import sha256_bytes
@@ -24,9 +26,10 @@ from benchcurate.curation.images.decode import IMAGE_EXTENSIONS
 from benchcurate.curation.images.hamming import cross_pairs_within
 from benchcurate.curation.images.phash import PhashConfig, algorithm, fingerprint
 from benchcurate.curation.jsonl import numbered_rows
-from benchcurate.curation.parallel import ordered_map
+from benchcurate.curation.parallel import keep_image_memory, ordered_map
 
-CHUNK_FILES = 32
+CHUNK_FILES = 4              # files per task: a slow file (a 15 MP PNG wallpaper) holds back few rows
+WINDOW_CHUNKS_PER_JOB = 16   # tasks in flight per thread, ahead of the oldest unfinished one
 
 
 def expand_paths(paths: Iterable[str]) -> list[Path]:
@@ -73,10 +76,20 @@ LIKENESS = ("phash_orientations", "phash_trimmed", "phash_centre")
 
 
 def hash_files(paths: list[Path], cfg: PhashConfig, jobs: int, likeness: bool = False) -> Iterator[dict]:
-    """One row per file, in the order given, decoded in `jobs` worker processes."""
+    """One row per file, in the order given, decoded in `jobs` threads of this process.
+
+    Threads, not processes: Pillow's decoders, its conversions and resampling and hashlib release the GIL, and
+    what holds it (Python between the calls) is a few percent of the time; no worker is started that imports
+    everything again, no row is pickled, and nothing outlives a killed command."""
     chunks = [[str(path) for path in paths[start:start + CHUNK_FILES]] for start in range(0, len(paths), CHUNK_FILES)]
-    mode = "processes" if jobs > 1 else "serial"
-    for rows in ordered_map(partial(hash_chunk, cfg=cfg, likeness=likeness), chunks, mode, jobs):
+    keep_image_memory()
+    if jobs > 1:
+        # decode_image's catch_warnings is not thread-safe; with the filter in place before the threads start,
+        # any interleaving of its saves and restores keeps the warning ignored
+        warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+    mode = "threads" if jobs > 1 else "serial"
+    for rows in ordered_map(partial(hash_chunk, cfg=cfg, likeness=likeness), chunks, mode, jobs,
+                            WINDOW_CHUNKS_PER_JOB * jobs):
         yield from rows
 
 
@@ -138,7 +151,8 @@ def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, 
     for ref in sorted(by_reference):
         yield {"reference": reference.paths[ref], "dropped": sorted(by_reference[ref], key=lambda d: d["path"])}
     keys = keys_of(table)
-    dropped, _ = near_groups(keys, cfg, thumbnail_loader(keys, None), set(matched), processing_loader(keys, None))
+    dropped, _ = near_groups(keys, cfg, thumbnail_loader(keys, None), set(matched), processing_loader(keys, None),
+                             workers)
     groups: dict[int, list[dict]] = {}
     for index, (kept, pair, evidence) in sorted(dropped.items()):
         groups.setdefault(kept, []).append({"path": table.paths[index], "distance": pair.distance,

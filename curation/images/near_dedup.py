@@ -161,9 +161,10 @@ def hashes_of(values: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
     return where, np.array([int(values[k], 16) for k in where], dtype=np.uint64)
 
 
-def candidates(items: list[ImageKey], cfg: NearDedupConfig, excluded: set[int]) -> dict[tuple[int, int], list[Candidate]]:
+def candidates(items: list[ImageKey], cfg: NearDedupConfig, excluded: set[int], workers: int = 1
+               ) -> dict[tuple[int, int], list[Candidate]]:
     """Every way each pair of items is near, best first: the whole picture before its trimmed or centre hashes,
-    the identity before turns, then by distance."""
+    the identity before turns, then by distance (`workers` processes for each search)."""
     found: dict[tuple[int, int], list[Candidate]] = defaultdict(list)
 
     def add(i: int, j: int, dist: int, orientation: str, view: str) -> None:
@@ -178,14 +179,14 @@ def candidates(items: list[ImageKey], cfg: NearDedupConfig, excluded: set[int]) 
         views.append(("centre", [item.centre for item in items]))
     for view, values in views:
         where, hashes = hashes_of(values)
-        for i, j, dist in pairs_within(hashes, cfg.max_hamming_distance):
+        for i, j, dist in pairs_within(hashes, cfg.max_hamming_distance, workers=workers):
             add(int(where[i]), int(where[j]), int(dist), "identity", view)
     if cfg.match_orientations:
         where, hashes = hashes_of([item.phash for item in items])
         turned_where = [k for k, item in enumerate(items) if item.turned]
         for slot, orientation in enumerate(TURNS):
             turned = np.array([int(items[k].turned[slot], 16) for k in turned_where], dtype=np.uint64)
-            for i, j, dist in cross_pairs_within(turned, hashes, cfg.max_hamming_distance):
+            for i, j, dist in cross_pairs_within(turned, hashes, cfg.max_hamming_distance, workers=workers):
                 add(turned_where[int(i)], int(where[j]), int(dist), orientation, "full")
     return {key: sorted(options, key=lambda pair: (VIEWS.index(pair.view), pair.orientation != "identity",
                                                     pair.distance)) for key, options in found.items()}
@@ -269,11 +270,11 @@ def thumbnail_loader(items: list[ImageKey], ctx: StageContext | None) -> Callabl
 
     def load(index: int) -> np.ndarray:
         if index not in made:
-            key = f"{items[index].sha256}:v1"
+            key = f"{items[index].sha256}:v2"  # v2: from a grey decode, every format reduced
             cache = ctx.cache if ctx is not None else None
             stored = cache.get_bytes_many(THUMBS_NAMESPACE, [key]).get(key) if cache else None
             if stored is None:
-                decoded = decode_image(Path(items[index].path), DEFAULT_MAX_PIXELS, 256)
+                decoded = decode_image(Path(items[index].path), DEFAULT_MAX_PIXELS, 256, grey=True)
                 stored = thumbnails(decoded.image).tobytes()
                 if cache:
                     cache.put_bytes_many(THUMBS_NAMESPACE, {key: stored})
@@ -283,12 +284,12 @@ def thumbnail_loader(items: list[ImageKey], ctx: StageContext | None) -> Callabl
 
 
 def near_groups(items: list[ImageKey], cfg: NearDedupConfig, thumbs: Callable[[int], np.ndarray],
-                excluded: set[int] = frozenset(), processing: Callable[[int], float] = lambda index: 0.0
-                ) -> tuple[dict[int, tuple[int, Candidate, dict]], dict]:
+                excluded: set[int] = frozenset(), processing: Callable[[int], float] = lambda index: 0.0,
+                workers: int = 1) -> tuple[dict[int, tuple[int, Candidate, dict]], dict]:
     """Each dropped item -> (kept item, the way the pair matched, the verification's evidence), and the counts
     for the summary. A pair stands when one of the ways it is near passes the verification; `processing` gives
     the least_processed rule's score of an item (asked only for items with a near copy)."""
-    found = candidates(items, cfg, set(excluded))
+    found = candidates(items, cfg, set(excluded), workers)
     edges, pairs, rejected = {}, {}, 0
     for key, options in found.items():
         for pair in options:

@@ -28,12 +28,13 @@ IMAGEHASH_VERSION = version("ImageHash")
 class PhashConfig(StageConfig):
     max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1, description="images with more pixels are dropped as "
                                                                   "image_too_large (decompression bombs)")
-    draft_side_px: int | None = Field(256, ge=32, description="decode JPEGs at reduced scale but no side below "
-                                                              "this; null decodes at full size")
+    draft_side_px: int | None = Field(256, ge=32, description="decode JPEGs at reduced scale, and box-average "
+                                                              "other images, but no side below this; null "
+                                                              "hashes the full-size picture")
 
 
 def algorithm(cfg: PhashConfig) -> str:
-    decode = f"JPEG draft >= {cfg.draft_side_px} px" if cfg.draft_side_px else "full decode"
+    decode = f"reduced to >= {cfg.draft_side_px} px" if cfg.draft_side_px else "full decode"
     return f"imagehash {IMAGEHASH_VERSION} phash hash_size=8; {decode}"
 
 
@@ -43,10 +44,10 @@ def fingerprint(path: Path, cfg: PhashConfig, data: bytes | None = None, likenes
     (`curation.images.likeness`), from the same decode. An error names no file: the result is cached by content,
     and files with the same bytes are different files."""
     try:
-        decoded = decode_image(path, cfg.max_pixels, cfg.draft_side_px, data)
+        decoded = decode_image(path, cfg.max_pixels, cfg.draft_side_px, data, grey=True, shrink_all=True)
     except ImageDecodeError as error:
         return {"error_reason": error.reason, "error": str(error).replace(str(path), "the file")}
-    grey = decoded.image.convert("L")
+    grey = decoded.image
     block = phash_block(grey)  # imagehash's phash, step by step: its DCT block serves the other orientations too
     found = {"width": decoded.width, "height": decoded.height, "format": decoded.format, "phash": hash_of(block),
              "phash_algorithm": algorithm(cfg)}
@@ -55,7 +56,7 @@ def fingerprint(path: Path, cfg: PhashConfig, data: bytes | None = None, likenes
 
 def score(item: Sample, cfg: PhashConfig, ctx: StageContext) -> Scores:
     image = item.images[0]
-    key = f"{image.sha256}:{cfg.max_pixels}:{cfg.draft_side_px}:likeness"
+    key = f"{image.sha256}:{cfg.max_pixels}:{cfg.draft_side_px}:likeness:v2"  # v2: every format reduced
     found = ctx.cache.get(CACHE_NAMESPACE, key)
     if not isinstance(found, dict):
         found = fingerprint(Path(image.path), cfg, likeness=True)

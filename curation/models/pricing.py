@@ -8,16 +8,12 @@ from importlib import resources
 
 import yaml
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.errors import BudgetExceeded, UserError  # BudgetExceeded: raised here, defined there
 from benchcurate.schemas import BackendSpec, Price
 
 CHARS_PER_TOKEN = 4          # for estimates before sending; replies report the real counts
 IMAGE_TOKENS_PER_512_TILE = 170
 IMAGE_BASE_TOKENS = 85
-
-
-class BudgetExceeded(Exception):
-    """The next call would take spending past --max-cost: the stage stops, everything finished is kept."""
 
 
 @cache

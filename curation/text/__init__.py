@@ -19,6 +19,8 @@ def normalise(text: str) -> str:
 
 def is_cjk(text: str) -> bool:
     """Mostly Chinese, Japanese or Korean characters (over 30% of the letters), so words are not space-separated."""
+    if CJK.search(text) is None:  # no CJK character at all (most texts): the count below would be 0
+        return False
     letters = [char for char in text if not char.isspace() and not unicodedata.category(char).startswith("P")]
     return bool(letters) and sum(bool(CJK.match(char)) for char in letters) / len(letters) > 0.3
 
@@ -32,13 +34,23 @@ def shingles(text: str, word_ngram: int = 2, char_ngram: int = 2) -> set[str]:
 
     Words and word pairs (the default) make "Jaccard 0.8" read as "80% the same": one word changed in a 20-25
     word question leaves 0.86-0.89, while a reordered question loses its pairs."""
-    clean = normalise(text)
+    return shingles_of_normalised(normalise(text), word_ngram, char_ngram)
+
+
+def shingles_of_normalised(clean: str, word_ngram: int = 2, char_ngram: int = 2) -> set[str]:
+    """`shingles` of a text already passed through `normalise`."""
+    units, size = shingle_units(clean, word_ngram, char_ngram)
+    glue = "" if is_cjk(clean) else " "
+    return {glue.join(gram) for n in range(1, size + 1) for gram in zip(*(units[k:] for k in range(n)))}
+
+
+def shingle_units(clean: str, word_ngram: int = 2, char_ngram: int = 2) -> tuple[list[str], int]:
+    """(the units a normalised text's shingles are n-grams of, the largest n): its words (punctuation is not a
+    word) and `word_ngram`, or for CJK text its characters (spaces and punctuation removed) and `char_ngram`.
+    A text shorter than n units has no n-grams: its shorter ones already include the whole text."""
     if is_cjk(clean):
-        units, size, glue = list("".join(WORD.findall(clean))), char_ngram, ""
-    else:
-        units, size, glue = WORD.findall(clean), word_ngram, " "
-    return {glue.join(units[i:i + n]) for n in range(1, size + 1) for i in range(max(1, len(units) - n + 1))
-            if units[i:i + n]}
+        return list("".join(WORD.findall(clean))), char_ngram
+    return WORD.findall(clean), word_ngram
 
 
 def question_text(sample: Sample, field: str = "question") -> str:

@@ -68,7 +68,7 @@ def test_other_modes_become_rgb(tmp_path, mode):
     source = make_image(tmp_path / "src.png", 4)
     converted = Image.open(source).convert(mode if mode != "I;16" else "I")
     if mode == "I;16":
-        converted = Image.fromarray((np.asarray(Image.open(source).convert("L"), dtype=np.uint16) * 257))
+        converted = Image.fromarray(np.asarray(Image.open(source).convert("L"), dtype=np.uint16) * 257)
     path = tmp_path / ("m.tif" if mode == "CMYK" else "m.png")
     converted.save(path)
     decoded = decode_image(path)
@@ -80,3 +80,27 @@ def test_animated_gif_uses_first_frame(tmp_path):
     frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:], duration=100)
     pixel = decode_image(tmp_path / "anim.gif").image.getpixel((8, 8))
     assert pixel[0] > 200 and pixel[2] < 50
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "LA", "L", "P", "P+transparency", "I;16", "CMYK"])
+def test_the_grey_decode_is_the_colour_decode_in_grey(tmp_path, mode):
+    """What the hashes read (`grey`, no full-size RGB copy) against the RGB decode every other step reads."""
+    rng = np.random.default_rng(7)
+    colour = Image.fromarray(rng.integers(0, 256, (60, 80, 3), dtype=np.uint8))
+    alpha = Image.fromarray(rng.integers(0, 256, (60, 80), dtype=np.uint8))
+    if mode in ("RGBA", "LA"):
+        image = colour.convert(mode[0] if mode == "LA" else "RGB").convert(mode)
+        image.putalpha(alpha)
+    elif mode == "P+transparency":
+        image = colour.convert("P")
+        image.info["transparency"] = 3
+    elif mode == "I;16":
+        image = Image.fromarray((rng.integers(0, 65536, (60, 80))).astype(np.uint16))
+    else:
+        image = colour.convert(mode)
+    path = tmp_path / ("x.jpg" if mode == "CMYK" else "x.png")
+    image.save(path, **({"transparency": 3} if mode == "P+transparency" else {}))
+    grey = np.asarray(decode_image(path, grey=True).image, dtype=np.int16)
+    via_rgb = np.asarray(decode_image(path).image.convert("L"), dtype=np.int16)
+    assert decode_image(path, grey=True).image.mode == "L" and grey.shape == via_rgb.shape == (60, 80)
+    assert np.abs(grey - via_rgb).max() <= 1

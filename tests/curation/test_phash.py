@@ -111,15 +111,20 @@ def test_transparent_image_hashes_like_its_visible_content(tmp_path):
     assert results["transparent.png"][1].images[0].phash == results["flattened.png"][1].images[0].phash
 
 
-def test_reduced_jpeg_decode_keeps_the_hash_close_and_the_true_size(tmp_path):
+@pytest.mark.parametrize("name,size", [("big.jpg", (2048, 2048)), ("big.png", (2050, 1301)), ("alpha.png", (1030, 1800))])
+def test_a_reduced_decode_keeps_the_hash_close_and_the_true_size(tmp_path, name, size):
+    """JPEGs are drafted by libjpeg, other formats box-averaged (sides that the factor does not divide, alpha)."""
     root = tmp_path / "in"
     root.mkdir()
     with Image.open(PHOTOS / "astronaut.png") as photo:
-        photo.resize((2048, 2048)).save(root / "big.jpg", quality=92)
-    full = hash_folder(root, tmp_path / "a", phash.PhashConfig(draft_side_px=None))["big.jpg"][1].images[0]
-    draft = hash_folder(root, tmp_path / "b", phash.PhashConfig(draft_side_px=256))["big.jpg"][1].images[0]
-    assert (draft.width, draft.height) == (full.width, full.height) == (2048, 2048)
-    assert distance(full.phash, draft.phash) <= 4 and "draft" in draft.phash_algorithm
+        big = photo.convert("RGBA" if name == "alpha.png" else "RGB").resize(size)
+    if name == "alpha.png":
+        big.putalpha(Image.linear_gradient("L").resize(size))
+    big.save(root / name, quality=92)
+    full = hash_folder(root, tmp_path / "a", phash.PhashConfig(draft_side_px=None))[name][1].images[0]
+    draft = hash_folder(root, tmp_path / "b", phash.PhashConfig(draft_side_px=256))[name][1].images[0]
+    assert (draft.width, draft.height) == (full.width, full.height) == size
+    assert distance(full.phash, draft.phash) <= 4 and "reduced to >= 256 px" in draft.phash_algorithm
 
 
 def test_hashes_are_cached_by_content(tmp_path, monkeypatch):
