@@ -120,19 +120,25 @@ def keep_temporaries_on_heap(trim_bytes: int = HEAP_BYTES) -> None:
         pass
 
 
-IMAGE_TRIM_BYTES = 256 * 1024 * 1024
-PILLOW_SPARE_BLOCKS = 16  # of Pillow's 16 MB blocks
+IMAGE_TRIM_BYTES = 1 << 30
+M_ARENA_MAX = -8  # glibc mallopt parameter
 
 
 def keep_image_memory() -> None:
-    """For decoding many full-size pictures in this process: Pillow keeps up to 16 freed image blocks for the
-    next picture and glibc keeps up to 256 MB of freed memory, instead of both handing it back and faulting in
-    fresh zeroed pages for every 15 MP wallpaper (`curate images hash` on 1,410 real files: system time 2.5 s ->
-    1.8 s, wall time 8.4 s -> 7.8 s on 2 threads, peak RSS about 100 MB higher)."""
-    from PIL import Image
-
+    """For decoding many full-size pictures in threads of this process: one malloc arena for all threads (a
+    thread's own arena hands back every heap it empties), and glibc keeps up to 1 GB of freed memory for the next
+    picture instead of faulting in fresh zeroed pages for every 15 MP wallpaper; the process grows no larger than
+    its largest pictures in flight made it. Call it before the threads start. `curate images hash` on 1,410 real
+    files, --jobs 2: 830,000 page faults and 1.9 s of system time keeping 256 MB per arena, 380,000 and 1.0 s
+    with one arena keeping 1 GB (wall 7.9 s -> 7.6 s); --jobs 1: 1,289,000 faults with glibc's defaults, 183,000
+    keeping 1 GB (15.4 s -> 13.2 s). Pillow's own block cache (Image.core.set_blocks_max) added faults instead.
+    Not glibc: no-op."""
     keep_temporaries_on_heap(IMAGE_TRIM_BYTES)
-    Image.core.set_blocks_max(max(PILLOW_SPARE_BLOCKS, Image.core.get_blocks_max()))
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, 1)
+    except (OSError, AttributeError):
+        pass
 
 
 def _dask_client():

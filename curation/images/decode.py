@@ -15,6 +15,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 DEFAULT_MAX_PIXELS = 89_478_485  # Pillow's own decompression-bomb limit
+DECODE_BLOCK_BYTES = 1 << 22  # bytes handed to the decoder per call (Pillow: 64 KB): the GIL is released per call
 # file suffixes taken as images, by the pipeline and by `curate images hash` alike (Pillow decodes all of them)
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".pgm", ".pbm", ".ppm",
                     ".pnm")
@@ -130,6 +131,7 @@ def decode_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, draft_side_px
             full_size = opened.size
             if draft_side_px and fmt == "JPEG":  # in grey, libjpeg also skips the colour conversion
                 opened.draft("L" if grey else "RGB", (draft_side_px, draft_side_px))
+            opened.decodermaxblock = DECODE_BLOCK_BYTES  # fewer, longer decoder calls: the bytes are in memory
             opened.load()
             flat = _flatten_grey(opened) if grey else _flatten(opened)
             if draft_side_px and shrink_all and fmt != "JPEG":
