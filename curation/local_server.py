@@ -21,6 +21,8 @@ from pathlib import Path
 
 from benchcurate.curation.errors import BackendUnavailable
 
+KILL_WAIT_SECONDS = 5  # after SIGKILL, for the process to be gone before stop() returns
+
 
 @dataclass(frozen=True)
 class ServerRecord:
@@ -161,6 +163,9 @@ class LocalServer:
             time.sleep(0.1)
         if self.running() is not None:
             _signal_group(record.pid, signal.SIGKILL)
+            deadline = time.monotonic() + KILL_WAIT_SECONDS  # "stopped" is said once it is gone
+            while self.running() is not None and time.monotonic() < deadline:
+                time.sleep(0.05)
         self.forget()
         return True
 

@@ -222,11 +222,16 @@ def run(
 def report(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the per-stage stats as JSON.")] = False,
+    html: Annotated[bool, typer.Option("--html", help="Write the HTML report (<run>/report/html/index.html: the "
+                                                      "funnel, drops with thumbnails and evidence, near-duplicate "
+                                                      "groups, categories, samples with filters, review, costs) "
+                                                      "and print its path.")] = False,
     out: OutOption = Path("outputs"),
 ) -> None:
     """Print a run's funnel (items in, removed by each stage with the reason, out), then the kept items per
     category after each step that changed them, and the names category merging joined. Also writes the
-    histograms as Markdown and PNG under <run>/report/."""
+    histograms as Markdown and PNG under <run>/report/; with --html, the page a curator opens in a browser (every
+    run writes it too)."""
     from benchcurate.curation.report import (
         LABEL_TITLES,
         funnel_text,
@@ -240,6 +245,13 @@ def report(
 
     run_dir = resolve_run_dir(run_ref, out)
     loaded = load_report(run_dir)
+    if html:
+        import os
+
+        from benchcurate.curation.html_report import write_html_report
+
+        typer.echo(write_html_report(run_dir, os.cpu_count() or 1))
+        return
     if as_json:
         typer.echo(json.dumps([stats.model_dump(mode="json") for stats in loaded.stages], indent=2))
         return

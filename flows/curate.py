@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ from prefect.utilities.annotations import opaque
 from benchcurate.curation.demo.corpus import build_demo_corpus
 from benchcurate.curation.errors import BackendUnavailable, BudgetExceeded, DiskFull, StageFailed, UserError, disk_full
 from benchcurate.curation.extras import require
+from benchcurate.curation.html_report import write_html_report
 from benchcurate.curation.progress import Progress
 from benchcurate.curation.recipes import (
     DEMO_CORPUS_DIRNAME,
@@ -173,6 +175,9 @@ def _curate(recipe: str, options: RunOptions, out: Path, store: RunStore, logger
                              markdown=f"# Funnel of run `{config.run_id}`\n\nBackend: "
                                       f"{', '.join(report.backends)}\n\n{funnel_markdown(report)}\n")
     written = write_label_report(report, store.root)
+    page = write_html_report(store.root, options.jobs or os.cpu_count() or 1)
+    create_link_artifact(key=f"report-{recipe}".replace("_", "-"), link=page.as_uri(),
+                         link_text=f"Report of run {config.run_id}", description="The run's HTML report")
     for histogram in histograms(report):
         plot = next((path for path in written if path.name == f"labels_{histogram.kind}.png"), None)
         picture = (f"{_inline_png(plot, histogram.kind)}\n\nPlot: `{plot}`" if plot else

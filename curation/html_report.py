@@ -1,0 +1,278 @@
+"""A run's report as a static HTML folder a curator reads instead of JSONL (`<run>/report/html/index.html`).
+
+Read only from what the run stored: each stage's stats.json (the funnel, costs, timing, label counts),
+decisions.jsonl (every drop's reason and evidence, the model and prompt version behind it), dropped.jsonl and
+kept.jsonl (the items, their images, source and license), and review/agreement.json when people reviewed. Pages:
+
+- index.html: the funnel (each reason links to its drops), kept items per category after each step that changed
+  them, costs and timing per stage with the backend, model and prompt version, and the review's agreement;
+- drops-<stage>-<reason>-<page>.html: the dropped items with a thumbnail, source, license and the evidence;
+- groups-<page>.html: near-duplicate groups side by side, the kept picture first;
+- samples-<page>.html: the final items (conversation, checklist, references, focus points, rewrites) with filters.
+
+Lists are split into pages of PAGE_SIZE items, so the size of a page does not grow with the run. Thumbnails are
+JPEGs of at most THUMB_SIDE pixels, made once per picture (by content) in threads and kept between reports. The
+folder needs no server and no network: plain HTML, one stylesheet, one small script.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from benchcurate.curation.images.decode import ImageDecodeError, decode_image
+from benchcurate.curation.parallel import ordered_map
+from benchcurate.curation.report import LABEL_TITLES, RunReport, histograms, load_report
+from benchcurate.curation.store import RunStore, write_json_atomic
+
+PAGE_SIZE = 200
+THUMB_SIDE = 160
+THUMB_QUALITY = 70
+THUMB_CHUNK = 16          # pictures per task
+OFFLINE = "offline-heuristic"
+
+
+@dataclass
+class Drop:
+    stage: str
+    reason: str
+    item: dict            # the sample as stored
+    decision: dict        # its decision: scores, detail, backend, model, prompt
+
+
+@dataclass
+class Group:
+    kept: dict
+    dropped: list[tuple[dict, dict]]  # (sample, the decision's detail)
+
+
+@dataclass
+class RunView:
+    report: RunReport
+    drops: dict[tuple[str, str], list[Drop]] = field(default_factory=dict)
+    groups: list[Group] = field(default_factory=list)
+    samples: list[dict] = field(default_factory=list)
+    producers: dict[str, list[str]] = field(default_factory=dict)  # stage -> "backend model prompt vN"
+    agreement: dict = field(default_factory=dict)
+
+
+def _rows(path: Path) -> Iterable[dict]:
+    if path.exists():
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    yield json.loads(line)
+
+
+def _producer(decision: dict) -> str | None:
+    if not decision.get("backend"):
+        return None
+    prompt = f" prompt {decision['prompt_id']} v{decision['prompt_version']}" if decision.get("prompt_id") else ""
+    return f"{decision['backend']} {decision.get('model') or ''}{prompt}".strip()
+
+
+def gather(run_dir: Path) -> RunView:
+    """What the pages show, read from the run folder."""
+    report = load_report(run_dir)
+    view = RunView(report=report)
+    entries = [entry for entry in RunStore(run_dir).chain() if entry.status == "done"]
+    last_kept: Path | None = None
+    for entry, stats in zip(entries, report.stages, strict=False):
+        folder = Path(entry.output_dir)
+        dropped = {row["id"]: row for row in _rows(folder / "dropped.jsonl")}
+        producers: set[str] = set()
+        near: dict[str, list[tuple[str, dict]]] = defaultdict(list)
+        for decision in _rows(folder / "decisions.jsonl"):
+            made_by = _producer(decision)
+            if made_by:
+                producers.add(made_by)
+            if decision.get("kept") or decision["item_id"] not in dropped:
+                continue
+            reason = decision.get("reason") or "dropped"
+            view.drops.setdefault((stats.stage, reason), []).append(
+                Drop(stats.stage, reason, dropped[decision["item_id"]], decision))
+            kept_id = (decision.get("detail") or {}).get("near_duplicate_of")
+            if kept_id:
+                near[kept_id].append((decision["item_id"], decision.get("detail") or {}))
+        if near:
+            kept = {row["id"]: row for row in _rows(folder / "kept.jsonl") if row["id"] in near}
+            view.groups += [Group(kept[kept_id], [(dropped[item], detail) for item, detail in members])
+                            for kept_id, members in near.items() if kept_id in kept]
+        view.producers[stats.stage] = sorted(producers)
+        last_kept = folder / "kept.jsonl"
+    if report.complete and last_kept is not None:
+        view.samples = list(_rows(last_kept))
+    agreement = run_dir / "review" / "agreement.json"
+    if agreement.exists():
+        view.agreement = json.loads(agreement.read_text(encoding="utf-8"))
+    return view
+
+
+# --- thumbnails --------------------------------------------------------------------------------------------------
+
+def thumb_name(item: dict) -> str | None:
+    images = item.get("images") or []
+    return f"{images[0]['sha256'][:20]}.jpg" if images else None
+
+
+def _make_thumbs(jobs: list[tuple[str, str]]) -> list[bool]:
+    """(picture path, thumbnail path) -> made; a picture that cannot be decoded gets none (its page says so)."""
+    made = []
+    for source, target in jobs:
+        try:
+            picture = decode_image(Path(source), draft_side_px=THUMB_SIDE).image
+        except (ImageDecodeError, OSError):
+            made.append(False)
+            continue
+        picture.thumbnail((THUMB_SIDE, THUMB_SIDE))
+        partial = Path(target + ".partial")
+        picture.save(partial, "JPEG", quality=THUMB_QUALITY)
+        partial.replace(target)
+        made.append(True)
+    return made
+
+
+def make_thumbnails(items: Iterable[dict], folder: Path, workers: int) -> set[str]:
+    """Thumbnails of the items' first pictures under `folder`, made once; the names that exist."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted: dict[str, str] = {}
+    for item in items:
+        name = thumb_name(item)
+        if name and not (folder / name).exists():
+            wanted.setdefault(name, item["images"][0]["path"])
+    jobs = [(path, str(folder / name)) for name, path in wanted.items()]
+    chunks = [jobs[start:start + THUMB_CHUNK] for start in range(0, len(jobs), THUMB_CHUNK)]
+    for _ in ordered_map(_make_thumbs, chunks, "threads" if workers > 1 else "serial", workers):
+        pass
+    return {path.name for path in folder.glob("*.jpg")}
+
+
+# --- pages -------------------------------------------------------------------------------------------------------
+
+def _slug(text: str) -> str:
+    return "".join(char if char.isalnum() or char in "-_" else "-" for char in text.lower())
+
+
+def drops_page(stage: str, reason: str, page: int = 1) -> str:
+    return f"drops-{_slug(stage)}-{_slug(reason)}-{page}.html"
+
+
+def _pages(items: list, size: int = PAGE_SIZE) -> list[list]:
+    return [items[start:start + size] for start in range(0, len(items), size)] or [[]]
+
+
+def _environment():
+    import jinja2
+
+    templates = resources.files("benchcurate.curation") / "templates" / "report"
+    environment = jinja2.Environment(loader=jinja2.FunctionLoader(
+        lambda name: (templates / name).read_text(encoding="utf-8")), autoescape=True, trim_blocks=True,
+        lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    environment.filters["evidence"] = _evidence
+    environment.filters["thumb"] = thumb_name
+    return environment, templates
+
+
+def _evidence(decision: dict) -> list[tuple[str, str]]:
+    """A decision's evidence as (name, value) lines: its scores, then its detail, nested values flattened."""
+    lines: list[tuple[str, str]] = []
+
+    def add(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                add(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, float):
+            lines.append((prefix, f"{value:.4g}"))
+        else:
+            lines.append((prefix, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)))
+    for part in ("scores", "detail"):
+        add("", decision.get(part) or {})
+    made_by = _producer(decision)
+    if made_by:
+        lines.append(("by", made_by + (" (offline heuristics, not a model)" if OFFLINE in made_by else "")))
+    return lines
+
+
+def _label_table(report: RunReport) -> list[dict]:
+    tables = []
+    for histogram in histograms(report):
+        steps = [step for step, _ in histogram.columns]
+        peak = max((count for _, counts in histogram.columns for count in counts.values()), default=1) or 1
+        rows = [{"label": label, "counts": [counts.get(label, 0) for _, counts in histogram.columns]}
+                for label in histogram.labels]
+        tables.append({"title": LABEL_TITLES[histogram.kind], "steps": steps, "rows": rows, "peak": peak})
+    return tables
+
+
+def _filters(samples: list[dict]) -> dict[str, list[str]]:
+    values: dict[str, set[str]] = defaultdict(set)
+    for sample in samples:
+        for name, value in _facets(sample).items():
+            values[name].add(value)
+    return {name: sorted(found) for name, found in values.items()}
+
+
+def _facets(sample: dict) -> dict[str, str]:
+    challenge = sample.get("challenge")
+    mean = sum(challenge[part] for part in ("textual", "image", "reasoning")) / 3 if challenge else None
+    level = "-" if mean is None else "hard" if mean >= 7 else "medium" if mean >= 4 else "easy"
+    categories = sample.get("categories") or {}
+    return {"category": categories.get("image_main") or "-", "language": sample.get("language") or "-",
+            "difficulty": level, "review": (sample.get("review") or {}).get("status") or "-"}
+
+
+def write_html_report(run_dir: Path, workers: int = 2) -> Path:
+    """Write the report folder `<run>/report/html/` and return its index.html."""
+    view = gather(run_dir)
+    out = run_dir / "report" / "html"
+    out.mkdir(parents=True, exist_ok=True)
+    shown = [drop.item for drops in view.drops.values() for drop in drops]
+    shown += [group.kept for group in view.groups] + view.samples
+    thumbs = make_thumbnails(shown, out / "thumbs", workers)
+    environment, templates = _environment()
+    for asset in ("report.css", "report.js"):
+        (out / asset).write_text((templates / asset).read_text(encoding="utf-8"), encoding="utf-8")
+    report = view.report
+    backends = report.backends
+    common = {"run_id": report.config.run_id, "recipe": report.config.recipe.name, "backends": backends,
+              "offline": any(OFFLINE in backend for backend in backends), "thumbs": thumbs}
+    group_pages, sample_pages = _pages(view.groups), _pages(view.samples)
+    funnel = [{"stats": stats, "reasons": [(reason, count, drops_page(stats.stage, reason))
+                                           for reason, count in stats.by_reason.items()],
+               "producers": view.producers.get(stats.stage, [])} for stats in report.stages]
+    costs = [usage.cost_usd for stats in report.stages for usage in stats.usage.values() if usage.calls]
+    pages = {"index.html": environment.get_template("index.html.j2").render(
+        **common, title="Run report", funnel=funnel, complete=report.complete, waiting=report.waiting,
+        total_stages=report.total_stages, labels=_label_table(report), agreement=view.agreement,
+        groups=len(view.groups), samples=len(view.samples), seconds=sum(s.seconds for s in report.stages),
+        cost=None if any(cost is None for cost in costs) else sum(costs),
+        first_group_page="groups-1.html", first_sample_page="samples-1.html")}
+    for (stage, reason), drops in view.drops.items():
+        split = _pages(drops)
+        for number, chunk in enumerate(split, start=1):
+            pages[drops_page(stage, reason, number)] = environment.get_template("drops.html.j2").render(
+                **common, title=f"{stage}: {reason}", stage=stage, reason=reason, drops=chunk, page=number,
+                pages=len(split), total=len(drops), page_name=lambda n, s=stage, r=reason: drops_page(s, r, n))
+    for number, chunk in enumerate(group_pages, start=1):
+        pages[f"groups-{number}.html"] = environment.get_template("groups.html.j2").render(
+            **common, title="Near-duplicate groups", groups=chunk, page=number, pages=len(group_pages),
+            total=len(view.groups), page_name=lambda n: f"groups-{n}.html")
+    filters = _filters(view.samples)
+    for number, chunk in enumerate(sample_pages, start=1):
+        pages[f"samples-{number}.html"] = environment.get_template("samples.html.j2").render(
+            **common, title="Samples", samples=[(sample, _facets(sample)) for sample in chunk], filters=filters,
+            page=number, pages=len(sample_pages), total=len(view.samples),
+            page_name=lambda n: f"samples-{n}.html")
+    for name, html in pages.items():
+        partial = out / (name + ".partial")
+        partial.write_text(html, encoding="utf-8")
+        partial.replace(out / name)
+    write_json_atomic(out / "pages.json", {"pages": sorted(pages), "thumbnails": len(thumbs),
+                                           "page_size": PAGE_SIZE,
+                                           "sample_pages": math.ceil(len(view.samples) / PAGE_SIZE)})
+    return out / "index.html"

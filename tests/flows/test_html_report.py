@@ -1,0 +1,66 @@
+"""The HTML run report, opened from the file system in the real headless Chromium, as a curator opens it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, curate_in_process, run_curate
+
+SHOT_DIR = Path(__file__).resolve().parents[1] / "output" / "report"
+PLAYWRIGHT = REPO / ".ls" / "pw" / "node_modules" / "playwright-core"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory, prefect_env) -> Path:
+    """The demo run, with its release skipped (the report is the run's)."""
+    work = tmp_path_factory.mktemp("report")
+    result = run_curate(["run", "multiverse", "--run-id", "shown", "--no-release", "--progress", "none",
+                         "--out", str(work / "outputs")], work, prefect_env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return work / "outputs" / "runs" / "shown"
+
+
+def test_every_run_writes_its_report_and_the_command_rewrites_it_without_remaking_thumbnails(demo_run):
+    index = demo_run / "report" / "html" / "index.html"
+    assert index.exists()  # written by the run itself
+    thumbs = sorted((demo_run / "report" / "html" / "thumbs").glob("*.jpg"))
+    stamps = {path: path.stat().st_mtime_ns for path in thumbs}
+    assert len(thumbs) >= 30 and all(path.stat().st_size < 20_000 for path in thumbs)
+    result = curate_in_process(["report", str(demo_run), "--html"])
+    assert result.returncode == 0 and result.stdout.strip() == str(index)
+    assert {path: path.stat().st_mtime_ns for path in thumbs} == stamps  # made once, by content
+    # an item whose file cannot be decoded is shown without a picture, and says so
+    truncated = (index.parent / "drops-image_phash-image_truncated-1.html").read_text(encoding="utf-8")
+    assert "no picture (the file cannot be decoded)" in truncated and "thumbs/" not in truncated
+
+
+def test_the_page_loads_cleanly_shows_the_funnel_the_groups_and_filters(demo_run):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium and PLAYWRIGHT.exists(), "run `make test` (it installs Chromium and playwright-core)"
+    SHOT_DIR.mkdir(parents=True, exist_ok=True)
+    home = demo_run.parent / "chrome-home"
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "CHROMIUM_PATH": chromium,
+           "PLAYWRIGHT_CORE": str(PLAYWRIGHT)}
+    result = subprocess.run(["node", str(Path(__file__).with_name("report_page.js")),
+                             str(demo_run / "report" / "html"), str(SHOT_DIR)],
+                            capture_output=True, text=True, env=env, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["errors"] == [] and seen["requests"] == []  # no console error, nothing fetched from a network
+    stats = json.loads(curate_in_process(["report", str(demo_run), "--json"]).stdout)
+    assert seen["funnel"] == [{"stage": s["stage"], "in": s["items_in"], "removed": s["dropped"], "out": s["kept"]}
+                              for s in stats]
+    assert seen["group"]["keptFirst"] and seen["group"]["pictures"] >= 2  # the kept picture and its copy, loaded
+    assert seen["dropCards"] >= 1 and seen["dropLink"].startswith("drops-")
+    assert 0 < seen["after"] < seen["before"] and seen["matching"] and seen["shownText"] == f"{seen['after']} shown"
+    assert seen["missingAlt"] == 0 and seen["focused"] == "Skip to the content"  # alt texts; the keyboard's way in
+    for section in ("funnel", "labels", "costs", "review", "groups", "drops", "samples"):
+        assert (SHOT_DIR / f"report_{section}.png").stat().st_size > 5_000, section
