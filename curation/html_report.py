@@ -53,7 +53,7 @@ class Group:
 
 @dataclass
 class RunView:
-    report: RunReport
+    report: RunReport  # (for a release, anything with the funnel's `stages`)
     drops: dict[tuple[str, str], list[Drop]] = field(default_factory=dict)
     groups: list[Group] = field(default_factory=list)
     samples: list[dict] = field(default_factory=list)
@@ -222,14 +222,83 @@ def _facets(sample: dict) -> dict[str, str]:
     mean = sum(challenge[part] for part in ("textual", "image", "reasoning")) / 3 if challenge else None
     level = "-" if mean is None else "hard" if mean >= 7 else "medium" if mean >= 4 else "easy"
     categories = sample.get("categories") or {}
-    return {"category": categories.get("image_main") or "-", "language": sample.get("language") or "-",
-            "difficulty": level, "review": (sample.get("review") or {}).get("status") or "-"}
+    facets = {"category": categories.get("image_main") or "-", "language": sample.get("language") or "-",
+              "difficulty": level, "review": (sample.get("review") or {}).get("status") or "-"}
+    return {**facets, "split": sample["split"]} if "split" in sample else facets
 
 
 def write_html_report(run_dir: Path, workers: int = 2) -> Path:
     """Write the report folder `<run>/report/html/` and return its index.html."""
     view = gather(run_dir)
-    out = run_dir / "report" / "html"
+    report = view.report
+    return _write_site(run_dir / "report" / "html", view, run_id=report.config.run_id,
+                       recipe=report.config.recipe.name, backends=report.backends, stages=report.stages,
+                       total_stages=report.total_stages, complete=report.complete, waiting=report.waiting,
+                       workers=workers, what="run")
+
+
+def release_samples(folder: Path, images: Path) -> tuple[object, list[dict]]:
+    """A release's manifest and its rows as the samples pages read them (each image written once under
+    `images`, by content)."""
+    from benchcurate.curation.evaluation.release import image_file, open_release, rows
+
+    release = open_release(folder)
+    samples = []
+    for split in release.manifest.splits:
+        for row in rows(release, split):
+            picture = image_file(row["image"], images) if row.get("image") else None
+            samples.append(_sample_of(row, split, picture))
+    return release.manifest, samples
+
+
+def _sample_of(row: dict, split: str, picture) -> dict:
+    """A release row in the shape of a stored sample (the fields the pages show), whatever the recipe's columns."""
+    def turn(value: dict) -> dict:
+        return {"speaker": value.get("speaker", "user"), "utterance": value.get("utterance", ""),
+                "level": value.get("level"), "reference": value.get("reference"),
+                "focus_points": value.get("focus_points") or [],
+                "checklist": [{"question": check.get("question", ""), "main_criteria": check.get("main_criteria", ""),
+                               "sub_criteria": check.get("sub_criteria", "")} for check in value.get("checklist") or []]}
+    challenge = {part: row[f"challenge_{part}"] for part in ("textual", "image", "reasoning")
+                 if row.get(f"challenge_{part}") is not None}
+    return {"id": str(row.get("index") or row.get("id") or ""), "split": split,
+            "images": [{"sha256": picture.sha256, "path": picture.path}] if picture else [],
+            "provenance": {"source_dataset": row.get("source_dataset") or "-", "source_id": row.get("source_id") or "-",
+                           "license": row.get("license") or "-"},
+            "persona": {"character": row["character"], "goal": row.get("goal") or ""} if row.get("character") else None,
+            "caption": row.get("caption"), "conversation": [turn(value) for value in row.get("conversation") or []],
+            "rewrites": [{"status": "kept", "text": text} for text in row.get("rewrites") or []
+                         if isinstance(text, str)],
+            "categories": {"image_main": row.get("image_main_category") or row.get("category")},
+            "language": row.get("language"), "challenge": challenge if len(challenge) == 3 else None,
+            "review": {"status": row.get("review_status"), "reasons": []}}
+
+
+def release_report_folder(folder: Path) -> Path:
+    """Where a release's report goes by default: beside the release, never in it (its files are checksummed)."""
+    folder = folder.expanduser().resolve()
+    return folder.parent / f"{folder.name}.report"
+
+
+def write_release_report(folder: Path, out: Path | None = None, workers: int = 2) -> Path:
+    """The same pages for a release, for those who receive only the release: the funnel from its manifest, kept
+    items per category, costs, and every sample of every split with filters. Written to `out` (default: beside
+    the release, `release_report_folder`)."""
+    import tempfile
+    from types import SimpleNamespace
+
+    out = out or release_report_folder(folder)
+    with tempfile.TemporaryDirectory(prefix="release-images-") as images:  # only the thumbnails are kept
+        manifest, samples = release_samples(folder, Path(images))
+        view = RunView(report=SimpleNamespace(stages=manifest.funnel), samples=samples)
+        return _write_site(out, view, run_id=f"{manifest.name} {manifest.version} (run {manifest.run_id})",
+                           recipe=manifest.recipe, backends=manifest.backends, stages=manifest.funnel,
+                           total_stages=len(manifest.funnel), complete=True, waiting=None, workers=workers,
+                           what="release")
+
+
+def _write_site(out: Path, view: RunView, *, run_id: str, recipe: str, backends: list[str], stages: list,
+                total_stages: int, complete: bool, waiting: str | None, workers: int, what: str) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     shown = [drop.item for drops in view.drops.values() for drop in drops]
     shown += [group.kept for group in view.groups] + view.samples
@@ -237,21 +306,20 @@ def write_html_report(run_dir: Path, workers: int = 2) -> Path:
     environment, templates = _environment()
     for asset in ("report.css", "report.js"):
         (out / asset).write_text((templates / asset).read_text(encoding="utf-8"), encoding="utf-8")
-    report = view.report
-    backends = report.backends
-    common = {"run_id": report.config.run_id, "recipe": report.config.recipe.name, "backends": backends,
+    common = {"run_id": run_id, "recipe": recipe, "backends": backends, "what": what,
               "offline": any(OFFLINE in backend for backend in backends), "thumbs": thumbs}
     group_pages, sample_pages = _pages(view.groups), _pages(view.samples)
-    funnel = [{"stats": stats, "reasons": [(reason, count, drops_page(stats.stage, reason))
+    linked = {(stage, reason) for stage, reason in view.drops}
+    funnel = [{"stats": stats, "reasons": [(reason, count, drops_page(stats.stage, reason)
+                                            if (stats.stage, reason) in linked else None)
                                            for reason, count in stats.by_reason.items()],
-               "producers": view.producers.get(stats.stage, [])} for stats in report.stages]
-    costs = [usage.cost_usd for stats in report.stages for usage in stats.usage.values() if usage.calls]
+               "producers": view.producers.get(stats.stage, [])} for stats in stages]
+    costs = [usage.cost_usd for stats in stages for usage in stats.usage.values() if usage.calls]
     pages = {"index.html": environment.get_template("index.html.j2").render(
-        **common, title="Run report", funnel=funnel, complete=report.complete, waiting=report.waiting,
-        total_stages=report.total_stages, labels=_label_table(report), agreement=view.agreement,
-        groups=len(view.groups), samples=len(view.samples), seconds=sum(s.seconds for s in report.stages),
-        cost=None if any(cost is None for cost in costs) else sum(costs),
-        first_group_page="groups-1.html", first_sample_page="samples-1.html")}
+        **common, title="Run report" if what == "run" else "Release report", funnel=funnel, complete=complete,
+        waiting=waiting, total_stages=total_stages, labels=_label_table(view.report), agreement=view.agreement,
+        groups=len(view.groups), samples=len(view.samples), seconds=sum(s.seconds for s in stages),
+        cost=None if any(cost is None for cost in costs) else sum(costs))}
     for (stage, reason), drops in view.drops.items():
         split = _pages(drops)
         for number, chunk in enumerate(split, start=1):

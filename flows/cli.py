@@ -492,6 +492,21 @@ def release_verify(folder: Annotated[Path, typer.Argument(help="A release folder
         raise typer.Exit(1)
 
 
+@release_app.command("report")
+def release_report(
+    folder: Annotated[Path, typer.Argument(help="A release folder, wherever it was copied.")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="Folder for the pages (default: beside the release, "
+                                                              "<version>.report; never inside it).")] = None,
+) -> None:
+    """The run report's pages for a release, for those who receive only the release: the funnel from its
+    manifest, kept items per category, costs and timing, and every sample of every split with filters."""
+    import os
+
+    from benchcurate.curation.html_report import write_release_report
+
+    typer.echo(write_release_report(folder, out, os.cpu_count() or 1))
+
+
 @release_app.command("diff")
 def release_diff(
     first: Annotated[Path, typer.Argument(help="The older release folder.")],

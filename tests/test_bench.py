@@ -31,6 +31,7 @@ COMPARISONS = {
     "test_time": ["before (#20)", "x faster"],
     "eval_throughput": ["naive: one call at a time", "curate eval --concurrency", "% of ideal"],
     "dedup_commands": ["naive images", "net of start-up", "one-word near copies found"],
+    "html_report": ["naive: one page with every item", "paged report (ours)", "load ms"],
 }
 PREFECT_URL_VARIABLE = "BENCH_PREFECT_API_URL"  # bench/common.py's: the Prefect server for a benchmark's runs
 

@@ -64,3 +64,22 @@ def test_the_page_loads_cleanly_shows_the_funnel_the_groups_and_filters(demo_run
     assert seen["missingAlt"] == 0 and seen["focused"] == "Skip to the content"  # alt texts; the keyboard's way in
     for section in ("funnel", "labels", "costs", "review", "groups", "drops", "samples"):
         assert (SHOT_DIR / f"report_{section}.png").stat().st_size > 5_000, section
+
+
+def test_a_release_gets_the_same_pages_beside_it_and_stays_intact(demo_run):
+    out = demo_run.parent.parent
+    made = curate_in_process(["release", str(demo_run), "--version", "1.0.0", "--out", str(out)])
+    assert made.returncode == 0, made.stderr
+    release = out / "releases" / "multiverse-curated" / "1.0.0"
+    result = curate_in_process(["release", "report", str(release)])
+    index = Path(result.stdout.strip())
+    assert result.returncode == 0 and index == release.parent / "1.0.0.report" / "index.html"
+    manifest = json.loads((release / "manifest.json").read_text(encoding="utf-8"))
+    page = index.read_text(encoding="utf-8")
+    assert f"{manifest['sample_count']} samples in the release" in page
+    assert all(f'data-stage="{stage["stage"]}"' in page for stage in manifest["funnel"])
+    samples = (index.parent / "samples-1.html").read_text(encoding="utf-8")
+    assert samples.count('<li class="sample"') == manifest["sample_count"] and 'data-split="test"' in samples
+    assert len(list((index.parent / "thumbs").glob("*.jpg"))) >= 1 and not list(index.parent.glob("images"))
+    verified = curate_in_process(["release", "verify", str(release)])
+    assert verified.returncode == 0 and "intact" in verified.stdout  # nothing was written into the release
