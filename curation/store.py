@@ -67,10 +67,13 @@ DONE = "DONE"
 
 
 def seal(folder: Path) -> None:
-    """Mark a finished output folder: DONE lists the sha256 of every file in it, written last."""
+    """Mark a finished output folder: DONE lists the sha256 of every file in it, written last and whole (a kill
+    while writing it leaves no DONE, so the stage is redone rather than read from a torn list)."""
     digests = {path.name: sha256_file(path) for path in sorted(folder.iterdir()) if path.is_file()
-               and path.name != DONE}
-    (folder / DONE).write_text(json.dumps(digests, indent=1) + "\n", encoding="utf-8")
+               and path.name != DONE and not path.name.endswith(".partial")}
+    partial = folder / f"{DONE}.partial"
+    partial.write_text(json.dumps(digests, indent=1) + "\n", encoding="utf-8")
+    os.replace(partial, folder / DONE)
 
 
 def sealed(folder: Path) -> bool:
