@@ -257,8 +257,8 @@ def _sample_of(row: dict, split: str, picture) -> dict:
         return {"speaker": value.get("speaker", "user"), "utterance": value.get("utterance", ""),
                 "level": value.get("level"), "reference": value.get("reference"),
                 "focus_points": value.get("focus_points") or [],
-                "checklist": [{"question": check.get("question", ""), "main_criteria": check.get("main_criteria", ""),
-                               "sub_criteria": check.get("sub_criteria", "")} for check in value.get("checklist") or []]}
+                "checklist": [{name: check.get(name, "") for name in ("question", "main_criteria", "sub_criteria")}
+                              for check in value.get("checklist") or []]}
     challenge = {part: row[f"challenge_{part}"] for part in ("textual", "image", "reasoning")
                  if row.get(f"challenge_{part}") is not None}
     return {"id": str(row.get("index") or row.get("id") or ""), "split": split,
