@@ -59,6 +59,7 @@ class RunView:
     samples: list[dict] = field(default_factory=list)
     producers: dict[str, list[str]] = field(default_factory=dict)  # stage -> "backend model prompt vN"
     agreement: dict = field(default_factory=dict)
+    disagreements: list[dict] = field(default_factory=list)  # {sample, criteria: {name: [(reviewer, answer)]}}
 
 
 def _rows(path: Path) -> Iterable[dict]:
@@ -110,7 +111,45 @@ def gather(run_dir: Path) -> RunView:
     agreement = run_dir / "review" / "agreement.json"
     if agreement.exists():
         view.agreement = json.loads(agreement.read_text(encoding="utf-8"))
+    view.disagreements = disagreements(run_dir / "review" / "annotations.jsonl")
     return view
+
+
+def disagreements(annotations: Path) -> list[dict]:
+    """Samples on which reviewers gave different answers to a criterion: {"sample", "criteria": {criterion:
+    [(reviewer, answer), ...]}}, the criteria they differ on only (from the pulled annotations, latest per
+    reviewer)."""
+    votes: dict[str, dict[str, list[tuple[str, str]]]] = defaultdict(lambda: defaultdict(list))
+    for row in _rows(annotations):
+        for name, answer in (row.get("criteria") or {}).items():
+            if isinstance(answer, str) and len(answer) <= 40:  # choices; edited texts are not votes
+                votes[row["sample_id"]][name].append((str(row.get("reviewer")), answer))
+    found = []
+    for sample, criteria in sorted(votes.items()):
+        split = {name: answers for name, answers in criteria.items() if len({a for _, a in answers}) > 1}
+        if split:
+            found.append({"sample": sample, "criteria": split})
+    return found
+
+
+def selection_tables(stages: list) -> list[dict]:
+    """Per stage that decided on the set as a whole (weights, quotas, sizes), its settings and a table of its
+    per-label numbers beside what it kept of each label."""
+    tables = []
+    for stats in stages:
+        summary = stats.summary or {}
+        per_label = {name: value for name, value in summary.items() if isinstance(value, dict) and value
+                     and all(isinstance(number, (int, float)) for number in value.values())}
+        if not per_label:
+            continue
+        kept = next(iter(stats.kept_by_label.values()), {}) if stats.kept_by_label else {}
+        labels = sorted({label for value in per_label.values() for label in value} | set(kept))
+        columns = [*per_label, *(["kept"] if kept else [])]
+        rows = [[label, *[per_label[name].get(label, "") for name in per_label], *([kept.get(label, 0)] if kept
+                                                                                   else [])] for label in labels]
+        settings = {name: value for name, value in summary.items() if not isinstance(value, (dict, list))}
+        tables.append({"stage": stats.stage, "settings": settings, "columns": columns, "rows": rows})
+    return tables
 
 
 # --- thumbnails --------------------------------------------------------------------------------------------------
@@ -315,9 +354,15 @@ def _write_site(out: Path, view: RunView, *, run_id: str, recipe: str, backends:
                                            for reason, count in stats.by_reason.items()],
                "producers": view.producers.get(stats.stage, [])} for stats in stages]
     costs = [usage.cost_usd for stats in stages for usage in stats.usage.values() if usage.calls]
+    page_of = {sample["id"]: f"samples-{index // PAGE_SIZE + 1}.html#s-{sample['id']}"
+               for index, sample in enumerate(view.samples)}
+    status_of = {sample["id"]: (sample.get("review") or {}).get("status") or "-" for sample in view.samples}
     pages = {"index.html": environment.get_template("index.html.j2").render(
         **common, title="Run report" if what == "run" else "Release report", funnel=funnel, complete=complete,
         waiting=waiting, total_stages=total_stages, labels=_label_table(view.report), agreement=view.agreement,
+        selections=selection_tables(stages), disagreements=[
+            {**found, "page": page_of.get(found["sample"]), "status": status_of.get(found["sample"], "not kept")}
+            for found in view.disagreements],
         groups=len(view.groups), samples=len(view.samples), seconds=sum(s.seconds for s in stages),
         cost=None if any(cost is None for cost in costs) else sum(costs))}
     for (stage, reason), drops in view.drops.items():

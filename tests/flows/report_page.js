@@ -29,7 +29,7 @@ const path = require('path');
       removed: Number(row.querySelector('[data-field=removed]').textContent),
       out: Number(row.querySelector('[data-field=out]').textContent),
     })));
-    for (const section of ['funnel', 'labels', 'costs', 'review']) {
+    for (const section of ['funnel', 'labels', 'selection', 'costs', 'review']) {
       await (await page.$('#' + section)).screenshot({ path: path.join(shots, `report_${section}.png`) });
     }
     await page.goto(url('groups-1.html'), { waitUntil: 'load' });

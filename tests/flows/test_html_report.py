@@ -62,7 +62,7 @@ def test_the_page_loads_cleanly_shows_the_funnel_the_groups_and_filters(demo_run
     assert seen["dropCards"] >= 1 and seen["dropLink"].startswith("drops-")
     assert 0 < seen["after"] < seen["before"] and seen["matching"] and seen["shownText"] == f"{seen['after']} shown"
     assert seen["missingAlt"] == 0 and seen["focused"] == "Skip to the content"  # alt texts; the keyboard's way in
-    for section in ("funnel", "labels", "costs", "review", "groups", "drops", "samples"):
+    for section in ("funnel", "labels", "selection", "costs", "review", "groups", "drops", "samples"):
         assert (SHOT_DIR / f"report_{section}.png").stat().st_size > 5_000, section
 
 
@@ -83,3 +83,35 @@ def test_a_release_gets_the_same_pages_beside_it_and_stays_intact(demo_run):
     assert len(list((index.parent / "thumbs").glob("*.jpg"))) >= 1 and not list(index.parent.glob("images"))
     verified = curate_in_process(["release", "verify", str(release)])
     assert verified.returncode == 0 and "intact" in verified.stdout  # nothing was written into the release
+
+
+def test_selection_steps_and_the_samples_reviewers_disagreed_on_are_shown(demo_run, tmp_path):
+    from benchcurate.curation.html_report import write_html_report
+    from benchcurate.curation.store import RunStore
+
+    run = tmp_path / "run"  # a copy: the stages' outputs are read where they are, the report written here
+    shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("html"))
+    store = RunStore(run)
+    final = [json.loads(line)["id"] for line in store.kept_path(len(store.chain()) - 1).read_text().splitlines()]
+    split, agreed = final[0], final[1]
+    review = run / "review"
+    review.mkdir(exist_ok=True)
+    rows = [{"sample_id": split, "reviewer": "ann", "criteria": {"needs_image": "yes"}},
+            {"sample_id": split, "reviewer": "bo", "criteria": {"needs_image": "no"}},
+            {"sample_id": agreed, "reviewer": "ann", "criteria": {"needs_image": "yes"}},
+            {"sample_id": agreed, "reviewer": "bo", "criteria": {"needs_image": "yes"}}]
+    (review / "annotations.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (review / "agreement.json").write_text(json.dumps(
+        {"needs_image": {"percent": 0.5, "fleiss_kappa": 0.0, "items_with_two_or_more": 2}}))
+    index = write_html_report(run)
+    page = index.read_text(encoding="utf-8")
+    table = page.split('class="disagreements"')[1].split("</table>")[0]
+    assert split in table and agreed not in table and "ann yes" in table and "bo no" in table
+    anchor = table.split('href="')[1].split('"')[0]
+    assert f'id="{anchor.split("#")[1]}"' in (index.parent / anchor.split("#")[0]).read_text(encoding="utf-8")
+    sampled = next(s for s in json.loads(curate_in_process(["report", str(demo_run), "--json"]).stdout)
+                   if s["stage"] == "category_weighted_sample")
+    selection = page.split('id="selection"')[1].split("</section>")[0]
+    assert "<th scope=\"col\">quotas</th>" in selection and "<th scope=\"col\">kept</th>" in selection
+    for label, kept in sampled["kept_by_label"]["image_main"].items():
+        assert f"{sampled['summary']['quotas'][label]}</td><td class=\"num\">{kept}</td>" in selection, label
