@@ -376,6 +376,11 @@ def _write_site(out: Path, view: RunView, *, run_id: str, recipe: str, backends:
             **common, title="Near-duplicate groups", groups=chunk, page=number, pages=len(group_pages),
             total=len(view.groups), page_name=lambda n: f"groups-{n}.html")
     filters = _filters(view.samples)
+    index_rows = [[sample["id"], position // PAGE_SIZE + 1, *[_facets(sample)[name] for name in filters]]
+                  for position, sample in enumerate(view.samples)]
+    (out / "samples-index.js").write_text(  # a script, not JSON: pages opened from file:// may not fetch files
+        "window.SAMPLE_INDEX = " + json.dumps({"facets": list(filters), "rows": index_rows}, ensure_ascii=False)
+        + ";\n", encoding="utf-8")
     for number, chunk in enumerate(sample_pages, start=1):
         pages[f"samples-{number}.html"] = environment.get_template("samples.html.j2").render(
             **common, title="Samples", samples=[(sample, _facets(sample)) for sample in chunk], filters=filters,

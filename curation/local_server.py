@@ -152,25 +152,33 @@ class LocalServer:
                                  f"see {log}")
 
     def stop(self, timeout: float = 15) -> bool:
-        """SIGTERM to the server's process group, SIGKILL if it lingers; False when no server of ours runs."""
+        """SIGTERM to the server's process group, SIGKILL if it lingers; False when no server of ours runs. Returns
+        once the process is gone, not when it stops answering or removes its record (it may still be exiting)."""
         record = self.running()
         if record is None:
             self.forget()
             return False
         _signal_group(record.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while self.running() is not None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if self.running() is not None:
+        if not _gone(record, timeout):
             _signal_group(record.pid, signal.SIGKILL)
-            deadline = time.monotonic() + KILL_WAIT_SECONDS  # "stopped" is said once it is gone
-            while self.running() is not None and time.monotonic() < deadline:
-                time.sleep(0.05)
+            _gone(record, KILL_WAIT_SECONDS)
         self.forget()
         return True
 
     def forget(self) -> None:
         self.record_path.unlink(missing_ok=True)
+
+
+def _gone(record: ServerRecord, seconds: float) -> bool:
+    """Whether the record's process ended (or was reaped and its pid reused) within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        started = process_start(record.pid)
+        if started is None or (record.started and started != record.started):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def make_private(folder: Path) -> None:

@@ -51,12 +51,16 @@ const path = require('path');
     const matching = await page.$$eval('.sample', (nodes, value) => nodes.filter((node) => !node.hidden)
       .every((node) => node.getAttribute('data-category') === value), choice);
     const shownText = await page.$eval('#shown', (node) => node.textContent);
+    const elsewhere = await page.$eval('#elsewhere', (node) => node.textContent);
+    await page.goto('about:blank');
+    await page.goto(url('samples-1.html') + '#category=' + encodeURIComponent(choice), { waitUntil: 'load' });
+    const afterLink = await visible();
     await page.screenshot({ path: path.join(shots, 'report_samples.png') });
     await page.keyboard.press('Tab');
     const focused = await page.evaluate(() => document.activeElement && document.activeElement.textContent.trim());
     const missingAlt = await page.$$eval('img', (images) => images.filter((img) => !img.alt).length);
     console.log(JSON.stringify({ errors, requests, loadMs, funnel, group, dropLink, dropCards, before, after,
-                                 choice, matching, shownText, focused, missingAlt }));
+                                 choice, matching, shownText, elsewhere, afterLink, focused, missingAlt }));
   } finally {
     await browser.close();
   }

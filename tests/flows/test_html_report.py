@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from benchcurate.curation.store import RunStore
 from tests.helpers import REPO, curate_in_process, run_curate
 
 SHOT_DIR = Path(__file__).resolve().parents[1] / "output" / "report"
@@ -61,6 +62,11 @@ def test_the_page_loads_cleanly_shows_the_funnel_the_groups_and_filters(demo_run
     assert seen["group"]["keptFirst"] and seen["group"]["pictures"] >= 2  # the kept picture and its copy, loaded
     assert seen["dropCards"] >= 1 and seen["dropLink"].startswith("drops-")
     assert 0 < seen["after"] < seen["before"] and seen["matching"] and seen["shownText"] == f"{seen['after']} shown"
+    store = RunStore(demo_run)  # the samples index counts the matches of every page
+    final = [json.loads(line) for line in store.kept_path(len(store.chain()) - 1).read_text().splitlines()]
+    matches = sum(sample["categories"]["image_main"] == seen["choice"] for sample in final)
+    assert seen["elsewhere"].startswith(f"{matches} match in all: page 1 ({seen['after']})")
+    assert seen["afterLink"] == seen["after"]  # the filter travels in a link
     assert seen["missingAlt"] == 0 and seen["focused"] == "Skip to the content"  # alt texts; the keyboard's way in
     for section in ("funnel", "labels", "selection", "costs", "review", "groups", "drops", "samples"):
         assert (SHOT_DIR / f"report_{section}.png").stat().st_size > 5_000, section
@@ -87,7 +93,6 @@ def test_a_release_gets_the_same_pages_beside_it_and_stays_intact(demo_run):
 
 def test_selection_steps_and_the_samples_reviewers_disagreed_on_are_shown(demo_run, tmp_path):
     from benchcurate.curation.html_report import write_html_report
-    from benchcurate.curation.store import RunStore
 
     run = tmp_path / "run"  # a copy: the stages' outputs are read where they are, the report written here
     shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("html"))
