@@ -441,6 +441,7 @@ def _pull(run_dir: Path, connection: Connection) -> PullResult:
                                               encoding="utf-8")
     (folder / "rejected.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rejected), encoding="utf-8")
     votes: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    answers: dict[str, dict[str, list[list[str]]]] = defaultdict(lambda: defaultdict(list))  # who said what
     reviewers: dict[str, list] = defaultdict(list)
     notes: dict[str, list[str]] = defaultdict(list)
     edits: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)  # sample -> field -> (updated_at, text)
@@ -454,6 +455,7 @@ def _pull(run_dir: Path, connection: Connection) -> PullResult:
             if name.startswith(EDITABLE):
                 continue
             votes[row["sample_id"]][name].append(answer)
+            answers[row["sample_id"]][name].append([f"label-studio-user-{row['reviewer']}", answer])
         reviewers[row["sample_id"]].append(row["reviewer"])
         if row["notes"]:
             notes[row["sample_id"]].append(row["notes"])
@@ -481,6 +483,7 @@ def _pull(run_dir: Path, connection: Connection) -> PullResult:
                                "phase": 2 if sample_id in second else 1,
                                "edits": {name: text for name, (_, text) in sorted(edits.get(sample_id, {}).items())},
                                "votes": {k: list(v) for k, v in criteria.items()},
+                               "answers": dict(answers[sample_id]),
                                "reviewers": [f"label-studio-user-{r}" for r in reviewers[sample_id]],
                                "notes": " | ".join(notes[sample_id]) or None, "project": state.title,
                                "round": state.round, "updated_at": datetime.now(UTC).isoformat()}

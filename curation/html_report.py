@@ -59,7 +59,7 @@ class RunView:
     samples: list[dict] = field(default_factory=list)
     producers: dict[str, list[str]] = field(default_factory=dict)  # stage -> "backend model prompt vN"
     agreement: dict = field(default_factory=dict)
-    disagreements: list[dict] = field(default_factory=list)  # {sample, criteria: {name: [(reviewer, answer)]}}
+    disagreements: list[dict] = field(default_factory=list)  # {sample, criteria, status, adjudicated}
 
 
 def _rows(path: Path) -> Iterable[dict]:
@@ -111,24 +111,23 @@ def gather(run_dir: Path) -> RunView:
     agreement = run_dir / "review" / "agreement.json"
     if agreement.exists():
         view.agreement = json.loads(agreement.read_text(encoding="utf-8"))
-    view.disagreements = disagreements(run_dir / "review" / "annotations.jsonl")
+    view.disagreements = disagreements(run_dir / "review" / "outcomes.json")
     return view
 
 
-def disagreements(annotations: Path) -> list[dict]:
-    """Samples on which reviewers gave different answers to a criterion: {"sample", "criteria": {criterion:
-    [(reviewer, answer), ...]}}, the criteria they differ on only (from the pulled annotations, latest per
-    reviewer)."""
-    votes: dict[str, dict[str, list[tuple[str, str]]]] = defaultdict(lambda: defaultdict(list))
-    for row in _rows(annotations):
-        for name, answer in (row.get("criteria") or {}).items():
-            if isinstance(answer, str) and len(answer) <= 40:  # choices; edited texts are not votes
-                votes[row["sample_id"]][name].append((str(row.get("reviewer")), answer))
+def disagreements(outcomes: Path) -> list[dict]:
+    """Samples on which reviewers gave different answers to a criterion, from the review pull's record
+    (review/outcomes.json): {"sample", "criteria": {criterion: [(reviewer, answer), ...]}, "status",
+    "adjudicated"}, with the criteria they differ on only."""
+    if not outcomes.exists():
+        return []
     found = []
-    for sample, criteria in sorted(votes.items()):
-        split = {name: answers for name, answers in criteria.items() if len({a for _, a in answers}) > 1}
+    for sample, outcome in sorted(json.loads(outcomes.read_text(encoding="utf-8")).items()):
+        split = {name: given for name, given in (outcome.get("answers") or {}).items()
+                 if len({answer for _, answer in given}) > 1}
         if split:
-            found.append({"sample": sample, "criteria": split})
+            found.append({"sample": sample, "criteria": split, "status": outcome.get("status", "-"),
+                          "adjudicated": outcome.get("phase") == 2})
     return found
 
 
@@ -248,10 +247,11 @@ def _label_table(report: RunReport) -> list[dict]:
     return tables
 
 
-def _filters(samples: list[dict]) -> dict[str, list[str]]:
+def _filters(facets: list[dict[str, str]]) -> dict[str, list[str]]:
+    """Each facet's values over the samples (their `_facets`), for the filters' choices."""
     values: dict[str, set[str]] = defaultdict(set)
-    for sample in samples:
-        for name, value in _facets(sample).items():
+    for found in facets:
+        for name, value in found.items():
             values[name].add(value)
     return {name: sorted(found) for name, found in values.items()}
 
@@ -356,13 +356,11 @@ def _write_site(out: Path, view: RunView, *, run_id: str, recipe: str, backends:
     costs = [usage.cost_usd for stats in stages for usage in stats.usage.values() if usage.calls]
     page_of = {sample["id"]: f"samples-{index // PAGE_SIZE + 1}.html#s-{sample['id']}"
                for index, sample in enumerate(view.samples)}
-    status_of = {sample["id"]: (sample.get("review") or {}).get("status") or "-" for sample in view.samples}
     pages = {"index.html": environment.get_template("index.html.j2").render(
         **common, title="Run report" if what == "run" else "Release report", funnel=funnel, complete=complete,
         waiting=waiting, total_stages=total_stages, labels=_label_table(view.report), agreement=view.agreement,
-        selections=selection_tables(stages), disagreements=[
-            {**found, "page": page_of.get(found["sample"]), "status": status_of.get(found["sample"], "not kept")}
-            for found in view.disagreements],
+        selections=selection_tables(stages),
+        disagreements=[{**found, "page": page_of.get(found["sample"])} for found in view.disagreements],
         groups=len(view.groups), samples=len(view.samples), seconds=sum(s.seconds for s in stages),
         cost=None if any(cost is None for cost in costs) else sum(costs))}
     for (stage, reason), drops in view.drops.items():
@@ -375,15 +373,17 @@ def _write_site(out: Path, view: RunView, *, run_id: str, recipe: str, backends:
         pages[f"groups-{number}.html"] = environment.get_template("groups.html.j2").render(
             **common, title="Near-duplicate groups", groups=chunk, page=number, pages=len(group_pages),
             total=len(view.groups), page_name=lambda n: f"groups-{n}.html")
-    filters = _filters(view.samples)
-    index_rows = [[sample["id"], position // PAGE_SIZE + 1, *[_facets(sample)[name] for name in filters]]
+    facets = [_facets(sample) for sample in view.samples]
+    filters = _filters(facets)
+    index_rows = [[sample["id"], position // PAGE_SIZE + 1, *[facets[position][name] for name in filters]]
                   for position, sample in enumerate(view.samples)]
     (out / "samples-index.js").write_text(  # a script, not JSON: pages opened from file:// may not fetch files
         "window.SAMPLE_INDEX = " + json.dumps({"facets": list(filters), "rows": index_rows}, ensure_ascii=False)
         + ";\n", encoding="utf-8")
     for number, chunk in enumerate(sample_pages, start=1):
         pages[f"samples-{number}.html"] = environment.get_template("samples.html.j2").render(
-            **common, title="Samples", samples=[(sample, _facets(sample)) for sample in chunk], filters=filters,
+            **common, title="Samples", filters=filters,
+            samples=list(zip(chunk, facets[(number - 1) * PAGE_SIZE:number * PAGE_SIZE], strict=True)),
             page=number, pages=len(sample_pages), total=len(view.samples),
             page_name=lambda n: f"samples-{n}.html")
     for name, html in pages.items():

@@ -845,6 +845,14 @@ def review_pull(
                    f"{'-' if kappa is None else f'{kappa:.2f}'} ({values['items_with_two_or_more']} items with 2+)")
 
 
+def _partial_of(out: Path) -> Path:
+    """Where a command writes `out` before renaming it into place: its own file per process, so two commands
+    given the same --out each write a whole file and the last to finish wins, instead of interleaving."""
+    import os
+
+    return out.with_name(f"{out.name}.{os.getpid()}.partial")
+
+
 @images_app.command("hash")
 def images_hash(
     paths: Annotated[list[str], typer.Argument(help="Image files and folders (searched recursively).")],
@@ -868,7 +876,7 @@ def images_hash(
     files = expand_paths(paths)
     cfg = PhashConfig(max_pixels=max_pixels, draft_side_px=draft_side_px or None)
     errors = 0
-    partial = out.with_name(out.name + ".partial")
+    partial = _partial_of(out)
     with open(partial, "w", encoding="utf-8") as handle, Progress(transient=True) as bar:
         task = bar.add_task("hashing", total=len(files))
         for row in hash_files(files, cfg, jobs or os.cpu_count() or 1, likeness):
@@ -911,7 +919,7 @@ def images_dups(
         raise UserError(f"{error.errors()[0]['loc'][0]}: {error.errors()[0]['msg']}") from None
     table = read_hashes(hashes)
     groups = dropped = 0
-    partial = out.with_name(out.name + ".partial")
+    partial = _partial_of(out)
     with open(partial, "w", encoding="utf-8") as handle:
         for row in duplicate_groups(table, cfg, read_hashes(reference) if reference else None, jobs):
             handle.write(json.dumps(row) + "\n")

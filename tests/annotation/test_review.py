@@ -83,6 +83,8 @@ def test_a_review_round_from_push_to_the_release_funnel(label_studio, tmp_path, 
     outcomes = json.loads((run_dir / "review" / "outcomes.json").read_text())
     assert outcomes[ids[1]]["reasons"] == ["answerable_without_image"]
     assert outcomes[ids[1]]["notes"] == "general knowledge is enough" and outcomes[ids[2]]["status"] == "pending"
+    tie = outcomes[ids[2]]["answers"]["correct"]  # who said what, for the report's disagreements
+    assert len({answer for _, answer in tie}) == 2 and len({reviewer for reviewer, _ in tie}) == 2
     rejected = (run_dir / "review" / "rejected.jsonl").read_text()
     assert "expected one of yes/no" in rejected and ids[3] in rejected
 
@@ -100,6 +102,9 @@ def test_a_review_round_from_push_to_the_release_funnel(label_studio, tmp_path, 
     review.pull(run_dir, connection)
     outcomes = json.loads((run_dir / "review" / "outcomes.json").read_text())
     assert outcomes[ids[2]]["status"] == "accepted" and outcomes[ids[2]]["phase"] == 2
+    from benchcurate.curation.html_report import disagreements
+    shown = disagreements(run_dir / "review" / "outcomes.json")
+    assert [(found["sample"], found["status"], found["adjudicated"]) for found in shown] == [(ids[2], "accepted", True)]
     run_all(run_dir)
     final = load_report(run_dir)
     assert final.complete and final.waiting is None

@@ -101,11 +101,10 @@ def test_selection_steps_and_the_samples_reviewers_disagreed_on_are_shown(demo_r
     split, agreed = final[0], final[1]
     review = run / "review"
     review.mkdir(exist_ok=True)
-    rows = [{"sample_id": split, "reviewer": "ann", "criteria": {"needs_image": "yes"}},
-            {"sample_id": split, "reviewer": "bo", "criteria": {"needs_image": "no"}},
-            {"sample_id": agreed, "reviewer": "ann", "criteria": {"needs_image": "yes"}},
-            {"sample_id": agreed, "reviewer": "bo", "criteria": {"needs_image": "yes"}}]
-    (review / "annotations.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    outcomes = {  # as `curate review pull` records them
+        split: {"status": "pending", "phase": 1, "answers": {"needs_image": [["ann", "yes"], ["bo", "no"]]}},
+        agreed: {"status": "accepted", "phase": 1, "answers": {"needs_image": [["ann", "yes"], ["bo", "yes"]]}}}
+    (review / "outcomes.json").write_text(json.dumps(outcomes))
     (review / "agreement.json").write_text(json.dumps(
         {"needs_image": {"percent": 0.5, "fleiss_kappa": 0.0, "items_with_two_or_more": 2}}))
     index = write_html_report(run)

@@ -133,7 +133,18 @@ def test_the_hash_command_hashes_in_threads_and_stops_on_ctrl_c(many_photos, tmp
     assert descendants(command.pid) == []
     os.killpg(command.pid, signal.SIGINT)
     assert command.wait(10) == 130
-    assert not out.exists()  # the rows hashed so far are in hashes.jsonl.partial, never taken for the whole
+    assert not out.exists()  # the rows hashed so far are in hashes.jsonl.<pid>.partial, never taken for the whole
+
+
+def test_two_hash_commands_given_one_out_each_write_a_whole_file(many_photos, tmp_path):
+    out = tmp_path / "hashes.jsonl"
+    commands = [start(["images", "hash", str(many_photos), "--out", str(out), "--jobs", "2"], tmp_path, {})
+                for _ in range(2)]
+    assert [command.wait(120) for command in commands] == [0, 0]
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    files = sorted(str(path) for path in many_photos.rglob("*") if path.is_file())
+    assert [row["path"] for row in rows] == files and all(row["phash"] for row in rows)
+    assert not list(tmp_path.glob("hashes.jsonl.*"))  # no partial file left behind
 
 
 def test_a_second_run_of_the_same_run_id_is_refused_while_the_first_runs(prefect_env, tmp_path):
