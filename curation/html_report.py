@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -168,7 +169,7 @@ def _make_thumbs(jobs: list[tuple[str, str]]) -> list[bool]:
             made.append(False)
             continue
         picture.thumbnail((THUMB_SIDE, THUMB_SIDE))
-        partial = Path(target + ".partial")
+        partial = Path(f"{target}.{os.getpid()}.partial")  # two reports of one run at once: each its own
         picture.save(partial, "JPEG", quality=THUMB_QUALITY)
         partial.replace(target)
         made.append(True)
@@ -387,7 +388,7 @@ def _write_site(out: Path, view: RunView, *, run_id: str, recipe: str, backends:
             page=number, pages=len(sample_pages), total=len(view.samples),
             page_name=lambda n: f"samples-{n}.html")
     for name, html in pages.items():
-        partial = out / (name + ".partial")
+        partial = out / f"{name}.{os.getpid()}.partial"
         partial.write_text(html, encoding="utf-8")
         partial.replace(out / name)
     write_json_atomic(out / "pages.json", {"pages": sorted(pages), "thumbnails": len(thumbs),

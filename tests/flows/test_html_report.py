@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchcurate.curation.store import RunStore
-from tests.helpers import REPO, curate_in_process, run_curate
+from tests.helpers import CURATE, REPO, curate_in_process, run_curate
 
 SHOT_DIR = Path(__file__).resolve().parents[1] / "output" / "report"
 PLAYWRIGHT = REPO / ".ls" / "pw" / "node_modules" / "playwright-core"
@@ -119,3 +119,20 @@ def test_selection_steps_and_the_samples_reviewers_disagreed_on_are_shown(demo_r
     assert "<th scope=\"col\">quotas</th>" in selection and "<th scope=\"col\">kept</th>" in selection
     for label, kept in sampled["kept_by_label"]["image_main"].items():
         assert f"{sampled['summary']['quotas'][label]}</td><td class=\"num\">{kept}</td>" in selection, label
+
+
+def test_two_reports_of_one_run_at_once_each_finish_and_leave_whole_files(demo_run, tmp_path):
+    from PIL import Image
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("html"))
+    commands = [subprocess.Popen([str(CURATE), "report", str(run), "--html"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    assert [command.wait(120) for command in commands] == [0, 0]
+    folder = run / "report" / "html"
+    thumbs = list((folder / "thumbs").glob("*.jpg"))
+    assert len(thumbs) >= 30 and not list(folder.rglob("*.partial"))
+    for path in thumbs:
+        with Image.open(path) as picture:
+            picture.load()  # a torn JPEG raises
+    assert (folder / "index.html").read_text(encoding="utf-8").rstrip().endswith("</html>")
