@@ -576,8 +576,12 @@ def publish(
     upload: Annotated[bool, typer.Option("--upload", help="Upload for real (HF_TOKEN from the environment); "
                                                           "without it, only the plan is shown.")] = False,
 ) -> None:
-    """Publish a release to the Hugging Face Hub with a tag per version. Without --upload (the default) it
-    checks the folder and prints what would be uploaded."""
+    """Publish a release to the Hugging Face Hub: its files on main, tagged v<version>. Without --upload (the
+    default) it checks the folder and prints what would be uploaded. HF_TOKEN (a write token) comes from the
+    environment; HF_ENDPOINT points at another Hub. A version already on the Hub, or older than its newest, is
+    refused; after a failure, the same command again sends only what the Hub lacks. Read a version back with
+    datasets.load_dataset("ORG/NAME", revision="v<version>"), or dedupe a new run against it with
+    --set 'image_near_dedup.reference=["hf://ORG/NAME@v<version>"]'."""
     from benchcurate.curation.release.publish import plan
     from benchcurate.curation.release.publish import upload as do_upload
 
@@ -590,7 +594,13 @@ def publish(
     if not upload:
         typer.echo("dry run: nothing uploaded (add --upload, with HF_TOKEN set)")
         return
-    typer.echo(do_upload(folder, upload_plan))
+    published = do_upload(folder, upload_plan)
+    if published.problems:
+        raise UserError(f"{upload_plan.tag} was published (commit {published.commit[:12]}) but the Hub's copy "
+                        f"differs from {folder}: {'; '.join(published.problems[:5])}")
+    typer.echo(f"published {upload_plan.tag}: {published.url} (commit {published.commit[:12]}; every file checked "
+               f"against the Hub's listing)\nload it: datasets.load_dataset(\"{upload_plan.repo}\", "
+               f"revision=\"{upload_plan.tag}\")")
 
 
 @app.command()

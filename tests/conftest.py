@@ -59,7 +59,7 @@ MODULE_SECONDS = {"flows/test_resume.py": 100, "flows/test_processes.py": 87, "f
                   "flows/test_deployments.py": 40, "curation/test_eval.py": 31,
                   "flows/test_confinement_and_secrets.py": 29, "flows/test_disk_full.py": 28,
                   "flows/test_bad_input.py": 26, "curation/test_hamming.py": 23, "test_packaging.py": 20,
-                  "curation/test_release_splits.py": 20, "flows/test_lmms_eval.py": 18}
+                  "curation/test_release_splits.py": 20, "flows/test_lmms_eval.py": 18, "flows/test_hub.py": 70}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,8 +1,9 @@
 """image_near_dedup: items whose pictures are near copies are grouped around the one kept; the others are dropped.
 
 MultiVerse (Sec. 3.1) removed 13,998 of 48,100 images (29.1%) with pHash and states no threshold; ours is a
-parameter (default 8). First, items matching a reference set (hashes files from `curate images hash`, or earlier
-release folders) are dropped as `matches_reference`, naming the reference, to catch contamination. Then:
+parameter (default 8). First, items matching a reference set (hashes files from `curate images hash`, earlier
+release folders, or versions published on the Hub as hf://ORG/NAME@v0.1.0) are dropped as `matches_reference`,
+naming the reference, to catch contamination. Then:
 
 1. Candidates: pairs whose pHashes are within `max_hamming_distance`, found exactly in sub-quadratic time
    (`curation.images.hamming`); also, with `match_orientations`, a picture's mirror images and quarter turns
@@ -39,6 +40,7 @@ from benchcurate.curation.fingerprint import sha256_json
 from benchcurate.curation.images.decode import ImageDecodeError
 from benchcurate.curation.images.hamming import cross_pairs_within, pairs_within
 from benchcurate.curation.images.likeness import TURNS, VIEWS, compare, orient_thumbnail, thumbnails
+from benchcurate.curation.release.reference import is_hub, release_reference, release_rows
 from benchcurate.curation.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.text import normalise, question_text
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
@@ -61,7 +63,8 @@ class NearDedupConfig(StageConfig):
                                                                "this far above the median block makes two pictures")
     keep_rule: Literal["least_processed", "largest"] = Field("least_processed", description="which copy is kept")
     source_priority: tuple[str, ...] = Field((), description="source datasets to prefer, most preferred first")
-    reference: tuple[str, ...] = Field((), description="hashes files (JSONL) or release folders to check against")
+    reference: tuple[str, ...] = Field((), description="hashes files (JSONL), release folders or published versions "
+                                                       "(hf://ORG/NAME@v0.1.0) to check against")
 
 
 class ImageKey(NamedTuple):
@@ -102,34 +105,32 @@ def distance(first: str, second: str) -> int:
 
 
 def load_reference(location: str) -> tuple[list[str], np.ndarray]:
-    """(names, hashes) of a hashes file or of a release folder's `image_phash` column."""
-    path = Path(location)
-    if path.is_dir():
-        import pyarrow.parquet as pq
-
-        names, hashes = [], []
-        for shard in sorted(path.glob("data/*.parquet")):
-            table = pq.read_table(shard, columns=["index", "image_phash"])
-            for index, value in zip(table.column("index").to_pylist(), table.column("image_phash").to_pylist()):
-                if value:
-                    names.append(f"{path.name}:{index}")
-                    hashes.append(int(value, 16))
-        return names, np.array(hashes, dtype=np.uint64)
+    """(names, hashes) of a hashes file, or of a release's `image_phash` column (a folder, or a published version
+    as hf://ORG/NAME@REVISION)."""
+    if is_hub(location) or Path(location).is_dir():
+        release = release_reference(location)
+        rows = [row for row in release_rows(release.folder, ["index", "image_phash"]) if row["image_phash"]]
+        return ([f"{release.label}:{row['index']}" for row in rows],
+                np.array([int(row["image_phash"], 16) for row in rows], dtype=np.uint64))
     from benchcurate.curation.images.hashfile import read_hashes
 
-    table = read_hashes(path)
+    table = read_hashes(Path(location))
     return table.paths, table.hashes
 
 
 def reference_digest(cfg: NearDedupConfig, run_dir: Path | None = None) -> str:
-    """Part of the stage key: the reference files' names, sizes and modification times."""
+    """Part of the stage key: each reference's identity (a release's checksums or Hub commit; a hashes file's
+    size and modification time)."""
     listing = []
     for location in cfg.reference:
         path = Path(location)
-        if not path.exists():
-            raise UserError(f"reference {location} does not exist; pass a hashes file or a release folder")
-        files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
-        listing += [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+        if is_hub(location) or path.is_dir():
+            listing.append([location, release_reference(location).identity])
+        elif path.exists():
+            listing.append([location, path.stat().st_size, path.stat().st_mtime_ns])
+        else:
+            raise UserError(f"reference {location} does not exist; pass a hashes file, a release folder or "
+                            f"hf://ORG/NAME@VERSION")
     return sha256_json(listing)
 
 

@@ -1,24 +1,33 @@
-"""Publishing a release folder to the Hugging Face Hub: a plan first, the upload a thin call.
+"""Publishing a release folder to the Hugging Face Hub (or a server speaking its API at HF_ENDPOINT).
 
-The plan: the folder must verify; every file with its size and sha256; the dataset repo and the tag `v<version>`
-the upload creates. Uploading needs `HF_TOKEN` in the environment (never an argument, never logged) and is one
-`upload_folder` plus one `create_tag` with huggingface_hub. The commit also deletes the repo's files that this
-version does not have: shards are named `-of-MMMMM`, so a previous version's extra shards would otherwise stay
-beside the new ones and `data/test-*.parquet` would load both. Earlier versions stay reachable by their tags.
+The plan: the folder must verify; every file with its size; the dataset repo and the tag `v<version>` the upload
+creates. Uploading needs `HF_TOKEN` in the environment (never an argument, never logged). It refuses, before
+sending anything, a read-only token, a tag the Hub already has (a published version is never replaced) and a version
+older than the Hub's newest (main holds the newest). Then one `upload_folder` to main: it also deletes the repo's
+files that this version does not have (shards are named `-of-MMMMM`, so a previous version's extra shards would
+otherwise stay beside the new ones and `data/test-*.parquet` would load both), and one `create_tag` on its commit.
+Last, the Hub's listing at the tag is compared with the folder, file by file.
+
+Resuming: huggingface_hub asks the Hub which contents it has before sending any (preupload, the LFS batch), so a
+rerun after a failure sends only what is missing; nothing is tagged until the commit exists. With hf_xet installed
+(our default install) `upload_folder` is huggingface_hub's pipelined large-folder upload: files go in several
+commits and a rerun skips the ones committed. Earlier versions stay reachable by their tags.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchcurate.curation.errors import UserError
+from benchcurate.curation.release.hub import endpoint, hub_failures, write_token
 from benchcurate.curation.release.verify import verify
+from benchcurate.curation.release.writer import parse_version
 from benchcurate.schemas import ReleaseManifest
 
 REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+VERSION_TAG = re.compile(r"^v\d+\.\d+\.\d+$")
 
 
 @dataclass(frozen=True)
@@ -46,15 +55,66 @@ def plan(folder: Path, repo: str) -> UploadPlan:
     return UploadPlan(repo=repo, tag=f"v{manifest.version}", files=files)
 
 
-def upload(folder: Path, upload_plan: UploadPlan) -> str:
-    token = os.environ.get("HF_TOKEN")
-    if not token:
-        raise UserError("uploading needs a Hugging Face token in HF_TOKEN (a write token for the dataset repo)")
+def _published_differences(api, repo: str, tag: str, folder: Path) -> list[str]:
+    """What the Hub holds under `tag` against the folder: every file there with the same contents (LFS files by
+    sha256, regular ones by git blob id), nothing more."""
+    import hashlib
+
+    remote = {entry.path: entry for entry in api.list_repo_tree(repo, repo_type="dataset", revision=tag,
+                                                                recursive=True) if hasattr(entry, "size")}
+    problems = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        name = path.relative_to(folder).as_posix()
+        entry = remote.pop(name, None)
+        if entry is None:
+            problems.append(f"missing on the Hub: {name}")
+            continue
+        data = path.read_bytes()
+        same = entry.lfs.sha256 == hashlib.sha256(data).hexdigest() if entry.lfs else \
+            entry.blob_id == hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        if not same:
+            problems.append(f"differs on the Hub: {name}")
+    remote.pop(".gitattributes", None)  # every Hub repo has one; huggingface_hub never deletes it
+    problems += [f"on the Hub, not in the release: {name}" for name in sorted(remote)]
+    return problems
+
+
+@dataclass(frozen=True)
+class Published:
+    url: str
+    commit: str
+    problems: list[str]
+
+
+def upload(folder: Path, upload_plan: UploadPlan) -> Published:
+    """Publish: refuse a tag the Hub has or a version older than its newest; one commit of the folder (deleting
+    what this version lacks) to main; the tag on that commit; then the Hub's listing at the tag checked against
+    the folder."""
+    token = write_token()
     from huggingface_hub import HfApi
+
     api = HfApi(token=token)
-    api.create_repo(upload_plan.repo, repo_type="dataset", exist_ok=True)
-    commit = api.upload_folder(repo_id=upload_plan.repo, folder_path=str(folder), repo_type="dataset",
-                               commit_message=f"Release {upload_plan.tag}",
-                               delete_patterns=list(upload_plan.delete_patterns))
-    api.create_tag(upload_plan.repo, tag=upload_plan.tag, repo_type="dataset", revision=commit.oid)
-    return f"https://huggingface.co/datasets/{upload_plan.repo}/tree/{upload_plan.tag}"
+    repo, tag = upload_plan.repo, upload_plan.tag
+    with hub_failures("publishing to", repo):
+        role = ((api.whoami().get("auth") or {}).get("accessToken") or {}).get("role")
+        if role == "read":
+            raise UserError(f"publishing to {repo}: the token in HF_TOKEN is read-only; use a token with write "
+                            f"access")
+        api.create_repo(repo, repo_type="dataset", exist_ok=True)
+        tags = {ref.name: ref.target_commit for ref in api.list_repo_refs(repo, repo_type="dataset").tags}
+    if tag in tags:
+        raise UserError(f"{tag} is already published in {repo} (commit {tags[tag][:12]}); a published version is "
+                        f"never replaced: release a new version and publish that")
+    newer = sorted((t for t in tags if VERSION_TAG.match(t) and parse_version(t[1:]) > parse_version(tag[1:])),
+                   key=lambda t: parse_version(t[1:]))
+    if newer:
+        raise UserError(f"{repo} already has {newer[-1]}, newer than {tag}; main holds the newest version, so an "
+                        f"older one is not published after it")
+    resume = "; nothing is tagged yet: run the same command again (files already on the Hub are not sent again)"
+    with hub_failures("uploading to", repo, after_network=resume):
+        commit = api.upload_folder(repo_id=repo, folder_path=str(folder), repo_type="dataset",
+                                   commit_message=f"Release {tag}", delete_patterns=list(upload_plan.delete_patterns))
+        api.create_tag(repo, tag=tag, tag_message=f"Release {tag}", repo_type="dataset", revision=commit.oid)
+    with hub_failures("checking what was published to", repo):
+        problems = _published_differences(api, repo, tag, folder)
+    return Published(f"{endpoint()}/datasets/{repo}/tree/{tag}", commit.oid, problems)

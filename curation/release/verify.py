@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.fingerprint import sha256_file
 from benchcurate.curation.release.columns import features
+from benchcurate.curation.release.reference import release_rows
 from benchcurate.curation.release.writer import CHECKSUM_FILE
 from benchcurate.schemas import ReleaseManifest
 
@@ -29,15 +30,6 @@ from benchcurate.schemas import ReleaseManifest
 def split_of(path: Path) -> str:
     """`test-00000-of-00002.parquet` -> `test`."""
     return path.name.split("-", 1)[0]
-
-
-def _rows(folder: Path) -> list[dict]:
-    import pyarrow.parquet as pq
-    rows = []
-    for path in sorted((folder / "data").glob("*.parquet")):
-        table = pq.read_table(path, columns=[name for name in pq.read_schema(path).names if name != "image"])
-        rows += [{**row, "split": split_of(path)} for row in table.to_pylist()]
-    return rows
 
 
 def _card_problems(folder: Path, rows_per_split: Counter, recipe: str) -> list[str]:
@@ -115,8 +107,8 @@ def diff(first: Path, second: Path) -> ReleaseDiff:
     for folder in (first, second):
         if not (folder / "manifest.json").is_file():
             raise UserError(f"{folder} is not a release folder (no manifest.json)")
-    before = {row["index"]: row for row in _rows(first)}
-    after = {row["index"]: row for row in _rows(second)}
+    before = {row["index"]: row for row in release_rows(first)}
+    after = {row["index"]: row for row in release_rows(second)}
     changed = {}
     for sample_id in sorted(set(before) & set(after)):
         fields = sorted(name for name in before[sample_id] if name != "generated_by"

@@ -55,7 +55,11 @@ def shingle_units(clean: str, word_ngram: int = 2, char_ngram: int = 2) -> tuple
 
 def question_text(sample: Sample, field: str = "question") -> str:
     """The text a filter reads: the first user turn ("question") or every user turn joined ("user_turns")."""
-    users = [turn.utterance for turn in sample.conversation if turn.speaker == "user"]
+    return user_text([turn.utterance for turn in sample.conversation if turn.speaker == "user"], field)
+
+
+def user_text(users: list[str], field: str = "question") -> str:
+    """The first of the user turns ("question"), or all of them joined ("user_turns")."""
     if field == "question":
         return users[0] if users else ""
     return "\n".join(users)

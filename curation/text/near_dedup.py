@@ -24,8 +24,9 @@ from benchcurate.curation.fingerprint import sha256_file, sha256_json
 from benchcurate.curation.grouping import groups_from_pairs
 from benchcurate.curation.images.hamming import pairs_within
 from benchcurate.curation.jsonl import read_samples
+from benchcurate.curation.release.reference import is_hub, release_reference, release_rows
 from benchcurate.curation.stage import SetStage, StageConfig, StageContext
-from benchcurate.curation.text import question_text
+from benchcurate.curation.text import question_text, user_text
 from benchcurate.curation.text.minhash import (
     DEFAULT_NUM_PERM,
     DEFAULT_THRESHOLD,
@@ -46,12 +47,19 @@ class TextDedupConfig(StageConfig):
                                                                 "text: compare all (text-only sets)")
     image_max_hamming_distance: int = Field(8, ge=0, le=32, description="pHashes this close are one picture "
                                                                         "(scope: image)")
-    reference: list[str] = Field(default_factory=list, description="samples JSONL files (curate import, releases' "
-                                                                   "kept.jsonl) whose texts are kept over ours")
+    reference: list[str] = Field(default_factory=list, description=(
+        "samples JSONL files (curate import, a stage's kept.jsonl), release folders or published versions "
+        "(hf://ORG/NAME@v0.1.0) whose texts are kept over ours"))
+
+
+def _is_release(location: str) -> bool:
+    return is_hub(location) or Path(location).is_dir()
 
 
 def reference_digest(cfg: TextDedupConfig, run_dir: Path | None = None) -> str:
-    return sha256_json([[path, sha256_file(Path(path)) if Path(path).is_file() else None] for path in cfg.reference])
+    return sha256_json([[location, release_reference(location).identity if _is_release(location) else
+                         sha256_file(Path(location)) if Path(location).is_file() else None]
+                        for location in cfg.reference])
 
 
 class TextKey(NamedTuple):
@@ -67,6 +75,19 @@ def text_view(item: Sample, cfg: TextDedupConfig) -> TextKey:
     image = item.images[0] if item.images else None
     return TextKey(item.id, question_text(item, cfg.field), image.sha256 if image else None,
                    image.phash if image else None)
+
+
+def reference_keys(location: str, cfg: TextDedupConfig) -> list[TextKey]:
+    """The texts of a reference: a samples JSONL, or a release's rows (folder or hf://), named `<label>:<index>`."""
+    if not _is_release(location):
+        return [text_view(sample, cfg) for sample in read_samples(Path(location))]
+    release = release_reference(location)
+    keys = []
+    for row in release_rows(release.folder, ["index", "conversation", "image_sha256", "image_phash"]):
+        text = user_text([turn["utterance"] for turn in row["conversation"] or [] if turn["speaker"] == "user"],
+                         cfg.field)
+        keys.append(TextKey(f"{release.label}:{row['index']}", text, row["image_sha256"], row["image_phash"]))
+    return keys
 
 
 def image_scopes(keys: list[TextKey], max_distance: int) -> list[object]:
@@ -88,7 +109,7 @@ def image_scopes(keys: list[TextKey], max_distance: int) -> list[object]:
 def select(items: list[TextKey], cfg: TextDedupConfig, ctx: StageContext) -> list[Verdict]:
     params = MinHashParams(threshold=cfg.threshold, num_perm=cfg.num_perm, word_ngram=cfg.word_ngram,
                            char_ngram=cfg.char_ngram)
-    references = [text_view(sample, cfg) for path in cfg.reference for sample in read_samples(Path(path))]
+    references = [key for location in cfg.reference for key in reference_keys(location, cfg)]
     scopes = reference_scopes = None
     if cfg.scope == "image":
         every = image_scopes([*items, *references], cfg.image_max_hamming_distance)

@@ -71,7 +71,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 __all__ = [
     "FAULT_MIXES", "LISTEN_BACKLOG", "MODEL_IDS", "BatchFault", "BatchLineFault", "Fault", "FakeOpenAIServer",
-    "RecordedRequest", "ReplyLogEntry", "instance_from_schema", "main",
+    "RecordedRequest", "ReplyLogEntry", "ServedInThread", "instance_from_schema", "main", "serve_in_thread",
 ]
 
 MODEL_IDS = ("fake-vlm", "fake-vlm-mini")
@@ -598,6 +598,25 @@ class _Uvicorn(uvicorn.Server):
             await server.wait_closed()
 
 
+def serve_in_thread(app: object, sock: socket.socket, name: str) -> tuple[_Uvicorn, threading.Thread]:
+    """Serve `app` on the bound socket with uvicorn from a daemon thread with its own event loop; return once it
+    serves (the socket is closed if it cannot start)."""
+    config = uvicorn.Config(
+        app, http="h11", ws="none", lifespan="off", log_config=None, log_level="warning", access_log=False,
+        backlog=LISTEN_BACKLOG,
+        timeout_keep_alive=600,  # idle connections stay: a close racing a client's reuse would look like a fault
+    )
+    server = _Uvicorn(config)
+    thread = threading.Thread(target=server.run, args=([sock],), name=name, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            sock.close()
+            raise RuntimeError(f"{name} did not start; see stderr")
+        time.sleep(0.002)
+    return server, thread
+
+
 def _settle(future: asyncio.Future) -> None:
     """Resolve a pause's future unless it is done already."""
     if not future.done():
@@ -614,7 +633,31 @@ def _counter(name: str, doc: str) -> property:
     return property(read, doc=doc)
 
 
-class FakeOpenAIServer:
+class ServedInThread:
+    """A server of `serve_in_thread` as a context manager: sets `_lock`, `_stopped`, `_uvicorn` and `_thread`."""
+
+    _lock: threading.Lock
+    _stopped: bool
+    _uvicorn: _Uvicorn
+    _thread: threading.Thread
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop serving, close every connection (idle keep-alives too) and join the thread; safe to call twice."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._uvicorn.stop()
+        self._thread.join(timeout=10)
+
+
+class FakeOpenAIServer(ServedInThread):
     """An OpenAI-compatible HTTP server on 127.0.0.1, started at construction; use it as a context manager.
 
     record_bodies=False keeps `requests` without bodies (a long benchmark would pile up images). `clock` is what batch
@@ -675,35 +718,7 @@ class FakeOpenAIServer:
 
     def _start(self) -> None:
         """Serve self._socket with uvicorn from a thread with its own event loop; return once it serves."""
-        config = uvicorn.Config(
-            self._app(), http="h11", ws="none", lifespan="off", log_config=None, log_level="warning",
-            access_log=False, backlog=LISTEN_BACKLOG,
-            timeout_keep_alive=600,  # idle connections stay: a close racing a client's reuse would look like a fault
-        )
-        self._uvicorn = _Uvicorn(config)
-        self._thread = threading.Thread(target=self._uvicorn.run, args=([self._socket],), name="fake-openai-server",
-                                        daemon=True)
-        self._thread.start()
-        while not self._uvicorn.started:
-            if not self._thread.is_alive():
-                self._socket.close()
-                raise RuntimeError("the fake OpenAI server did not start; see stderr")
-            time.sleep(0.002)
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        """Stop serving, close every connection (idle keep-alives too) and join the thread; safe to call twice."""
-        with self._lock:
-            if self._stopped:
-                return
-            self._stopped = True
-        self._uvicorn.stop()
-        self._thread.join(timeout=10)
+        self._uvicorn, self._thread = serve_in_thread(self._app(), self._socket, "fake-openai-server")
 
     @property
     def port(self) -> int:
