@@ -594,7 +594,17 @@ def publish(
     if not upload:
         typer.echo("dry run: nothing uploaded (add --upload, with HF_TOKEN set)")
         return
-    published = do_upload(folder, upload_plan)
+    import signal
+
+    def stop(*_: object) -> NoReturn:  # at once: a KeyboardInterrupt would wait for huggingface_hub's upload threads
+        _interrupted(f"nothing is tagged unless the upload finished; run the same command again (files already on "
+                     f"the Hub are not sent again; if {upload_plan.tag} was tagged, it says so)")
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        published = do_upload(folder, upload_plan)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     if published.problems:
         raise UserError(f"{upload_plan.tag} was published (commit {published.commit[:12]}) but the Hub's copy "
                         f"differs from {folder}: {'; '.join(published.problems[:5])}")

@@ -20,13 +20,15 @@ Routes (repo types: datasets and models):
 - GET and HEAD /{type}s/{ns}/{name}/resolve/{rev}/{path} (byte ranges; the Hub's metadata headers)
 
 Writing needs a token with role "write" (401 for an unknown token, 403 for a read token); reading needs none.
-Every request is recorded (`requests`). `go_down_after_uploads(n)` stops serving once n more LFS objects are
+Every request is recorded (`requests`). `slow_uploads_after(n, seconds)` answers LFS uploads after the n-th only
+after `seconds` (an interrupted transfer). `go_down_after_uploads(n)` stops serving once n more LFS objects are
 stored (connections are refused, as when the network goes); `come_back()` serves again on the same port with the
 same contents.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -154,6 +156,8 @@ class FakeHub(ServedInThread):
         self._tickets: dict[str, str] = {}  # upload ticket -> repo id
         self._requests: list[RecordedRequest] = []
         self._down_after: int | None = None
+        self._slow_after: tuple[int, float] | None = None
+        self._puts_started = 0
         self._stopped = False
         self._app_instance = self._app()
         self._port = port
@@ -167,6 +171,16 @@ class FakeHub(ServedInThread):
         sock.bind(("127.0.0.1", self._port))
         self._port = sock.getsockname()[1]
         self._uvicorn, self._thread = serve_in_thread(self._app_instance, sock, "fake-hub")
+
+    def slow_uploads_after(self, count: int, seconds: float) -> None:
+        """LFS uploads after the next `count` take `seconds` before their contents are stored (0: none slow)."""
+        with self._lock:
+            self._slow_after, self._puts_started = (count, seconds) if seconds else None, 0
+
+    def stored(self, repo_id: str) -> set[str]:
+        """The sha256 of the LFS objects the repo has received whole."""
+        with self._lock:
+            return set(self._lfs_in.get(repo_id, ()))
 
     def go_down_after_uploads(self, count: int | None) -> None:
         """Stop serving once `count` more LFS objects are stored: later connections are refused (None: never)."""
@@ -468,6 +482,10 @@ class FakeHub(ServedInThread):
                 raise HubError(403, "expired or unknown upload URL")
             if hashlib.sha256(data).hexdigest() != oid:
                 raise HubError(400, "the uploaded contents do not match the object id")
+            with hub._lock:
+                hub._puts_started += 1
+                delay = hub._slow_after[1] if hub._slow_after and hub._puts_started > hub._slow_after[0] else 0
+            await asyncio.sleep(delay)
             with hub._lock:
                 hub._lfs[oid] = data
                 hub._lfs_in.setdefault(hub._tickets[ticket], set()).add(oid)

@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -32,7 +33,9 @@ REPO = "my-org/bench"
 LOAD = """
 import hashlib, json, sys
 import datasets
-ds = datasets.load_dataset(sys.argv[1], revision=sys.argv[2]).cast_column("image", datasets.Image(decode=False))
+streaming = sys.argv[3:] == ["stream"]  # read in byte ranges as it goes, without downloading the files first
+ds = datasets.load_dataset(sys.argv[1], revision=sys.argv[2], streaming=streaming)
+ds = ds.cast_column("image", datasets.Image(decode=False))
 rows = {split: [{**{k: v for k, v in row.items() if k != "image"},
                  "image_sha256_loaded": hashlib.sha256(row["image"]["bytes"]).hexdigest()} for row in part]
         for split, part in ds.items()}
@@ -47,8 +50,9 @@ def run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -
     return result
 
 
-def load(repo: str, revision: str, env: dict[str, str], cwd: Path) -> dict[str, list[dict]]:
-    result = subprocess.run([sys.executable, "-c", LOAD, repo, revision], capture_output=True, text=True, cwd=cwd,
+def load(repo: str, revision: str, env: dict[str, str], cwd: Path, stream: bool = False) -> dict[str, list[dict]]:
+    result = subprocess.run([sys.executable, "-c", LOAD, repo, revision, *(["stream"] if stream else [])],
+                            capture_output=True, text=True, cwd=cwd,
                             env={**os.environ, **env}, timeout=300)
     OUTPUTS.extend([result.stdout, result.stderr])
     assert result.returncode == 0, result.stderr[-3000:]
@@ -136,6 +140,10 @@ def test_two_versions_round_trip_through_the_hub(hub, env, work, releases, publi
         assert load(REPO, tag, env, work) == local_rows(folder)  # every column of every row, images by sha256
     latest = load(REPO, "main", env, work)
     assert latest == local_rows(second)
+    hub.clear_requests()
+    assert load(REPO, "v0.1.0", {**env, "HF_HOME": str(work / "hf_home_streaming")}, work, stream=True) == \
+        local_rows(first)
+    assert any("/resolve/" in r.path and r.headers.get("range", "").startswith("bytes=") for r in hub.requests)
     ids = {row["index"] for row in latest["test"]}
     assert removed not in ids and added in ids
     # what the Hub shows: the card's YAML as the version's metadata, at each tag
@@ -245,6 +253,37 @@ def test_a_network_failure_halfway_is_resumed_by_running_the_command_again(hub, 
     assert hub.refs("my-org/flaky")["tags"]["v0.2.0"] == hub.refs("my-org/flaky")["branches"]["main"]
 
 
+def test_ctrl_c_during_an_upload_exits_at_once_and_the_rerun_sends_the_rest(work, releases):
+    """Ctrl-C is SIGINT to the process group: `curate publish` stops within seconds with 130, tags nothing, and the
+    same command again sends only the objects the Hub did not receive whole."""
+    _, second, _, _ = releases
+    wanted = set(lfs_files(second))
+    with FakeHub({WRITE: Token("alice", "write", ("my-org",))}) as slow:
+        slow_env = {**os.environ, **hub_env(slow, WRITE), "HF_HOME": str(work / "hf_home_interrupted")}
+        slow.slow_uploads_after(2, 30)
+        process = subprocess.Popen([str(CURATE), "publish", str(second), "--repo", REPO, "--upload"], cwd=work,
+                                   env=slow_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+        deadline = time.monotonic() + 120
+        while len(slow.stored(REPO) if slow.has_repo(REPO) else ()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # the slow uploads are under way
+        os.killpg(process.pid, signal.SIGINT)
+        sent = time.monotonic()
+        out, err = process.communicate(timeout=60)
+        OUTPUTS.extend([out, err])
+        assert process.returncode == 130 and time.monotonic() - sent < 10, err[-2000:]
+        assert "interrupted" in err and "run the same command again" in err
+        received = slow.stored(REPO)
+        assert len(received) == 2 and slow.refs(REPO)["tags"] == {}
+        slow.slow_uploads_after(0, 0)
+        slow.clear_requests()
+        rerun = run(["publish", str(second), "--repo", REPO, "--upload"], work, hub_env(slow, WRITE) | {
+            "HF_HOME": str(work / "hf_home_interrupted")})
+        assert rerun.returncode == 0, rerun.stderr[-2000:]
+        assert set(slow.uploads()) == wanted - received and "v0.2.0" in slow.refs(REPO)["tags"]
+
+
 def test_with_xet_on_the_pipelined_upload_publishes_the_same_version(work, releases):
     """huggingface_hub's default client (hf_xet installed): upload_folder runs its pipelined, multi-commit upload.
     The stand-in has no Xet storage, so it takes every file inline; the version must land and load the same."""
@@ -276,18 +315,32 @@ def test_a_published_version_is_a_reference_set_for_a_new_run(hub, env, work, re
     assert {row["reason"] for row in dropped.values()} == {"matches_reference"}
     assert {row["detail"]["reference"] for row in dropped.values()} == {f"my-org/bench@v0.1.0:{i}" for i in in_first}
 
-    texts = subprocess.run([sys.executable, "-c", (
-        "import json; from benchcurate.curation.text.near_dedup import TextDedupConfig, reference_keys; "
-        "print(json.dumps([k._asdict() for k in reference_keys('hf://my-org/bench@v0.2.0', "
-        "TextDedupConfig(field='user_turns'))]))")], capture_output=True, text=True, cwd=work,
-        env={**os.environ, **env})
-    assert texts.returncode == 0, texts.stderr[-2000:]
+    texts = reference_texts("hf://my-org/bench@v0.2.0", work, env)
     keys = {key["id"]: key for key in json.loads(texts.stdout)}
     rows = {row["index"]: row for row in local_rows(second)["test"]}
     assert set(keys) == {f"my-org/bench@v0.2.0:{index}" for index in rows}
     some = rows[added]
     assert keys[f"my-org/bench@v0.2.0:{added}"]["value"] == "\n".join(
         turn["utterance"] for turn in some["conversation"] if turn["speaker"] == "user")
+    # downloaded once: with no Hub at all, the cached version is read (and verified) again
+    offline = reference_texts("hf://my-org/bench@v0.2.0", work,
+                              {**env, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert json.loads(offline.stdout) == json.loads(texts.stdout)
+    missing = reference_texts("hf://my-org/bench@v9.9.9", work, env, check=False)
+    assert missing.returncode == 1 and "UserError: reading the reference my-org/bench@v9.9.9: not found on the Hub" \
+        in missing.stderr.strip().splitlines()[-1]
+
+
+def reference_texts(location: str, cwd: Path, env: dict[str, str], check: bool = True
+                    ) -> subprocess.CompletedProcess:
+    """text_near_dedup's reference keys of `location`, read in a process of its own (JSON on stdout)."""
+    result = subprocess.run([sys.executable, "-c", (
+        "import json, sys; from benchcurate.curation.text.near_dedup import TextDedupConfig, reference_keys; "
+        "print(json.dumps([k._asdict() for k in reference_keys(sys.argv[1], TextDedupConfig(field='user_turns'))]))"),
+        location], capture_output=True, text=True, cwd=cwd, env={**os.environ, **env})
+    OUTPUTS.extend([result.stdout, result.stderr])
+    assert result.returncode == 0 or not check, result.stderr[-2000:]
+    return result
 
 
 def test_the_tokens_reach_no_file_and_no_output(hub, env, work, published, prefect_env):
