@@ -23,7 +23,7 @@ from pathlib import Path
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.release.hub import endpoint, hub_failures, write_token
 from benchcurate.curation.release.verify import verify
-from benchcurate.curation.release.writer import parse_version
+from benchcurate.curation.release.writer import CHECKSUM_FILE, parse_version
 from benchcurate.schemas import ReleaseManifest
 
 REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
@@ -56,22 +56,26 @@ def plan(folder: Path, repo: str) -> UploadPlan:
 
 
 def _published_differences(api, repo: str, tag: str, folder: Path) -> list[str]:
-    """What the Hub holds under `tag` against the folder: every file there with the same contents (LFS files by
-    sha256, regular ones by git blob id), nothing more."""
+    """What the Hub holds under `tag` against the folder: every file there with the same contents, nothing more.
+    LFS files are compared by sha256 with SHA256SUMS (verified before the upload, so no file is read again), the
+    others (card, manifest, checksums: small) by git blob id."""
     import hashlib
 
+    listed = {name: digest for digest, name in (line.split("  ", 1) for line in
+                                                 (folder / CHECKSUM_FILE).read_text(encoding="utf-8").splitlines())}
     remote = {entry.path: entry for entry in api.list_repo_tree(repo, repo_type="dataset", revision=tag,
                                                                 recursive=True) if hasattr(entry, "size")}
     problems = []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        name = path.relative_to(folder).as_posix()
+    for name in sorted([*listed, CHECKSUM_FILE]):
         entry = remote.pop(name, None)
         if entry is None:
             problems.append(f"missing on the Hub: {name}")
             continue
-        data = path.read_bytes()
-        same = entry.lfs.sha256 == hashlib.sha256(data).hexdigest() if entry.lfs else \
-            entry.blob_id == hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        if entry.lfs:
+            same = entry.lfs.sha256 == listed.get(name)
+        else:
+            data = (folder / name).read_bytes()
+            same = entry.blob_id == hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
         if not same:
             problems.append(f"differs on the Hub: {name}")
     remote.pop(".gitattributes", None)  # every Hub repo has one; huggingface_hub never deletes it

@@ -21,7 +21,8 @@ Routes (repo types: datasets and models):
 
 Writing needs a token with role "write" (401 for an unknown token, 403 for a read token); reading needs none.
 Every request is recorded (`requests`). `slow_uploads_after(n, seconds)` answers LFS uploads after the n-th only
-after `seconds` (an interrupted transfer). `go_down_after_uploads(n)` stops serving once n more LFS objects are
+after `seconds` (an interrupted transfer). `swap_on_commit[path] = data` keeps other contents than those committed
+(a Hub that lost or changed a file). `go_down_after_uploads(n)` stops serving once n more LFS objects are
 stored (connections are refused, as when the network goes); `come_back()` serves again on the same port with the
 same contents.
 """
@@ -157,6 +158,7 @@ class FakeHub(ServedInThread):
         self._requests: list[RecordedRequest] = []
         self._down_after: int | None = None
         self._slow_after: tuple[int, float] | None = None
+        self.swap_on_commit: dict[str, bytes] = {}  # path -> what the Hub keeps instead of what was committed
         self._puts_started = 0
         self._stopped = False
         self._app_instance = self._app()
@@ -546,6 +548,9 @@ class FakeHub(ServedInThread):
                         files = {p: e for p, e in files.items() if not p.startswith(prefix)}
                     else:
                         raise HubError(400, f"unknown commit line {key!r}")
+                for path, data in hub.swap_on_commit.items():
+                    if path in files:
+                        files[path] = hub._store_regular(data)
                 commit_id = hub._commit(repo, head, files, title)
                 repo.branches[revision] = commit_id
             return {"commitUrl": f"{hub.endpoint}/{repo_type}/{repo.id}/commit/{commit_id}", "commitOid": commit_id,

@@ -200,10 +200,19 @@ def test_refusals_are_one_line_and_send_nothing_they_should_not(hub, env, work, 
     assert wrong.returncode == 2 and "does not accept the token" in wrong.stderr
     assert not hub.has_repo("my-org/other") and hub.commit_titles("my-org/empty") == ["initial commit"]
 
+    hub.swap_on_commit = {"manifest.json": b"{}"}
+    try:
+        swapped = run(["publish", str(first), "--repo", "my-org/swapped", "--upload"], work, env)
+    finally:
+        hub.swap_on_commit = {}
+    assert swapped.returncode == 2 and "v0.1.0 was published" in swapped.stderr
+    assert "differs from" in swapped.stderr and "differs on the Hub: manifest.json" in swapped.stderr
     older = run(["publish", str(second), "--repo", "my-org/newest-first", "--upload"], work, env)
     assert older.returncode == 0
     after = run(["publish", str(first), "--repo", "my-org/newest-first", "--upload"], work, env)
     assert after.returncode == 2 and "already has v0.2.0, newer than v0.1.0" in after.stderr
+    assert [line for line in swapped.stderr.splitlines() if line.startswith("error:")] == [
+        swapped.stderr.strip().splitlines()[-1]]  # after huggingface_hub's progress bars, one line
     for result in (refused, no_token, read_only, stranger, wrong, after):
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
