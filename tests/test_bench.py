@@ -32,6 +32,7 @@ COMPARISONS = {
     "eval_throughput": ["naive: one call at a time", "curate eval --concurrency", "% of ideal"],
     "dedup_commands": ["naive images", "net of start-up", "one-word near copies found"],
     "html_report": ["naive: one page with every item", "paged report (ours)", "load ms"],
+    "publish_hub": ["naive: upload_file per file", "curate publish --upload", "Time naive / ours at 0 ms"],
 }
 PREFECT_URL_VARIABLE = "BENCH_PREFECT_API_URL"  # bench/common.py's: the Prefect server for a benchmark's runs
 

@@ -146,8 +146,10 @@ class HubError(Exception):
 class FakeHub(ServedInThread):
     """The stand-in on 127.0.0.1, started at construction; use it as a context manager."""
 
-    def __init__(self, tokens: dict[str, Token] | None = None, *, inline_only: bool = False, port: int = 0):
+    def __init__(self, tokens: dict[str, Token] | None = None, *, inline_only: bool = False, port: int = 0,
+                 latency: float = 0.0):
         self.tokens = dict(tokens or {})
+        self.latency = latency  # seconds before each API answer (not storage transfers): a Hub across the internet
         self.inline_only = inline_only  # every file a regular one (no LFS): for clients with Xet on
         self._lock = threading.RLock()
         self._repos: dict[str, Repo] = {}
@@ -384,6 +386,8 @@ class FakeHub(ServedInThread):
             with hub._lock:
                 hub._requests.append(RecordedRequest(request.method, request.url.path, request.url.query,
                                                      {k.lower(): v for k, v in request.headers.items()}, body))
+            if hub.latency and not request.url.path.startswith("/_lfs/"):
+                await asyncio.sleep(hub.latency)
             return await call_next(request)
 
         @app.exception_handler(HubError)
