@@ -605,6 +605,10 @@ def publish(
         published = do_upload(folder, upload_plan)
     finally:
         signal.signal(signal.SIGINT, previous)
+    if published.already:
+        typer.echo(f"{upload_plan.tag} is already published in {upload_plan.repo} with exactly these files (commit "
+                   f"{published.commit[:12]}; checked against the Hub's listing): nothing sent\n{published.url}")
+        return
     if published.problems:
         raise UserError(f"{upload_plan.tag} was published (commit {published.commit[:12]}) but the Hub's copy "
                         f"differs from {folder}: {'; '.join(published.problems[:5])}")

@@ -11,7 +11,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.errors import BackendUnavailable, UserError
 
 NETWORK_HINT = "check the network and HF_ENDPOINT"
 
@@ -71,45 +71,65 @@ def _reachable(timeout: float = 5) -> bool:
 
 
 @contextlib.contextmanager
-def hub_failures(doing: str, repo: str, after_network: str = "") -> Iterator[None]:
-    """Turn huggingface_hub's and the network's errors while `doing` (e.g. "uploading to") into a UserError
-    naming the repo, the cause and what to do; `after_network` is added when the network failed."""
+def hub_failures(doing: str, repo: str, resume: str = "", writing: bool = True) -> Iterator[None]:
+    """Turn huggingface_hub's and the network's errors while `doing` (e.g. "uploading to") into one line naming the
+    repo, the cause and what to do: UserError for what the user must change (exit 2), BackendUnavailable for a Hub
+    that is down, busy or failing (exit 3), with `resume` (what a rerun does) added where a rerun helps."""
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
     try:
         yield
-    except UserError:
+    except (UserError, BackendUnavailable):
         raise
-    except OfflineModeIsEnabled as error:
-        raise UserError(f"{doing} {repo} needs the Hub, and HF_HUB_OFFLINE is set; unset it") from error
     except Exception as error:  # noqa: BLE001 - sorted below, re-raised when not ours
-        for cause in _chain(error):
+        chain = list(_chain(error))
+        if any(isinstance(cause, OfflineModeIsEnabled) for cause in chain):
+            raise UserError(f"{doing} {repo} needs the Hub and HF_HUB_OFFLINE is set (and no copy is cached); "
+                            f"unset it") from error
+        for cause in chain:
             if isinstance(cause, HfHubHTTPError) and cause.response is not None:
-                raise UserError(_http_message(doing, repo, cause.response.status_code, _server_text(cause))) \
-                    from error
+                raise _http_failure(doing, repo, cause, resume, writing) from error
             if _is_network(cause):
-                raise UserError(f"{doing} {repo} failed: the Hub at {endpoint()} could not be reached "
-                                f"({type(cause).__name__}); {NETWORK_HINT}{after_network}") from error
-        if after_network:  # a transfer cut off some other way: what was sent is still on the Hub
-            root = list(_chain(error))[-1]
+                raise BackendUnavailable(f"{doing} {repo} failed: the Hub at {endpoint()} could not be reached "
+                                         f"({type(cause).__name__}); {NETWORK_HINT}{resume}") from error
+        if resume:  # a transfer cut off some other way: what was sent is still on the Hub
+            root = chain[-1]
             if not _reachable():  # e.g. huggingface_hub closes its client on one thread's network error
-                raise UserError(f"{doing} {repo} failed: the Hub at {endpoint()} could not be reached "
-                                f"({type(root).__name__}); {NETWORK_HINT}{after_network}") from error
-            said = str(root).splitlines()[0][:200] if str(root) else ""
-            raise UserError(f"{doing} {repo} stopped ({type(root).__name__}{': ' + said if said else ''})"
-                            f"{after_network}") from error
+                raise BackendUnavailable(f"{doing} {repo} failed: the Hub at {endpoint()} could not be reached "
+                                         f"({type(root).__name__}); {NETWORK_HINT}{resume}") from error
         raise
 
 
-def _http_message(doing: str, repo: str, status: int, text: str) -> str:
+def _http_failure(doing: str, repo: str, error, resume: str, writing: bool) -> Exception:
+    """The one line for an HTTP error of the Hub (or of the file storage it sent us to)."""
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    status, text = error.response.status_code, _server_text(error)
     said = f" ({text})" if text else ""
-    if status == 401:
-        return f"{doing} {repo}: the Hub does not accept the token in HF_TOKEN{said}; set a valid token"
-    if status == 403:
-        return (f"{doing} {repo}: the token in HF_TOKEN may not write to this repo{said}; use a token with write "
-                f"access to it")
-    if status == 409:
-        return f"{doing} {repo}: the Hub has it already{said}; another command may have published it first"
-    if status == 404:
-        return f"{doing} {repo}: not found on the Hub at {endpoint()}{said}; check the name and the revision"
-    return f"{doing} {repo}: the Hub answered {status}{said}"
+    try:
+        url = str(error.response.request.url)
+    except (AttributeError, RuntimeError):
+        url = endpoint()
+    if isinstance(error, GatedRepoError):
+        return UserError(f"{doing} {repo}: the repo is gated; accept its conditions on the Hub with the account of "
+                         f"HF_TOKEN{said}")
+    if isinstance(error, RepositoryNotFoundError):
+        return UserError(f"{doing} {repo}: no such repo on the Hub at {endpoint()}, or a private one that "
+                         f"{'the token in HF_TOKEN' if os.environ.get('HF_TOKEN') else 'no token (HF_TOKEN)'} can "
+                         f"read; check the name")
+    if isinstance(error, RevisionNotFoundError):
+        return UserError(f"{doing} {repo}: the repo has no such revision{said}; check the tag (curate publish "
+                         f"prints each version's)")
+    if not url.startswith(endpoint()):  # the file storage (pre-signed URLs): expired or failing, not the token
+        return BackendUnavailable(f"{doing} {repo}: the Hub's file storage answered {status}{said}{resume}")
+    access = "write to" if writing else "read"
+    told = {401: f"the Hub does not accept the token in HF_TOKEN{said}; set a valid token",
+            403: f"the token in HF_TOKEN may not {access} this repo{said}; use a token that may",
+            404: f"not found on the Hub at {endpoint()}{said}; check the name",
+            409: f"the Hub has it already{said}",
+            412: f"main changed while publishing (another publish?){said}; run the same command again"}
+    if status in told:
+        return UserError(f"{doing} {repo}: {told[status]}")
+    if status in (408, 429) or status >= 500:
+        return BackendUnavailable(f"{doing} {repo}: the Hub answered {status}{said}{resume}")
+    return UserError(f"{doing} {repo}: the Hub answered {status}{said}")

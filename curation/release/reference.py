@@ -30,17 +30,17 @@ def is_hub(location: str) -> bool:
     return location.startswith(HF_SCHEME)
 
 
-_fetched: dict[str, ReleaseReference] = {}  # one resolution of a location per process (a branch could move)
+_verified: set[tuple[str, str]] = set()  # (folder, identity) verified in this process
 
 
 def release_reference(location: str) -> ReleaseReference:
-    """The release at `location` (a folder, or hf://ORG/NAME@REVISION), downloaded if needed and verified."""
+    """The release at `location` (a folder, or hf://ORG/NAME@REVISION), downloaded if needed and verified. The
+    location is resolved on every call (a long-lived worker sees a moved branch or a re-released folder); only
+    the verification of one identity is done once per process."""
     from benchcurate.curation.fingerprint import sha256_file
     from benchcurate.curation.release.verify import verify
     from benchcurate.curation.release.writer import CHECKSUM_FILE
 
-    if location in _fetched:
-        return _fetched[location]
     if is_hub(location):
         folder, label, commit = _download(location)
         identity = f"{label}={commit}"
@@ -49,12 +49,15 @@ def release_reference(location: str) -> ReleaseReference:
         if not (folder / CHECKSUM_FILE).is_file():
             raise UserError(f"reference {location} is not a release folder (no {CHECKSUM_FILE})")
         label, identity = folder.name, sha256_file(folder / CHECKSUM_FILE)
-    problems = verify(folder)
-    if problems:
-        raise UserError(f"reference {location} does not verify ({problems[0]}"
-                        f"{' ...' if len(problems) > 1 else ''}); use an intact release")
-    _fetched[location] = found = ReleaseReference(folder, label, identity)
-    return found
+    if (str(folder), identity) not in _verified:
+        # a Hub snapshot folder may also hold the repo's .gitattributes (another tool downloaded it): the Hub's
+        problems = [problem for problem in verify(folder)
+                    if not (is_hub(location) and problem.endswith(": .gitattributes"))]
+        if problems:
+            raise UserError(f"reference {location} does not verify ({problems[0]}"
+                            f"{' ...' if len(problems) > 1 else ''}); use an intact release")
+        _verified.add((str(folder), identity))
+    return ReleaseReference(folder, label, identity)
 
 
 def _download(location: str) -> tuple[Path, str, str]:
@@ -66,9 +69,9 @@ def _download(location: str) -> tuple[Path, str, str]:
     repo, revision = match["repo"], match["rev"] or "main"
     from huggingface_hub import snapshot_download
 
-    with hub_failures("reading the reference", f"{repo}@{revision}"):
-        # .gitattributes: every Hub repo has one; it is the Hub's, not the release's
-        path = Path(snapshot_download(repo, repo_type="dataset", revision=revision, ignore_patterns=[".gitattributes"]))
+    with hub_failures("reading the reference", f"{repo}@{revision}", writing=False):
+        path = Path(snapshot_download(repo, repo_type="dataset", revision=revision,
+                                      ignore_patterns=[".gitattributes"]))  # the Hub's file, not the release's
     return path, f"{repo}@{revision}", path.name  # snapshots/<commit>
 
 

@@ -20,11 +20,11 @@ Routes (repo types: datasets and models):
 - GET and HEAD /{type}s/{ns}/{name}/resolve/{rev}/{path} (byte ranges; the Hub's metadata headers)
 
 Writing needs a token with role "write" (401 for an unknown token, 403 for a read token); reading needs none.
-Every request is recorded (`requests`). `slow_uploads_after(n, seconds)` answers LFS uploads after the n-th only
-after `seconds` (an interrupted transfer). `swap_on_commit[path] = data` keeps other contents than those committed
-(a Hub that lost or changed a file). `go_down_after_uploads(n)` stops serving once n more LFS objects are
-stored (connections are refused, as when the network goes); `come_back()` serves again on the same port with the
-same contents.
+Every request is recorded (`requests`). Faults: `latency` seconds before each API answer; `slow_uploads_after(n,
+seconds)` answers LFS uploads after the n-th only after `seconds` (an interrupted transfer); `swap_on_commit[path]
+= data` keeps other contents than those committed (a Hub that lost or changed a file); `fail_next_tag` answers the
+next tag request with 503; `go_down_after_uploads(n)` stops serving once n more LFS objects are stored (connections
+are refused, as when the network goes), and `come_back()` serves again on the same port with the same contents.
 """
 
 from __future__ import annotations
@@ -161,6 +161,7 @@ class FakeHub(ServedInThread):
         self._down_after: int | None = None
         self._slow_after: tuple[int, float] | None = None
         self.swap_on_commit: dict[str, bytes] = {}  # path -> what the Hub keeps instead of what was committed
+        self.fail_next_tag = False  # the next tag request gets a 503 (a Hub failing between commit and tag)
         self._puts_started = 0
         self._stopped = False
         self._app_instance = self._app()
@@ -432,8 +433,13 @@ class FakeHub(ServedInThread):
             return {"url": f"{hub.endpoint}/{repo_type}s/{repo_id}", "name": repo_id, "id": repo_id}
 
         def repo_of(request: Request, repo_type: str, namespace: str, name: str) -> Repo:
-            repo = hub._repo(repo_type.removesuffix("s"), f"{namespace}/{name}")
-            hub._readable(request, repo)
+            try:
+                repo = hub._repo(repo_type.removesuffix("s"), f"{namespace}/{name}")
+                hub._readable(request, repo)
+            except HubError as error:  # as the Hub: without a token, a missing (or private) repo is a 401
+                if error.code == "RepoNotFound" and not request.headers.get("authorization"):
+                    raise HubError(401, error.message, error.code) from None
+                raise
             return repo
 
         @app.get("/api/{repo_type}/{namespace}/{name}")
@@ -566,6 +572,9 @@ class FakeHub(ServedInThread):
             with hub._lock:
                 repo = repo_of(request, repo_type, namespace, name)
                 hub._writable(request, repo)
+                if hub.fail_next_tag:
+                    hub.fail_next_tag = False
+                    raise HubError(503, "Service Unavailable")
                 target = hub._resolve(repo, revision)
                 if body["tag"] in repo.tags:
                     raise HubError(409, f"Tag reference refs/tags/{body['tag']} already exists")

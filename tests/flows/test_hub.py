@@ -113,6 +113,15 @@ def releases(work) -> tuple[Path, Path, str, str]:
 
 
 @pytest.fixture(scope="module")
+def rebuilt(work, releases) -> Path:
+    """A 0.1.0 with other contents: the 7-picture run released under that version in another output folder."""
+    made = curate_in_process(["release", str(work / "out" / "runs" / "second"), "--version", "0.1.0", "--out",
+                              str(work / "out-rebuilt")], work)
+    assert made.returncode == 0, made.stdout + made.stderr
+    return work / "out-rebuilt" / "releases" / "multiverse-curated" / "0.1.0"
+
+
+@pytest.fixture(scope="module")
 def published(hub, env, work, releases):
     """0.1.0 then 0.2.0 published with `curate publish --upload`: each command's result and the LFS objects it
     sent."""
@@ -171,12 +180,17 @@ def test_each_version_sends_only_contents_the_hub_lacks_and_the_token_only_as_a_
         assert (request.headers.get("authorization") == f"Bearer {WRITE}") != storage, request.path
 
 
-def test_refusals_are_one_line_and_send_nothing_they_should_not(hub, env, work, releases, published):
+def test_refusals_are_one_line_and_send_nothing_they_should_not(hub, env, work, releases, published, rebuilt):
     first, second, _, _ = releases
-    tags_before = hub.refs(REPO)["tags"]
-    again = run(["publish", str(first), "--repo", REPO, "--upload"], work, env)
-    assert again.returncode == 2 and "v0.1.0 is already published in my-org/bench" in again.stderr
-    assert len(again.stderr.strip().splitlines()) == 1 and hub.refs(REPO)["tags"] == tags_before
+    tags_before, commits_before = hub.refs(REPO), hub.commit_titles(REPO)
+    hub.clear_requests()
+    again = run(["publish", str(first), "--repo", REPO, "--upload"], work, env)  # a finished publish, rerun
+    assert again.returncode == 0 and "already published in my-org/bench with exactly these files" in again.stdout
+    other = run(["publish", str(rebuilt), "--repo", REPO, "--upload"], work, env)
+    assert other.returncode == 2 and "v0.1.0 is already published in my-org/bench" in other.stderr
+    assert "with other contents (differs on the Hub: " in other.stderr
+    assert hub.refs(REPO) == tags_before and hub.commit_titles(REPO) == commits_before and hub.uploads() == []
+    assert not any(r.path.endswith(("/commit/main", "/preupload/main")) for r in hub.requests)
 
     broken = work / "broken" / "0.1.0"
     shutil.copytree(first, broken)
@@ -213,7 +227,7 @@ def test_refusals_are_one_line_and_send_nothing_they_should_not(hub, env, work, 
     assert after.returncode == 2 and "already has v0.2.0, newer than v0.1.0" in after.stderr
     assert [line for line in swapped.stderr.splitlines() if line.startswith("error:")] == [
         swapped.stderr.strip().splitlines()[-1]]  # after huggingface_hub's progress bars, one line
-    for result in (refused, no_token, read_only, stranger, wrong, after):
+    for result in (other, refused, no_token, read_only, stranger, wrong, after):
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
@@ -224,14 +238,56 @@ def test_the_same_version_published_twice_at_once_is_tagged_once(hub, env, work,
                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [(process.wait(timeout=300), *process.communicate()) for process in both]
     OUTPUTS.extend(text for _, out, err in results for text in (out, err))
-    assert sorted(code for code, _, _ in results) == [0, 2], results
-    refused = next(err for code, _, err in results if code == 2).strip().splitlines()[-1]
-    assert refused.startswith("error: ") and "already" in refused, refused
+    # the later one finds the version published (0), or its commit finds main moved under it (2: rerun)
+    assert sorted(code for code, _, _ in results) in ([0, 0], [0, 2]), results
+    assert all(code == 0 or "main changed while publishing (another publish?)" in err for code, _, err in results)
     assert list(hub.refs("my-org/twice")["tags"]) == ["v0.1.0"]
     on_hub = hub.files("my-org/twice", "v0.1.0")
     on_hub.pop(".gitattributes")
     assert on_hub == {path.relative_to(first).as_posix(): path.read_bytes() for path in first.rglob("*")
                       if path.is_file()}
+
+
+def test_two_versions_published_at_once_leave_main_holding_the_newest_tagged_one(work, releases):
+    """0.2.0 and 0.1.0 started together against a Hub answering API calls after 150 ms (a wide window between
+    checking the tags and committing): whichever way they interleave, every tag holds its version, main holds
+    the newest tagged one, and a command that lost says so in one line."""
+    first, second, _, _ = releases
+    with FakeHub({WRITE: Token("alice", "write", ("my-org",))}, latency=0.15) as slow:
+        both_env = {**os.environ, **hub_env(slow, WRITE), "HF_HOME": str(work / "hf_home_race")}
+        started = [subprocess.Popen([str(CURATE), "publish", str(folder), "--repo", REPO, "--upload"], cwd=work,
+                                    env=both_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for folder in (second, first)]
+        results = [(process.wait(timeout=300), *process.communicate()) for process in started]
+        OUTPUTS.extend(text for _, out, err in results for text in (out, err))
+        refs = slow.refs(REPO)
+        folders = {"v0.1.0": first, "v0.2.0": second}
+        assert refs["tags"], results
+        for tag in refs["tags"]:
+            on_hub = slow.files(REPO, tag)
+            on_hub.pop(".gitattributes")
+            assert on_hub == {p.relative_to(folders[tag]).as_posix(): p.read_bytes()
+                              for p in folders[tag].rglob("*") if p.is_file()}
+        assert refs["branches"]["main"] == refs["tags"][max(refs["tags"])]
+        for code, _, err in results:
+            assert code == 0 or (code == 2 and len(err.strip().splitlines()[-1:]) == 1 and any(
+                reason in err for reason in ("newer than v0.1.0", "main changed while publishing"))), err[-1500:]
+
+
+def test_a_failure_between_commit_and_tag_is_finished_by_the_rerun_without_a_new_commit(hub, env, work, releases):
+    first, _, _, _ = releases
+    hub.fail_next_tag = True
+    failed = run(["publish", str(first), "--repo", "my-org/untagged", "--upload"], work, env)
+    assert failed.returncode == 3 and "503" in failed.stderr and "run the same command again" in failed.stderr
+    assert hub.refs("my-org/untagged")["tags"] == {}
+    commits = hub.commit_titles("my-org/untagged")
+    assert commits == ["initial commit", "Release v0.1.0"]
+    hub.clear_requests()
+    again = run(["publish", str(first), "--repo", "my-org/untagged", "--upload"], work, env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert hub.commit_titles("my-org/untagged") == commits and hub.uploads() == []
+    refs = hub.refs("my-org/untagged")
+    assert refs["tags"]["v0.1.0"] == refs["branches"]["main"]
 
 
 @pytest.mark.slow
@@ -249,7 +305,7 @@ def test_a_network_failure_halfway_is_resumed_by_running_the_command_again(hub, 
             hub.come_back()
         else:
             hub.go_down_after_uploads(None)
-    assert failed.returncode == 2, failed.stderr[-2000:]
+    assert failed.returncode == 3, failed.stderr[-2000:]  # a server down, as for model servers
     assert "could not be reached" in failed.stderr and "run the same command again" in failed.stderr, \
         failed.stderr[-600:]
     sent_first = set(hub.uploads())
@@ -294,8 +350,9 @@ def test_ctrl_c_during_an_upload_exits_at_once_and_the_rerun_sends_the_rest(work
 
 
 def test_with_xet_on_the_pipelined_upload_publishes_the_same_version(work, releases):
-    """huggingface_hub's default client (hf_xet installed): upload_folder runs its pipelined, multi-commit upload.
-    The stand-in has no Xet storage, so it takes every file inline; the version must land and load the same."""
+    """huggingface_hub's default client (hf_xet installed), whose upload_folder is its pipelined upload. The
+    stand-in has no Xet storage, so it takes every file inline (one commit at this size: the several commits of a
+    large folder are not exercised); the version must land and load the same."""
     first, _, _, _ = releases
     with FakeHub({WRITE: Token("alice", "write", ("my-org",))}, inline_only=True) as inline:
         xet_env = {**hub_env(inline, WRITE), "HF_HOME": str(work / "hf_home_xet")}
@@ -336,8 +393,11 @@ def test_a_published_version_is_a_reference_set_for_a_new_run(hub, env, work, re
                               {**env, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"})
     assert json.loads(offline.stdout) == json.loads(texts.stdout)
     missing = reference_texts("hf://my-org/bench@v9.9.9", work, env, check=False)
-    assert missing.returncode == 1 and "UserError: reading the reference my-org/bench@v9.9.9: not found on the Hub" \
-        in missing.stderr.strip().splitlines()[-1]
+    assert missing.returncode == 1 and "UserError: reading the reference my-org/bench@v9.9.9: the repo has no such " \
+        "revision" in missing.stderr.strip().splitlines()[-1]
+    no_repo = reference_texts("hf://my-org/nothing@v0.1.0", work, {**env, "HF_TOKEN": ""}, check=False)
+    assert "UserError: reading the reference my-org/nothing@v0.1.0: no such repo on the Hub" in no_repo.stderr \
+        and "no token (HF_TOKEN)" in no_repo.stderr  # the Hub answers 401 here, and it is not the token's fault
 
 
 def reference_texts(location: str, cwd: Path, env: dict[str, str], check: bool = True
