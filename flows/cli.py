@@ -578,8 +578,9 @@ def publish(
 ) -> None:
     """Publish a release to the Hugging Face Hub: its files on main, tagged v<version>. Without --upload (the
     default) it checks the folder and prints what would be uploaded. HF_TOKEN (a write token) comes from the
-    environment; HF_ENDPOINT points at another Hub. A version already on the Hub, or older than its newest, is
-    refused; after a failure, the same command again sends only what the Hub lacks. Read a version back with
+    environment; HF_ENDPOINT points at another Hub. A version already on the Hub with other files, or older than
+    its newest, is refused (with the same files it is done: nothing is sent); after a failure, the same command
+    again sends only what the Hub lacks. Read a version back with
     datasets.load_dataset("ORG/NAME", revision="v<version>"), or dedupe a new run against it with
     --set 'image_near_dedup.reference=["hf://ORG/NAME@v<version>"]'."""
     from benchcurate.curation.release.publish import plan

@@ -40,7 +40,7 @@ from benchcurate.curation.fingerprint import sha256_json
 from benchcurate.curation.images.decode import ImageDecodeError
 from benchcurate.curation.images.hamming import cross_pairs_within, pairs_within
 from benchcurate.curation.images.likeness import TURNS, VIEWS, compare, orient_thumbnail, thumbnails
-from benchcurate.curation.release.reference import is_hub, release_reference, release_rows
+from benchcurate.curation.release.reference import is_release, release_reference, release_rows
 from benchcurate.curation.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.text import normalise, question_text
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
@@ -107,7 +107,7 @@ def distance(first: str, second: str) -> int:
 def load_reference(location: str) -> tuple[list[str], np.ndarray]:
     """(names, hashes) of a hashes file, or of a release's `image_phash` column (a folder, or a published version
     as hf://ORG/NAME@REVISION)."""
-    if is_hub(location) or Path(location).is_dir():
+    if is_release(location):
         release = release_reference(location)
         rows = [row for row in release_rows(release.folder, ["index", "image_phash"]) if row["image_phash"]]
         return ([f"{release.label}:{row['index']}" for row in rows],
@@ -124,7 +124,7 @@ def reference_digest(cfg: NearDedupConfig, run_dir: Path | None = None) -> str:
     listing = []
     for location in cfg.reference:
         path = Path(location)
-        if is_hub(location) or path.is_dir():
+        if is_release(location):
             listing.append([location, release_reference(location).identity])
         elif path.exists():
             listing.append([location, path.stat().st_size, path.stat().st_mtime_ns])

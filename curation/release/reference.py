@@ -30,6 +30,11 @@ def is_hub(location: str) -> bool:
     return location.startswith(HF_SCHEME)
 
 
+def is_release(location: str) -> bool:
+    """A reference given as a release (hf://..., or a folder) rather than a file of hashes or samples."""
+    return is_hub(location) or Path(location).is_dir()
+
+
 _verified: set[tuple[str, str]] = set()  # (folder, identity) verified in this process
 
 

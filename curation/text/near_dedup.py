@@ -24,7 +24,7 @@ from benchcurate.curation.fingerprint import sha256_file, sha256_json
 from benchcurate.curation.grouping import groups_from_pairs
 from benchcurate.curation.images.hamming import pairs_within
 from benchcurate.curation.jsonl import read_samples
-from benchcurate.curation.release.reference import is_hub, release_reference, release_rows
+from benchcurate.curation.release.reference import is_release, release_reference, release_rows
 from benchcurate.curation.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.text import question_text, user_text
 from benchcurate.curation.text.minhash import (
@@ -52,12 +52,8 @@ class TextDedupConfig(StageConfig):
         "(hf://ORG/NAME@v0.1.0) whose texts are kept over ours"))
 
 
-def _is_release(location: str) -> bool:
-    return is_hub(location) or Path(location).is_dir()
-
-
 def reference_digest(cfg: TextDedupConfig, run_dir: Path | None = None) -> str:
-    return sha256_json([[location, release_reference(location).identity if _is_release(location) else
+    return sha256_json([[location, release_reference(location).identity if is_release(location) else
                          sha256_file(Path(location)) if Path(location).is_file() else None]
                         for location in cfg.reference])
 
@@ -79,7 +75,7 @@ def text_view(item: Sample, cfg: TextDedupConfig) -> TextKey:
 
 def reference_keys(location: str, cfg: TextDedupConfig) -> list[TextKey]:
     """The texts of a reference: a samples JSONL, or a release's rows (folder or hf://), named `<label>:<index>`."""
-    if not _is_release(location):
+    if not is_release(location):
         return [text_view(sample, cfg) for sample in read_samples(Path(location))]
     release = release_reference(location)
     keys = []

@@ -432,7 +432,8 @@ class FakeHub(ServedInThread):
                 hub._repos[repo_id].private = bool(body.get("private"))
             return {"url": f"{hub.endpoint}/{repo_type}s/{repo_id}", "name": repo_id, "id": repo_id}
 
-        def repo_of(request: Request, repo_type: str, namespace: str, name: str) -> Repo:
+        def repo_of(request: Request, repo_type: str, namespace: str, name: str, write: bool = False) -> Repo:
+            """The repo the route names, if the request may read it (and, with `write`, write to it)."""
             try:
                 repo = hub._repo(repo_type.removesuffix("s"), f"{namespace}/{name}")
                 hub._readable(request, repo)
@@ -440,6 +441,8 @@ class FakeHub(ServedInThread):
                 if error.code == "RepoNotFound" and not request.headers.get("authorization"):
                     raise HubError(401, error.message, error.code) from None
                 raise
+            if write:
+                hub._writable(request, repo)
             return repo
 
         @app.get("/api/{repo_type}/{namespace}/{name}")
@@ -453,8 +456,7 @@ class FakeHub(ServedInThread):
         async def preupload(request: Request, repo_type: str, namespace: str, name: str, revision: str):
             body = await request.json()
             with hub._lock:
-                repo = repo_of(request, repo_type, namespace, name)
-                hub._writable(request, repo)
+                repo = repo_of(request, repo_type, namespace, name, write=True)
                 head = repo.commits[hub._resolve(repo, revision)]
                 files = []
                 for item in body["files"]:
@@ -470,8 +472,7 @@ class FakeHub(ServedInThread):
         async def lfs_batch(request: Request, repo_type: str, namespace: str, name: str):
             body = await request.json()
             with hub._lock:
-                repo = repo_of(request, repo_type, namespace, name)
-                hub._writable(request, repo)
+                repo = repo_of(request, repo_type, namespace, name, write=True)
                 if body.get("operation") != "upload":
                     raise HubError(400, "only uploads are supported here")
                 ticket = secrets.token_hex(8)
@@ -523,8 +524,7 @@ class FakeHub(ServedInThread):
         async def commit(request: Request, repo_type: str, namespace: str, name: str, revision: str):
             lines = [json.loads(line) for line in (await request.body()).splitlines() if line.strip()]
             with hub._lock:
-                repo = repo_of(request, repo_type, namespace, name)
-                hub._writable(request, repo)
+                repo = repo_of(request, repo_type, namespace, name, write=True)
                 if revision not in repo.branches:
                     raise HubError(404, f"Invalid rev id: {revision}", "RevisionNotFound")
                 head = repo.branches[revision]
@@ -570,8 +570,7 @@ class FakeHub(ServedInThread):
         async def create_tag(request: Request, repo_type: str, namespace: str, name: str, revision: str):
             body = await request.json()
             with hub._lock:
-                repo = repo_of(request, repo_type, namespace, name)
-                hub._writable(request, repo)
+                repo = repo_of(request, repo_type, namespace, name, write=True)
                 if hub.fail_next_tag:
                     hub.fail_next_tag = False
                     raise HubError(503, "Service Unavailable")
@@ -584,8 +583,7 @@ class FakeHub(ServedInThread):
         @app.delete("/api/{repo_type}/{namespace}/{name}/tag/{tag}")
         def delete_tag(request: Request, repo_type: str, namespace: str, name: str, tag: str):
             with hub._lock:
-                repo = repo_of(request, repo_type, namespace, name)
-                hub._writable(request, repo)
+                repo = repo_of(request, repo_type, namespace, name, write=True)
                 if repo.tags.pop(tag, None) is None:
                     raise HubError(404, f"Invalid rev id: {tag}", "RevisionNotFound")
             return {}
