@@ -16,8 +16,7 @@ from tests.helpers import REPO, run_curate
 
 LAYERS = {"schemas": "schemas", "curation": "curation", "annotation": "annotation", "flows": "flows",
           "prompts": "prompts"}
-EXTRA_MODULES = ("matplotlib", "openpyxl", "label_studio_sdk", "prefect_dask", "dask", "distributed", "psutil",
-                 "datasketch")
+EXTRA_MODULES = ("matplotlib", "openpyxl", "label_studio_sdk", "prefect_dask", "dask", "distributed", "psutil")
 
 
 def setuptools_config() -> dict:

@@ -3,11 +3,12 @@
 1. Texts are normalised (NFKC, case, white space; `curation.text.normalise`). Equal normalised texts are
    verbatim copies and are grouped directly, whatever the thresholds.
 2. Each distinct text's shingles are its words and word pairs (characters and character pairs for Chinese,
-   Japanese and Korean: `curation.text.shingles`), and its signature is a MinHash over them (`minhash_rows`): each
-   distinct word is hashed once (BLAKE2b), pairs are folded from their words' codes in numpy, and 128
-   multiply-add-shift permutations are taken over blocks of many texts at once; Python only splits each text into
-   words. Signatures are stored in the run cache by text and parameters (namespace `minhash`), so a rerun or a
-   new batch computes only texts it has not seen.
+   Japanese and Korean: `curation.text.shingles`), and its signature is exactly datasketch's
+   `MinHash(num_perm, seed=1)` updated with each shingle's UTF-8 (`minhash_rows`; tested value for value): each
+   shingle is hashed (SHA-1, then MurmurHash3's finaliser, as datasketch does) and the affine permutations are taken in numpy over blocks of many texts at once. Signatures are stored in the run
+   cache by text and parameters (namespace `minhash`) as datasketch's LeanMinHash bytes, so a rerun or a new
+   batch computes only texts it has not seen, `LeanMinHash.deserialize` reads a stored one, and `lsh_index` gives
+   a `MinHashLSH` banded as ours that a user's own MinHash queries.
 3. Candidate pairs come from LSH banding over the whole signature matrix at once. The rows per band are the most
    that still make a pair *at* the threshold a candidate with probability >= 0.98 (`CANDIDATE_RECALL`): the
    exact check below removes the extra candidates, so recall near the threshold is not left to the estimate
@@ -25,28 +26,36 @@ from __future__ import annotations
 
 import hashlib
 import os
+import struct
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from benchcurate.curation.cache import Cache
 from benchcurate.curation.grouping import UnionFind
 from benchcurate.curation.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
-from benchcurate.curation.text import normalise, shingle_units, shingles, shingles_of_normalised
+from benchcurate.curation.text import normalise, shingles, shingles_of_normalised
 
 DEFAULT_THRESHOLD = 0.8   # Jaccard of word and word-pair sets: a word changed in 20-25 words leaves 0.86-0.89
 DEFAULT_NUM_PERM = 128
 CANDIDATE_RECALL = 0.98   # the chance that LSH makes a pair exactly at the threshold a candidate
-SEED = 1
+SEED = 1                  # datasketch's default seed
+SCHEME = "affine32"       # datasketch's default permutation scheme (since 2.0)
 SIGNATURE_CHUNK = 20_000         # texts per task
 SIGNATURE_PROCESS_MIN = 400_000  # fewer missing signatures are computed here: about 30 us each, against a
                                  # worker start-up of about 1 s
-SHINGLE_BLOCK = 4_096            # units per block of texts: 4 MB of uint64 per n
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # folds a unit into an n-gram's code before mixing
-MAX_HASH = np.uint64((1 << 32) - 1)
-NAMESPACE = "minhash"            # of the run cache: signatures as uint32 bytes
+SHINGLE_BLOCK = 4_096            # shingles per block of texts: 2 MB of uint32 per 128 permutations
+MAX_HASH = np.uint32((1 << 32) - 1)
+NAMESPACE = "minhash"            # of the run cache: signatures as datasketch's LeanMinHash bytes
+# datasketch's LeanMinHash.serialize layout (native byte order): seed, -num_perm, scheme code, then the values
+LEAN_HEADER = struct.Struct("@qiB")
+LEAN_VALUES_AT = struct.calcsize("@qiB0I")
+LEAN_AFFINE32 = 1
+# MurmurHash3's 32-bit finaliser, which datasketch applies to each shingle's hash before the permutations
+FMIX32 = (np.uint32(16), np.uint32(0x85EBCA6B), np.uint32(13), np.uint32(0xC2B2AE35), np.uint32(16))
 
 
 @dataclass(frozen=True)
@@ -58,15 +67,16 @@ class MinHashParams:
 
     @property
     def key(self) -> str:
-        return f"p{self.num_perm}-s{SEED}-w1to{self.word_ngram}-c1to{self.char_ngram}-mas"
+        return f"p{self.num_perm}-s{SEED}-w1to{self.word_ngram}-c1to{self.char_ngram}-datasketch-{SCHEME}"
 
     def bands(self) -> tuple[int, int]:
         """(bands, rows per band): the most rows per band (fewest false candidates) with which a pair at the
-        threshold still becomes a candidate with probability CANDIDATE_RECALL, using every permutation."""
+        threshold still becomes a candidate with probability CANDIDATE_RECALL, using every permutation (at least
+        two bands, as datasketch's MinHashLSH requires)."""
         threshold = min(self.threshold, 0.99)
-        for rows in range(self.num_perm, 0, -1):
+        for rows in range(self.num_perm // 2, 0, -1):
             bands = self.num_perm // rows
-            if bands >= 1 and 1 - (1 - threshold ** rows) ** bands >= CANDIDATE_RECALL:
+            if 1 - (1 - threshold ** rows) ** bands >= CANDIDATE_RECALL:
                 return bands, rows
         return self.num_perm, 1
 
@@ -79,82 +89,89 @@ def jaccard(first: set, second: set) -> float:
     return len(first & second) / union if union else 1.0
 
 
+@lru_cache(maxsize=8)
 def permutations(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
-    """(a, b), num_perm each: odd 64-bit multipliers and 64-bit offsets, drawn from a RandomState seeded SEED."""
-    generator = np.random.RandomState(SEED)
-    a = np.frombuffer(generator.bytes(8 * num_perm), dtype="<u8") | np.uint64(1)
-    b = np.frombuffer(generator.bytes(8 * num_perm), dtype="<u8").copy()
-    return a, b
+    """(a, b), num_perm uint32 each: those of datasketch's `MinHash(num_perm, seed=SEED)` (taken from it)."""
+    from datasketch import MinHash
+
+    a, b = MinHash(num_perm=num_perm, seed=SEED).permutations
+    return a.astype(np.uint32), b.astype(np.uint32)
 
 
-def _mix(values: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser, in place: every input bit moves about half of the output bits."""
-    values ^= values >> np.uint64(30)
-    values *= np.uint64(0xBF58476D1CE4E5B9)
-    values ^= values >> np.uint64(27)
-    values *= np.uint64(0x94D049BB133111EB)
-    values ^= values >> np.uint64(31)
+def shingle_codes(shingles: Iterable[str]) -> np.ndarray:
+    """datasketch's input hash of each shingle: the first 4 bytes of SHA-1 of its UTF-8 (little-endian), passed
+    through MurmurHash3's 32-bit finaliser."""
+    digests = b"".join([hashlib.sha1(shingle.encode("utf-8")).digest()[:4] for shingle in shingles])
+    values = np.frombuffer(digests, dtype="<u4").astype(np.uint32)
+    s1, m1, s2, m2, s3 = FMIX32
+    values ^= values >> s1
+    values *= m1
+    values ^= values >> s2
+    values *= m2
+    values ^= values >> s3
     return values
 
 
-def _unit_codes(units: list[str]) -> np.ndarray:
-    """A 64-bit hash of each unit (the first 8 bytes of its BLAKE2b), each distinct unit hashed once."""
-    index = dict.fromkeys(units)
-    digests = b"".join([hashlib.blake2b(unit.encode("utf-8"), digest_size=8).digest() for unit in index])
-    for position, unit in enumerate(index):
-        index[unit] = position
-    return np.frombuffer(digests, dtype="<u8")[np.fromiter(map(index.__getitem__, units), dtype=np.int64,
-                                                            count=len(units))]
-
-
-def _block_minima(codes: np.ndarray, counts: np.ndarray, sizes: np.ndarray, a: np.ndarray, b: np.ndarray
-                  ) -> np.ndarray:
-    """Signature rows of a block of texts from their units' codes (`counts` per text, n-grams up to `sizes`)."""
-    out = np.full((len(counts), len(a)), MAX_HASH, dtype=np.uint64)
-    starts = np.cumsum(counts) - counts
-    position = np.arange(len(codes)) - np.repeat(starts, counts)  # of each unit in its text
-    owner = np.repeat(np.arange(len(counts)), counts)
-    grams = codes.copy()
-    for n in range(1, int(sizes.max(initial=0)) + 1):
-        if n > 1:  # the n-gram starting at each unit: the (n-1)-gram folded with the next unit
-            grams = _mix(grams[:-1] * GOLDEN + codes[n - 1:])
-        last = len(grams)
-        valid = (position[:last] + n <= counts[owner[:last]]) & (n <= sizes[owner[:last]])
-        if not valid.any():
-            break
-        keys = grams[valid] >> np.uint64(32)          # 32-bit keys for the multiply-add-shift family
-        values = keys[:, None] * a
-        values += b
-        values >>= np.uint64(32)
-        holders = owner[:last][valid]
-        first = np.flatnonzero(np.concatenate(([True], holders[1:] != holders[:-1])))
-        out[holders[first]] = np.minimum(out[holders[first]], np.minimum.reduceat(values, first, axis=0))
-    return out.astype(np.uint32)
+def _block_minima(codes: np.ndarray, counts: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Signature rows of a block of texts from their shingles' codes (`counts` per text, in order)."""
+    out = np.full((len(counts), len(a)), MAX_HASH, dtype=np.uint32)
+    if not len(codes):
+        return out
+    values = codes[:, None] * a  # uint32: the wrap-around is datasketch's mod 2^32
+    values += b
+    holders = np.repeat(np.arange(len(counts)), counts)
+    first = np.flatnonzero(np.concatenate(([True], holders[1:] != holders[:-1])))
+    out[holders[first]] = np.minimum.reduceat(values, first, axis=0)
+    return out
 
 
 def minhash_rows(normalised: Sequence[str], num_perm: int, word_ngram: int = 2, char_ngram: int = 2) -> np.ndarray:
-    """One uint32 signature row per normalised text: for each permutation (a, b), the least
-    ((a * key + b) mod 2^64) >> 32 over the text's shingles (multiply-add-shift hashing of each shingle's 32-bit
-    key); 2^32 - 1 throughout for a text without shingles.
+    """One uint32 signature row per normalised text, value for value datasketch's
+    `MinHash(num_perm, seed=1)` updated with the UTF-8 of each of the text's shingles (`shingles_of_normalised`):
+    per permutation the least (a * code + b) mod 2^32 over the shingles' codes (`shingle_codes`); 2^32 - 1
+    throughout for a text without shingles.
 
-    A shingle's key is its units' BLAKE2b codes folded with splitmix64 (`_mix`), so each distinct word is hashed
-    once and the word pairs are made in numpy: per text, Python only splits it into words. The shingles are the
-    same as `shingles_of_normalised`'s (which the exact Jaccard reads); texts are taken in blocks of about
-    SHINGLE_BLOCK units."""
+    The permutations are taken in numpy over blocks of about SHINGLE_BLOCK shingles of many texts at once; per
+    text, Python only makes its shingle set and hashes each shingle."""
     a, b = permutations(num_perm)
-    split = [shingle_units(text, word_ngram, char_ngram) for text in normalised]
-    counts = np.fromiter((len(units) for units, _ in split), dtype=np.int64, count=len(split))
-    sizes = np.fromiter((size for _, size in split), dtype=np.int64, count=len(split))
-    codes = _unit_codes([unit for units, _ in split for unit in units])
+    sets = [shingles_of_normalised(text, word_ngram, char_ngram) for text in normalised]
+    counts = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+    # every shingle of every text hashed: cheaper than finding the distinct ones first (measured on 50,000 texts)
+    codes = shingle_codes([shingle for found in sets for shingle in found])
     ends = np.cumsum(counts)
     starts = ends - counts
     rows = [np.zeros((0, num_perm), dtype=np.uint32)]
     first = 0
-    while first < len(split):
+    while first < len(normalised):
         stop = max(first + 1, int(np.searchsorted(ends, starts[first] + SHINGLE_BLOCK, side="right")))
-        rows.append(_block_minima(codes[starts[first]:ends[stop - 1]], counts[first:stop], sizes[first:stop], a, b))
+        rows.append(_block_minima(codes[starts[first]:ends[stop - 1]], counts[first:stop], a, b))
         first = stop
     return np.concatenate(rows)
+
+
+def lean_bytes(row: np.ndarray) -> bytes:
+    """A signature row as datasketch's `LeanMinHash.serialize` writes it (`LeanMinHash.deserialize` reads it)."""
+    header = LEAN_HEADER.pack(SEED, -len(row), LEAN_AFFINE32).ljust(LEAN_VALUES_AT, b"\0")
+    return header + np.ascontiguousarray(row, dtype=np.uint32).tobytes()
+
+
+def lean_minhash(row: np.ndarray):
+    """A signature row as a `datasketch.LeanMinHash` (for a user's own datasketch code)."""
+    from datasketch import LeanMinHash
+
+    return LeanMinHash(seed=SEED, hashvalues=row, scheme=SCHEME)
+
+
+def lsh_index(keys: Sequence[Hashable], matrix: np.ndarray, params: MinHashParams):
+    """A `datasketch.MinHashLSH` over signature rows, banded as ours (`params.bands()`), so a user's own
+    `MinHash(num_perm, seed=1)` of a text's shingles queries it and gets the candidates our search would."""
+    from datasketch import MinHashLSH
+
+    index = MinHashLSH(threshold=params.threshold, num_perm=params.num_perm, params=params.bands())
+    with index.insertion_session() as session:
+        for key, row in zip(keys, matrix, strict=True):
+            session.insert(key, lean_minhash(row), check_duplication=False)
+    return index
 
 
 def _signature_chunk(job: tuple[MinHashParams, list[str]]) -> list[bytes]:
@@ -162,7 +179,12 @@ def _signature_chunk(job: tuple[MinHashParams, list[str]]) -> list[bytes]:
     runs it."""
     keep_temporaries_on_heap()
     params, texts = job
-    return [row.tobytes() for row in minhash_rows(texts, params.num_perm, params.word_ngram, params.char_ngram)]
+    return [lean_bytes(row) for row in minhash_rows(texts, params.num_perm, params.word_ngram, params.char_ngram)]
+
+
+def signature_key(clean: str, params: MinHashParams) -> str:
+    """A normalised text's key in the run cache's `minhash` namespace."""
+    return hashlib.sha256(f"{params.key}\0{clean}".encode()).hexdigest()
 
 
 def signatures(texts: Sequence[str], params: MinHashParams, cache: Cache | None,
@@ -174,7 +196,7 @@ def signatures(texts: Sequence[str], params: MinHashParams, cache: Cache | None,
     the stage runs on a Dask worker, else here."""
     if normalised is None:
         normalised = [normalise(text) for text in texts]
-    keys = [hashlib.sha256(f"{params.key}\0{clean}".encode()).hexdigest() for clean in normalised]
+    keys = [signature_key(clean, params) for clean in normalised]
     stored = cache.get_bytes_many(NAMESPACE, sorted(set(keys))) if cache is not None else {}
     first_of: dict[str, int] = {}
     for index, key in enumerate(keys):
@@ -191,9 +213,16 @@ def signatures(texts: Sequence[str], params: MinHashParams, cache: Cache | None,
         if cache is not None:
             cache.put_bytes_many(NAMESPACE, computed)
         stored.update(computed)
-    matrix = np.frombuffer(b"".join(stored[key] for key in keys), dtype=np.uint32).reshape(len(texts), params.num_perm) \
-        if texts else np.zeros((0, params.num_perm), dtype=np.uint32)
+    matrix = _rows_of([stored[key] for key in keys], params.num_perm)
     return matrix, len(missing)
+
+
+def _rows_of(stored: list[bytes], num_perm: int) -> np.ndarray:
+    """The signature matrix of stored LeanMinHash bytes (one per row)."""
+    if not stored:
+        return np.zeros((0, num_perm), dtype=np.uint32)
+    raw = np.frombuffer(b"".join(stored), dtype=np.uint8).reshape(len(stored), LEAN_VALUES_AT + 4 * num_perm)
+    return np.ascontiguousarray(raw[:, LEAN_VALUES_AT:]).view(np.uint32)
 
 
 def candidate_pairs(matrix: np.ndarray, bands: int, rows: int) -> set[tuple[int, int]]:

@@ -70,6 +70,52 @@ def test_a_text_has_the_same_signature_in_any_batch(num_perm):
     assert len({row.tobytes() for row in together}) > 0.9 * len(set(map(normalise, texts)))
 
 
+def _datasketch_signature(text: str, params: MinHashParams):
+    from datasketch import MinHash
+
+    signature = MinHash(num_perm=params.num_perm, seed=1)
+    for shingle in params.shingles(text):
+        signature.update(shingle.encode("utf-8"))
+    return signature
+
+
+@pytest.mark.parametrize("num_perm", [64, 128])
+def test_signatures_are_datasketchs_value_for_value(num_perm):
+    """The bulk path equals datasketch's MinHash(num_perm, seed=1) updated shingle by shingle: English, accents,
+    Chinese, one word, no shingles at all, in one batch larger than a block."""
+    rng = random.Random(7)
+    words = ["what", "colour", "is", "the", "café", "naïve", "图片", "里", "有", "什么", "3.5", "x", "¿por", "qué?"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 40))) for _ in range(300)]
+    texts += ["", "?!", "Hi", "这张图表中哪一部分的数值最大？", BASE]
+    params = MinHashParams(num_perm=num_perm)
+    matrix, _ = signatures(texts, params, None)
+    for text, row in zip(texts, matrix, strict=True):
+        assert np.array_equal(_datasketch_signature(text, params).hashvalues, row), text
+
+
+def test_a_stored_signature_loads_as_a_lean_minhash_and_a_users_lsh_query_finds_our_pairs(tmp_path):
+    from datasketch import LeanMinHash
+
+    store = Cache(tmp_path / "cache.sqlite")
+    texts = [BASE, BASE.replace("by how much", "by how much exactly"), "What does the sign on the left door say?",
+             "Count the birds on the wire.", "count the birds on the wires."]
+    params = MinHashParams(threshold=0.6)
+    matrix, _ = signatures(texts, params, store)
+    stored = store.get_bytes_many(minhash.NAMESPACE, [minhash.signature_key(normalise(text), params) for text in texts])
+    assert len(stored) == len(texts)
+    for raw in stored.values():
+        lean = LeanMinHash.deserialize(raw)
+        assert lean.seed == 1 and len(lean) == params.num_perm
+        assert any(np.array_equal(lean.hashvalues, row) for row in matrix)
+    index = minhash.lsh_index([f"t{k}" for k in range(len(texts))], matrix, params)
+    found = {(f"t{k}", other) for k, text in enumerate(texts)
+             for other in index.query(_datasketch_signature(text, params)) if other != f"t{k}"}
+    bands, rows = params.bands()
+    ours = minhash.candidate_pairs(matrix, bands, rows)
+    assert found == {(f"t{i}", f"t{j}") for i, j in ours} | {(f"t{j}", f"t{i}") for i, j in ours}
+    assert ("t0", "t1") in found and ("t3", "t4") in found
+
+
 def test_verbatim_and_near_copies_group_and_different_texts_stay_apart():
     texts = [BASE,
              "  which of the two BARS in this chart grew faster between 2019 and 2021, and by how much? ",  # verbatim
