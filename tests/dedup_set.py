@@ -1,17 +1,17 @@
-"""A labelled set of image pairs of our own making, for the near-duplicate search (tests/curation/test_dedup_set.py
-asserts floors on it; bench/near_dup_quality.py prints its scores).
+"""A labelled set of near-duplicate pictures of our own making, from real photos and the demo's renders
+(tests/curation/test_dedup_set.py asserts floors on it; bench/near_dup_quality.py reports it in full).
 
-Originals: the demo's shipped pictures (15 photos, 41 renders; CC0). Copies of an original, by what they are:
-- `same`: the same picture, reworked: JPEG at quality 60, half and double size, brighter, more contrast,
-  greyscale, another format, slightly blurred, noise. Must match.
-- `turned`: a mirror image, a quarter turn, a half turn. Must match when orientations are matched (default).
-- `framed`: a uniform border (white or black) of 6% around it. Must match when borders are matched (default).
-- `cropped`: 5% cut from two sides. Must match only with `match_crops`.
-- `local`: the same picture but for one region, so a question about it may have another answer: a spot the
-  difference (a small shape added), a changed label (a strip of text redrawn), a moved object (a patch moved), the
-  next frame (a region shifted a little, with sensor noise). Must not match.
-Pairs: each original with each of its copies (labelled as above), and every two different originals (must not
-match; "hard" when both are photos or renders of the same kind).
+Originals: the demo's photos (scikit-image's real photographs, CC0 or public domain), each the middle 90% of the
+shipped photo so that a camera shift can show what lies beyond it, and the demo's renders (charts, documents,
+screenshots; CC0). Copies of an original, by kind of edit, several strengths each (`EDITS`): resized down,
+recompressed, cropped by a few percent from one side or from all, thin and thick borders, brighter or darker,
+another format, greyscale, mirrored, turned, sharpened, blurred. Each must be grouped with its original.
+
+Hard negatives (`NEGATIVES`), which must not be: a spot the difference (a small shape added, or an object
+removed by a patch of its surroundings), a changed label (a number redrawn), the next frame of a video (an
+object moved, a 1% pan and sensor noise), and for photos a stereo pair or a small camera shift (the same scene
+seen from a window moved 4% or 6% diagonally, so each shows what the other does not). Besides, every two
+originals must stay apart (a "hard" pair when both are of one kind).
 """
 
 from __future__ import annotations
@@ -21,51 +21,73 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageStat
+import numpy as np
+from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps, ImageStat
 
 from tests.helpers import REPO
 
 DEMO = REPO / "curation" / "demo"
-SAME = ("jpeg_q60", "half_size", "double_size", "brighter", "more_contrast", "greyscale", "other_format",
-        "slight_blur", "noise")
-TURNED = ("mirror", "quarter_turn", "half_turn")
-FRAMED = ("white_border", "black_border")
-CROPPED = ("crop_5pct",)
-LOCAL = ("spot_difference", "changed_label", "moved_object", "next_frame")
-KINDS = {**{edit: "same" for edit in SAME}, **{edit: "turned" for edit in TURNED},
-         **{edit: "framed" for edit in FRAMED}, **{edit: "cropped" for edit in CROPPED},
-         **{edit: "local" for edit in LOCAL}}
+ORIGINAL_SHARE = 0.9   # of the shipped photo's sides: the original is its middle, the rest is scenery for shifts
+EDITS = {  # kind -> edits (name: strength)
+    "resize_down": {"resize_75": 0.75, "resize_50": 0.5, "resize_25": 0.25},
+    "recompress": {"jpeg_80": 80, "jpeg_50": 50, "jpeg_30": 30},
+    "crop_one_side": {"crop_one_2": 0.02, "crop_one_5": 0.05, "crop_one_8": 0.08},
+    "crop_all_sides": {"crop_all_2": 0.02, "crop_all_3": 0.03},
+    "thin_border": {"border_black_1": 0.01, "border_white_1": 0.01},
+    "thick_border": {"border_black_6": 0.06, "border_white_10": 0.10},
+    "brightness": {"brighter_10": 1.10, "darker_10": 0.90, "brighter_25": 1.25},
+    "format_change": {"other_format": None, "webp": None},
+    "greyscale": {"greyscale": None},
+    "mirror": {"mirror": None},
+    "quarter_turn": {"turn_90": Image.Transpose.ROTATE_90, "turn_270": Image.Transpose.ROTATE_270,
+                     "turn_180": Image.Transpose.ROTATE_180},
+    "sharpen": {"sharpen_mild": (1, 80), "sharpen_strong": (2, 200)},
+    "blur": {"blur_08": 0.8, "blur_15": 1.5},
+}
+NEGATIVES = {"spot_difference": ("spot_added", "object_removed"), "changed_label": ("changed_label",),
+             "video_frame": ("next_frame",), "camera_shift": ("shift_4", "shift_6")}
+PHOTO_ONLY = {"camera_shift"}
+KIND_OF = {edit: kind for kind, edits in EDITS.items() for edit in edits} | \
+    {edit: kind for kind, edits in NEGATIVES.items() for edit in edits}
 
 
 @dataclass(frozen=True)
 class Entry:
     path: Path
     original: str   # the original's name
-    kind: str       # "original", or the copy's kind (same, turned, framed, cropped, local)
+    kind: str       # "original", an edit kind of EDITS or a hard-negative kind of NEGATIVES
     edit: str       # "original", or the edit's name
     category: str   # photo, or the render's kind (bar_chart, document, ...)
 
+    @property
+    def negative(self) -> bool:
+        return self.kind in NEGATIVES
 
-def originals(limit_per_category: int | None = None) -> list[tuple[Path, str]]:
-    """(path, category) of the shipped pictures: photos, then the renders in their index's order."""
-    photos = sorted(path for path in (DEMO / "photos").iterdir() if path.suffix.lower() in (".png", ".jpg", ".jpeg"))
-    renders = [json.loads(line) for line in (DEMO / "rendered" / "IMAGES.jsonl").read_text().splitlines()]
-    found = [(path, "photo") for path in photos] + [(DEMO / "rendered" / entry["file"], entry["kind"])
-                                                    for entry in renders if entry["kind"] != "icon"]
-    if limit_per_category is None:
-        return found
+
+def sources(photos: int | None = None, renders_per_kind: int | None = None) -> list[tuple[Path, str]]:
+    """(path, category) of the shipped pictures: photos (the 102-pixel microaneurysms crop left out), then the
+    renders in their index's order."""
+    found = sorted(path for path in (DEMO / "photos").iterdir()
+                   if path.suffix.lower() in (".png", ".jpg", ".jpeg") and path.stem != "microaneurysms")
+    chosen = [(path, "photo") for path in found[:photos]]
     taken: dict[str, int] = {}
-    kept = []
-    for path, category in found:
-        if taken.get(category, 0) < limit_per_category:
-            taken[category] = taken.get(category, 0) + 1
-            kept.append((path, category))
-    return kept
+    for entry in (json.loads(line) for line in (DEMO / "rendered" / "IMAGES.jsonl").read_text().splitlines()):
+        if entry["kind"] != "icon" and (renders_per_kind is None or taken.get(entry["kind"], 0) < renders_per_kind):
+            taken[entry["kind"]] = taken.get(entry["kind"], 0) + 1
+            chosen.append((DEMO / "rendered" / entry["file"], entry["kind"]))
+    return chosen
+
+
+def _window(scene: Image.Image, dx: float = 0.0, dy: float = 0.0) -> Image.Image:
+    """The ORIGINAL_SHARE middle of a scene, moved by dx, dy (shares of the window's sides)."""
+    width, height = scene.size
+    w, h = round(width * ORIGINAL_SHARE), round(height * ORIGINAL_SHARE)
+    x, y = (width - w) // 2 + round(dx * w), (height - h) // 2 + round(dy * h)
+    return scene.crop((x, y, x + w, y + h))
 
 
 def _region(image: Image.Image, rng: random.Random, share: float, busy: bool = False) -> tuple[int, int, int, int]:
-    """A box covering about `share` of the area, inside the middle 80% of the picture; with `busy`, the most
-    varied of 12 drawn (so moving it changes what the picture shows)."""
+    """A box covering about `share` of the area inside the middle 80%; with `busy`, the most varied of 12."""
     width, height = image.size
     w, h = max(4, round(width * share ** 0.5)), max(4, round(height * share ** 0.5))
     boxes = []
@@ -76,115 +98,125 @@ def _region(image: Image.Image, rng: random.Random, share: float, busy: bool = F
     return max(boxes, key=lambda box: sum(ImageStat.Stat(image.crop(box).convert("L")).stddev))
 
 
-def _contrasting(image: Image.Image, box: tuple[int, int, int, int]) -> tuple[int, int, int]:
-    return tuple(255 - round(value) for value in ImageStat.Stat(image.crop(box)).mean[:3])
-
-
 def _noisy(image: Image.Image, rng: random.Random, sigma: float) -> Image.Image:
-    """Sensor-like noise: zero-mean, per channel, `sigma` grey levels."""
-    import numpy as np
-
     noise = np.random.default_rng(rng.randrange(2 ** 32)).normal(0, sigma, (image.height, image.width, 3))
     return Image.fromarray(np.clip(np.asarray(image, dtype=np.float64) + noise, 0, 255).astype(np.uint8))
 
 
+def _bordered(image: Image.Image, share: float, colour: int) -> Image.Image:
+    return ImageOps.expand(image, border=max(1, round(min(image.size) * share)), fill=(colour,) * 3)
+
+
 def edited(image: Image.Image, edit: str, rng: random.Random) -> Image.Image:
-    """The original (RGB) with one edit applied."""
+    """The original (RGB) with one benign edit of EDITS applied (formats and qualities are applied on saving)."""
+    kind = KIND_OF[edit]
+    strength = EDITS[kind][edit]
     width, height = image.size
-    if edit in ("jpeg_q60", "other_format"):
-        return image.copy()
-    if edit == "half_size":
-        return image.resize((max(8, width // 2), max(8, height // 2)), Image.Resampling.LANCZOS)
-    if edit == "double_size":
-        return image.resize((width * 2, height * 2), Image.Resampling.BICUBIC)
-    if edit == "brighter":
-        return ImageEnhance.Brightness(image).enhance(1.2)
-    if edit == "more_contrast":
-        return ImageEnhance.Contrast(image).enhance(1.3)
-    if edit == "greyscale":
+    if kind == "resize_down":
+        return image.resize((round(width * strength), round(height * strength)), Image.Resampling.LANCZOS)
+    if kind == "crop_one_side":
+        cut_x, cut_y = round(width * strength), round(height * strength)
+        side = rng.choice(("left", "right", "top", "bottom"))
+        return image.crop({"left": (cut_x, 0, width, height), "right": (0, 0, width - cut_x, height),
+                           "top": (0, cut_y, width, height), "bottom": (0, 0, width, height - cut_y)}[side])
+    if kind == "crop_all_sides":
+        cut_x, cut_y = round(width * strength), round(height * strength)
+        return image.crop((cut_x, cut_y, width - cut_x, height - cut_y))
+    if kind in ("thin_border", "thick_border"):
+        return _bordered(image, strength, 0 if "black" in edit else 255)
+    if kind == "brightness":
+        return ImageEnhance.Brightness(image).enhance(strength)
+    if kind == "greyscale":
         return image.convert("L").convert("RGB")
-    if edit == "slight_blur":
-        return image.filter(ImageFilter.GaussianBlur(1))
-    if edit == "noise":
-        return _noisy(image, rng, 6)
-    if edit == "mirror":
+    if kind == "mirror":
         return image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-    if edit == "quarter_turn":
-        return image.transpose(Image.Transpose.ROTATE_90)
-    if edit == "half_turn":
-        return image.transpose(Image.Transpose.ROTATE_180)
-    if edit in ("white_border", "black_border"):
-        bw, bh = round(width * 0.06), round(height * 0.06)
-        framed = Image.new("RGB", (width + 2 * bw, height + 2 * bh), (255,) * 3 if edit == "white_border" else (0,) * 3)
-        framed.paste(image, (bw, bh))
-        return framed
-    if edit == "crop_5pct":
-        dx, dy = round(width * 0.05), round(height * 0.05)
-        return image.crop((dx, dy, width, height)) if rng.random() < 0.5 else image.crop((0, 0, width - dx, height - dy))
-    out = image.copy()
+    if kind == "quarter_turn":
+        return image.transpose(strength)
+    if kind == "sharpen":
+        return image.filter(ImageFilter.UnsharpMask(radius=strength[0], percent=strength[1], threshold=2))
+    if kind == "blur":
+        return image.filter(ImageFilter.GaussianBlur(strength))
+    return image.copy()  # recompress, format_change: in the saving
+
+
+def negative(scene: Image.Image, original: Image.Image, edit: str, rng: random.Random) -> Image.Image:
+    """A hard negative of NEGATIVES: the original with a local change, or another window of its scene."""
+    if edit.startswith("shift_"):
+        share = int(edit.split("_")[1]) / 100
+        return _window(scene, share * rng.choice((-1, 1)), share * rng.choice((-1, 1)))
+    width, height = original.size
+    out = original.copy()
     draw = ImageDraw.Draw(out)
-    if edit == "spot_difference":
-        box = _region(image, rng, 0.006)
-        draw.ellipse(box, fill=_contrasting(image, box))
+    if edit == "spot_added":
+        box = _region(original, rng, 0.008)
+        mean = ImageStat.Stat(original.crop(box)).mean[:3]
+        draw.ellipse(box, fill=tuple(255 - round(value) for value in mean))
+    elif edit == "object_removed":
+        box = _region(original, rng, 0.02, busy=True)
+        w, h = box[2] - box[0], box[3] - box[1]
+        source = (box[0] - w, box[1]) if box[0] - w >= 0 else (box[2], box[1])
+        out.paste(original.crop((*source, source[0] + w, source[1] + h)), box[:2])
     elif edit == "changed_label":
-        x0, y0, x1, y1 = _region(image, rng, 0.012)
+        x0, y0, x1, y1 = _region(original, rng, 0.012)
         box = (x0, y0, x0 + (x1 - x0) * 3, y0 + (y1 - y0) // 2 + 2)
         draw.rectangle(box, fill=(255, 255, 255))
         font = ImageFont.load_default(size=max(8, (box[3] - box[1]) - 2))
         draw.text((box[0] + 1, box[1]), f"Total {rng.randint(10, 99)}.{rng.randint(0, 9)}", fill=(0, 0, 0), font=font)
-    elif edit == "moved_object":
-        box = _region(image, rng, 0.02, busy=True)
-        patch = image.crop(box)
-        shift = round(width * 0.08) * (1 if box[0] < width / 2 else -1)
-        out.paste(patch, (box[0] + shift, box[1]))
     elif edit == "next_frame":
-        box = _region(image, rng, 0.04, busy=True)
-        patch = image.crop(box)
-        out.paste(patch, (box[0] + max(2, round(width * 0.03)), box[1] + max(1, round(height * 0.01))))
+        box = _region(original, rng, 0.03, busy=True)
+        patch = original.crop(box)
+        out.paste(patch, (box[0] + max(2, round(width * 0.04)), box[1] + max(1, round(height * 0.01))))
+        pan = max(1, round(width * 0.01))
+        out = out.crop((pan, 0, width, height)).resize((width, height), Image.Resampling.BICUBIC)
         out = _noisy(out, rng, 3)
     return out
 
 
-def build(folder: Path, limit_per_category: int | None = None, edits: tuple[str, ...] = tuple(KINDS)) -> list[Entry]:
-    """The set's files under `folder` (written once; a rebuild reuses them): originals and their copies."""
+def _save(image: Image.Image, target: Path, edit: str, original_format: str) -> None:
+    if target.suffix == ".jpg":
+        quality = EDITS["recompress"].get(edit, 92 if original_format == "JPEG" else 95)
+        image.save(target, "JPEG", quality=quality)
+    elif target.suffix == ".webp":
+        image.save(target, "WEBP", quality=90)
+    else:
+        image.save(target, "PNG")
+
+
+def _suffix(edit: str, original_format: str) -> str:
+    if edit in EDITS["recompress"]:
+        return ".jpg"
+    if edit == "webp":
+        return ".webp"
+    jpeg = original_format == "JPEG"
+    return ".jpg" if jpeg != (edit == "other_format") else ".png"
+
+
+def build(folder: Path, photos: int | None = None, renders_per_kind: int | None = None) -> list[Entry]:
+    """The set's files under `folder` (written once; a rebuild reuses them): originals, copies, hard negatives."""
     folder.mkdir(parents=True, exist_ok=True)
     entries = []
-    for number, (path, category) in enumerate(originals(limit_per_category)):
+    for path, category in sources(photos, renders_per_kind):
         name = path.stem
-        original = Image.open(path)
-        original.load()
-        is_jpeg = original.format == "JPEG"
-        rgb = original.convert("RGB")
-        entries.append(Entry(path, name, "original", "original", category))
-        for k, edit in enumerate(edits):
+        with Image.open(path) as shipped:
+            shipped.load()
+            original_format = shipped.format
+            scene = shipped.convert("RGB")
+        original = _window(scene) if category == "photo" else scene
+        target = folder / f"{name}{'.jpg' if original_format == 'JPEG' else '.png'}"
+        if not target.exists():
+            _save(original, target, "original", original_format)
+        entries.append(Entry(target, name, "original", "original", category))
+        for edit, kind in KIND_OF.items():
+            if kind in PHOTO_ONLY and category != "photo":
+                continue
             rng = random.Random(f"{name}/{edit}")
-            target_jpeg = (edit == "jpeg_q60") or (is_jpeg != (edit == "other_format"))
-            target = folder / f"{name}__{edit}.{'jpg' if target_jpeg else 'png'}"
-            if not target.exists():
-                image = edited(rgb, edit, rng)
-                if target_jpeg:
-                    image.save(target, "JPEG", quality=60 if edit == "jpeg_q60" else 90)
-                else:
-                    image.save(target, "PNG")
-            entries.append(Entry(target, name, KINDS[edit], edit, category))
+            suffix = _suffix(edit, original_format) if kind in EDITS else target.suffix
+            copy = folder / f"{name}__{edit}{suffix}"
+            if not copy.exists():
+                image = edited(original, edit, rng) if kind in EDITS else negative(scene, original, edit, rng)
+                _save(image, copy, edit, original_format)
+            entries.append(Entry(copy, name, kind, edit, category))
     return entries
-
-
-def labelled_pairs(entries: list[Entry], match_crops: bool = False) -> list[tuple[int, int, bool, str]]:
-    """(index, index, must match, what the pair is): each original with its copies, and every two originals."""
-    originals_at = {entry.original: k for k, entry in enumerate(entries) if entry.kind == "original"}
-    pairs = []
-    for k, entry in enumerate(entries):
-        if entry.kind == "original":
-            continue
-        must = entry.kind in ("same", "turned", "framed") or (entry.kind == "cropped" and match_crops)
-        pairs.append((originals_at[entry.original], k, must, entry.kind))
-    firsts = sorted(originals_at.values())
-    for a, first in enumerate(firsts):
-        for second in firsts[a + 1:]:
-            hard = entries[first].category == entries[second].category
-            pairs.append((first, second, False, "hard_negative" if hard else "negative"))
-    return pairs
 
 
 def keys(entries: list[Entry]):
@@ -203,56 +235,68 @@ def keys(entries: list[Entry]):
     return found
 
 
-def processing_of(items):
-    """The least_processed rule's scores, computed from the files, as the stage computes them without a cache."""
-    from benchcurate.curation.images.near_dedup import processing_loader
+def pictures_of(items):
+    """The stage's picture loader without a cache: each file decoded once, when first asked for."""
+    from benchcurate.curation.images.near_dedup import picture_loader
 
-    return processing_loader(items, None)
+    return picture_loader(items, None)
 
 
-def thumbs_of(items):
-    """Thumbnails made by decoding, as the stage makes them without a cache."""
-    from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS, decode_image
-    from benchcurate.curation.images.likeness import thumbnails
+def _distance(first: str, second: str) -> int:
+    return (int(first, 16) ^ int(second, 16)).bit_count()
 
-    made = {}
 
-    def load(index: int):
-        if index not in made:
-            made[index] = thumbnails(decode_image(Path(items[index].path), DEFAULT_MAX_PIXELS, 256).image)
-        return made[index]
-    return load
+def _same_pixels(first: Path, second: Path) -> bool:
+    with Image.open(first) as a, Image.open(second) as b:
+        return a.size == b.size and np.array_equal(np.asarray(a.convert("RGB")), np.asarray(b.convert("RGB")))
 
 
 @dataclass
 class Scores:
-    precision: float
-    recall: float
-    f1: float
-    by_kind: dict[str, float]       # share matched, per kind of pair
-    hard_negative_merges: int       # originals of one category grouped together, and local copies merged
-    local_merges: int
+    recall: dict[str, float]            # per edit kind: share of copies grouped with their original
+    phash_recall: dict[str, float]      # the same for plain pHash: the copy within the threshold of the original
+    negative_merges: dict[str, int]     # per hard-negative kind: grouped with their original
+    original_merges: int                # two different originals grouped (hard: of one kind)
+    impure_groups: int                  # groups holding pictures of two scenes
+    groups: int
+    original_kept: float                # share of groups whose kept picture is the original or has its pixels
+    kept_by_kind: dict[str, int]        # which kind of picture each group kept
 
 
-def score(entries: list[Entry], dropped: dict, match_crops: bool = False) -> Scores:
-    """Pairwise scores of a grouping (dropped index -> (kept index, ...)) on the set's labelled pairs."""
+def score(entries: list[Entry], items, dropped: dict, threshold: int) -> Scores:
+    """A grouping (dropped index -> (kept index, ...)) against the set's labels."""
     cluster = {k: k for k in range(len(entries))}
     for index, found in dropped.items():
         cluster[index] = found[0]
-    true_pos = false_pos = false_neg = 0
-    matched: dict[str, list[bool]] = {}
-    hard = local = 0
-    for a, b, must, what in labelled_pairs(entries, match_crops):
-        same = cluster[a] == cluster[b]
-        matched.setdefault(what, []).append(same)
-        true_pos += same and must
-        false_pos += same and not must
-        false_neg += must and not same
-        hard += same and what == "hard_negative"
-        local += same and what == "local"
-    precision = true_pos / (true_pos + false_pos) if true_pos + false_pos else 1.0
-    recall = true_pos / (true_pos + false_neg) if true_pos + false_neg else 1.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return Scores(round(precision, 4), round(recall, 4), round(f1, 4),
-                  {what: round(sum(flags) / len(flags), 4) for what, flags in sorted(matched.items())},
-                  hard + local, local)
+    originals = {entry.original: k for k, entry in enumerate(entries) if entry.kind == "original"}
+    recall: dict[str, list[bool]] = {}
+    phash: dict[str, list[bool]] = {}
+    merges = {kind: 0 for kind in NEGATIVES}
+    for k, entry in enumerate(entries):
+        if entry.kind == "original":
+            continue
+        first = originals[entry.original]
+        together = cluster[k] == cluster[first]
+        if entry.negative:
+            merges[entry.kind] += together
+        else:
+            recall.setdefault(entry.kind, []).append(together)
+            phash.setdefault(entry.kind, []).append(_distance(items[k].phash, items[first].phash) <= threshold)
+    members: dict[int, list[int]] = {}
+    for k in range(len(entries)):
+        members.setdefault(cluster[k], []).append(k)
+    groups = {kept: found for kept, found in members.items() if len(found) > 1}
+    scene = [entry.path.name if entry.negative else entry.original for entry in entries]
+    impure = sum(len({scene[k] for k in found}) > 1 for found in groups.values())
+    original_merges = sum(len({entries[k].original for k in found if entries[k].kind == "original"}) > 1
+                          for found in groups.values())
+    kept_by_kind: dict[str, int] = {}
+    right = 0
+    for kept, found in groups.items():
+        kind = entries[kept].kind
+        kept_by_kind[kind] = kept_by_kind.get(kind, 0) + 1
+        first = originals.get(entries[kept].original)
+        right += kind == "original" or (first in found and _same_pixels(entries[kept].path, entries[first].path))
+    return Scores({kind: round(sum(v) / len(v), 4) for kind, v in recall.items()},
+                  {kind: round(sum(v) / len(v), 4) for kind, v in phash.items()}, merges, original_merges,
+                  impure, len(groups), round(right / max(1, len(groups)), 4), kept_by_kind)

@@ -137,7 +137,7 @@ def _distance(first: int, second: int) -> int:
 def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, workers: int = 1) -> Iterator[dict]:
     """Reference matches first, then groups among the rest, as `image_near_dedup` makes them (`cfg`: its
     NearDedupConfig); thumbnails for the verification are decoded from the files."""
-    from benchcurate.curation.images.near_dedup import near_groups, processing_loader, thumbnail_loader
+    from benchcurate.curation.images.near_dedup import near_groups, picture_loader
 
     matched: dict[int, list[tuple[int, int]]] = {}
     if reference is not None and len(reference.hashes):
@@ -151,8 +151,7 @@ def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, 
     for ref in sorted(by_reference):
         yield {"reference": reference.paths[ref], "dropped": sorted(by_reference[ref], key=lambda d: d["path"])}
     keys = keys_of(table)
-    dropped, _ = near_groups(keys, cfg, thumbnail_loader(keys, None), set(matched), processing_loader(keys, None),
-                             workers)
+    dropped, _ = near_groups(keys, cfg, picture_loader(keys, None), set(matched), workers)
     groups: dict[int, list[dict]] = {}
     for index, (kept, pair, evidence) in sorted(dropped.items()):
         groups.setdefault(kept, []).append({"path": table.paths[index], "distance": pair.distance,

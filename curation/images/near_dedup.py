@@ -37,17 +37,28 @@ from pydantic import Field
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.fingerprint import sha256_json
-from benchcurate.curation.images.decode import ImageDecodeError
+from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS, ImageDecodeError
 from benchcurate.curation.images.hamming import cross_pairs_within, pairs_within
-from benchcurate.curation.images.likeness import TURNS, VIEWS, compare, orient_thumbnail, thumbnails
+from benchcurate.curation.images.likeness import (
+    MIN_CORRELATION,
+    TURNS,
+    VIEWS,
+    Comparison,
+    Picture,
+    compare_pictures,
+    hash256_distance,
+    orient_thumbnail,
+    pack,
+    picture,
+    unpack,
+)
+from benchcurate.curation.images.survivor import rank as survivor_rank
 from benchcurate.curation.release.reference import is_release, release_reference, release_rows
 from benchcurate.curation.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.text import normalise, question_text
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
-THUMBS_NAMESPACE = "image_thumbs"  # of the run cache: 3 x 64 x 64 greyscale bytes by content sha256
-PROCESSING_NAMESPACE = "image_processing"  # of the run cache: the least_processed score by content sha256
-PROCESSING_STEP = 1.0  # least_processed scores closer than this (log2 units) count as equal
+PICTURES_NAMESPACE = "image_pictures"  # of the run cache: thumbnails and keep-rule traits by content sha256
 
 
 class NearDedupConfig(StageConfig):
@@ -94,10 +105,10 @@ def image_key(item: Sample, cfg: object = None) -> ImageKey:
                     found.get("phash_trimmed"), found.get("phash_centre"))
 
 
-def preference(key: ImageKey, source_priority: tuple[str, ...], processing: float = 0.0) -> tuple:
-    """Sort key of the keep rule: smaller is preferred (`processing`: the least_processed rule's score, or 0)."""
+def preference(key: ImageKey, source_priority: tuple[str, ...]) -> tuple:
+    """Sort key of the `largest` keep rule, and the tie-break of least_processed: smaller is preferred."""
     rank = source_priority.index(key.source) if key.source in source_priority else len(source_priority)
-    return (processing, -key.pixels, -key.size_bytes, rank, key.id)
+    return (-key.pixels, -key.size_bytes, rank, key.id)
 
 
 def distance(first: str, second: str) -> int:
@@ -193,123 +204,116 @@ def candidates(items: list[ImageKey], cfg: NearDedupConfig, excluded: set[int], 
                                                     pair.distance)) for key, options in found.items()}
 
 
-def verification(pair: Candidate, thumbs: Callable[[int], np.ndarray]) -> dict[str, float]:
-    """The finer comparison of a candidate pair, in the pair's geometry (i turned to match j)."""
-    view = VIEWS.index(pair.view)
-    first = orient_thumbnail(thumbs(pair.i)[view], pair.orientation)
-    return compare(first, thumbs(pair.j)[view], pair.view).evidence()
+def passes(comparison: Comparison, how: dict, cfg: NearDedupConfig) -> bool:
+    return comparison.hash256_distance <= cfg.max_hash256_distance and \
+        comparison.local_difference <= cfg.max_local_difference and \
+        how.get("correlation", 1.0) >= MIN_CORRELATION
 
 
-def passes(evidence: dict, cfg: NearDedupConfig) -> bool:
-    if "unverified" in evidence:  # a picture that cannot be decoded again: the pHashes decide, and it says so
+def verify(options: list[Candidate], pictures: Callable[[int], Picture | None], cfg: NearDedupConfig,
+           aligned: bool = True) -> tuple[Candidate, dict] | None:
+    """(the way the pair matched, the evidence) when one of the ways a candidate pair is near passes the
+    verification (`aligned`: also placing one picture's content in the other's), else None. Without `verify`, or
+    when a picture cannot be decoded again (then said in the evidence), the pHashes decide."""
+    if not cfg.verify:
+        return options[0], {}
+    first, second = pictures(options[0].i), pictures(options[0].j)
+    if first is None or second is None:
+        return options[0], {"unverified": "a picture of the pair could not be decoded"}
+    for number, pair in enumerate(options):  # content placed (aligned) only in the way the pHashes match best
+        a, b = (first, second) if pair.i == options[0].i else (second, first)
+        for comparison, how in compare_pictures(a, b, pair.orientation, aligned and number == 0):
+            if passes(comparison, how, cfg):
+                return pair, {**comparison.evidence(), **how}
+    return None
+
+
+def near_thumbnails(pair: Candidate, pictures: Callable[[int], Picture | None], cfg: NearDedupConfig) -> bool:
+    """The cheap check of a chain: the pair's whole thumbnails within `max_hash256_distance` (or no verify)."""
+    first, second = pictures(pair.i), pictures(pair.j)
+    if not cfg.verify or first is None or second is None:
         return True
-    return evidence["hash256_distance"] <= cfg.max_hash256_distance and \
-        evidence["local_difference"] <= cfg.max_local_difference
+    return hash256_distance(orient_thumbnail(first.full, pair.orientation), second.full) <= cfg.max_hash256_distance
 
 
-def star_groups(items: list[ImageKey], edges: dict[tuple[int, int], dict], cfg: NearDedupConfig,
-                processing: Callable[[int], float]) -> tuple[dict[int, tuple[int, dict]], list[dict]]:
-    """Each dropped item -> (the kept item it is a copy of, the pair's evidence), and the chains not followed."""
+def order_key(index: int, items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[[int], Picture | None],
+              turned: set[int]) -> tuple:
+    """The keep rule's sort key of an item with a near copy: smaller is kept."""
+    tail = preference(items[index], cfg.source_priority)
+    found = pictures(index) if cfg.keep_rule == "least_processed" else None
+    return (*survivor_rank(found.traits, index in turned), *tail) if found is not None else tail
+
+
+def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[[int], Picture | None],
+                excluded: set[int] = frozenset(), workers: int = 1
+                ) -> tuple[dict[int, tuple[int, Candidate, dict]], dict]:
+    """Each dropped item -> (kept item, the way the pair matched, the verification's evidence), and the counts
+    for the summary.
+
+    Items with a candidate pair are taken in the keep rule's order; each not yet placed is kept, and each of its
+    candidates not yet placed that passes the verification against it is dropped as its copy. Only those pairs
+    are verified, and each picture is decoded once (`pictures`, asked only for items with a candidate). A kept
+    item whose candidate was dropped beside another is a chain: reported (on whole thumbnails), not followed."""
+    found = candidates(items, cfg, set(excluded), workers)
     near: dict[int, list[int]] = defaultdict(list)
-    for i, j in edges:
+    for i, j in found:
         near[i].append(j)
         near[j].append(i)
-    least = cfg.keep_rule == "least_processed"
-
-    def rank(index: int) -> tuple:
-        # the copy near the most others first, so one star holds the whole group; among equally connected copies
-        # the keep rule (least_processed scores closer than PROCESSING_STEP are within their noise: a tie)
-        tier = round(processing(index) / PROCESSING_STEP) if least else 0
-        return (-len(near[index]), tier, *preference(items[index], cfg.source_priority))
-    order = sorted(near, key=rank)
-    dropped: dict[int, tuple[int, dict]] = {}
+    turned = {index for index, others in near.items()  # matched to most of its near copies only when turned
+              if 2 * sum(found[(min(index, o), max(index, o))][0].orientation != "identity" for o in others)
+              > len(others)}
+    keys = {index: order_key(index, items, cfg, pictures, turned) for index in near}
+    dropped: dict[int, tuple[int, Candidate, dict]] = {}
     kept: set[int] = set()
-    for index in order:
+    chains, verified, rejected = [], 0, 0
+    for index in sorted(near, key=keys.__getitem__):
         if index in dropped:
             continue
         kept.add(index)
-        for other in near[index]:
-            if other not in dropped and other not in kept:
-                dropped[other] = (index, edges[(min(index, other), max(index, other))])
-    chains = [{"kept": items[index].id, "near_dropped": items[other].id, "kept_in_place": items[dropped[other][0]].id}
-              for index in sorted(kept) for other in near[index] if other in dropped and dropped[other][0] != index]
-    return dropped, chains
-
-
-def processing_loader(items: list[ImageKey], ctx: StageContext | None) -> Callable[[int], float]:
-    """The least_processed rule's score of an item's picture (`curation.images.survivor`), from the run cache or
-    computed from the file once; a file that cannot be read scores as unprocessed (0) and is said so nowhere
-    else: the other rules of the order still apply."""
-    from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS
-    from benchcurate.curation.images.survivor import processing_score
-
-    made: dict[int, float] = {}
-
-    def load(index: int) -> float:
-        if index not in made:
-            cache = ctx.cache if ctx is not None else None
-            key = f"{items[index].sha256}:v1"
-            stored = cache.get(PROCESSING_NAMESPACE, key) if cache else None
-            if not isinstance(stored, (int, float)):
-                try:
-                    stored = processing_score(Path(items[index].path), DEFAULT_MAX_PIXELS)
-                except (ImageDecodeError, OSError):
-                    stored = 0.0
-                if cache:
-                    cache.put(PROCESSING_NAMESPACE, key, stored)
-            made[index] = float(stored)
-        return made[index]
-    return load
-
-
-def thumbnail_loader(items: list[ImageKey], ctx: StageContext | None) -> Callable[[int], np.ndarray]:
-    """Thumbnails of an item's picture, read from the run cache (when there is a context) or made by decoding it
-    once."""
-    from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS, decode_image
-
-    made: dict[int, np.ndarray] = {}
-
-    def load(index: int) -> np.ndarray:
-        if index not in made:
-            key = f"{items[index].sha256}:v2"  # v2: from a grey decode, every format reduced
-            cache = ctx.cache if ctx is not None else None
-            stored = cache.get_bytes_many(THUMBS_NAMESPACE, [key]).get(key) if cache else None
-            if stored is None:
-                decoded = decode_image(Path(items[index].path), DEFAULT_MAX_PIXELS, 256, grey=True)
-                stored = thumbnails(decoded.image).tobytes()
-                if cache:
-                    cache.put_bytes_many(THUMBS_NAMESPACE, {key: stored})
-            made[index] = np.frombuffer(stored, dtype=np.uint8).reshape(len(VIEWS), 64, 64)
-        return made[index]
-    return load
-
-
-def near_groups(items: list[ImageKey], cfg: NearDedupConfig, thumbs: Callable[[int], np.ndarray],
-                excluded: set[int] = frozenset(), processing: Callable[[int], float] = lambda index: 0.0,
-                workers: int = 1) -> tuple[dict[int, tuple[int, Candidate, dict]], dict]:
-    """Each dropped item -> (kept item, the way the pair matched, the verification's evidence), and the counts
-    for the summary. A pair stands when one of the ways it is near passes the verification; `processing` gives
-    the least_processed rule's score of an item (asked only for items with a near copy)."""
-    found = candidates(items, cfg, set(excluded), workers)
-    edges, pairs, rejected = {}, {}, 0
-    for key, options in found.items():
-        for pair in options:
-            try:
-                evidence = verification(pair, thumbs) if cfg.verify else {}
-            except (ImageDecodeError, OSError) as error:
-                evidence = {"unverified": f"{type(error).__name__}: {error}"}
-            if not evidence or passes(evidence, cfg):
-                edges[key], pairs[key] = evidence, pair
-                break
-        else:
-            rejected += 1
-    dropped, chains = star_groups(items, edges, cfg, processing)
-    summary = {"candidate_pairs": len(found), "rejected_by_verification": rejected,
-               "turned_or_trimmed_pairs": sum(1 for pair in pairs.values()
-                                              if pair.orientation != "identity" or pair.view != "full"),
+        for other in sorted(near[index], key=keys.__getitem__):
+            if other in kept:
+                continue
+            options = found[(min(index, other), max(index, other))]
+            if other in dropped:
+                if dropped[other][0] != index and near_thumbnails(options[0], pictures, cfg):
+                    chains.append({"kept": items[index].id, "near_dropped": items[other].id,
+                                   "kept_in_place": items[dropped[other][0]].id})
+                continue
+            verified += 1
+            result = verify(options, pictures, cfg)
+            if result is None:
+                rejected += 1
+                continue
+            dropped[other] = (index, *result)
+    summary = {"candidate_pairs": len(found), "verified_pairs": verified, "rejected_by_verification": rejected,
+               "turned_or_trimmed_pairs": sum(1 for _, pair, evidence in dropped.values()
+                                              if pair.orientation != "identity"
+                                              or evidence.get("compared_on", "full") != "full"),
                "chains_not_followed": len(chains), "chains": chains[:20]}
-    return {index: (kept, pairs[(min(index, kept), max(index, kept))], evidence)
-            for index, (kept, evidence) in dropped.items()}, summary
+    return dropped, summary
+
+
+def picture_loader(items: list[ImageKey], ctx: StageContext | None) -> Callable[[int], Picture | None]:
+    """An item's Picture (thumbnails and keep-rule traits), read from the run cache (when there is a context)
+    or made by decoding its file once; None for a file that cannot be decoded again."""
+    made: dict[int, Picture | None] = {}
+
+    def load(index: int) -> Picture | None:
+        if index not in made:
+            key = f"{items[index].sha256}:v3"  # v3: one reduced RGB decode, content thumbnail and traits
+            cache = ctx.cache if ctx is not None else None
+            stored = cache.get_bytes_many(PICTURES_NAMESPACE, [key]).get(key) if cache else None
+            if stored is not None:
+                made[index] = unpack(stored)
+            else:
+                try:
+                    made[index] = picture(Path(items[index].path), DEFAULT_MAX_PIXELS)
+                except (ImageDecodeError, OSError):
+                    made[index] = None
+                if cache and made[index] is not None:
+                    cache.put_bytes_many(PICTURES_NAMESPACE, {key: pack(made[index])})
+        return made[index]
+    return load
 
 
 def select(items: list[ImageKey], cfg: NearDedupConfig, ctx: StageContext) -> list[Verdict]:
@@ -318,8 +322,7 @@ def select(items: list[ImageKey], cfg: NearDedupConfig, ctx: StageContext) -> li
     contaminated = _reference_matches(items, hashes, cfg)
     for index, drop in contaminated.items():
         verdicts[index] = drop
-    dropped, summary = near_groups(items, cfg, thumbnail_loader(items, ctx), set(contaminated),
-                                   processing_loader(items, ctx))
+    dropped, summary = near_groups(items, cfg, picture_loader(items, ctx), set(contaminated))
     ctx.summary.update(summary)
     group_sizes: dict[int, int] = defaultdict(lambda: 1)
     for kept, _, _ in dropped.values():

@@ -14,10 +14,11 @@ from __future__ import annotations
 from importlib.metadata import version
 from pathlib import Path
 
+import imagehash
 from pydantic import Field
 
 from benchcurate.curation.images.decode import DECODE_REASONS, DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
-from benchcurate.curation.images.likeness import hash_of, likeness_hashes, phash_block
+from benchcurate.curation.images.likeness import likeness_hashes, phash_block
 from benchcurate.curation.stage import ItemStage, StageConfig, StageContext
 from benchcurate.schemas import Drop, Keep, Sample, Scores, Verdict
 
@@ -48,10 +49,10 @@ def fingerprint(path: Path, cfg: PhashConfig, data: bytes | None = None, likenes
     except ImageDecodeError as error:
         return {"error_reason": error.reason, "error": str(error).replace(str(path), "the file")}
     grey = decoded.image
-    block = phash_block(grey)  # imagehash's phash, step by step: its DCT block serves the other orientations too
-    found = {"width": decoded.width, "height": decoded.height, "format": decoded.format, "phash": hash_of(block),
-             "phash_algorithm": algorithm(cfg)}
-    return {**found, **likeness_hashes(grey, block)} if likeness else found
+    found = {"width": decoded.width, "height": decoded.height, "format": decoded.format,
+             "phash": str(imagehash.phash(grey)), "phash_algorithm": algorithm(cfg)}
+    # the other orientations come from imagehash's steps redone (its DCT block, turned), tested to give its bits
+    return {**found, **likeness_hashes(grey, phash_block(grey))} if likeness else found
 
 
 def score(item: Sample, cfg: PhashConfig, ctx: StageContext) -> Scores:

@@ -1,34 +1,31 @@
-"""Which copy of a picture to keep: the least worked on (`image_near_dedup`'s `keep_rule: least_processed`).
+"""Which copy of a picture to keep (`image_near_dedup`'s `keep_rule: least_processed`): the one that lost least.
 
-Each picture gets a score for the fine detail it carries above its own noise level (its pixel count times its
-edge energy per pixel, relative to its contrast), less penalties for the marks processing leaves: bright or dark
-rims beside edges (sharpening), clipped pixels (contrast boosts), 8x8 block edges and a low JPEG quality setting
-(re-compression). The best score is kept, so a larger original beats a downscaled copy while an upscaled copy
-(more pixels, no more detail) does not beat its source.
-
-Measured on 96 originals (Debian wallpapers, the demo's photos and renders) and 18 kinds of copy, on the held-out
-half: the original is kept in 78% of pairs (the "most pixels, then largest file" rule: 32%); blur 99-100%,
-re-compression at quality 30-50 98%, upscaling 86-88%, downscaling 77-91%, contrast boosts 86%, noise 74%; strong
-sharpening only 48% and a watermark 25% (the local-difference check of the verification is what tells a
-watermark). Scores closer than 1 unit count as a tie (`near_dedup.PROCESSING_STEP`), which the stage breaks by the
-number of near copies, then size. It needs the full-resolution picture (a reduced decode hides upscaling), but looks at 16 tiles of
-128 x 128 pixels, so it costs about 5 ms past the decode whatever the size; the stage computes it only for pictures
-that have a near copy.
+A copy is ranked first by what it lost, then by the marks processing left (smaller `rank` is kept):
+1. colour beats greyscale (a greyscale copy has lost its colour; a greyscale original ties with its copies);
+2. more pixels of content beat fewer (content: the picture without uniform borders, so an added frame adds none;
+   a downscaled or cropped copy has fewer);
+3. no added frame beats a frame;
+4. the orientation most of its near copies share beats a mirror image or a turn (counted by the caller);
+5. less compression: a lossless file, then the higher JPEG quality setting (read from its quantisation tables);
+6. fewer processing marks: rims beside edges (sharpening), less fine detail above the noise (blurring).
+"Less cut beats more cut" follows from 2 at one scale. All of it comes from the one reduced decode the
+verification makes anyway (`Traits`, from a picture no side of which is under 256 pixels) and the file's header,
+so choosing costs no further decode; marks of sharpening or blurring finer than that scale are not seen.
+`bench/near_dup_quality.py` reports who was kept, per kind of edit, on tests/dedup_set.py.
 """
 
 from __future__ import annotations
 
 import io
-from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from PIL import Image
 
-TILE = 128          # tile side in native pixels
-GRID = 4            # tiles per side at most
+TILE = 128          # tile side in pixels of the reduced decode
+GRID = 2            # tiles per side at most
 HALO_STEP = 24.0    # grey levels between pixels 2 * HALO_GAP apart that make an edge
 HALO_GAP = 4        # pixels from an edge to its two sides
-WEIGHTS = {"halo": 1.5, "clip": 1.0, "block": 0.5, "jpeg": 0.25}
 # libjpeg's (IJG) standard luminance table at quality 50
 IJG_LUMINANCE = np.array([16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55, 14, 13, 16, 24, 40, 57, 69,
                           56, 14, 17, 22, 29, 51, 87, 80, 62, 18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81,
@@ -55,17 +52,17 @@ def jpeg_quality(data: bytes) -> int | None:
     return int(np.argmin(np.abs(TABLE_SUMS - luminance.sum())) + 1)
 
 
-def _tiles(rgb: Image.Image) -> np.ndarray:
-    """(k, t, t, 3) uint8: up to GRID x GRID native tiles centred on a regular grid, on the JPEG 8-pixel grid."""
-    width, height = rgb.size
+def _tiles(grey: Image.Image) -> np.ndarray:
+    """(k, t, t) float32: up to GRID x GRID tiles of the picture centred on a regular grid."""
+    width, height = grey.size
     across, down = max(1, min(GRID, width // TILE)), max(1, min(GRID, height // TILE))
     tile_w, tile_h = min(TILE, width), min(TILE, height)
     tiles = []
     for row in range(down):
         for column in range(across):
-            x = int(min(max(0.0, (column + 0.5) * width / across - tile_w / 2), width - tile_w)) // 8 * 8
-            y = int(min(max(0.0, (row + 0.5) * height / down - tile_h / 2), height - tile_h)) // 8 * 8
-            tiles.append(np.asarray(rgb.crop((x, y, x + tile_w, y + tile_h))))
+            x = int(min(max(0.0, (column + 0.5) * width / across - tile_w / 2), width - tile_w))
+            y = int(min(max(0.0, (row + 0.5) * height / down - tile_h / 2), height - tile_h))
+            tiles.append(np.asarray(grey.crop((x, y, x + tile_w, y + tile_h)), dtype=np.float32))
     return np.stack(tiles)
 
 
@@ -84,13 +81,16 @@ def _halo(y: np.ndarray) -> float:
     return float(np.log2(over / steps + 0.01)) if steps else float(np.log2(0.01))
 
 
-def parts(rgb: Image.Image, quality: int | None) -> dict[str, float]:
-    """The score's parts, in log2 units, of an upright RGB picture at full resolution."""
-    width, height = rgb.size
-    pixels = _tiles(rgb)
-    y = pixels.astype(np.float32) @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
+def marks(grey: Image.Image) -> float:
+    """The marks processing left on a picture (log2 units, smaller is fewer): rims beside edges (sharpening),
+    clipped levels and levels left unused (brightness and contrast), less fine detail above the noise (blurring)."""
+    y = _tiles(grey)
+    histogram = np.cumsum(grey.histogram()) / (grey.width * grey.height)
+    low, high = int(np.searchsorted(histogram, 0.005)), int(np.searchsorted(histogram, 0.995))
+    clipped = float(histogram[0] + 1 - histogram[254])
+    level_range = -float(np.log2(max(high - low, 1) / 255))
     if min(y.shape[1:]) < 2 * HALO_GAP + 3:
-        return {"detail": float(np.log2(width * height)), "halo": 0.0, "clip": 0.0, "block": 0.0, "jpeg": 0.0}
+        return RANK_WEIGHTS["clip"] * float(np.log2(clipped + 0.01)) + RANK_WEIGHTS["range"] * level_range
     centre = y[:, 1:-1, 1:-1]
     cross = y[:, 1:-1, :-2] + y[:, 1:-1, 2:] + y[:, :-2, 1:-1] + y[:, 2:, 1:-1]
     laplacian = np.abs(cross - 4 * centre)
@@ -98,24 +98,45 @@ def parts(rgb: Image.Image, quality: int | None) -> dict[str, float]:
     noise_mask = np.abs(corners - 2 * cross + 4 * centre)  # blind to smooth ramps: what is left is noise
     threshold = max(4.0, 2.0 * 1.1 * float(np.median(noise_mask[:, ::2, ::2])))
     energy = float(np.square(np.maximum(laplacian - threshold, 0.0)).mean())
-    variance = float(y.var(axis=(1, 2)).mean())
-    at_ends = (pixels == 0) | (pixels == 255)
-    clipped = float((at_ends[..., 0] | at_ends[..., 1] | at_ends[..., 2]).mean())
-    across, down = np.abs(np.diff(y, axis=2)), np.abs(np.diff(y, axis=1))
-    on_grid = across[:, :, 7::8].sum() + down[:, 7::8, :].sum()
-    grid_count = across[:, :, 7::8].size + down[:, 7::8, :].size
-    elsewhere = (across.sum() + down.sum() - on_grid) / max(1, across.size + down.size - grid_count)
-    return {"detail": float(np.log2(width * height) + np.log2(energy / (variance + 1.0) + 1e-6)),
-            "halo": _halo(y), "clip": float(np.log2(clipped + 0.01)),
-            "block": float(np.log2((on_grid / max(1, grid_count) + 1e-3) / (elsewhere + 1e-3))),
-            "jpeg": max(0.0, 90.0 - quality) / 10.0 if quality is not None else 0.0}
+    detail = float(np.log2(energy / (float(y.var(axis=(1, 2)).mean()) + 1.0) + 1e-6))
+    return RANK_WEIGHTS["halo"] * _halo(y) + RANK_WEIGHTS["clip"] * float(np.log2(clipped + 0.01)) - detail \
+        + RANK_WEIGHTS["range"] * level_range
 
 
-def processing_score(path: Path, max_pixels: int) -> float:
-    """Smaller is less processed: minus the detail, plus the weighted marks of processing."""
-    from benchcurate.curation.images.decode import decode_image
+LOSSLESS = ("PNG", "BMP", "TIFF", "GIF", "PPM", "TGA")
+UNKNOWN_LOSSY_QUALITY = 75   # a lossy file whose quality setting cannot be read (WebP)
+COLOUR_CHROMA = 4.0          # mean of max - min over R, G, B above which a picture is in colour (grey levels)
+COLOUR_SIDE = 64             # side of the copy colour is judged on
+PIXEL_STEP = 1 / 32          # log2 units: content sizes closer than this (2%) tie (blur moves a trimmed edge)
+FRAME_SHARE = 0.005          # of the area: a uniform border this large is a frame
+RANK_WEIGHTS = {"halo": 3.0, "clip": 1.0, "range": 0.0}  # of the marks, in log2 units
 
-    data = path.read_bytes()
-    decoded = decode_image(path, max_pixels, None, data)
-    found = parts(decoded.image.convert("RGB"), jpeg_quality(data))
-    return round(-found["detail"] + sum(weight * found[name] for name, weight in WEIGHTS.items()), 3)
+
+class Traits(NamedTuple):
+    """What the keep rule reads of one picture."""
+
+    colour: bool
+    content_pixels: float    # of the full-size picture, without uniform borders
+    frame_share: float       # share of the area that is uniform border
+    lossless: bool
+    quality: int             # JPEG quality setting (100 for a lossless file)
+    marks: float             # log2 units, smaller is fewer marks
+
+
+def traits(rgb: Image.Image, grey: Image.Image, data: bytes, fmt: str, content_share: float,
+           full_pixels: int) -> Traits:
+    """The keep rule's view of a decoded picture (upright, RGB and its greyscale, any scale of at least 256
+    pixels a side), its file bytes and the share of it that is content (`likeness.trim_borders`)."""
+    small = np.asarray(rgb.resize((COLOUR_SIDE, COLOUR_SIDE), Image.Resampling.BOX), dtype=np.int16)
+    chroma = float((small.max(axis=2) - small.min(axis=2)).mean())
+    lossless = fmt in LOSSLESS
+    quality = 100 if lossless else (jpeg_quality(data) if fmt == "JPEG" else None) or UNKNOWN_LOSSY_QUALITY
+    return Traits(chroma > COLOUR_CHROMA, full_pixels * content_share, 1 - content_share, lossless, int(quality),
+                  round(marks(grey), 3))
+
+
+def rank(found: Traits, turned: bool = False) -> tuple:
+    """Sort key of the least_processed rule: smaller is kept."""
+    return (not found.colour, -round(np.log2(max(found.content_pixels, 1.0)) / PIXEL_STEP),
+            found.frame_share > FRAME_SHARE, turned, not found.lossless, -found.quality,
+            found.marks)

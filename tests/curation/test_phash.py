@@ -154,3 +154,30 @@ def test_a_resized_twin_is_a_near_duplicate_and_a_rotation_is_not(tmp_path):
     hashes = {name: item.images[0].phash for name, (_, item) in hash_folder(root, tmp_path).items()}
     assert distance(hashes["original.png"], hashes["small.jpg"]) <= 4
     assert distance(hashes["original.png"], hashes["rotated.png"]) > 16
+
+
+def test_our_dct_steps_give_imagehash_phash_bits_on_every_format_and_decode_path(tmp_path):
+    """The stored pHash is imagehash.phash of our decoded picture; the orientation hashes come from its steps redone
+    (likeness.phash_block), whose bits must equal imagehash's on the same picture: real photos in every format
+    and mode we decode, through the JPEG draft, the box reduction and the full decode."""
+    import imagehash
+
+    from benchcurate.curation.images.decode import decode_image
+    from benchcurate.curation.images.likeness import hash_of, phash_block
+
+    files = []
+    for name in ("astronaut.png", "camera.png", "rocket.jpg", "horse.png"):
+        with Image.open(PHOTOS / name) as photo:
+            photo.load()
+            stem = Path(name).stem
+            for fmt, suffix, mode in (("PNG", "png", photo.mode), ("JPEG", "jpg", "RGB"), ("WEBP", "webp", "RGB"),
+                                      ("GIF", "gif", "P"), ("BMP", "bmp", "RGB"), ("TIFF", "tif", "RGB"),
+                                      ("PNG", "la.png", "LA"), ("JPEG", "cmyk.jpg", "CMYK")):
+                path = tmp_path / f"{stem}.{suffix}"
+                photo.convert(mode).resize((photo.width * 2, photo.height * 2)).save(path, fmt)
+                files.append(path)
+    for path in files:
+        for draft, shrink in ((None, False), (256, False), (256, True)):
+            for grey in (True, False):
+                picture = decode_image(path, draft_side_px=draft, shrink_all=shrink, grey=grey).image
+                assert hash_of(phash_block(picture)) == str(imagehash.phash(picture)), (path.name, draft, grey)
