@@ -141,6 +141,30 @@ def ratios(timing: dict, naive: str, ours: str) -> dict[str, float]:
     return {"whole": whole, "net": net}
 
 
+def command_cpu(command: list[str]) -> float:
+    """CPU seconds (user + system) of a whole command and its children."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    common.run_command(command)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def dups_against_hash(folders: dict[str, Path], work: Path) -> dict[str, dict]:
+    """Per folder: CPU seconds of `curate images hash --jobs 2` and of `curate images dups` (verification on) on its
+    hashes file, and the groups found."""
+    found = {}
+    for number, (name, folder) in enumerate(folders.items()):
+        hashes, groups = work / f"set{number}.hashes.jsonl", work / f"set{number}.groups.jsonl"
+        hash_cpu = command_cpu([str(CURATE), "images", "hash", str(folder), "--out", str(hashes), "--jobs", "2"])
+        dups_cpu = command_cpu([str(CURATE), "images", "dups", str(hashes), "--out", str(groups)])
+        found[name] = {"files": sum(1 for _ in hashes.open()), "hash_cpu_seconds": round(hash_cpu, 2),
+                       "dups_cpu_seconds": round(dups_cpu, 2), "dups_over_hash": round(dups_cpu / hash_cpu, 2),
+                       "groups": sum(1 for _ in groups.open())}
+    return found
+
+
 def hash_agreement(default: Path, full: Path, folder: Path) -> dict:
     """How many bits each default (reduced-decode) pHash is from the full decode's; the far ones' picture spread."""
     import numpy as np
@@ -206,6 +230,11 @@ def main() -> None:
         common.run_command([curate, "images", "hash", str(folder), "--out", str(out["full.jsonl"]),
                             "--draft-side-px", "0"])
         agreement = hash_agreement(out["ours.jsonl"], out["full.jsonl"], folder)
+    from tests import dedup_set
+
+    labelled = work / "labelled"
+    dedup_set.build(labelled, photos=2 if args.quick else None, renders_per_kind=0 if args.quick else 1)
+    dups = dups_against_hash({"real images": folder, "labelled set (tests/dedup_set.py)": labelled}, work)
     image_ratio = ratios(timing, "naive images", "curate images hash --jobs 2")
     text_ratio = ratios(timing, "naive texts", "curate text dups")
     copies = found_copies(texts, out["tours.jsonl"], out["tnaive.jsonl"])
@@ -218,6 +247,10 @@ def main() -> None:
                f"{text_ratio['whole']:.2f}x the naive loop whole and {text_ratio['net']:.2f}x net of start-up; "
                f"one-word near copies found: ours {copies['near']['ours']:.1%}, naive {copies['near']['naive']:.1%}; "
                f"verbatim copies: ours {copies['verbatim']['ours']:.1%}, naive {copies['verbatim']['naive']:.1%}.")
+    for name, found in dups.items():
+        summary += (f"\n{name} ({found['files']:,} files): curate images dups (verification on) took "
+                    f"{found['dups_cpu_seconds']:.2f} CPU s against {found['hash_cpu_seconds']:.2f} for curate images "
+                    f"hash --jobs 2 ({found['dups_over_hash']:.2f}x), {found['groups']} groups.")
     if agreement:
         summary += (f"\nreduced decode against a full decode: {agreement['identical']} of {agreement['files']} "
                     f"pHashes identical, {agreement['within_4_bits']} within 4 bits; of the "
@@ -227,7 +260,8 @@ def main() -> None:
     common.publish("dedup_commands", {"machine": common.machine("imagehash", "datasketch", "pillow"),
                                       "timing": timing, "image_ratio": image_ratio, "text_ratio": text_ratio,
                                       "copies_found": copies, "same_j1_j2": same_j1_j2, "files": kinds,
-                                      "hash_agreement": agreement, "planted": planted},
+                                      "hash_agreement": agreement, "planted": planted,
+                                      "dups_against_hash": dups},
                    f"# Deduplication commands, whole\n\n{common.machine_line(common.machine())}\n\n{table_md}\n\n"
                    + summary.replace("\n", "\n\n") + "\n", args.quick)
 

@@ -9,20 +9,19 @@ naming the reference, to catch contamination. Then:
    (`curation.images.hamming`); also, with `match_orientations`, a picture's mirror images and quarter turns
    against the others' pHashes; with `match_borders`, the pHashes of the pictures without uniform borders; with
    `match_crops`, those of their centres (`curation.images.likeness`).
-2. Verification (`verify`): each candidate pair is compared on thumbnails in the pair's geometry; a pair whose
-   256-bit pHashes differ by more than `max_hash256_distance`, or in which a few blocks differ far more than the
-   rest (`max_local_difference`: spot the difference, a changed label, a moved object, the next video frame) is
-   two items, not one: for a question about an image, that difference may be the question.
-3. Groups are stars around the item kept: items in order (below); each one not yet dropped is kept, and every
-   verified near copy of it not yet placed is dropped as its duplicate. An item that is near only to a dropped
-   one is kept (a chain is reported in the stage's summary, not followed), so no dropped item is further than
-   the threshold from the one kept in its place.
-4. The order: the item with the most verified near copies first (so one star holds a whole group); among those
-   as connected, `keep_rule`: `least_processed` (default) prefers the picture least worked on
-   (`curation.images.survivor`: the original over a blurred, re-compressed, upscaled or contrast-boosted copy),
-   then the most pixels, then the largest file; `largest` the most pixels, then the largest file. Then
-   `source_priority`, then the smaller id. The decision records the rule, distances, orientation, the hash that matched and the
-   verification's evidence.
+2. Order: items with a candidate pair in the keep rule's order: `least_processed` (default) ranks what a copy
+   lost before marks of processing (`curation.images.survivor`: colour, content pixels, no frame, the orientation
+   its near copies share, lossless then JPEG quality, then marks); `largest` the most pixels, then the largest
+   file. Then `source_priority`, then the smaller id. Each picture is decoded once, reduced
+   (`likeness.picture`), for this and for the verification.
+3. Stars: each item not yet placed is kept, and each of its candidates not yet placed is verified against it
+   (`verify`): whole thumbnails first, then each picture's content placed inside the other's (a crop or a frame
+   moves and rescales everything) and compared on the part they share. A pair whose 256-bit pHashes differ by
+   more than `max_hash256_distance`, in which a few blocks differ far more than the rest (`max_local_difference`:
+   spot the difference, a changed label, a moved object, the next video frame), or whose placed content
+   correlates under 0.9 (a camera shift: each shows what the other does not) is two items. An item near only a
+   dropped one is kept (a chain is reported in the stage's summary, not followed). The decision records the
+   rule, distances, orientation, the hash that matched and the verification's evidence.
 """
 
 from __future__ import annotations
