@@ -7,8 +7,9 @@ screenshots; CC0). Copies of an original, by kind of edit, several strengths eac
 recompressed, cropped by a few percent from one side or from all, thin and thick borders, brighter or darker,
 another format, greyscale, mirrored, turned, sharpened, blurred. Each must be grouped with its original.
 
-Hard negatives (`NEGATIVES`), which must not be: a spot the difference (a small shape added, or an object
-removed by a patch of its surroundings), a changed label (a number redrawn), the next frame of a video (an
+Copies and hard negatives are made from the original file as saved (a JPEG original's copies carry its
+compression, as a user's do). Hard negatives (`NEGATIVES`), which must not be: a spot the difference (a small
+black or white disc added, or an object removed by a patch of its surroundings), a changed label (a number redrawn), the next frame of a video (an
 object moved, a 1% pan and sensor noise), and for photos a stereo pair or a small camera shift (the same scene
 seen from a window moved 4% or 6% diagonally, so each shows what the other does not). Besides, every two
 originals must stay apart (a "hard" pair when both are of one kind).
@@ -147,10 +148,10 @@ def negative(scene: Image.Image, original: Image.Image, edit: str, rng: random.R
     width, height = original.size
     out = original.copy()
     draw = ImageDraw.Draw(out)
-    if edit == "spot_added":
+    if edit == "spot_added":  # black or white, whichever stands out more from the region
         box = _region(original, rng, 0.008)
-        mean = ImageStat.Stat(original.crop(box)).mean[:3]
-        draw.ellipse(box, fill=tuple(255 - round(value) for value in mean))
+        mean = ImageStat.Stat(original.crop(box).convert("L")).mean[0]
+        draw.ellipse(box, fill=(0, 0, 0) if mean > 127 else (255, 255, 255))
     elif edit == "object_removed":
         box = _region(original, rng, 0.02, busy=True)
         w, h = box[2] - box[0], box[3] - box[1]
@@ -205,6 +206,8 @@ def build(folder: Path, photos: int | None = None, renders_per_kind: int | None 
         target = folder / f"{name}{'.jpg' if original_format == 'JPEG' else '.png'}"
         if not target.exists():
             _save(original, target, "original", original_format)
+        with Image.open(target) as saved:  # copies are made from the original file, as a user's are
+            original = saved.convert("RGB")
         entries.append(Entry(target, name, "original", "original", category))
         for edit, kind in KIND_OF.items():
             if kind in PHOTO_ONLY and category != "photo":

@@ -137,7 +137,7 @@ def _distance(first: int, second: int) -> int:
 def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, workers: int = 1) -> Iterator[dict]:
     """Reference matches first, then groups among the rest, as `image_near_dedup` makes them (`cfg`: its
     NearDedupConfig); thumbnails for the verification are decoded from the files."""
-    from benchcurate.curation.images.near_dedup import near_groups, picture_loader
+    from benchcurate.curation.images.near_dedup import full_size_loader, near_groups, picture_loader
 
     matched: dict[int, list[tuple[int, int]]] = {}
     if reference is not None and len(reference.hashes):
@@ -151,11 +151,12 @@ def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, 
     for ref in sorted(by_reference):
         yield {"reference": reference.paths[ref], "dropped": sorted(by_reference[ref], key=lambda d: d["path"])}
     keys = keys_of(table)
-    dropped, _ = near_groups(keys, cfg, picture_loader(keys, None), set(matched), workers)
+    dropped, _ = near_groups(keys, cfg, picture_loader(keys, None), set(matched), workers,
+                             full_size=full_size_loader(keys))
     groups: dict[int, list[dict]] = {}
-    for index, (kept, pair, evidence) in sorted(dropped.items()):
-        groups.setdefault(kept, []).append({"path": table.paths[index], "distance": pair.distance,
-                                            "orientation": pair.orientation, "matched_on": pair.view,
-                                            **({"verification": evidence} if evidence else {})})
+    for index, copy in sorted(dropped.items()):
+        groups.setdefault(copy.kept, []).append({"path": table.paths[index], "distance": copy.distance,
+                                                 "orientation": copy.orientation, "matched_on": copy.view,
+                                                 **({"verification": copy.evidence} if copy.evidence else {})})
     for kept in sorted(groups, key=lambda index: table.paths[index]):
         yield {"kept": table.paths[kept], "dropped": groups[kept]}

@@ -1,34 +1,21 @@
 """How alike two pictures are, beyond one 64-bit pHash: the pHash of each of the 8 flips and quarter turns, of the
-picture without uniform borders and of its centre, and a check of candidate pairs at a finer grain.
+picture without uniform borders and of its centre (candidates for `image_near_dedup`), and where a crop lies in
+its original (the verification's first guess for a crop, refined in `verify.py`).
 
 - Dihedral hashes. pHash is a sign pattern of the 8x8 lowest DCT coefficients of a 32x32 greyscale copy. A
   mirror image negates the odd coefficients along its axis and a transposed image transposes the block, so all 8
   orientations come from one DCT (each against its own median), equal to pHash of the turned picture.
 - Borders and crops. `trimmed` is the pHash of the picture with uniform borders (letterboxes, frames, padding)
   cut away; `centre` the pHash of the middle 80% of that, which a few percent cut from any side barely moves.
-- Verification. A pair of candidates is compared on 64x64 greyscale thumbnails in the pair's geometry: the
-  Hamming distance of their 256-bit pHashes, and a map of 4x4-pixel blocks of their difference after the second
-  thumbnail's grey levels are mapped onto the first's (histogram matching: brightness, contrast, gamma and
-  re-encoding then move every block alike), at the best of the nine 1-pixel shifts: a local change (spot the difference, a changed label, a moved
-  object, the next frame of a video) stands out as a few blocks far above the rest. The evidence goes into the
-  decision; the thresholds were chosen on tests/dedup_set.py (bench/near_dup_quality.py prints the scores).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from PIL import Image
 
-if TYPE_CHECKING:
-    from benchcurate.curation.images.survivor import Traits
-
-THUMB_SIDE = 64
-BLOCK = 4  # pixels per block side in the thumbnail: a 16 x 16 grid
 BORDER_TOLERANCE = 24  # grey levels from the border colour that still count as border (JPEG rings near edges)
 BORDER_SHARE = 0.97  # of a row or column's pixels near the border colour, for the row or column to be border
 CENTRE_KEEP = 0.8
@@ -96,32 +83,41 @@ def trim_borders(image: Image.Image, passes: int = 3) -> Image.Image:
     """The picture without rows and columns of (nearly) the border colour along each edge, again while a border
     remains (a frame around a picture with white margins); unchanged when that would leave less than a quarter
     of it, or none is found."""
-    for _ in range(passes):
-        trimmed = _trim_once(image)
-        if trimmed is image:
-            return image
-        image = trimmed
-    return image
+    box = trim_box(image, passes)
+    return image if box == (0, 0, image.width, image.height) else image.crop(box)
 
 
-def _trim_once(image: Image.Image) -> Image.Image:
+def trim_box(image: Image.Image, passes: int = 3, tolerance: int = BORDER_TOLERANCE, share: float = BORDER_SHARE
+             ) -> tuple[int, int, int, int]:
+    """(left, top, right, bottom) of `trim_borders`' result in the picture (`tolerance`: grey levels from the
+    border colour that still count as border; `share`: of a row or column's pixels, for it to be border)."""
     grey = np.asarray(image if image.mode == "L" else image.convert("L"), dtype=np.int16)
+    left, top, right, bottom = 0, 0, grey.shape[1], grey.shape[0]
+    for _ in range(passes):
+        found = _trim_once(grey[top:bottom, left:right], tolerance, share)
+        if found is None:
+            break
+        left, top, right, bottom = left + found[0], top + found[1], left + found[2], top + found[3]
+    return left, top, right, bottom
+
+
+def _trim_once(grey: np.ndarray, tolerance: int, share: float) -> tuple[int, int, int, int] | None:
     height, width = grey.shape
     if height < 8 or width < 8:
-        return image
+        return None
     colour = int(np.median(np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])))
-    near = np.abs(grey - colour) <= BORDER_TOLERANCE
-    rows = np.flatnonzero(near.mean(axis=1) < BORDER_SHARE)
-    columns = np.flatnonzero(near.mean(axis=0) < BORDER_SHARE)
+    near = np.abs(grey - colour) <= tolerance
+    rows = np.flatnonzero(near.mean(axis=1) < share)
+    columns = np.flatnonzero(near.mean(axis=0) < share)
     if not len(rows) or not len(columns):
-        return image
+        return None
     top, bottom, left, right = int(rows[0]), int(rows[-1]) + 1, int(columns[0]), int(columns[-1]) + 1
     # one more line where a border was cut: resampling blends the border into the picture's first line
     top, left = top + (top > 0), left + (left > 0)
     bottom, right = bottom - (bottom < height), right - (right < width)
     if (bottom - top) * (right - left) < 0.25 * height * width or (top, bottom, left, right) == (0, height, 0, width):
-        return image
-    return image.crop((left, top, right, bottom))
+        return None
+    return left, top, right, bottom
 
 
 def centre(image: Image.Image) -> Image.Image:
@@ -150,74 +146,15 @@ def likeness_hashes(grey: Image.Image, block: np.ndarray | None = None) -> dict[
             "phash_trimmed": hash_of(phash_block(trimmed)), "phash_centre": hash_of(phash_block(centre(trimmed)))}
 
 
-# --- thumbnails and the verification of a candidate pair -----------------------------------------------------------
-
-VIEWS = ("full", "trimmed", "centre")
+VIEWS = ("full", "trimmed", "centre")  # the hashes a candidate pair can match on, preferred first
 
 
-def thumbnails(image: Image.Image) -> np.ndarray:
-    """(3, 64, 64) uint8 greyscale thumbnails of the picture: whole, without borders, its centre."""
-    trimmed = trim_borders(image)
-    views = (image, trimmed, centre(trimmed))
-    return np.stack([np.asarray(view.convert("L").resize((THUMB_SIDE, THUMB_SIDE), Image.Resampling.LANCZOS))
-                     for view in views])
-
-
-def orient_thumbnail(thumb: np.ndarray, orientation: str) -> np.ndarray:
-    transpose = PIL_TRANSPOSE[orientation]
-    return thumb if transpose is None else np.asarray(Image.fromarray(thumb).transpose(transpose))
-
-
-class Comparison(NamedTuple):
-    hash256_distance: int  # of 256 bits
-    local_difference: float  # the largest block difference above the median block's, in the first's std devs
-
-    def evidence(self) -> dict[str, float]:
-        return {"hash256_distance": self.hash256_distance, "local_difference": round(self.local_difference, 3)}
-
-
-SHIFT = 1  # pixels the second thumbnail may be moved to line up with the first (resampling, trimming)
-CROP_SHIFT, CROP_BLUR = 4, 1.5  # centres of a picture and of a crop of it are a few pixels and percent apart
-ALIGNED_BLUR = 1.0  # pixels: two aligned pictures still differ by resampling within a pixel
-
-
-def hash256_distance(first: np.ndarray, second: np.ndarray) -> int:
-    """Bits apart of the 256-bit pHashes (16 x 16 DCT block) of two thumbnails."""
-    bits_a, bits_b = (_dct2(np.asarray(t, dtype=np.float64))[:16, :16] for t in (first, second))
-    return int(np.count_nonzero((bits_a > np.median(bits_a)) != (bits_b > np.median(bits_b))))
-
-
-def compare(first: np.ndarray, second: np.ndarray, view: str = "full") -> Comparison:
-    """Two 64x64 uint8 thumbnails in the same geometry. Centres (`view="centre"`, crops) are compared blurred and
-    with a wider shift: their alignment is looser, so a small local change is missed more often there."""
-    a, b = (np.asarray(thumb, dtype=np.float64) for thumb in (first, second))
-    shift = SHIFT
-    if view in ("centre", "aligned"):
-        from scipy.ndimage import gaussian_filter
-
-        blur, shift = (CROP_BLUR, CROP_SHIFT) if view == "centre" else (ALIGNED_BLUR, SHIFT)
-        a, b = gaussian_filter(a, blur), gaussian_filter(b, blur)
-    distance = hash256_distance(a, b)
-    matched = np.empty(b.size)
-    matched[np.argsort(b.ravel(), kind="stable")] = np.sort(a.ravel())  # b's grey levels mapped onto a's
-    matched = matched.reshape(b.shape)
-    inner = slice(shift, THUMB_SIDE - shift)
-    side = (THUMB_SIDE - 2 * shift) // BLOCK * BLOCK
-    offsets = range(-shift, shift + 1)
-    moved = np.stack([np.roll(matched, (dy, dx), axis=(0, 1)) for dy in offsets for dx in offsets])
-    difference = (np.abs(a[None] - moved)[:, inner, inner] / max(a.std(), 1.0))[:, :side, :side]
-    grid = difference.reshape(len(moved), side // BLOCK, BLOCK, side // BLOCK, BLOCK).mean(axis=(2, 4))
-    flat = grid.reshape(len(moved), -1)
-    local = float((flat.max(axis=1) - np.median(flat, axis=1)).min())  # at the best of the shifts
-    return Comparison(distance, local)
-
-
-# --- aligned verification: a crop or an added frame moves and rescales everything ---------------------------------
+# --- placing a crop inside its original (the verification's first guess for a crop: `verify.py`) ----------------
 
 ALIGN_SIDE = 128          # side of the content thumbnail the alignment cuts windows from
 MIN_WINDOW = 0.8          # the smaller picture covers at least this share of the larger's side (a crop of <= 20%)
 COARSE = 32               # side of the coarse search
-COARSE_MARGIN = 0.15      # a place correlating this far below MIN_CORRELATION on a coarse copy is not refined
+PLACE_FLOOR = 0.75        # a place correlating less on a coarse copy is not refined (two pictures already)
 
 
 class Window(NamedTuple):
@@ -299,89 +236,8 @@ def place(big: np.ndarray, small: np.ndarray, ratio: float) -> Window | None:
             break
         found = refined
         side *= 2
-        if found[0] < MIN_CORRELATION - COARSE_MARGIN:  # two pictures already: no need to refine
+        if found[0] < PLACE_FLOOR:  # two pictures already: no need to refine
             break
     score, left, top, width, height = found
     scale = side // 2  # the resolution `found` was made at
     return Window(left / scale, top / scale, width / scale, height / scale, score)
-
-
-def window_thumbnail(content: np.ndarray, window: Window) -> np.ndarray:
-    """The part of a content thumbnail a window covers, as a THUMB_SIDE square."""
-    side = content.shape[0]
-    box = (window.left * side, window.top * side, (window.left + window.width) * side,
-           (window.top + window.height) * side)
-    return np.asarray(Image.fromarray(content).resize((THUMB_SIDE, THUMB_SIDE), Image.Resampling.LANCZOS, box=box))
-
-
-# --- what the verification and the keep rule read of a picture, from one decode ------------------------------------
-
-DECODE_SIDE = 256         # the picture is decoded reduced, no side under this (JPEG draft, box average otherwise)
-MIN_CORRELATION = 0.9     # an aligned pair correlating less is two pictures
-FULL_WINDOW = 0.99        # a window this close to the whole content is no crop: compared unblurred
-
-
-class Picture(NamedTuple):
-    full: np.ndarray                    # THUMB_SIDE square greyscale thumbnail of the whole picture
-    content: np.ndarray                 # ALIGN_SIDE square greyscale thumbnail without uniform borders
-    content_size: tuple[float, float]   # the content's width and height in full-size pixels
-    traits: "Traits"
-
-
-def picture(path: Path, max_pixels: int, data: bytes | None = None) -> Picture:
-    """Thumbnails and keep-rule traits of one file, from one reduced RGB decode (raises ImageDecodeError)."""
-    from benchcurate.curation.images.decode import decode_image
-    from benchcurate.curation.images.survivor import traits
-
-    data = path.read_bytes() if data is None else data
-    decoded = decode_image(path, max_pixels, DECODE_SIDE, data, shrink_all=True)
-    grey = decoded.image.convert("L")
-    trimmed = trim_borders(grey)
-    share = trimmed.width * trimmed.height / (grey.width * grey.height)
-    full = np.asarray(grey.resize((THUMB_SIDE, THUMB_SIDE), Image.Resampling.LANCZOS))
-    content = np.asarray(trimmed.resize((ALIGN_SIDE, ALIGN_SIDE), Image.Resampling.LANCZOS))
-    size = (decoded.width * trimmed.width / grey.width, decoded.height * trimmed.height / grey.height)
-    return Picture(full, content, size, traits(decoded.image, grey, data, decoded.format, share,
-                                                decoded.width * decoded.height))
-
-
-def pack(found: Picture) -> bytes:
-    """A Picture as bytes for the run cache (`unpack` reads it)."""
-    header = json.dumps({"content_size": found.content_size, "traits": found.traits._asdict()}).encode()
-    return len(header).to_bytes(4, "little") + header + found.full.tobytes() + found.content.tobytes()
-
-
-def unpack(raw: bytes) -> Picture:
-    from benchcurate.curation.images.survivor import Traits
-
-    length = int.from_bytes(raw[:4], "little")
-    header = json.loads(raw[4:4 + length])
-    pixels = np.frombuffer(raw[4 + length:], dtype=np.uint8)
-    full = pixels[:THUMB_SIDE ** 2].reshape(THUMB_SIDE, THUMB_SIDE)
-    content = pixels[THUMB_SIDE ** 2:].reshape(ALIGN_SIDE, ALIGN_SIDE)
-    return Picture(full, content, tuple(header["content_size"]), Traits(**header["traits"]))
-
-
-def compare_pictures(first: Picture, second: Picture, orientation: str, aligned: bool = True
-                     ) -> Iterator[tuple[Comparison, dict]]:
-    """The comparisons of a candidate pair (`first` turned by `orientation` to match `second`), cheapest first:
-    whole thumbnails, then (with `aligned`) each content placed inside the other (`place`: a crop, or a frame
-    that trimming did not remove), compared on the part they share. Yields (comparison, what was compared)."""
-    whole = compare(orient_thumbnail(first.full, orientation), second.full)
-    yield whole, {"compared_on": "full"}
-    if not aligned:
-        return
-    turned = orient_thumbnail(first.content, orientation)
-    size = first.content_size[::-1] if ORIENTATIONS[orientation][0] else first.content_size
-    for big, small, big_size, small_size, inside in ((turned, second.content, size, second.content_size, "second"),
-                                                     (second.content, turned, second.content_size, size, "first")):
-        ratio = (small_size[0] / big_size[0]) / (small_size[1] / big_size[1])
-        window = place(big, small, ratio)
-        if window is None:
-            continue
-        whole_window = window.width >= FULL_WINDOW and window.height >= FULL_WINDOW
-        small_thumb = np.asarray(Image.fromarray(small).resize((THUMB_SIDE, THUMB_SIDE), Image.Resampling.LANCZOS))
-        found = compare(window_thumbnail(big, window), small_thumb, "trimmed" if whole_window else "aligned")
-        yield found, {"compared_on": "trimmed" if whole_window else "aligned", "inside": inside,
-                      "window": [round(value, 3) for value in window[:4]],
-                      "correlation": round(window.correlation, 3)}

@@ -26,7 +26,7 @@ naming the reference, to catch contamination. Then:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -36,27 +36,20 @@ from pydantic import Field
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.fingerprint import sha256_json
-from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS, ImageDecodeError
+from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
 from benchcurate.curation.images.hamming import cross_pairs_within, pairs_within
-from benchcurate.curation.images.likeness import (
-    MIN_CORRELATION,
-    TURNS,
-    VIEWS,
-    Comparison,
-    Picture,
-    compare_pictures,
-    hash256_distance,
-    orient_thumbnail,
-    pack,
-    picture,
-    unpack,
-)
-from benchcurate.curation.images.survivor import rank as survivor_rank
+from benchcurate.curation.images.likeness import TURNS, VIEWS
+from benchcurate.curation.images.survivor import Member, elect, provisional
+from benchcurate.curation.images.verify import COMPOSED, Picture, inverse, oriented, pack, picture, unpack
+from benchcurate.curation.images.verify import Verdict as PairVerdict
+from benchcurate.curation.images.verify import compare
 from benchcurate.curation.release.reference import is_release, release_reference, release_rows
 from benchcurate.curation.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.text import normalise, question_text
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
+MAX_TRIES_VIA_COPIES = 2  # copies in a group a candidate that failed against the centre is verified against
+VIA_COPY_LIMIT = 2.0      # times max_local_difference: a candidate failing the centre by more gets no other try
 PICTURES_NAMESPACE = "image_pictures"  # of the run cache: thumbnails and keep-rule traits by content sha256
 
 
@@ -66,11 +59,13 @@ class NearDedupConfig(StageConfig):
     match_borders: bool = Field(True, description="also match pictures with uniform borders added or removed")
     match_crops: bool = Field(False, description="also match pictures with a few percent cut from a side (compares "
                                                  "centres: a camera pan or a stereo pair can match too)")
-    verify: bool = Field(True, description="compare each candidate pair on thumbnails before grouping it")
-    max_hash256_distance: int = Field(40, ge=0, le=256, description="verification: 256-bit pHash distance above "
-                                                                   "which a candidate pair is two pictures")
-    max_local_difference: float = Field(0.27, ge=0, description="verification: a block of the normalised difference "
-                                                               "this far above the median block makes two pictures")
+    verify: bool = Field(True, description="place each candidate pair on each other and compare it before "
+                                           "grouping it")
+    max_local_difference: float = Field(0.08, ge=0, description="verification: a region standing out this far "
+                                                               "(share of the grey-level range) makes two pictures")
+    max_uncovered_share: float = Field(0.015, ge=0, le=1, description="verification: each picture showing this "
+                                                                      "share of its content that the other does "
+                                                                      "not (a camera shift) makes two pictures")
     keep_rule: Literal["least_processed", "largest"] = Field("least_processed", description="which copy is kept")
     source_priority: tuple[str, ...] = Field((), description="source datasets to prefer, most preferred first")
     reference: tuple[str, ...] = Field((), description="hashes files (JSONL), release folders or published versions "
@@ -203,115 +198,223 @@ def candidates(items: list[ImageKey], cfg: NearDedupConfig, excluded: set[int], 
                                                     pair.distance)) for key, options in found.items()}
 
 
-def passes(comparison: Comparison, how: dict, cfg: NearDedupConfig) -> bool:
-    return comparison.hash256_distance <= cfg.max_hash256_distance and \
-        comparison.local_difference <= cfg.max_local_difference and \
-        how.get("correlation", 1.0) >= MIN_CORRELATION
+class Copy(NamedTuple):
+    """How a dropped item was found a copy of the kept one."""
+
+    kept: int
+    distance: int           # pHash bits between the two
+    orientation: str        # the turn of the group's centre that lines it up with the copy
+    view: str               # which hashes made the copy a candidate of the one it was verified against
+    evidence: dict          # the verification's, and `verified_against` when that was not the kept item
 
 
-def verify(options: list[Candidate], pictures: Callable[[int], Picture | None], cfg: NearDedupConfig,
-           aligned: bool = True) -> tuple[Candidate, dict] | None:
-    """(the way the pair matched, the evidence) when one of the ways a candidate pair is near passes the
-    verification (`aligned`: also placing one picture's content in the other's), else None. Without `verify`, or
-    when a picture cannot be decoded again (then said in the evidence), the pHashes decide."""
+def _turns(options: list[Candidate], first: int) -> list[str]:
+    """The turns of item `first` that the candidate options say line it up with the other, then upright."""
+    found = [pair.orientation if pair.i == first else inverse(pair.orientation) for pair in options]
+    return list(dict.fromkeys([*found, "identity"]))
+
+
+def verify(first: int, second: int, turns: list[str], pictures: Callable[[int], Picture | None],
+           cfg: NearDedupConfig) -> PairVerdict | None:
+    """The verification of a pair (`verify.compare`, the first turned by each of `turns` in order until one
+    passes); None when a picture cannot be decoded again. Without `verify`, a pass with no evidence."""
     if not cfg.verify:
-        return options[0], {}
-    first, second = pictures(options[0].i), pictures(options[0].j)
-    if first is None or second is None:
-        return options[0], {"unverified": "a picture of the pair could not be decoded"}
-    for number, pair in enumerate(options):  # content placed (aligned) only in the way the pHashes match best
-        a, b = (first, second) if pair.i == options[0].i else (second, first)
-        for comparison, how in compare_pictures(a, b, pair.orientation, aligned and number == 0):
-            if passes(comparison, how, cfg):
-                return pair, {**comparison.evidence(), **how}
-    return None
+        return PairVerdict(True, {}, turns[0], None)
+    a, b = pictures(first), pictures(second)
+    if a is None or b is None:
+        return None
+    best = None
+    for turn in turns:
+        found = compare(a, b, turn, cfg.max_local_difference, cfg.max_uncovered_share)
+        if found.same:
+            return found
+        if best is None or (found.evidence.get("correlation") or -1) > (best.evidence.get("correlation") or -1):
+            best = found
+    return best
 
 
-def near_thumbnails(pair: Candidate, pictures: Callable[[int], Picture | None], cfg: NearDedupConfig) -> bool:
-    """The cheap check of a chain: the pair's whole thumbnails within `max_hash256_distance` (or no verify)."""
-    first, second = pictures(pair.i), pictures(pair.j)
-    if not cfg.verify or first is None or second is None:
-        return True
-    return hash256_distance(orient_thumbnail(first.full, pair.orientation), second.full) <= cfg.max_hash256_distance
+def changed(found: PairVerdict | None, cfg: NearDedupConfig) -> bool:
+    """Whether a failed verification lined the pair up and found a clear local change, more than twice
+    `max_local_difference` (then no copy of the group may vouch for it: a copy blurred or shrunk hides a small
+    change better than the centre does)."""
+    return found is not None and found.placement is not None and \
+        found.evidence.get("local_difference", 0) > VIA_COPY_LIMIT * cfg.max_local_difference
 
 
-def order_key(index: int, items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[[int], Picture | None],
-              turned: set[int]) -> tuple:
-    """The keep rule's sort key of an item with a near copy: smaller is kept."""
+def member(index: int, centre: int, found: PairVerdict | None, pictures: Callable[[int], Picture | None]
+           ) -> Member | None:
+    """The keep rule's view of a verified copy, through the placement of the group's centre on it."""
+    picture, base = pictures(index), pictures(centre)
+    if picture is None or base is None:
+        return None
+    if index == centre:
+        height, width = picture.fine.shape
+        content = (picture.content[2] - picture.content[0]) * (picture.content[3] - picture.content[1])
+        return Member(index, picture.traits, 1.0, (0.0, 0.0, 1.0, 1.0), round(content / (width * height), 3),
+                      "identity")
+    if found is None or found.placement is None:
+        return None
+    turned = oriented(base, found.orientation)
+    placement = found.placement
+    height, width = turned.fine.shape
+    own_height, own_width = picture.fine.shape
+    density = (placement.ax * (picture.size[0] / own_width) / (turned.size[0] / width)
+               * placement.ay * (picture.size[1] / own_height) / (turned.size[1] / height)) ** 0.5
+    back = placement.inverse()
+    whole = back.box((0.0, 0.0, float(own_width), float(own_height)))
+    framing = tuple(round(value / side, 4) for value, side in zip(whole, (width, height, width, height)))
+    content = back.box(picture.content)
+    area = (content[2] - content[0]) * (content[3] - content[1]) / (width * height)
+    return Member(index, picture.traits, density, framing, round(area, 3), found.orientation)
+
+
+def order_key(index: int, items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[[int], Picture | None]
+              ) -> tuple:
+    """The keep rule's sort key of an item with a near copy (smaller first): the group centres' order."""
     tail = preference(items[index], cfg.source_priority)
     found = pictures(index) if cfg.keep_rule == "least_processed" else None
-    return (*survivor_rank(found.traits, index in turned), *tail) if found is not None else tail
+    return (*provisional(found.traits), *tail[2:]) if found is not None else tail  # not the larger file: noise
+
+
+class Found(NamedTuple):
+    """A copy verified into a group."""
+
+    placement: PairVerdict | None   # the centre placed on it (for the keep rule), when that placement was found
+    option: Candidate               # the candidate pair that brought it into the group
+    against: int                    # the item it was verified against (the centre, or a copy in the group)
+    evidence: dict
 
 
 def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[[int], Picture | None],
-                excluded: set[int] = frozenset(), workers: int = 1
-                ) -> tuple[dict[int, tuple[int, Candidate, dict]], dict]:
-    """Each dropped item -> (kept item, the way the pair matched, the verification's evidence), and the counts
-    for the summary.
+                excluded: set[int] = frozenset(), workers: int = 1,
+                full_size: Callable[[int], np.ndarray | None] | None = None) -> tuple[dict[int, Copy], dict]:
+    """Each dropped item -> how it is a copy of the kept one, and the counts for the summary.
 
-    Items with a candidate pair are taken in the keep rule's order; each not yet placed is kept, and each of its
-    candidates not yet placed that passes the verification against it is dropped as its copy. Only those pairs
-    are verified, and each picture is decoded once (`pictures`, asked only for items with a candidate). A kept
-    item whose candidate was dropped beside another is a chain: reported (on whole thumbnails), not followed."""
+    Items with a candidate pair are taken in the order of `order_key`; each not yet placed is the centre of a
+    group: its candidates not yet placed are verified against it, then the candidates of those that pass, and
+    so on (a copy that fails against the centre may pass against the copy it is a candidate of: a thick frame
+    against a thin one). With `least_processed`, the group then keeps the copy that lost least
+    (`survivor.elect`, reading where each copy was placed on the centre, and `full_size` pictures for the
+    marks of processing); the others are dropped. Each picture is decoded once (`pictures`)."""
     found = candidates(items, cfg, set(excluded), workers)
     near: dict[int, list[int]] = defaultdict(list)
     for i, j in found:
         near[i].append(j)
         near[j].append(i)
-    turned = {index for index, others in near.items()  # matched to most of its near copies only when turned
-              if 2 * sum(found[(min(index, o), max(index, o))][0].orientation != "identity" for o in others)
-              > len(others)}
-    keys = {index: order_key(index, items, cfg, pictures, turned) for index in near}
-    dropped: dict[int, tuple[int, Candidate, dict]] = {}
-    kept: set[int] = set()
-    chains, verified, rejected = [], 0, 0
-    for index in sorted(near, key=keys.__getitem__):
-        if index in dropped:
+    keys = {index: order_key(index, items, cfg, pictures) for index in near}
+    dropped: dict[int, Copy] = {}
+    placed: set[int] = set()
+    counts: dict[str, int] = defaultdict(int)
+    rules: dict[str, int] = defaultdict(int)
+    for centre in sorted(near, key=keys.__getitem__):
+        if centre in placed:
             continue
-        kept.add(index)
-        for other in sorted(near[index], key=keys.__getitem__):
-            if other in kept:
+        placed.add(centre)
+        group: dict[int, Found] = {}
+        direct_tries: dict[int, PairVerdict | None] = {}   # each candidate verified against the centre once
+        tried: dict[int, set[int]] = defaultdict(set)      # and against at most a few copies in the group
+        queue = [(other, centre) for other in sorted(near[centre], key=keys.__getitem__)]
+        while queue:
+            other, via = queue.pop(0)
+            if other in placed:
                 continue
-            options = found[(min(index, other), max(index, other))]
-            if other in dropped:
-                if dropped[other][0] != index and near_thumbnails(options[0], pictures, cfg):
-                    chains.append({"kept": items[index].id, "near_dropped": items[other].id,
-                                   "kept_in_place": items[dropped[other][0]].id})
+            options = found[(min(via, other), max(via, other))]
+            turns = _turns(options, via)
+            if via != centre and group[via].placement is not None:  # the centre as it lies on `via`, then on
+                turns = list(dict.fromkeys([COMPOSED[(group[via].placement.orientation, turn)] for turn in turns]
+                                           + ["identity"]))
+            if other not in direct_tries:
+                counts["verified_pairs"] += 1
+                direct_tries[other] = verify(centre, other, turns, pictures, cfg)
+            direct = direct_tries[other]
+            result, against = direct, centre
+            if (direct is None or not direct.same) and via != centre and not changed(direct, cfg):
+                # the nearest copies in the group (pHash) that it is a candidate of, a few at most
+                for copy in sorted((c for c in near[other] if c in group and c not in tried[other]),
+                                   key=lambda c: (distance(items[c].phash, items[other].phash), keys[c])):
+                    if len(tried[other]) >= MAX_TRIES_VIA_COPIES:
+                        break
+                    tried[other].add(copy)
+                    counts["verified_pairs"] += 1
+                    pair = found[(min(copy, other), max(copy, other))]
+                    result, against = verify(copy, other, _turns(pair, copy), pictures, cfg), copy
+                    if result is not None and result.same:
+                        break
+            if result is None or not result.same:
+                counts["rejected_by_verification"] += 1
                 continue
-            verified += 1
-            result = verify(options, pictures, cfg)
-            if result is None:
-                rejected += 1
+            counts["verified_against_a_copy"] += against != centre
+            placed.add(other)
+            placement = direct if direct is not None and direct.placement is not None else None
+            group[other] = Found(placement, options[0], against, result.evidence)
+            queue += [(nxt, other) for nxt in sorted(near[other], key=keys.__getitem__) if nxt not in placed]
+        if not group:
+            continue
+        kept = centre
+        if cfg.keep_rule == "least_processed" and cfg.verify:
+            members = [member(index, centre, group[index].placement if index in group else None, pictures)
+                       for index in [centre, *group]]
+            kept, rule = elect([m for m in members if m is not None], full_size or (lambda index: None),
+                               keys.__getitem__)
+            rules[rule] += 1
+            counts["kept_other_than_centre"] += kept != centre
+        for index in [centre, *group]:
+            if index == kept:
                 continue
-            dropped[other] = (index, *result)
-    summary = {"candidate_pairs": len(found), "verified_pairs": verified, "rejected_by_verification": rejected,
-               "turned_or_trimmed_pairs": sum(1 for _, pair, evidence in dropped.values()
-                                              if pair.orientation != "identity"
-                                              or evidence.get("compared_on", "full") != "full"),
-               "chains_not_followed": len(chains), "chains": chains[:20]}
+            entry = group[index] if index in group else group[kept]  # the centre: as the kept one was found
+            against = entry.against if index in group else centre
+            evidence = {**entry.evidence, **({"verified_against": items[against].id} if against not in (kept, index)
+                                             else {})}
+            turn = entry.placement.orientation if entry.placement is not None else "identity"
+            dropped[index] = Copy(kept, distance(items[index].phash, items[kept].phash), turn, entry.option.view,
+                                  evidence)
+    summary = {"candidate_pairs": len(found), "verified_pairs": counts["verified_pairs"],
+               "rejected_by_verification": counts["rejected_by_verification"],
+               "groups": len({copy.kept for copy in dropped.values()}),
+               "verified_against_a_copy": counts["verified_against_a_copy"],
+               "kept_other_than_centre": counts["kept_other_than_centre"], "decided_by": dict(sorted(rules.items())),
+               "turned_or_trimmed_pairs": sum(1 for copy in dropped.values() if copy.orientation != "identity"
+                                              or copy.evidence.get("placed", "whole") != "whole")}
     return dropped, summary
 
 
-def picture_loader(items: list[ImageKey], ctx: StageContext | None) -> Callable[[int], Picture | None]:
-    """An item's Picture (thumbnails and keep-rule traits), read from the run cache (when there is a context)
-    or made by decoding its file once; None for a file that cannot be decoded again."""
-    made: dict[int, Picture | None] = {}
+def picture_loader(items: list[ImageKey], ctx: StageContext | None, keep: int = 4096
+                   ) -> Callable[[int], Picture | None]:
+    """An item's Picture, read from the run cache (when there is a context) or made by decoding its file once;
+    None for a file that cannot be decoded again. The last `keep` are held in memory (a group's centre is asked
+    for again and again; the run cache, or a decode, serves the rare one asked for after that)."""
+    made: OrderedDict[int, Picture | None] = OrderedDict()
 
     def load(index: int) -> Picture | None:
-        if index not in made:
-            key = f"{items[index].sha256}:v3"  # v3: one reduced RGB decode, content thumbnail and traits
-            cache = ctx.cache if ctx is not None else None
-            stored = cache.get_bytes_many(PICTURES_NAMESPACE, [key]).get(key) if cache else None
-            if stored is not None:
-                made[index] = unpack(stored)
-            else:
-                try:
-                    made[index] = picture(Path(items[index].path), DEFAULT_MAX_PIXELS)
-                except (ImageDecodeError, OSError):
-                    made[index] = None
-                if cache and made[index] is not None:
-                    cache.put_bytes_many(PICTURES_NAMESPACE, {key: pack(made[index])})
-        return made[index]
+        if index in made:
+            made.move_to_end(index)
+            return made[index]
+        key = f"{items[index].sha256}:v4"  # v4: the fine greyscale copy, its content box, traits
+        cache = ctx.cache if ctx is not None else None
+        stored = cache.get_bytes_many(PICTURES_NAMESPACE, [key]).get(key) if cache else None
+        if stored is not None:
+            found = unpack(stored)
+        else:
+            try:
+                found = picture(Path(items[index].path), DEFAULT_MAX_PIXELS)
+            except (ImageDecodeError, OSError):
+                found = None
+            if cache and found is not None:
+                cache.put_bytes_many(PICTURES_NAMESPACE, {key: pack(found)})
+        made[index] = found
+        if len(made) > keep:
+            made.popitem(last=False)
+        return found
+    return load
+
+
+def full_size_loader(items: list[ImageKey]) -> Callable[[int], np.ndarray | None]:
+    """An item's picture at full size, upright, RGB (for the marks of processing of the copies still tied)."""
+    def load(index: int) -> np.ndarray | None:
+        try:
+            return np.asarray(decode_image(Path(items[index].path), DEFAULT_MAX_PIXELS).image)
+        except (ImageDecodeError, OSError):
+            return None
     return load
 
 
@@ -321,19 +424,22 @@ def select(items: list[ImageKey], cfg: NearDedupConfig, ctx: StageContext) -> li
     contaminated = _reference_matches(items, hashes, cfg)
     for index, drop in contaminated.items():
         verdicts[index] = drop
-    dropped, summary = near_groups(items, cfg, picture_loader(items, ctx), set(contaminated))
+    dropped, summary = near_groups(items, cfg, picture_loader(items, ctx), set(contaminated),
+                                   full_size=full_size_loader(items))
     ctx.summary.update(summary)
     group_sizes: dict[int, int] = defaultdict(lambda: 1)
-    for kept, _, _ in dropped.values():
-        group_sizes[kept] += 1
-    for index, (kept, pair, evidence) in dropped.items():
+    for copy in dropped.values():
+        group_sizes[copy.kept] += 1
+    for index, copy in dropped.items():
         verdicts[index] = Drop(reason="near_duplicate", detail={
-            "near_duplicate_of": items[kept].id, "hamming_distance": pair.distance, "orientation": pair.orientation,
-            "matched_on": pair.view, **({"verification": evidence} if evidence else {}),
-            "keep_rule": cfg.keep_rule, "group_size": group_sizes[kept]})
+            "near_duplicate_of": items[copy.kept].id, "hamming_distance": copy.distance,
+            "orientation": copy.orientation, "matched_on": copy.view,
+            **({"verification": copy.evidence} if copy.evidence else {}),
+            "keep_rule": cfg.keep_rule, "group_size": group_sizes[copy.kept]})
     return verdicts
 
 
 STAGE = SetStage(name="image_near_dedup", config=NearDedupConfig, view=image_key, select=select,
                  reasons=("near_duplicate", "matches_reference"), outside_input=reference_digest,
-                 version=3)  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders
+                 version=4)  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
+# 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept

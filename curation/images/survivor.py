@@ -1,36 +1,54 @@
 """Which copy of a picture to keep (`image_near_dedup`'s `keep_rule: least_processed`): the one that lost least.
 
-A copy is ranked first by what it lost, then by the marks processing left (smaller `rank` is kept):
-1. colour beats greyscale (a greyscale copy has lost its colour; a greyscale original ties with its copies);
-2. more pixels of content beat fewer (content: the picture without uniform borders, so an added frame adds none;
-   a downscaled or cropped copy has fewer);
-3. no added frame beats a frame;
-4. the orientation most of its near copies share beats a mirror image or a turn (counted by the caller);
-5. less compression: a lossless file, then the higher JPEG quality setting (read from its quantisation tables);
-6. fewer processing marks: rims beside edges (sharpening), less fine detail above the noise (blurring).
-"Less cut beats more cut" follows from 2 at one scale. All of it comes from the one reduced decode the
-verification makes anyway (`Traits`, from a picture no side of which is under 256 pixels) and the file's header,
-so choosing costs no further decode; marks of sharpening or blurring finer than that scale are not seen.
-`bench/near_dup_quality.py` reports who was kept, per kind of edit, on tests/dedup_set.py.
+The stage first takes a provisional centre for each group from cheap traits (`provisional`: colour, no frame,
+most pixels, least compression) and verifies the others against it; then `elect` chooses, among the centre and
+the copies verified with it, by what each copy lost, read from where the verification placed it on the centre:
+
+1. colour beats greyscale (`Traits.chroma`; noise adds no colour to blocks of 8 pixels; a greyscale original
+   ties with its copies);
+2. more pixels beat fewer: pixels per unit of the scene (the placement's scale times the sizes in the headers),
+   within 3%;
+3. the framing most of the group shares: each copy's whole picture placed on the centre's, to 0.4% of its sides.
+   Resized, recompressed, brightened, sharpened, blurred, re-saved and turned copies keep the original's
+   framing; a crop cuts it and an added frame widens it, each a copy of its own. Between framings that as many
+   copies share, the one showing more of the content without uniform borders is less cut;
+4. the orientation most of the group shares (a mirror image or a turn is the minority);
+5. less compression: a lossless file, then the higher JPEG quality (read from its quantisation tables), then
+   other lossy files; a lossless file whose full-size pixels equal a tied JPEG's is that JPEG re-saved and
+   ranks as it;
+6. fewer marks of processing, on the copies still tied, decoded again at full size (only those): the copy from
+   which the others are predicted best by a tone curve and a 3x3 filter is the one they were made from (a
+   brightened, blurred or sharpened copy lost what the edit clipped, merged or smoothed away, so the original is
+   not predicted back from it); then the one using more grey levels (`fewest_marks`).
+Then the provisional order (the stage's `source_priority`, then the smaller id). `bench/near_dup_quality.py` reports who was kept, per kind of edit,
+on tests/dedup_set.py.
 """
 
 from __future__ import annotations
 
 import io
+from collections import Counter
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 from PIL import Image
 
-TILE = 128          # tile side in pixels of the reduced decode
-GRID = 2            # tiles per side at most
-HALO_STEP = 24.0    # grey levels between pixels 2 * HALO_GAP apart that make an edge
-HALO_GAP = 4        # pixels from an edge to its two sides
 # libjpeg's (IJG) standard luminance table at quality 50
 IJG_LUMINANCE = np.array([16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55, 14, 13, 16, 24, 40, 57, 69,
                           56, 14, 17, 22, 29, 51, 87, 80, 62, 18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81,
                           104, 113, 92, 49, 64, 78, 87, 103, 121, 120, 101, 72, 92, 95, 98, 112, 100, 103, 99],
                          dtype=np.float64)
+LOSSLESS = ("PNG", "BMP", "TIFF", "GIF", "PPM", "TGA")
+UNKNOWN_LOSSY_QUALITY = 75   # a lossy file whose quality setting cannot be read (WebP)
+COLOUR_CHROMA = 4.0          # max - min over R, G, B (grey levels) above which a picture is in colour
+COLOUR_SIDE = 32             # side of the copy colour is judged on: blocks of about 8 pixels average noise away
+COLOUR_PERCENTILE = 95       # of the blocks: colour anywhere in the picture counts
+FRAME_SHARE = 0.02           # of the area: a uniform border this large is a frame (provisional order)
+DENSITY_TOLERANCE = 0.03     # pixels per unit of scene within this share of the most tie
+FRAMING_TOLERANCE = 0.004    # of the centre's sides: framings closer than this on every edge are one framing
+CONTENT_TOLERANCE = 0.01     # of the centre's area: content areas closer than this tie
+SAME_PIXELS = 1              # grey levels: full-size pictures this close everywhere are one file re-saved
 
 
 def _table_sum(quality: int) -> float:
@@ -52,91 +70,205 @@ def jpeg_quality(data: bytes) -> int | None:
     return int(np.argmin(np.abs(TABLE_SUMS - luminance.sum())) + 1)
 
 
-def _tiles(grey: Image.Image) -> np.ndarray:
-    """(k, t, t) float32: up to GRID x GRID tiles of the picture centred on a regular grid."""
-    width, height = grey.size
-    across, down = max(1, min(GRID, width // TILE)), max(1, min(GRID, height // TILE))
-    tile_w, tile_h = min(TILE, width), min(TILE, height)
-    tiles = []
-    for row in range(down):
-        for column in range(across):
-            x = int(min(max(0.0, (column + 0.5) * width / across - tile_w / 2), width - tile_w))
-            y = int(min(max(0.0, (row + 0.5) * height / down - tile_h / 2), height - tile_h))
-            tiles.append(np.asarray(grey.crop((x, y, x + tile_w, y + tile_h)), dtype=np.float32))
-    return np.stack(tiles)
-
-
-def _halo(y: np.ndarray) -> float:
-    """How far pixels beside strong edges overshoot both sides (sharpening's rims), per unit of edge step."""
-    over = steps = 0.0
-    gap = HALO_GAP
-    for before, middle, after in ((y[:, :, :-2 * gap], y[:, :, gap:-gap], y[:, :, 2 * gap:]),
-                                  (y[:, :-2 * gap], y[:, gap:-gap], y[:, 2 * gap:])):
-        high, low = np.maximum(before, after), np.minimum(before, after)
-        step = high - low
-        edge = step > HALO_STEP
-        beyond = np.maximum(middle - high, 0) + np.maximum(low - middle, 0)
-        over += float(np.dot(beyond.ravel(), edge.ravel()))
-        steps += float(np.dot(step.ravel(), edge.ravel()))
-    return float(np.log2(over / steps + 0.01)) if steps else float(np.log2(0.01))
-
-
-def marks(grey: Image.Image) -> float:
-    """The marks processing left on a picture (log2 units, smaller is fewer): rims beside edges (sharpening),
-    clipped levels and levels left unused (brightness and contrast), less fine detail above the noise (blurring)."""
-    y = _tiles(grey)
-    histogram = np.cumsum(grey.histogram()) / (grey.width * grey.height)
-    low, high = int(np.searchsorted(histogram, 0.005)), int(np.searchsorted(histogram, 0.995))
-    clipped = float(histogram[0] + 1 - histogram[254])
-    level_range = -float(np.log2(max(high - low, 1) / 255))
-    if min(y.shape[1:]) < 2 * HALO_GAP + 3:
-        return RANK_WEIGHTS["clip"] * float(np.log2(clipped + 0.01)) + RANK_WEIGHTS["range"] * level_range
-    centre = y[:, 1:-1, 1:-1]
-    cross = y[:, 1:-1, :-2] + y[:, 1:-1, 2:] + y[:, :-2, 1:-1] + y[:, 2:, 1:-1]
-    laplacian = np.abs(cross - 4 * centre)
-    corners = y[:, :-2, :-2] + y[:, :-2, 2:] + y[:, 2:, :-2] + y[:, 2:, 2:]
-    noise_mask = np.abs(corners - 2 * cross + 4 * centre)  # blind to smooth ramps: what is left is noise
-    threshold = max(4.0, 2.0 * 1.1 * float(np.median(noise_mask[:, ::2, ::2])))
-    energy = float(np.square(np.maximum(laplacian - threshold, 0.0)).mean())
-    detail = float(np.log2(energy / (float(y.var(axis=(1, 2)).mean()) + 1.0) + 1e-6))
-    return RANK_WEIGHTS["halo"] * _halo(y) + RANK_WEIGHTS["clip"] * float(np.log2(clipped + 0.01)) - detail \
-        + RANK_WEIGHTS["range"] * level_range
-
-
-LOSSLESS = ("PNG", "BMP", "TIFF", "GIF", "PPM", "TGA")
-UNKNOWN_LOSSY_QUALITY = 75   # a lossy file whose quality setting cannot be read (WebP)
-COLOUR_CHROMA = 4.0          # mean of max - min over R, G, B above which a picture is in colour (grey levels)
-COLOUR_SIDE = 64             # side of the copy colour is judged on
-PIXEL_STEP = 1 / 32          # log2 units: content sizes closer than this (2%) tie (blur moves a trimmed edge)
-FRAME_SHARE = 0.005          # of the area: a uniform border this large is a frame
-RANK_WEIGHTS = {"halo": 3.0, "clip": 1.0, "range": 0.0}  # of the marks, in log2 units
-
-
 class Traits(NamedTuple):
-    """What the keep rule reads of one picture."""
+    """What the keep rule reads of one picture without decoding it again."""
 
-    colour: bool
-    content_pixels: float    # of the full-size picture, without uniform borders
+    chroma: float            # max - min over R, G, B of the content's most colourful blocks, in grey levels
+    pixels: int              # of the full-size picture (its header)
     frame_share: float       # share of the area that is uniform border
     lossless: bool
     quality: int             # JPEG quality setting (100 for a lossless file)
-    marks: float             # log2 units, smaller is fewer marks
+    size_bytes: int
 
 
-def traits(rgb: Image.Image, grey: Image.Image, data: bytes, fmt: str, content_share: float,
-           full_pixels: int) -> Traits:
-    """The keep rule's view of a decoded picture (upright, RGB and its greyscale, any scale of at least 256
-    pixels a side), its file bytes and the share of it that is content (`likeness.trim_borders`)."""
-    small = np.asarray(rgb.resize((COLOUR_SIDE, COLOUR_SIDE), Image.Resampling.BOX), dtype=np.int16)
-    chroma = float((small.max(axis=2) - small.min(axis=2)).mean())
+def traits(rgb: Image.Image, grey: Image.Image, content: tuple[float, float, float, float], data: bytes, fmt: str,
+           pixels: int) -> Traits:
+    """The keep rule's view of a decoded picture (upright RGB and its greyscale at any reduced scale, the
+    content box in its pixels), from its file bytes and format."""
+    box = tuple(round(value) for value in content)
+    small = np.asarray(rgb.crop(box).resize((COLOUR_SIDE, COLOUR_SIDE), Image.Resampling.BOX), dtype=np.int16)
+    chroma = float(np.percentile(small.max(axis=2) - small.min(axis=2), COLOUR_PERCENTILE))
     lossless = fmt in LOSSLESS
     quality = 100 if lossless else (jpeg_quality(data) if fmt == "JPEG" else None) or UNKNOWN_LOSSY_QUALITY
-    return Traits(chroma > COLOUR_CHROMA, full_pixels * content_share, 1 - content_share, lossless, int(quality),
-                  round(marks(grey), 3))
+    share = (box[2] - box[0]) * (box[3] - box[1]) / max(grey.width * grey.height, 1)
+    return Traits(round(chroma, 3), pixels, round(1 - share, 4), lossless, int(quality), len(data))
 
 
-def rank(found: Traits, turned: bool = False) -> tuple:
-    """Sort key of the least_processed rule: smaller is kept."""
-    return (not found.colour, -round(np.log2(max(found.content_pixels, 1.0)) / PIXEL_STEP),
-            found.frame_share > FRAME_SHARE, turned, not found.lossless, -found.quality,
-            found.marks)
+def provisional(found: Traits) -> tuple:
+    """Sort key of a group's provisional centre, smaller first: colour, no frame, most pixels, least compression."""
+    return (found.chroma < COLOUR_CHROMA, found.frame_share > FRAME_SHARE, -found.pixels, not found.lossless,
+            -found.quality)
+
+
+# --- marks of processing, at full size ---------------------------------------------------------------------------
+
+SAMPLES = 10_000         # pixels each prediction is fitted and measured on
+SCORE_TOLERANCE = 0.1    # predictions this close (share of the best) tie on it
+LEVELS_TOLERANCE = 4.0   # levels used per channel: fewer by more than this is a lossy tone change
+DETAIL_TOLERANCE = 0.05  # log2 units of detail above the best predictor's: sharpened
+
+
+def _grey(rgb: np.ndarray) -> np.ndarray:
+    return np.round(rgb[..., 0] * 0.299 + rgb[..., 1] * 0.587 + rgb[..., 2] * 0.114).astype(np.int64)
+
+
+def prediction_error(source: np.ndarray, target: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> float:
+    """How far `target` is from the best prediction of it made from `source` (two greyscale pictures of one
+    size, int 0-255) by a monotone tone curve then a 3x3 linear filter, fitted and measured on the given pixels
+    (root mean square, grey levels). A copy made from another by a tone change, a blur or a sharpening is
+    predicted from it almost exactly; the other way round, what the edit lost (clipped or merged levels, fine
+    detail) is missing."""
+    from benchcurate.curation.images.verify import TONE_BINS, _isotonic
+
+    centre = source[rows, columns]
+    wanted = target[rows, columns].astype(np.float64)
+    bins = np.clip(centre * TONE_BINS // 256, 0, TONE_BINS - 1)
+    counts = np.bincount(bins, minlength=TONE_BINS)
+    used = counts > 0
+    curve = _isotonic(np.bincount(bins, wanted, minlength=TONE_BINS)[used] / counts[used],
+                      counts[used].astype(np.float64))
+    levels = np.bincount(bins, centre.astype(np.float64), minlength=TONE_BINS)[used] / counts[used]
+    table = np.interp(np.arange(256), levels, curve)
+    around = np.stack([table[source[rows + dy, columns + dx]] for dy in (-1, 0, 1) for dx in (-1, 0, 1)]
+                      + [np.ones(len(rows))], axis=1)
+    weights = np.linalg.solve(around.T @ around + 1e-3 * np.eye(around.shape[1]), around.T @ wanted)
+    return float(np.sqrt(np.mean((around @ weights - wanted) ** 2)))
+
+
+def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
+    """Indices of the copies with the fewest marks of processing among copies of one size tied on everything
+    else (full-size upright RGB, uint8): the copies from which the others are predicted best
+    (`prediction_error`, summed over the others). A darkened or mildly sharpened copy is predicted back almost
+    exactly too, so among those within SCORE_TOLERANCE: the ones no sharper than the best predictor; then the
+    ones using the most grey levels (a tone change merges or skips levels); then the best predictor."""
+    greys = [_grey(rgb) for rgb in pictures]
+    height, width = greys[0].shape
+    if height < 3 or width < 3:
+        return list(range(len(pictures)))
+    generator = np.random.default_rng(0)
+    rows = generator.integers(1, height - 1, SAMPLES)
+    columns = generator.integers(1, width - 1, SAMPLES)
+    scores = [sum(prediction_error(source, target, rows, columns) for k, target in enumerate(greys) if k != j)
+              for j, source in enumerate(greys)]
+    best = min(scores)
+    chosen = [k for k, score in enumerate(scores) if score <= best * (1 + SCORE_TOLERANCE) + 1e-9]
+    first = min(chosen, key=scores.__getitem__)
+    if len(chosen) > 1:  # sharpening raises fine detail (and adds levels): copies sharper than the best go
+        details = {k: _detail(greys[k]) for k in chosen}
+        chosen = [k for k in chosen if details[k] <= details[first] + DETAIL_TOLERANCE]
+    if len(chosen) > 1:  # a tone change merges or skips levels (even re-encoded, fewer remain)
+        used = {k: float(np.mean([np.count_nonzero(np.bincount(pictures[k][..., c].ravel(), minlength=256))
+                                  for c in range(3)])) for k in chosen}
+        most = max(used.values())
+        chosen = [k for k in chosen if used[k] >= most - LEVELS_TOLERANCE]
+    best = min(scores[k] for k in chosen)
+    return [k for k in chosen if scores[k] <= best + 1e-9]
+
+
+def _detail(grey: np.ndarray) -> float:
+    """log2 of fine detail over detail at half size (blurring lowers it, sharpening raises it)."""
+    pixels = grey.astype(np.float32)
+
+    def fine(values: np.ndarray) -> float:
+        return float(np.abs(4 * values[1:-1, 1:-1] - values[:-2, 1:-1] - values[2:, 1:-1] - values[1:-1, :-2]
+                            - values[1:-1, 2:]).mean()) if min(values.shape) > 2 else 0.0
+
+    height, width = pixels.shape[0] // 2 * 2, pixels.shape[1] // 2 * 2
+    half = pixels[:height, :width].reshape(height // 2, 2, width // 2, 2).mean(axis=(1, 3))
+    return float(np.log2((fine(pixels) + 1e-3) / (fine(half) + 1e-3)))
+
+
+# --- the election --------------------------------------------------------------------------------------------------
+
+class Member(NamedTuple):
+    """A picture of a verified group, as the centre's placement sees it."""
+
+    index: int
+    traits: Traits
+    density: float                                     # full-size pixels per pixel of the centre, along a side
+    framing: tuple[float, float, float, float]         # its whole picture on the centre's, in shares of its sides
+    content_area: float                                # its content on the centre's, in shares of its area
+    orientation: str                                   # its turn relative to the centre
+
+
+def _framings(group: list[Member]) -> dict[int, set[int]]:
+    """Each member's framing: the members linked to it by framings within FRAMING_TOLERANCE on every edge."""
+    found: dict[int, set[int]] = {m.index: {m.index} for m in group}
+    for first in group:
+        for second in group:
+            if found[first.index] is not found[second.index] and \
+                    max(abs(a - b) for a, b in zip(first.framing, second.framing)) <= FRAMING_TOLERANCE:
+                merged = found[first.index] | found[second.index]
+                for index in merged:
+                    found[index] = merged
+    return found
+
+
+def _keep(members: list[Member], test: Callable[[Member], bool]) -> list[Member]:
+    kept = [member for member in members if test(member)]
+    return kept or members
+
+
+def elect(members: list[Member], full_size: Callable[[int], np.ndarray | None], tie_break: Callable[[int], tuple]
+          ) -> tuple[int, str]:
+    """The index of the copy to keep among a verified group (the centre and its copies), and the rule that
+    decided it (see the module). `full_size(index)` decodes a picture at full size, upright, turned as the
+    centre (RGB uint8; None when it cannot be decoded); it is asked only for copies tied up to the marks."""
+    if len(members) == 1:
+        return members[0].index, "alone"
+    group = members
+    remaining = _keep(group, lambda m: m.traits.chroma >= COLOUR_CHROMA)
+    if len(remaining) == 1:
+        return remaining[0].index, "colour"
+    densest = max(m.density for m in remaining)
+    remaining = [m for m in remaining if m.density >= densest * (1 - DENSITY_TOLERANCE)]
+    if len(remaining) == 1:
+        return remaining[0].index, "pixels"
+    clusters = _framings(group)
+    top = max(len(clusters[m.index]) for m in remaining)
+    remaining = [m for m in remaining if len(clusters[m.index]) == top]
+    if len({id(clusters[m.index]) for m in remaining}) > 1:  # framings as many copies share: the one showing
+        widest = max(m.content_area for m in remaining)     # more of the content
+        remaining = [m for m in remaining if m.content_area >= widest - CONTENT_TOLERANCE]
+    if len(remaining) == 1:
+        return remaining[0].index, "framing"
+    turns = Counter(m.orientation for m in group)
+    top = max(turns[m.orientation] for m in remaining)
+    remaining = [m for m in remaining if turns[m.orientation] == top]
+    if len(remaining) == 1:
+        return remaining[0].index, "orientation"
+    remaining, by = _least_compressed(remaining, full_size)
+    if len(remaining) == 1:
+        return remaining[0].index, by
+    found = [(m, full_size(m.index)) for m in remaining]
+    found = [(m, pixels) for m, pixels in found if pixels is not None]
+    if len(found) > 1 and len({pixels.shape for _, pixels in found}) == 1:
+        best = fewest_marks([pixels for _, pixels in found])
+        remaining = [found[k][0] for k in best]
+        if len(remaining) == 1:
+            return remaining[0].index, "marks"
+    return min(remaining, key=lambda m: tie_break(m.index)).index, "order"
+
+
+def _least_compressed(members: list[Member], full_size: Callable[[int], np.ndarray | None]
+                      ) -> tuple[list[Member], str]:
+    """The members with the least compression; a lossless one with a tied JPEG's pixels ranks as that JPEG."""
+    lossy = [m for m in members if not m.traits.lossless]
+    lossless = [m for m in members if m.traits.lossless]
+    if lossless and lossy:
+        best = max(m.traits.quality for m in lossy)
+        jpegs = [(m, full_size(m.index)) for m in lossy if m.traits.quality == best]
+        resaved = set()
+        for member in lossless:
+            pixels = full_size(member.index)
+            if pixels is not None and any(other is not None and other.shape == pixels.shape and
+                                          int(np.abs(other.astype(np.int16) - pixels).max()) <= SAME_PIXELS
+                                          for _, other in jpegs):
+                resaved.add(member.index)
+        if resaved:  # a re-save ranks just below the JPEG it was made from
+            ranked = {m.index: (best - 0.5 if m.index in resaved else 101) if m.traits.lossless else m.traits.quality
+                      for m in members}
+            top = max(ranked.values())
+            return [m for m in members if ranked[m.index] == top], "compression (a lossless re-save of a JPEG)"
+    top = max((m.traits.lossless, m.traits.quality) for m in members)
+    return [m for m in members if (m.traits.lossless, m.traits.quality) == top], "compression"

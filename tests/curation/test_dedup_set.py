@@ -29,8 +29,8 @@ RECALL_FLOORS = {"resize_down": 1.0, "recompress": 1.0, "crop_one_side": 0.7, "c
 
 @pytest.fixture(scope="module")
 def labelled():
-    with shared_lock("dedup-set-v2"):
-        entries = dedup_set.build(SHARED_DIR / "dedup-set-v2", photos=5, renders_per_kind=0)
+    with shared_lock("dedup-set-v3"):
+        entries = dedup_set.build(SHARED_DIR / "dedup-set-v3", photos=5, renders_per_kind=0)
     items = dedup_set.keys(entries)
     return entries, items, dedup_set.pictures_of(items)
 

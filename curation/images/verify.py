@@ -1,0 +1,395 @@
+"""Whether two candidate pictures are one picture: placed on each other at a fine grain, then compared for a
+local change (`image_near_dedup`'s verification; `survivor.py` reads the placement to choose the copy kept).
+
+Each picture with a candidate is decoded once, reduced (`picture`: JPEG draft or box average, no side under
+256 pixels), and kept as one greyscale copy whose longer side is at most 256 pixels (`Picture.fine`), with its
+content box (the picture without uniform borders) and the keep rule's traits. A pair is verified in steps:
+
+1. Placement. A linear map of the first picture (turned as the candidate pair says, or upright) onto the second:
+   whole onto whole, content onto content, or, for a crop, one content placed inside the other
+   (`likeness.place`, windows of 80-100% of a side). The map is then refined to a fraction of a pixel by
+   Lucas-Kanade steps on copies of 96 x 96 then 192 x 192 pixels (scale and shift along each axis:
+   `_refine`), so a crop, a frame, a resize or a trim that differs by a line all line up.
+2. Containment. A crop shows part of what its original shows, a framed copy all of it; a camera shift or a
+   stereo pair shows something the other does not. `uncovered` is the smaller of the two shares of a picture
+   that falls outside the other; above `max_uncovered_share` the pair is two pictures.
+3. Local change. On the part both show, at up to 256 pixels, the second is predicted from the first through a
+   monotone tone curve fitted on the pair (brightness, contrast, gamma, clipping, greyscale), then every pixel
+   is compared with the range its prediction takes within one pixel (resampling, sharpening and misplacement
+   by a pixel stay inside it). The leftover, averaged over windows of 5% of the shorter side, stands out where
+   a region changed: the largest window above the 90th percentile of all windows, as a share of the picture's
+   grey-level range, is `local_difference`; the smaller of the two directions counts (a clipped copy is
+   predicted exactly from its original, not the other way round). Above `max_local_difference` (spot the
+   difference, a changed label, a moved object, the next frame of a video) the pair is two pictures.
+
+The thresholds were chosen on tests/dedup_set.py (`bench/near_dup_quality.py` reports the result).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+from PIL import Image
+
+from benchcurate.curation.images.likeness import ORIENTATIONS, PIL_TRANSPOSE, place, trim_box
+from benchcurate.curation.images.survivor import Traits, traits
+
+DECODE_SIDE = 256         # the picture is decoded reduced, no side under this (JPEG draft, box average otherwise)
+FINE_PIXELS = 256 * 256   # pixels of the greyscale copy kept for the verification, at most (a long receipt keeps
+                          # a useful width)
+PLACE_SIDE = 128          # side of the square copies a crop is placed with (`likeness.place`)
+# the refinement's levels: (pixels of the copies, Lucas-Kanade steps at most, pixels of Gaussian blur)
+REFINE_LEVELS = ((96 * 96, 8, 1.0), (192 * 192, 3, 0.7))
+MIN_CORRELATION = 0.9     # of the refined copies: below it the placement failed (or the turn is wrong)
+ENVELOPE = 3              # pixels: each pixel is compared with its prediction's range over this square
+WINDOW_SHARE = 0.05       # of the shorter side: the windows the leftover is averaged over
+TONE_BINS = 64            # grey-level bins of the tone curve
+COMPARE_BLUR = 0.7        # pixels of Gaussian blur on both before comparing (resampling aliases fine patterns)
+RESAMPLE_SHARE = 0.7      # of the size: a picture resampled this much and back shows where resampling aliases
+CONTENT_TOLERANCE = 8     # grey levels from a border's colour that still count as border
+CONTENT_SHARE = 0.995     # of a row's pixels that must be that near for it to be border (stars on a night sky
+                          # are content)
+
+
+class Picture(NamedTuple):
+    """What the verification and the keep rule read of one picture, from one decode."""
+
+    fine: np.ndarray                                  # uint8 greyscale, at most FINE_PIXELS, upright
+    content: tuple[float, float, float, float]        # box without uniform borders, in `fine` pixels
+    size: tuple[int, int]                             # width and height of the full-size upright picture
+    traits: Traits
+
+
+def content_box(grey: Image.Image) -> tuple[float, float, float, float]:
+    """(left, top, right, bottom) of the picture without uniform borders: rows and columns CONTENT_SHARE of whose
+    pixels are within CONTENT_TOLERANCE grey levels of one colour (`likeness.trim_box`; looser, it takes a plain
+    background for a frame)."""
+    return tuple(float(value) for value in trim_box(grey, tolerance=CONTENT_TOLERANCE, share=CONTENT_SHARE))
+
+
+def picture(path: Path, max_pixels: int, data: bytes | None = None) -> Picture:
+    """The Picture of one file, from one reduced decode (raises ImageDecodeError)."""
+    from benchcurate.curation.images.decode import decode_image
+
+    data = path.read_bytes() if data is None else data
+    decoded = decode_image(path, max_pixels, DECODE_SIDE, data, shrink_all=True)
+    scale = (FINE_PIXELS / (decoded.image.width * decoded.image.height)) ** 0.5
+    rgb = decoded.image if scale >= 1 else decoded.image.resize(
+        (max(1, round(decoded.image.width * scale)), max(1, round(decoded.image.height * scale))),
+        Image.Resampling.BOX)
+    grey = rgb.convert("L")
+    box = content_box(grey)
+    return Picture(np.asarray(grey), box, (decoded.width, decoded.height),
+                   traits(rgb, grey, box, data, decoded.format, decoded.width * decoded.height))
+
+
+def pack(found: Picture) -> bytes:
+    """A Picture as bytes for the run cache (`unpack` reads it)."""
+    header = json.dumps({"shape": found.fine.shape, "content": found.content, "size": found.size,
+                         "traits": found.traits._asdict()}).encode()
+    return len(header).to_bytes(4, "little") + header + found.fine.tobytes()
+
+
+def unpack(raw: bytes) -> Picture:
+    length = int.from_bytes(raw[:4], "little")
+    header = json.loads(raw[4:4 + length])
+    fine = np.frombuffer(raw[4 + length:], dtype=np.uint8).reshape(header["shape"])
+    return Picture(fine, tuple(header["content"]), tuple(header["size"]), Traits(**header["traits"]))
+
+
+# where a point (x, y) of a picture width x height goes under each PIL transpose (continuous coordinates)
+_POINT = {Image.Transpose.FLIP_LEFT_RIGHT: lambda x, y, w, h: (w - x, y),
+          Image.Transpose.FLIP_TOP_BOTTOM: lambda x, y, w, h: (x, h - y),
+          Image.Transpose.ROTATE_90: lambda x, y, w, h: (y, w - x),
+          Image.Transpose.ROTATE_180: lambda x, y, w, h: (w - x, h - y),
+          Image.Transpose.ROTATE_270: lambda x, y, w, h: (h - y, x),
+          Image.Transpose.TRANSPOSE: lambda x, y, w, h: (y, x),
+          Image.Transpose.TRANSVERSE: lambda x, y, w, h: (h - y, w - x)}
+
+
+def inverse(orientation: str) -> str:
+    """The turn that undoes `orientation`."""
+    return {"rotate_90": "rotate_270", "rotate_270": "rotate_90"}.get(orientation, orientation)
+
+
+def _compositions() -> dict[tuple[str, str], str]:
+    probe = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    turned = {name: np.asarray(Image.fromarray(probe).transpose(t)) if t is not None else probe
+              for name, t in PIL_TRANSPOSE.items()}
+    found = {}
+    for first, second in ((a, b) for a in PIL_TRANSPOSE for b in PIL_TRANSPOSE):
+        step = PIL_TRANSPOSE[second]
+        both = turned[first] if step is None else np.asarray(Image.fromarray(turned[first]).transpose(step))
+        found[(first, second)] = next(name for name, pixels in turned.items()
+                                      if pixels.shape == both.shape and np.array_equal(pixels, both))
+    return found
+
+
+COMPOSED = _compositions()  # (first turn, then second turn) -> the one turn that does both
+
+
+def oriented(found: Picture, orientation: str) -> Picture:
+    """The picture turned (a candidate pair's orientation), its content box and size with it."""
+    transpose = PIL_TRANSPOSE[orientation]
+    if transpose is None:
+        return found
+    height, width = found.fine.shape
+    corners = [_POINT[transpose](x, y, width, height) for x, y in ((found.content[0], found.content[1]),
+                                                                   (found.content[2], found.content[3]))]
+    box = (min(c[0] for c in corners), min(c[1] for c in corners), max(c[0] for c in corners),
+           max(c[1] for c in corners))
+    size = found.size[::-1] if ORIENTATIONS[orientation][0] else found.size
+    return Picture(np.asarray(Image.fromarray(found.fine).transpose(transpose)), box, size, found.traits)
+
+
+# --- placement -------------------------------------------------------------------------------------------------
+
+Box = tuple[float, float, float, float]
+
+
+class Placement(NamedTuple):
+    """A linear map of the first picture's `fine` pixels onto the second's: x2 = ax * x1 + bx (likewise y)."""
+
+    ax: float
+    bx: float
+    ay: float
+    by: float
+
+    def box(self, box: Box) -> Box:
+        return (self.ax * box[0] + self.bx, self.ay * box[1] + self.by,
+                self.ax * box[2] + self.bx, self.ay * box[3] + self.by)
+
+    def inverse(self) -> Placement:
+        return Placement(1 / self.ax, -self.bx / self.ax, 1 / self.ay, -self.by / self.ay)
+
+
+def between(first: Box, second: Box) -> Placement:
+    """The map that takes box `first` onto box `second`."""
+    ax = (second[2] - second[0]) / max(first[2] - first[0], 1e-6)
+    ay = (second[3] - second[1]) / max(first[3] - first[1], 1e-6)
+    return Placement(ax, second[0] - ax * first[0], ay, second[1] - ay * first[1])
+
+
+def _size_for(box: Box, pixels: int) -> tuple[int, int]:
+    """The box's shape scaled to about `pixels` pixels (never up)."""
+    width, height = box[2] - box[0], box[3] - box[1]
+    scale = min(1.0, (pixels / max(width * height, 1e-6)) ** 0.5)
+    return max(8, round(width * scale)), max(8, round(height * scale))
+
+
+def _sample(image: Image.Image, box: Box, size: tuple[int, int]) -> np.ndarray:
+    """`box` of the image resampled to `size`; parts of the box outside the image repeat its edge."""
+    left, top, right, bottom = box
+    if left < 0 or top < 0 or right > image.width or bottom > image.height:
+        pad_x = int(np.ceil(max(0.0, -left, right - image.width))) + 1
+        pad_y = int(np.ceil(max(0.0, -top, bottom - image.height))) + 1
+        padded = np.pad(np.asarray(image), ((pad_y, pad_y), (pad_x, pad_x)), mode="edge")
+        image, box = Image.fromarray(padded), (left + pad_x, top + pad_y, right + pad_x, bottom + pad_y)
+    return np.asarray(image.resize(size, Image.Resampling.BILINEAR, box=box), dtype=np.float32)
+
+
+def _standardised(pixels: np.ndarray, blur: float) -> np.ndarray:
+    from scipy.ndimage import gaussian_filter
+
+    blurred = gaussian_filter(pixels, blur)
+    return (blurred - blurred.mean()) / max(float(blurred.std()), 1e-3)
+
+
+def _refine(first: Image.Image, box: Box, second: Image.Image, placement: Placement) -> tuple[Placement, float]:
+    """The placement refined so that `second` over the mapped box matches `first` over `box` (Gauss-Newton on
+    the four ends of the mapped box, coarse then fine: REFINE_LEVELS), and the correlation of the two at the
+    end."""
+    mapped = np.array(placement.box(box), dtype=np.float64)
+    correlation = -1.0
+    for pixels, steps, blur in REFINE_LEVELS:
+        size = _size_for(box, pixels)
+        # the first in the second's grey levels (a brightened copy's pale rows turned white would pull the map)
+        target = _standardised(tone(_sample(first, box, size), _sample(second, tuple(mapped), size)), blur)
+        width, height = size
+        along_x = (np.arange(width, dtype=np.float32) + 0.5) / width
+        along_y = (np.arange(height, dtype=np.float32) + 0.5) / height
+        for _ in range(steps):
+            moved = _standardised(_sample(second, tuple(mapped), size), blur)
+            correlation = float((moved * target).mean())
+            grad_y, grad_x = np.gradient(moved)
+            per_x, per_y = width / max(mapped[2] - mapped[0], 1e-6), height / max(mapped[3] - mapped[1], 1e-6)
+            jacobian = np.stack([(grad_x * (1 - along_x)[None] * per_x).ravel(),
+                                 (grad_y * (1 - along_y)[:, None] * per_y).ravel(),
+                                 (grad_x * along_x[None] * per_x).ravel(),
+                                 (grad_y * along_y[:, None] * per_y).ravel()], axis=1)
+            step = np.linalg.solve(jacobian.T @ jacobian + 1e-3 * np.eye(4), jacobian.T @ (target - moved).ravel())
+            step = np.clip(step, -0.1 * (mapped[2] - mapped[0]), 0.1 * (mapped[2] - mapped[0]))
+            mapped += step
+            if mapped[2] - mapped[0] < 4 or mapped[3] - mapped[1] < 4:
+                return placement, -1.0
+            if np.abs(step).max() < 0.05:
+                break
+        moved = _standardised(_sample(second, tuple(mapped), size), blur)
+        correlation = float((moved * target).mean())
+    return between(box, tuple(mapped)), correlation
+
+
+def _outside(box: Box, within: Box) -> float:
+    """Share of `box`'s area outside `within`."""
+    area = max((box[2] - box[0]) * (box[3] - box[1]), 1e-9)
+    width = max(0.0, min(box[2], within[2]) - max(box[0], within[0]))
+    height = max(0.0, min(box[3], within[3]) - max(box[1], within[1]))
+    return 1 - width * height / area
+
+
+def uncovered(first: Picture, second: Picture, placement: Placement) -> float:
+    """The smaller of: the share of the first picture outside the second, and the other way round (a crop or a
+    frame leaves one inside the other)."""
+    whole1, whole2 = _whole(first), _whole(second)
+    return min(_outside(placement.box(whole1), whole2), _outside(placement.inverse().box(whole2), whole1))
+
+
+def _whole(found: Picture) -> Box:
+    height, width = found.fine.shape
+    return (0.0, 0.0, float(width), float(height))
+
+
+# --- the local change ------------------------------------------------------------------------------------------
+
+def _isotonic(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The non-decreasing sequence closest to `values` in weighted least squares (pool adjacent violators)."""
+    means, totals, counts = [], [], []
+    for value, weight in zip(values.tolist(), weights.tolist()):
+        means.append(value)
+        totals.append(weight)
+        counts.append(1)
+        while len(means) > 1 and means[-2] > means[-1]:
+            weight = totals[-2] + totals[-1]
+            means[-2] = (means[-2] * totals[-2] + means[-1] * totals[-1]) / weight
+            totals[-2], counts[-2] = weight, counts[-2] + counts[-1]
+            del means[-1], totals[-1], counts[-1]
+    return np.repeat(means, counts)
+
+
+def tone(source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """`source` mapped through the monotone curve that best predicts `target` from it."""
+    low, high = float(source.min()), float(source.max())
+    bins = np.clip(((source - low) / max(high - low, 1e-6) * TONE_BINS).astype(np.int64), 0, TONE_BINS - 1).ravel()
+    counts = np.bincount(bins, minlength=TONE_BINS)
+    used = counts > 0
+    means = np.bincount(bins, target.ravel(), minlength=TONE_BINS)[used] / counts[used]
+    centres = np.bincount(bins, source.ravel(), minlength=TONE_BINS)[used] / counts[used]
+    return np.interp(source, centres, _isotonic(means, counts[used].astype(np.float64))).astype(np.float32)
+
+
+def _resampling_change(pixels: np.ndarray) -> np.ndarray:
+    """How much each pixel changes when the picture is resampled to RESAMPLE_SHARE of its size and back (fine
+    periodic patterns such as barcodes and small print alias: a copy at another scale differs there anyway)."""
+    from scipy.ndimage import gaussian_filter
+
+    image = Image.fromarray(pixels.astype(np.float32), mode="F")
+    small = image.resize((max(2, round(image.width * RESAMPLE_SHARE)), max(2, round(image.height * RESAMPLE_SHARE))),
+                         Image.Resampling.BILINEAR)
+    back = np.asarray(small.resize(image.size, Image.Resampling.BILINEAR), dtype=np.float32)
+    return gaussian_filter(np.abs(pixels - back), COMPARE_BLUR)
+
+
+def _leftover(source: np.ndarray, target: np.ndarray) -> float:
+    """How far one region of `target` stands out from its prediction from `source` (see the module)."""
+    from scipy.ndimage import gaussian_filter, maximum_filter, minimum_filter, uniform_filter
+
+    unstable = np.maximum(_resampling_change(source), _resampling_change(target))
+    source, target = gaussian_filter(source, COMPARE_BLUR), gaussian_filter(target, COMPARE_BLUR)
+    predicted = tone(source, target)
+    outside = np.maximum(target - maximum_filter(predicted, ENVELOPE), 0) + \
+        np.maximum(minimum_filter(predicted, ENVELOPE) - target, 0)
+    back = np.maximum(predicted - maximum_filter(target, ENVELOPE), 0) + \
+        np.maximum(minimum_filter(target, ENVELOPE) - predicted, 0)
+    margin = ENVELOPE
+    found = np.maximum(np.maximum(outside, back) - unstable, 0)[margin:-margin, margin:-margin]
+    if min(found.shape) < 4:
+        return 0.0
+    windows = uniform_filter(found, max(3, int(WINDOW_SHARE * min(found.shape))))
+    low, high = np.percentile(target, [1, 99])
+    return float((windows.max() - np.percentile(windows, 90)) / (high - low + 1.0))
+
+
+def local_difference(first: np.ndarray, second: np.ndarray) -> float:
+    """The local change between two aligned greyscale copies of one size: the smaller of the two directions."""
+    forward = _leftover(first, second)
+    return forward if forward == 0 else min(forward, _leftover(second, first))
+
+
+# --- a pair ---------------------------------------------------------------------------------------------------
+
+class Verdict(NamedTuple):
+    """The verification of a pair: whether it is one picture, the evidence, and the placement (first turned by
+    `orientation`, onto the second) the keep rule reads."""
+
+    same: bool
+    evidence: dict
+    orientation: str
+    placement: Placement | None
+
+
+def _hypotheses(first: Picture, second: Picture) -> Iterable[tuple[str, Placement]]:
+    """Placements to refine, cheapest first: whole on whole, content on content, then a crop placed inside."""
+    height1, width1 = first.fine.shape
+    height2, width2 = second.fine.shape
+    whole1, whole2 = (0.0, 0.0, float(width1), float(height1)), (0.0, 0.0, float(width2), float(height2))
+    yield "whole", between(whole1, whole2)
+    if first.content != whole1 or second.content != whole2:
+        yield "content", between(first.content, second.content)
+    images = (Image.fromarray(first.fine), Image.fromarray(second.fine))
+    for box1, box2 in ((first.content, second.content), (whole1, whole2)):
+        squares = [np.asarray(image.resize((PLACE_SIDE, PLACE_SIDE), Image.Resampling.BILINEAR, box=box))
+                   for image, box in zip(images, (box1, box2))]
+        sizes = [(box[2] - box[0], box[3] - box[1]) for box in (box1, box2)]
+        found = []
+        for big, small, inside in ((0, 1, "second"), (1, 0, "first")):
+            ratio = (sizes[small][0] / sizes[big][0]) / (sizes[small][1] / sizes[big][1])
+            window = place(squares[big], squares[small], ratio)
+            if window is not None:
+                found.append((window.correlation, big, window))
+        for _, big, window in sorted(found, key=lambda entry: -entry[0])[:1]:
+            outer = (box1, box2)[big]
+            span_x, span_y = outer[2] - outer[0], outer[3] - outer[1]
+            inner = (outer[0] + window.left * span_x, outer[1] + window.top * span_y,
+                     outer[0] + (window.left + window.width) * span_x,
+                     outer[1] + (window.top + window.height) * span_y)
+            yield "placed", between(box1, inner) if big == 1 else between(inner, box2)
+
+
+def compare(first: Picture, second: Picture, orientation: str, max_local_difference: float,
+            max_uncovered: float, early: bool = True) -> Verdict:
+    """Verify a pair with the first turned by `orientation`: each placement in turn (`_hypotheses`), refined;
+    the first that lines the two up, leaves little uncovered and shows no local change makes them one picture
+    (with `early`, placements after it are not tried). The evidence is that of the best placement tried."""
+    turned = oriented(first, orientation)
+    image1, image2 = Image.fromarray(turned.fine), Image.fromarray(second.fine)
+    best: tuple | None = None
+    for name, start in _hypotheses(turned, second):
+        placement, correlation = _refine(image1, turned.content, image2, start)
+        if correlation < MIN_CORRELATION:
+            continue
+        share = uncovered(turned, second, placement)
+        shared = (max(turned.content[0], placement.inverse().box(second.content)[0]),
+                  max(turned.content[1], placement.inverse().box(second.content)[1]),
+                  min(turned.content[2], placement.inverse().box(second.content)[2]),
+                  min(turned.content[3], placement.inverse().box(second.content)[3]))
+        if shared[2] - shared[0] < 8 or shared[3] - shared[1] < 8:
+            continue
+        mapped = placement.box(shared)
+        size = (max(8, round(min(shared[2] - shared[0], mapped[2] - mapped[0]))),
+                max(8, round(min(shared[3] - shared[1], mapped[3] - mapped[1]))))
+        local = local_difference(_sample(image1, shared, size), _sample(image2, mapped, size))
+        same = share <= max_uncovered and local <= max_local_difference
+        evidence = {"placed": name, "correlation": round(correlation, 3), "uncovered": round(share, 3),
+                    "local_difference": round(local, 3)}
+        key = (same, -local)
+        if best is None or key > best[0]:
+            best = (key, evidence, placement)
+        if same and early:
+            break
+    if best is None:
+        return Verdict(False, {"placed": "none", "correlation": None}, orientation, None)
+    return Verdict(best[0][0], best[1], orientation, best[2])
