@@ -50,6 +50,7 @@ from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 MAX_TRIES_VIA_COPIES = 2  # copies in a group a candidate that failed against the centre is verified against
 VIA_COPY_LIMIT = 2.0      # times max_local_difference: a candidate failing the centre by more gets no other try
+VIA_DETAIL_TOLERANCE = 0.1  # log2 units: a copy with this much less fine detail than a candidate may not vouch
 PICTURES_NAMESPACE = "image_pictures"  # of the run cache: thumbnails and keep-rule traits by content sha256
 
 
@@ -61,7 +62,7 @@ class NearDedupConfig(StageConfig):
                                                  "centres: a camera pan or a stereo pair can match too)")
     verify: bool = Field(True, description="place each candidate pair on each other and compare it before "
                                            "grouping it")
-    max_local_difference: float = Field(0.08, ge=0, description="verification: a region standing out this far "
+    max_local_difference: float = Field(0.076, ge=0, description="verification: a region standing out this far "
                                                                "(share of the grey-level range) makes two pictures")
     max_uncovered_share: float = Field(0.015, ge=0, le=1, description="verification: each picture showing this "
                                                                       "share of its content that the other does "
@@ -241,6 +242,14 @@ def changed(found: PairVerdict | None, cfg: NearDedupConfig) -> bool:
         found.evidence.get("local_difference", 0) > VIA_COPY_LIMIT * cfg.max_local_difference
 
 
+def may_vouch(copy: int, candidate: int, items: list[ImageKey], pictures: Callable[[int], Picture | None]) -> bool:
+    """Whether a copy in a group may be verified against in place of the centre: not one with fewer pixels or
+    less fine detail than the candidate (a shrunk or blurred copy hides a small change)."""
+    first, second = pictures(copy), pictures(candidate)
+    return first is not None and second is not None and first.traits.pixels >= 0.9 * second.traits.pixels and \
+        first.traits.detail >= second.traits.detail - VIA_DETAIL_TOLERANCE
+
+
 def member(index: int, centre: int, found: PairVerdict | None, pictures: Callable[[int], Picture | None]
            ) -> Member | None:
     """The keep rule's view of a verified copy, through the placement of the group's centre on it."""
@@ -330,7 +339,8 @@ def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[
             result, against = direct, centre
             if (direct is None or not direct.same) and via != centre and not changed(direct, cfg):
                 # the nearest copies in the group (pHash) that it is a candidate of, a few at most
-                for copy in sorted((c for c in near[other] if c in group and c not in tried[other]),
+                for copy in sorted((c for c in near[other] if c in group and c not in tried[other]
+                                    and may_vouch(c, other, items, pictures)),
                                    key=lambda c: (distance(items[c].phash, items[other].phash), keys[c])):
                     if len(tried[other]) >= MAX_TRIES_VIA_COPIES:
                         break
@@ -389,7 +399,7 @@ def picture_loader(items: list[ImageKey], ctx: StageContext | None, keep: int = 
         if index in made:
             made.move_to_end(index)
             return made[index]
-        key = f"{items[index].sha256}:v4"  # v4: the fine greyscale copy, its content box, traits
+        key = f"{items[index].sha256}:v5"  # v5: the fine greyscale copy, its content box, traits with detail
         cache = ctx.cache if ctx is not None else None
         stored = cache.get_bytes_many(PICTURES_NAMESPACE, [key]).get(key) if cache else None
         if stored is not None:

@@ -79,6 +79,7 @@ class Traits(NamedTuple):
     lossless: bool
     quality: int             # JPEG quality setting (100 for a lossless file)
     size_bytes: int
+    detail: float            # fine detail of the reduced copy (`_detail`): a blurred copy has less
 
 
 def traits(rgb: Image.Image, grey: Image.Image, content: tuple[float, float, float, float], data: bytes, fmt: str,
@@ -91,7 +92,8 @@ def traits(rgb: Image.Image, grey: Image.Image, content: tuple[float, float, flo
     lossless = fmt in LOSSLESS
     quality = 100 if lossless else (jpeg_quality(data) if fmt == "JPEG" else None) or UNKNOWN_LOSSY_QUALITY
     share = (box[2] - box[0]) * (box[3] - box[1]) / max(grey.width * grey.height, 1)
-    return Traits(round(chroma, 3), pixels, round(1 - share, 4), lossless, int(quality), len(data))
+    return Traits(round(chroma, 3), pixels, round(1 - share, 4), lossless, int(quality), len(data),
+                  round(_detail(np.asarray(grey)), 3))
 
 
 def provisional(found: Traits) -> tuple:
@@ -102,7 +104,7 @@ def provisional(found: Traits) -> tuple:
 
 # --- marks of processing, at full size ---------------------------------------------------------------------------
 
-SAMPLES = 10_000         # pixels each prediction is fitted and measured on
+SAMPLES = 4_000          # pixels each prediction is fitted and measured on
 SCORE_TOLERANCE = 0.1    # predictions this close (share of the best) tie on it
 LEVELS_TOLERANCE = 4.0   # levels used per channel: fewer by more than this is a lossy tone change
 DETAIL_TOLERANCE = 0.05  # log2 units of detail above the best predictor's: sharpened

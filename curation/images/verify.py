@@ -8,7 +8,7 @@ content box (the picture without uniform borders) and the keep rule's traits. A 
 1. Placement. A linear map of the first picture (turned as the candidate pair says, or upright) onto the second:
    whole onto whole, content onto content, or, for a crop, one content placed inside the other
    (`likeness.place`, windows of 80-100% of a side). The map is then refined to a fraction of a pixel by
-   Lucas-Kanade steps on copies of 96 x 96 then 192 x 192 pixels (scale and shift along each axis:
+   Lucas-Kanade steps on copies of 64 x 64 then 160 x 160 pixels (scale and shift along each axis:
    `_refine`), so a crop, a frame, a resize or a trim that differs by a line all line up.
 2. Containment. A crop shows part of what its original shows, a framed copy all of it; a camera shift or a
    stereo pair shows something the other does not. `uncovered` is the smaller of the two shares of a picture
@@ -43,12 +43,12 @@ FINE_PIXELS = 256 * 256   # pixels of the greyscale copy kept for the verificati
                           # a useful width)
 PLACE_SIDE = 128          # side of the square copies a crop is placed with (`likeness.place`)
 # the refinement's levels: (pixels of the copies, Lucas-Kanade steps at most, pixels of Gaussian blur)
-REFINE_LEVELS = ((96 * 96, 8, 1.0), (192 * 192, 3, 0.7))
+REFINE_LEVELS = ((64 * 64, 6, 2), (128 * 128, 2, 1))
 MIN_CORRELATION = 0.9     # of the refined copies: below it the placement failed (or the turn is wrong)
-ENVELOPE = 3              # pixels: each pixel is compared with its prediction's range over this square
+TRUSTED_CORRELATION = 0.97  # a placement lining the two up this well is not second-guessed by another
+SETTLED_CORRELATION = 0.995  # a first placement lining the two up this well is not refined
 WINDOW_SHARE = 0.05       # of the shorter side: the windows the leftover is averaged over
 TONE_BINS = 64            # grey-level bins of the tone curve
-COMPARE_BLUR = 0.7        # pixels of Gaussian blur on both before comparing (resampling aliases fine patterns)
 RESAMPLE_SHARE = 0.7      # of the size: a picture resampled this much and back shows where resampling aliases
 CONTENT_TOLERANCE = 8     # grey levels from a border's colour that still count as border
 CONTENT_SHARE = 0.995     # of a row's pixels that must be that near for it to be border (stars on a night sky
@@ -192,19 +192,40 @@ def _sample(image: Image.Image, box: Box, size: tuple[int, int]) -> np.ndarray:
     return np.asarray(image.resize(size, Image.Resampling.BILINEAR, box=box), dtype=np.float32)
 
 
-def _standardised(pixels: np.ndarray, blur: float) -> np.ndarray:
-    from scipy.ndimage import gaussian_filter
+def _blur(pixels: np.ndarray, times: int = 1) -> np.ndarray:
+    """A [1, 2, 1] / 4 blur along each axis, `times` over (about 0.7 pixels of Gaussian blur each), edges
+    repeated."""
+    for _ in range(times):
+        padded = np.pad(pixels, 1, mode="edge")
+        pixels = (padded[:, :-2] + 2 * padded[:, 1:-1] + padded[:, 2:]) * 0.25
+        pixels = (pixels[:-2] + 2 * pixels[1:-1] + pixels[2:]) * 0.25
+    return pixels
 
-    blurred = gaussian_filter(pixels, blur)
+
+def _extreme(pixels: np.ndarray, function: np.ufunc) -> np.ndarray:
+    """The maximum (or minimum) of each pixel's 3 x 3 neighbourhood, edges repeated."""
+    padded = np.pad(pixels, 1, mode="edge")
+    rows = function(function(padded[:, :-2], padded[:, 1:-1]), padded[:, 2:])
+    return function(function(rows[:-2], rows[1:-1]), rows[2:])
+
+
+def _standardised(pixels: np.ndarray, blur: int) -> np.ndarray:
+    blurred = _blur(pixels, blur)
     return (blurred - blurred.mean()) / max(float(blurred.std()), 1e-3)
 
 
 def _refine(first: Image.Image, box: Box, second: Image.Image, placement: Placement) -> tuple[Placement, float]:
     """The placement refined so that `second` over the mapped box matches `first` over `box` (Gauss-Newton on
-    the four ends of the mapped box, coarse then fine: REFINE_LEVELS), and the correlation of the two at the
-    end."""
+    the four ends of the mapped box, with the first's gradients; coarse then fine: REFINE_LEVELS), and the
+    correlation of the two at the end."""
     mapped = np.array(placement.box(box), dtype=np.float64)
     correlation = -1.0
+    pixels, _, blur = REFINE_LEVELS[-1]
+    size = _size_for(box, pixels)
+    first_pixels, second_pixels = _sample(first, box, size), _sample(second, tuple(mapped), size)
+    start = float((_standardised(tone(first_pixels, second_pixels), blur) * _standardised(second_pixels, blur)).mean())
+    if start >= SETTLED_CORRELATION:  # already lined up (the same framing): nothing to refine
+        return placement, start
     for pixels, steps, blur in REFINE_LEVELS:
         size = _size_for(box, pixels)
         # the first in the second's grey levels (a brightened copy's pale rows turned white would pull the map)
@@ -212,24 +233,24 @@ def _refine(first: Image.Image, box: Box, second: Image.Image, placement: Placem
         width, height = size
         along_x = (np.arange(width, dtype=np.float32) + 0.5) / width
         along_y = (np.arange(height, dtype=np.float32) + 0.5) / height
+        grad_y, grad_x = np.gradient(target)
+        shape = np.stack([(grad_x * (1 - along_x)[None]).ravel(), (grad_y * (1 - along_y)[:, None]).ravel(),
+                          (grad_x * along_x[None]).ravel(), (grad_y * along_y[:, None]).ravel()], axis=1)
         for _ in range(steps):
             moved = _standardised(_sample(second, tuple(mapped), size), blur)
-            correlation = float((moved * target).mean())
-            grad_y, grad_x = np.gradient(moved)
-            per_x, per_y = width / max(mapped[2] - mapped[0], 1e-6), height / max(mapped[3] - mapped[1], 1e-6)
-            jacobian = np.stack([(grad_x * (1 - along_x)[None] * per_x).ravel(),
-                                 (grad_y * (1 - along_y)[:, None] * per_y).ravel(),
-                                 (grad_x * along_x[None] * per_x).ravel(),
-                                 (grad_y * along_y[:, None] * per_y).ravel()], axis=1)
+            scale = np.array([width / max(mapped[2] - mapped[0], 1e-6), height / max(mapped[3] - mapped[1], 1e-6)] * 2)
+            jacobian = shape * scale
             step = np.linalg.solve(jacobian.T @ jacobian + 1e-3 * np.eye(4), jacobian.T @ (target - moved).ravel())
             step = np.clip(step, -0.1 * (mapped[2] - mapped[0]), 0.1 * (mapped[2] - mapped[0]))
             mapped += step
             if mapped[2] - mapped[0] < 4 or mapped[3] - mapped[1] < 4:
                 return placement, -1.0
-            if np.abs(step).max() < 0.05:
+            if np.abs(step).max() < 0.1:
                 break
         moved = _standardised(_sample(second, tuple(mapped), size), blur)
         correlation = float((moved * target).mean())
+    if correlation < start:  # no detail to steer by (a night sky): the steps wandered off
+        return placement, start
     return between(box, tuple(mapped)), correlation
 
 
@@ -271,52 +292,63 @@ def _isotonic(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def tone(source: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """`source` mapped through the monotone curve that best predicts `target` from it."""
-    low, high = float(source.min()), float(source.max())
-    bins = np.clip(((source - low) / max(high - low, 1e-6) * TONE_BINS).astype(np.int64), 0, TONE_BINS - 1).ravel()
-    counts = np.bincount(bins, minlength=TONE_BINS)
+    """`source` (grey levels 0-255) mapped through the monotone curve that best predicts `target` from it."""
+    levels = np.clip(np.rint(source), 0, 255).astype(np.int64)
+    bins = (levels * TONE_BINS) >> 8
+    counts = np.bincount(bins.ravel(), minlength=TONE_BINS)
     used = counts > 0
-    means = np.bincount(bins, target.ravel(), minlength=TONE_BINS)[used] / counts[used]
-    centres = np.bincount(bins, source.ravel(), minlength=TONE_BINS)[used] / counts[used]
-    return np.interp(source, centres, _isotonic(means, counts[used].astype(np.float64))).astype(np.float32)
+    means = np.bincount(bins.ravel(), target.ravel(), minlength=TONE_BINS)[used] / counts[used]
+    centres = np.bincount(bins.ravel(), levels.ravel(), minlength=TONE_BINS)[used] / counts[used]
+    table = np.interp(np.arange(256), centres, _isotonic(means, counts[used].astype(np.float64)))
+    return table.astype(np.float32)[levels]
 
 
 def _resampling_change(pixels: np.ndarray) -> np.ndarray:
     """How much each pixel changes when the picture is resampled to RESAMPLE_SHARE of its size and back (fine
     periodic patterns such as barcodes and small print alias: a copy at another scale differs there anyway)."""
-    from scipy.ndimage import gaussian_filter
-
-    image = Image.fromarray(pixels.astype(np.float32), mode="F")
+    image = Image.fromarray(pixels, mode="F")
     small = image.resize((max(2, round(image.width * RESAMPLE_SHARE)), max(2, round(image.height * RESAMPLE_SHARE))),
                          Image.Resampling.BILINEAR)
     back = np.asarray(small.resize(image.size, Image.Resampling.BILINEAR), dtype=np.float32)
-    return gaussian_filter(np.abs(pixels - back), COMPARE_BLUR)
+    return _blur(np.abs(pixels - back))
 
 
-def _leftover(source: np.ndarray, target: np.ndarray) -> float:
+class _Prepared(NamedTuple):
+    blurred: np.ndarray
+    high: np.ndarray     # 3 x 3 maximum of `blurred`
+    low: np.ndarray
+
+
+def _prepare(pixels: np.ndarray) -> _Prepared:
+    blurred = _blur(pixels)
+    return _Prepared(blurred, _extreme(blurred, np.maximum), _extreme(blurred, np.minimum))
+
+
+def _leftover(source: _Prepared, target: _Prepared, unstable: np.ndarray) -> float:
     """How far one region of `target` stands out from its prediction from `source` (see the module)."""
-    from scipy.ndimage import gaussian_filter, maximum_filter, minimum_filter, uniform_filter
+    from scipy.ndimage import uniform_filter
 
-    unstable = np.maximum(_resampling_change(source), _resampling_change(target))
-    source, target = gaussian_filter(source, COMPARE_BLUR), gaussian_filter(target, COMPARE_BLUR)
-    predicted = tone(source, target)
-    outside = np.maximum(target - maximum_filter(predicted, ENVELOPE), 0) + \
-        np.maximum(minimum_filter(predicted, ENVELOPE) - target, 0)
-    back = np.maximum(predicted - maximum_filter(target, ENVELOPE), 0) + \
-        np.maximum(minimum_filter(target, ENVELOPE) - predicted, 0)
-    margin = ENVELOPE
-    found = np.maximum(np.maximum(outside, back) - unstable, 0)[margin:-margin, margin:-margin]
+    predicted = tone(source.blurred, target.blurred)
+    found = np.maximum(np.maximum(target.blurred - _extreme(predicted, np.maximum), 0) +
+                       np.maximum(_extreme(predicted, np.minimum) - target.blurred, 0),
+                       np.maximum(predicted - target.high, 0) + np.maximum(target.low - predicted, 0))
+    found = np.maximum(found - unstable, 0)[1:-1, 1:-1]
     if min(found.shape) < 4:
         return 0.0
     windows = uniform_filter(found, max(3, int(WINDOW_SHARE * min(found.shape))))
-    low, high = np.percentile(target, [1, 99])
-    return float((windows.max() - np.percentile(windows, 90)) / (high - low + 1.0))
+    # percentiles on every other row and column: windows vary slowly, and a sort of all of them costs more
+    ninetieth = float(np.percentile(windows[::2, ::2], 90))
+    low, high = np.percentile(target.blurred[::2, ::2], [1, 99])
+    return (float(windows.max()) - ninetieth) / (float(high - low) + 1.0)
 
 
-def local_difference(first: np.ndarray, second: np.ndarray) -> float:
-    """The local change between two aligned greyscale copies of one size: the smaller of the two directions."""
-    forward = _leftover(first, second)
-    return forward if forward == 0 else min(forward, _leftover(second, first))
+def local_difference(first: np.ndarray, second: np.ndarray, limit: float = float("inf")) -> float:
+    """The local change between two aligned greyscale copies of one size: the smaller of the two directions
+    (the second is not computed when the first is within `limit`)."""
+    unstable = np.maximum(_resampling_change(first), _resampling_change(second))
+    a, b = _prepare(first), _prepare(second)
+    forward = _leftover(a, b, unstable)
+    return forward if forward <= limit else min(forward, _leftover(b, a, unstable))
 
 
 # --- a pair ---------------------------------------------------------------------------------------------------
@@ -362,8 +394,9 @@ def _hypotheses(first: Picture, second: Picture) -> Iterable[tuple[str, Placemen
 def compare(first: Picture, second: Picture, orientation: str, max_local_difference: float,
             max_uncovered: float, early: bool = True) -> Verdict:
     """Verify a pair with the first turned by `orientation`: each placement in turn (`_hypotheses`), refined;
-    the first that lines the two up, leaves little uncovered and shows no local change makes them one picture
-    (with `early`, placements after it are not tried). The evidence is that of the best placement tried."""
+    the first that lines the two up, leaves little uncovered and shows no local change makes them one picture.
+    With `early`, placements after it, or after one lining the two up within TRUSTED_CORRELATION, are not
+    tried. The evidence is that of the best placement tried."""
     turned = oriented(first, orientation)
     image1, image2 = Image.fromarray(turned.fine), Image.fromarray(second.fine)
     best: tuple | None = None
@@ -381,15 +414,16 @@ def compare(first: Picture, second: Picture, orientation: str, max_local_differe
         mapped = placement.box(shared)
         size = (max(8, round(min(shared[2] - shared[0], mapped[2] - mapped[0]))),
                 max(8, round(min(shared[3] - shared[1], mapped[3] - mapped[1]))))
-        local = local_difference(_sample(image1, shared, size), _sample(image2, mapped, size))
+        local = local_difference(_sample(image1, shared, size), _sample(image2, mapped, size),
+                                 max_local_difference)
         same = share <= max_uncovered and local <= max_local_difference
         evidence = {"placed": name, "correlation": round(correlation, 3), "uncovered": round(share, 3),
                     "local_difference": round(local, 3)}
         key = (same, -local)
         if best is None or key > best[0]:
             best = (key, evidence, placement)
-        if same and early:
-            break
+        if early and (same or (correlation >= TRUSTED_CORRELATION and share <= max_uncovered)):
+            break  # one picture, or lined up so well that another placement would only find the same change
     if best is None:
         return Verdict(False, {"placed": "none", "correlation": None}, orientation, None)
     return Verdict(best[0][0], best[1], orientation, best[2])
