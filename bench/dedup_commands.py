@@ -6,7 +6,10 @@
 - texts: `curate text dups` against a naive loop (per text, one datasketch MinHash updated word by word, then one
   MinHashLSH query and one insert, threshold 0.8, 128 permutations) on 50,000 questions of 20-25 English words
   (the words of Python's standard-library documentation) of which 1 in 25 is a near copy of an earlier one with
-  one word changed and 1 in 50 a verbatim copy, some in other case or spacing (quick: 2,000).
+  one word changed and 1 in 50 a verbatim copy, some in other case or spacing (quick: 2,000);
+- dups: the CPU of `curate images dups` (verification and keep rule on) against that of the `curate images hash
+  --jobs 2` command that wrote its hashes file (plain, and --likeness), on the real images and on the labelled set
+  of tests/dedup_set.py (quick: the demo's pictures and two of the set's photos with their copies).
 
 Each command runs N times, interleaved with the others; each one's start-up is measured as the same command on one
 small file (one 32x32 PNG; one text), which imports everything the full run does. Ratios are given whole and net of
@@ -152,16 +155,21 @@ def command_cpu(command: list[str]) -> float:
 
 
 def dups_against_hash(folders: dict[str, Path], work: Path) -> dict[str, dict]:
-    """Per folder: CPU seconds of `curate images hash --jobs 2` and of `curate images dups` (verification on) on its
-    hashes file, and the groups found."""
+    """Per folder and per kind of hashes file (plain, and --likeness, which `images dups` needs to match turns and
+    frames): CPU seconds of `curate images hash --jobs 2` and of `curate images dups` (verification on) on the file
+    it wrote, and the groups found."""
     found = {}
     for number, (name, folder) in enumerate(folders.items()):
-        hashes, groups = work / f"set{number}.hashes.jsonl", work / f"set{number}.groups.jsonl"
-        hash_cpu = command_cpu([str(CURATE), "images", "hash", str(folder), "--out", str(hashes), "--jobs", "2"])
-        dups_cpu = command_cpu([str(CURATE), "images", "dups", str(hashes), "--out", str(groups)])
-        found[name] = {"files": sum(1 for _ in hashes.open()), "hash_cpu_seconds": round(hash_cpu, 2),
-                       "dups_cpu_seconds": round(dups_cpu, 2), "dups_over_hash": round(dups_cpu / hash_cpu, 2),
-                       "groups": sum(1 for _ in groups.open())}
+        for likeness in (False, True):
+            hashes = work / f"set{number}{'-likeness' if likeness else ''}.hashes.jsonl"
+            groups = work / f"set{number}{'-likeness' if likeness else ''}.groups.jsonl"
+            hash_cpu = command_cpu([str(CURATE), "images", "hash", str(folder), "--out", str(hashes), "--jobs", "2",
+                                    *(["--likeness"] if likeness else [])])
+            dups_cpu = command_cpu([str(CURATE), "images", "dups", str(hashes), "--out", str(groups)])
+            found[f"{name}, hash{' --likeness' if likeness else ''}"] = {
+                "files": sum(1 for _ in hashes.open()), "hash_cpu_seconds": round(hash_cpu, 2),
+                "dups_cpu_seconds": round(dups_cpu, 2), "dups_over_hash": round(dups_cpu / hash_cpu, 2),
+                "groups": sum(1 for _ in groups.open())}
     return found
 
 
@@ -249,8 +257,9 @@ def main() -> None:
                f"verbatim copies: ours {copies['verbatim']['ours']:.1%}, naive {copies['verbatim']['naive']:.1%}.")
     for name, found in dups.items():
         summary += (f"\n{name} ({found['files']:,} files): curate images dups (verification on) took "
-                    f"{found['dups_cpu_seconds']:.2f} CPU s against {found['hash_cpu_seconds']:.2f} for curate images "
-                    f"hash --jobs 2 ({found['dups_over_hash']:.2f}x), {found['groups']} groups.")
+                    f"{found['dups_cpu_seconds']:.2f} CPU s against {found['hash_cpu_seconds']:.2f} for the hash "
+                    f"command (--jobs 2) that wrote its file ({found['dups_over_hash']:.2f}x), {found['groups']} "
+                    f"groups.")
     if agreement:
         summary += (f"\nreduced decode against a full decode: {agreement['identical']} of {agreement['files']} "
                     f"pHashes identical, {agreement['within_4_bits']} within 4 bits; of the "

@@ -1,12 +1,13 @@
 """Near-duplicate quality on our labelled set (tests/dedup_set.py), per kind of edit: the share of copies grouped with
 their original by `image_near_dedup` at its defaults against plain pHash at the same threshold on the same files
-(the copy's pHash within 8 bits of the original's), the hard negatives merged, impure groups, and which picture
-each group kept (the original, or a copy with its pixels, should be). Also what it costs: CPU seconds of the
-fingerprints (what `curate images hash` computes) against those of the grouping (one reduced decode per picture
-with a candidate, and the verification), in this one process.
+(the copy's pHash within 8 bits of the original's), the hard negatives each merges, impure groups, and which kind
+of picture each group kept (the original, or a copy with its pixels, should be) and by which rule. Also what it
+costs: CPU seconds of the fingerprints (what `curate images hash --likeness` computes) against those of the
+grouping (one reduced decode per picture with a candidate, the verification, the keep rule's full-size decodes of
+the copies still tied), in this one process.
 
 The set: 14 real photos (the demo's) and one render of each kind (charts, documents, screenshots), each with 33
-copies and 4-6 hard negatives (878 files). --quick: two photos.
+copies and 4-6 hard negatives (878 files). --quick: two photos (68 files).
 
     cd /work/main && .venv/bin/python bench/near_dup_quality.py [--quick]
 """
@@ -17,7 +18,7 @@ import time
 
 import common  # first: it sets HOME etc. to a temp dir before anything else is imported
 
-from benchcurate.curation.images.near_dedup import NearDedupConfig, near_groups
+from benchcurate.curation.images.near_dedup import NearDedupConfig
 from tests import dedup_set
 
 
@@ -31,29 +32,39 @@ def main() -> None:
     hashing = time.process_time() - started
     cfg = NearDedupConfig()
     started = time.process_time()
-    dropped, summary = near_groups(items, cfg, dedup_set.pictures_of(items))
+    dropped, summary = dedup_set.group(items, cfg)
     grouping = time.process_time() - started
+    naive, _ = dedup_set.group(items, NearDedupConfig(verify=False, match_orientations=False, match_borders=False,
+                                                      keep_rule="largest"))
     scores = dedup_set.score(entries, items, dropped, cfg.max_hamming_distance)
+    plain = dedup_set.score(entries, items, naive, cfg.max_hamming_distance)
     counts = {kind: sum(entry.kind == kind for entry in entries) for kind in scores.recall}
-    rows = [[kind, counts[kind], scores.recall[kind], scores.phash_recall[kind],
+    rows = [[kind, counts[kind], scores.phash_recall[kind], scores.recall[kind],
              "yes" if scores.recall[kind] >= scores.phash_recall[kind] else "NO"] for kind in scores.recall]
-    text, markdown = common.table(["edit kind", "copies", "ours grouped", "plain pHash within 8", "ours >= pHash"],
-                                  rows)
-    negatives = [[kind, sum(entry.kind == kind for entry in entries), merged]
+    text, markdown = common.table(["edit kind", "copies", "naive: one pHash within 8",
+                                   "+ verification (the default)", "ours >= pHash"], rows)
+    negatives = [[kind, sum(entry.kind == kind for entry in entries), plain.negative_merges[kind], merged]
                  for kind, merged in scores.negative_merges.items()]
-    negative_text, negative_markdown = common.table(["hard negative", "pairs", "merged with the original"], negatives)
+    negative_text, negative_markdown = common.table(
+        ["Hard negatives", "pairs", "merged: plain pHash groups", "merged: ours"], negatives)
     kept_rows = [[kind, count] for kind, count in sorted(scores.kept_by_kind.items(), key=lambda row: -row[1])]
     kept_text, kept_markdown = common.table(["kind of the kept picture", "groups"], kept_rows)
+    rule_rows = [[rule, count] for rule, count in sorted(summary["decided_by"].items(), key=lambda row: -row[1])]
+    rule_text, rule_markdown = common.table(["keep rule that decided", "groups"], rule_rows)
     line = (f"{len(entries)} files, {sum(e.kind == 'original' for e in entries)} originals; {scores.groups} groups, "
             f"{scores.impure_groups} impure, {scores.original_merges} holding two originals; the original (or its "
-            f"pixels) kept in {scores.original_kept:.1%} of groups. CPU: fingerprints {hashing:.2f} s, grouping "
-            f"{grouping:.2f} s ({grouping / hashing:.2f}x): {summary['candidate_pairs']} candidate pairs, "
-            f"{summary['verified_pairs']} verified, {summary['rejected_by_verification']} rejected.")
-    print("\n\n".join([text, negative_text, kept_text, line]))
+            f"pixels) kept in {scores.original_kept:.1%} of groups. Plain pHash groups merge "
+            f"{sum(plain.negative_merges.values())} hard negatives, ours {sum(scores.negative_merges.values())}. "
+            f"CPU: fingerprints {hashing:.2f} s, grouping {grouping:.2f} s ({grouping / hashing:.2f}x): "
+            f"{summary['candidate_pairs']} candidate pairs, {summary['verified_pairs']} verified, "
+            f"{summary['rejected_by_verification']} rejected, {summary['verified_against_a_copy']} accepted "
+            f"against another copy of their group, {summary['kept_other_than_centre']} groups kept another copy "
+            f"than their first centre.")
+    print("\n\n".join([text, negative_text, kept_text, rule_text, line]))
     data = {"files": len(entries), "recall": scores.recall, "phash_recall": scores.phash_recall,
-            "negative_merges": scores.negative_merges, "impure_groups": scores.impure_groups,
-            "original_merges": scores.original_merges, "groups": scores.groups,
-            "original_kept": scores.original_kept, "kept_by_kind": scores.kept_by_kind,
+            "negative_merges": scores.negative_merges, "plain_phash_negative_merges": plain.negative_merges,
+            "impure_groups": scores.impure_groups, "original_merges": scores.original_merges,
+            "groups": scores.groups, "original_kept": scores.original_kept, "kept_by_kind": scores.kept_by_kind,
             "cpu_seconds": {"fingerprints": round(hashing, 2), "grouping": round(grouping, 2)},
             "summary": {key: value for key, value in summary.items() if key != "chains"},
             "machine": common.machine()}
@@ -61,7 +72,8 @@ def main() -> None:
                    f"{common.machine_line(data['machine'])}; the machine was shared with other work (CPU seconds, "
                    f"one process).\n\n{line}\n\nPer kind of edit (several strengths each), copies grouped with "
                    f"their original:\n\n{markdown}\n\nHard negatives:\n\n{negative_markdown}\n\nWho was kept, per "
-                   f"group:\n\n{kept_markdown}\n", options.quick)
+                   f"group:\n\n{kept_markdown}\n\nThe rule of `survivor.elect` that decided each group:\n\n"
+                   f"{rule_markdown}\n", options.quick)
 
 
 if __name__ == "__main__":

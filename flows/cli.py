@@ -919,8 +919,9 @@ def images_dups(
     threshold: Annotated[int, typer.Option(help="Largest pHash Hamming distance of candidates (0-32).")] = 8,
     reference: Annotated[Optional[Path], typer.Option(
         help="A hashes file of images to check against (earlier releases, other benchmarks).")] = None,
-    verify: Annotated[bool, typer.Option(help="Compare each candidate pair on thumbnails (decoded from the files) "
-                                              "and keep apart pictures that differ in one region.")] = True,
+    verify: Annotated[bool, typer.Option(help="Place each candidate pair on each other (decoded from the files) "
+                                              "and keep apart pictures that differ in one region or each show "
+                                              "what the other does not.")] = True,
     match_crops: Annotated[bool, typer.Option(help="Also match pictures with a few percent cut from a side (needs "
                                                    "a hashes file made with --likeness).")] = False,
     keep_rule: Annotated[str, typer.Option(help="least_processed or largest: which file of a group is kept.")]
@@ -928,8 +929,8 @@ def images_dups(
     jobs: Annotated[int, typer.Option(help="Worker processes for the search.")] = 1,
 ) -> None:
     """Group near-duplicates as image_near_dedup does: candidates within the threshold (exactly; mirror images,
-    quarter turns and borders too when the hashes file has --likeness hashes), verified on thumbnails, grouped as
-    stars around the file kept (no file is dropped for being near another dropped one)."""
+    quarter turns and borders too when the hashes file has --likeness hashes), verified against each group's
+    centre, and the copy that lost least kept (colour, pixels, framing, compression, then marks of processing)."""
     from pydantic import ValidationError
 
     from benchcurate.curation.images.hashfile import duplicate_groups, read_hashes

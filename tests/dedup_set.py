@@ -65,9 +65,10 @@ class Entry:
         return self.kind in NEGATIVES
 
 
-def sources(photos: int | None = None, renders_per_kind: int | None = None) -> list[tuple[Path, str]]:
+def sources(photos: int | None = None, renders_per_kind: int | None = None,
+            names: tuple[str, ...] | None = None) -> list[tuple[Path, str]]:
     """(path, category) of the shipped pictures: photos (the 102-pixel microaneurysms crop left out), then the
-    renders in their index's order."""
+    renders in their index's order; with `names`, only the pictures of those names (file stems)."""
     found = sorted(path for path in (DEMO / "photos").iterdir()
                    if path.suffix.lower() in (".png", ".jpg", ".jpeg") and path.stem != "microaneurysms")
     chosen = [(path, "photo") for path in found[:photos]]
@@ -76,7 +77,7 @@ def sources(photos: int | None = None, renders_per_kind: int | None = None) -> l
         if entry["kind"] != "icon" and (renders_per_kind is None or taken.get(entry["kind"], 0) < renders_per_kind):
             taken[entry["kind"]] = taken.get(entry["kind"], 0) + 1
             chosen.append((DEMO / "rendered" / entry["file"], entry["kind"]))
-    return chosen
+    return [(path, kind) for path, kind in chosen if names is None or path.stem in names]
 
 
 def _window(scene: Image.Image, dx: float = 0.0, dy: float = 0.0) -> Image.Image:
@@ -192,11 +193,12 @@ def _suffix(edit: str, original_format: str) -> str:
     return ".jpg" if jpeg != (edit == "other_format") else ".png"
 
 
-def build(folder: Path, photos: int | None = None, renders_per_kind: int | None = None) -> list[Entry]:
+def build(folder: Path, photos: int | None = None, renders_per_kind: int | None = None,
+          names: tuple[str, ...] | None = None) -> list[Entry]:
     """The set's files under `folder` (written once; a rebuild reuses them): originals, copies, hard negatives."""
     folder.mkdir(parents=True, exist_ok=True)
     entries = []
-    for path, category in sources(photos, renders_per_kind):
+    for path, category in sources(photos, renders_per_kind, names):
         name = path.stem
         with Image.open(path) as shipped:
             shipped.load()
@@ -243,6 +245,13 @@ def pictures_of(items):
     from benchcurate.curation.images.near_dedup import picture_loader
 
     return picture_loader(items, None)
+
+
+def group(items, cfg=None):
+    """`image_near_dedup`'s grouping of the set's keys (defaults: the stage's config): (dropped, summary)."""
+    from benchcurate.curation.images.near_dedup import NearDedupConfig, full_size_loader, near_groups
+
+    return near_groups(items, cfg or NearDedupConfig(), pictures_of(items), full_size=full_size_loader(items))
 
 
 def _distance(first: str, second: str) -> int:

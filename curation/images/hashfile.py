@@ -4,9 +4,9 @@ A hashes file is JSONL, one row per file: `{"path", "sha256", "phash", "width", 
 "algorithm"}` (`phash` is 16 hex digits, or null with `error` set); with `--likeness`, also the hashes of the
 picture's other orientations, without borders and of its centre (`phash_orientations`, `phash_trimmed`,
 `phash_centre`). A groups file is JSONL, one row per group of two or more: `{"kept": path, "dropped": [{"path",
-"distance", "orientation", "matched_on", "verification"}, ...]}`, grouped as `image_near_dedup` groups (stars
-around the kept file, candidates verified on thumbnails); a file matching the reference set gets `{"reference":
-reference path, "dropped": [...]}` and takes no part in the groups.
+"distance", "orientation", "matched_on", "verification"}, ...]}`, grouped as `image_near_dedup` groups (candidates
+verified against each group's centre, the copy that lost least kept: `near_dedup.near_groups`); a file matching
+the reference set gets `{"reference": reference path, "dropped": [...]}` and takes no part in the groups.
 """
 
 from __future__ import annotations
@@ -136,7 +136,8 @@ def _distance(first: int, second: int) -> int:
 
 def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, workers: int = 1) -> Iterator[dict]:
     """Reference matches first, then groups among the rest, as `image_near_dedup` makes them (`cfg`: its
-    NearDedupConfig); thumbnails for the verification are decoded from the files."""
+    NearDedupConfig); each file with a candidate is decoded once for the verification, and the copies still tied
+    for the keep rule's marks once more at full size."""
     from benchcurate.curation.images.near_dedup import full_size_loader, near_groups, picture_loader
 
     matched: dict[int, list[tuple[int, int]]] = {}

@@ -9,19 +9,26 @@ naming the reference, to catch contamination. Then:
    (`curation.images.hamming`); also, with `match_orientations`, a picture's mirror images and quarter turns
    against the others' pHashes; with `match_borders`, the pHashes of the pictures without uniform borders; with
    `match_crops`, those of their centres (`curation.images.likeness`).
-2. Order: items with a candidate pair in the keep rule's order: `least_processed` (default) ranks what a copy
-   lost before marks of processing (`curation.images.survivor`: colour, content pixels, no frame, the orientation
-   its near copies share, lossless then JPEG quality, then marks); `largest` the most pixels, then the largest
-   file. Then `source_priority`, then the smaller id. Each picture is decoded once, reduced
-   (`likeness.picture`), for this and for the verification.
-3. Stars: each item not yet placed is kept, and each of its candidates not yet placed is verified against it
-   (`verify`): whole thumbnails first, then each picture's content placed inside the other's (a crop or a frame
-   moves and rescales everything) and compared on the part they share. A pair whose 256-bit pHashes differ by
-   more than `max_hash256_distance`, in which a few blocks differ far more than the rest (`max_local_difference`:
-   spot the difference, a changed label, a moved object, the next video frame), or whose placed content
-   correlates under 0.9 (a camera shift: each shows what the other does not) is two items. An item near only a
-   dropped one is kept (a chain is reported in the stage's summary, not followed). The decision records the
-   rule, distances, orientation, the hash that matched and the verification's evidence.
+2. Groups. Items with a candidate pair are taken in a provisional order (`least_processed`, the default: colour,
+   no frame, most pixels, least compression, `survivor.provisional`; `largest`: most pixels, then the largest
+   file; then `source_priority`, then the smaller id). Each item not yet placed is a group's centre: its
+   candidates not yet placed are verified against it, then their own candidates, and so on. A candidate that
+   fails against the centre without a clear local change (twice `max_local_difference`) may pass against one
+   or two copies already in the group that it is a candidate of, never one with fewer pixels or less detail
+   (a thick frame against a thin one; a strongly brightened copy against a mildly brightened one).
+3. Verification (`curation.images.verify`): the two pictures placed on each other at a fraction of a pixel
+   (whole on whole, content on content, or a crop inside its original), then two pictures if each shows more
+   than `max_uncovered_share` that the other does not (a camera shift, a stereo pair) or one region stands out
+   by more than `max_local_difference` once tone, resampling and a pixel of misplacement are allowed for (spot
+   the difference, a changed label, a moved object, the next frame of a video). Each picture is decoded once,
+   reduced, for this and for the keep rule's traits (cached by content in the run cache).
+4. The copy kept (`curation.images.survivor.elect`, with `least_processed`): by what each copy lost, read from
+   where it was placed on the centre (colour, pixels, the framing and orientation most copies share,
+   compression), then by marks of processing measured at full size on the copies still tied. Without
+   verification, or with `largest`, the centre is kept.
+The decision records the rule, pHash distance, orientation, the hash that matched and the verification's
+evidence (and `verified_against` when that was another copy of the group). A candidate of a dropped item that
+was not verified into its group stays, and is reported in the summary as a chain.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ from benchcurate.schemas import Drop, Keep, Sample, Verdict
 MAX_TRIES_VIA_COPIES = 2  # copies in a group a candidate that failed against the centre is verified against
 VIA_COPY_LIMIT = 2.0      # times max_local_difference: a candidate failing the centre by more gets no other try
 VIA_DETAIL_TOLERANCE = 0.1  # log2 units: a copy with this much less fine detail than a candidate may not vouch
-PICTURES_NAMESPACE = "image_pictures"  # of the run cache: thumbnails and keep-rule traits by content sha256
+PICTURES_NAMESPACE = "image_pictures"  # of the run cache: verify.Picture (fine copy, traits) by content sha256
 
 
 class NearDedupConfig(StageConfig):
@@ -285,6 +292,14 @@ def order_key(index: int, items: list[ImageKey], cfg: NearDedupConfig, pictures:
     return (*provisional(found.traits), *tail[2:]) if found is not None else tail  # not the larger file: noise
 
 
+def _relative_turn(group: dict, kept: int, index: int, centre: int) -> str:
+    """The turn of the kept picture that lines it up with a dropped one, from the centre's turns onto both."""
+    def turn(member: int) -> str:
+        found = group[member].placement if member in group else None
+        return "identity" if member == centre or found is None else found.orientation
+    return COMPOSED[(inverse(turn(kept)), turn(index))]
+
+
 class Found(NamedTuple):
     """A copy verified into a group."""
 
@@ -315,6 +330,8 @@ def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[
     placed: set[int] = set()
     counts: dict[str, int] = defaultdict(int)
     rules: dict[str, int] = defaultdict(int)
+    seen: dict[int, set[int]] = {}       # per centre: the items verified against it
+    centre_of: dict[int, int] = {}       # each copy: its group's centre
     for centre in sorted(near, key=keys.__getitem__):
         if centre in placed:
             continue
@@ -357,15 +374,24 @@ def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[
             placed.add(other)
             placement = direct if direct is not None and direct.placement is not None else None
             group[other] = Found(placement, options[0], against, result.evidence)
-            queue += [(nxt, other) for nxt in sorted(near[other], key=keys.__getitem__) if nxt not in placed]
+            if cfg.verify:  # the candidates of a verified copy are verified too (against the centre first)
+                queue += [(nxt, other) for nxt in sorted(near[other], key=keys.__getitem__) if nxt not in placed]
+        seen[centre] = set(direct_tries) | {centre}
+        for index in group:
+            centre_of[index] = centre
         if not group:
             continue
         kept = centre
         if cfg.keep_rule == "least_processed" and cfg.verify:
             members = [member(index, centre, group[index].placement if index in group else None, pictures)
                        for index in [centre, *group]]
-            kept, rule = elect([m for m in members if m is not None], full_size or (lambda index: None),
-                               keys.__getitem__)
+            decoded: dict[int, np.ndarray | None] = {}  # each tied copy decoded at full size once
+
+            def at_full_size(index: int) -> np.ndarray | None:
+                if index not in decoded:
+                    decoded[index] = full_size(index) if full_size else None
+                return decoded[index]
+            kept, rule = elect([m for m in members if m is not None], at_full_size, keys.__getitem__)
             rules[rule] += 1
             counts["kept_other_than_centre"] += kept != centre
         for index in [centre, *group]:
@@ -375,16 +401,20 @@ def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[
             against = entry.against if index in group else centre
             evidence = {**entry.evidence, **({"verified_against": items[against].id} if against not in (kept, index)
                                              else {})}
-            turn = entry.placement.orientation if entry.placement is not None else "identity"
-            dropped[index] = Copy(kept, distance(items[index].phash, items[kept].phash), turn, entry.option.view,
-                                  evidence)
+            centre_of[index] = centre
+            dropped[index] = Copy(kept, distance(items[index].phash, items[kept].phash),
+                                  _relative_turn(group, kept, index, centre), entry.option.view, evidence)
+    chains = [{"kept": items[index].id, "near_dropped": items[other].id, "kept_in_place": items[dropped[other].kept].id}
+              for i, j in sorted(found) for index, other in ((i, j), (j, i))
+              if index not in dropped and other in dropped and index not in seen[centre_of[other]]]
     summary = {"candidate_pairs": len(found), "verified_pairs": counts["verified_pairs"],
                "rejected_by_verification": counts["rejected_by_verification"],
                "groups": len({copy.kept for copy in dropped.values()}),
                "verified_against_a_copy": counts["verified_against_a_copy"],
                "kept_other_than_centre": counts["kept_other_than_centre"], "decided_by": dict(sorted(rules.items())),
                "turned_or_trimmed_pairs": sum(1 for copy in dropped.values() if copy.orientation != "identity"
-                                              or copy.evidence.get("placed", "whole") != "whole")}
+                                              or copy.evidence.get("placed", "whole") != "whole"),
+               "chains_not_followed": len(chains), "chains": chains[:20]}
     return dropped, summary
 
 

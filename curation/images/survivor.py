@@ -11,7 +11,8 @@ the copies verified with it, by what each copy lost, read from where the verific
 3. the framing most of the group shares: each copy's whole picture placed on the centre's, to 0.4% of its sides.
    Resized, recompressed, brightened, sharpened, blurred, re-saved and turned copies keep the original's
    framing; a crop cuts it and an added frame widens it, each a copy of its own. Between framings that as many
-   copies share, the one showing more of the content without uniform borders is less cut;
+   copies share, the one showing more of the content without uniform borders is less cut, then the one with
+   less uniform border has no added frame;
 4. the orientation most of the group shares (a mirror image or a turn is the minority);
 5. less compression: a lossless file, then the higher JPEG quality (read from its quantisation tables), then
    other lossy files; a lossless file whose full-size pixels equal a tied JPEG's is that JPEG re-saved and
@@ -230,8 +231,10 @@ def elect(members: list[Member], full_size: Callable[[int], np.ndarray | None], 
     top = max(len(clusters[m.index]) for m in remaining)
     remaining = [m for m in remaining if len(clusters[m.index]) == top]
     if len({id(clusters[m.index]) for m in remaining}) > 1:  # framings as many copies share: the one showing
-        widest = max(m.content_area for m in remaining)     # more of the content
+        widest = max(m.content_area for m in remaining)     # more of the content, then the one with less border
         remaining = [m for m in remaining if m.content_area >= widest - CONTENT_TOLERANCE]
+        least = min(m.traits.frame_share for m in remaining)
+        remaining = [m for m in remaining if m.traits.frame_share <= least + CONTENT_TOLERANCE]
     if len(remaining) == 1:
         return remaining[0].index, "framing"
     turns = Counter(m.orientation for m in group)

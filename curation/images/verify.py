@@ -7,8 +7,8 @@ content box (the picture without uniform borders) and the keep rule's traits. A 
 
 1. Placement. A linear map of the first picture (turned as the candidate pair says, or upright) onto the second:
    whole onto whole, content onto content, or, for a crop, one content placed inside the other
-   (`likeness.place`, windows of 80-100% of a side). The map is then refined to a fraction of a pixel by
-   Lucas-Kanade steps on copies of 64 x 64 then 160 x 160 pixels (scale and shift along each axis:
+   (`likeness.place`, windows of 80-100% of a side). The map is then refined to about a pixel by
+   Lucas-Kanade steps on copies of 64 x 64 then 128 x 128 pixels (scale and shift along each axis:
    `_refine`), so a crop, a frame, a resize or a trim that differs by a line all line up.
 2. Containment. A crop shows part of what its original shows, a framed copy all of it; a camera shift or a
    stereo pair shows something the other does not. `uncovered` is the smaller of the two shares of a picture
@@ -50,6 +50,7 @@ SETTLED_CORRELATION = 0.995  # a first placement lining the two up this well is 
 WINDOW_SHARE = 0.05       # of the shorter side: the windows the leftover is averaged over
 TONE_BINS = 64            # grey-level bins of the tone curve
 RESAMPLE_SHARE = 0.7      # of the size: a picture resampled this much and back shows where resampling aliases
+COMPARE_PIXELS = FINE_PIXELS  # pixels the part both show is compared at, at most
 CONTENT_TOLERANCE = 8     # grey levels from a border's colour that still count as border
 CONTENT_SHARE = 0.995     # of a row's pixels that must be that near for it to be border (stars on a night sky
                           # are content)
@@ -412,8 +413,8 @@ def compare(first: Picture, second: Picture, orientation: str, max_local_differe
         if shared[2] - shared[0] < 8 or shared[3] - shared[1] < 8:
             continue
         mapped = placement.box(shared)
-        size = (max(8, round(min(shared[2] - shared[0], mapped[2] - mapped[0]))),
-                max(8, round(min(shared[3] - shared[1], mapped[3] - mapped[1]))))
+        size = _size_for((0, 0, min(shared[2] - shared[0], mapped[2] - mapped[0]),
+                          min(shared[3] - shared[1], mapped[3] - mapped[1])), COMPARE_PIXELS)
         local = local_difference(_sample(image1, shared, size), _sample(image2, mapped, size),
                                  max_local_difference)
         same = share <= max_uncovered and local <= max_local_difference
