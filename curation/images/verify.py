@@ -344,10 +344,14 @@ def _leftover(source: _Prepared, target: _Prepared, unstable: np.ndarray) -> flo
 
 
 def local_difference(first: np.ndarray, second: np.ndarray, limit: float = float("inf")) -> float:
-    """The local change between two aligned greyscale copies of one size: the smaller of the two directions
-    (the second is not computed when the first is within `limit`)."""
-    unstable = np.maximum(_resampling_change(first), _resampling_change(second))
+    """The local change between two aligned greyscale copies of one size: the smaller of the two directions.
+    Within `limit` already before what resampling changes is allowed for, or in the first direction, the rest
+    is not computed (the decision is the same; the value reported is then that upper bound)."""
     a, b = _prepare(first), _prepare(second)
+    rough = _leftover(a, b, np.zeros_like(a.blurred))
+    if rough <= limit:
+        return rough
+    unstable = np.maximum(_resampling_change(first), _resampling_change(second))
     forward = _leftover(a, b, unstable)
     return forward if forward <= limit else min(forward, _leftover(b, a, unstable))
 
