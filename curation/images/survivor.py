@@ -21,8 +21,8 @@ the copies verified with it, by what each copy lost, read from where the verific
    which the others are predicted best by a tone curve and a 3x3 filter is the one they were made from (a
    brightened, blurred or sharpened copy lost what the edit clipped, merged or smoothed away, so the original is
    not predicted back from it); then the one using more grey levels (`fewest_marks`).
-Then the provisional order (the stage's `source_priority`, then the smaller id). `bench/near_dup_quality.py` reports who was kept, per kind of edit,
-on tests/dedup_set.py.
+Then the provisional order (then the stage's `source_priority`, then the smaller id). `bench/near_dup_quality.py`
+reports who was kept, per kind of edit, on tests/dedup_set.py, and by which of these rules.
 """
 
 from __future__ import annotations
@@ -106,24 +106,32 @@ def provisional(found: Traits) -> tuple:
 # --- marks of processing, at full size ---------------------------------------------------------------------------
 
 SAMPLES = 4_000          # pixels each prediction is fitted and measured on
+MARK_PIXELS = 4_000_000  # pixels the marks are measured on, at most
 SCORE_TOLERANCE = 0.1    # predictions this close (share of the best) tie on it
 LEVELS_TOLERANCE = 4.0   # levels used per channel: fewer by more than this is a lossy tone change
 DETAIL_TOLERANCE = 0.05  # log2 units of detail above the best predictor's: sharpened
 
 
 def _grey(rgb: np.ndarray) -> np.ndarray:
-    return np.round(rgb[..., 0] * 0.299 + rgb[..., 1] * 0.587 + rgb[..., 2] * 0.114).astype(np.int64)
+    """Grey levels (uint8) of an RGB picture, box-averaged by a whole factor when it has more than MARK_PIXELS
+    pixels (a 16-megapixel wallpaper is judged at 4 megapixels)."""
+    grey = rgb[..., 0] * np.float32(0.299) + rgb[..., 1] * np.float32(0.587) + rgb[..., 2] * np.float32(0.114)
+    factor = int(np.ceil((grey.size / MARK_PIXELS) ** 0.5))
+    if factor > 1:
+        height, width = grey.shape[0] // factor * factor, grey.shape[1] // factor * factor
+        grey = grey[:height, :width].reshape(height // factor, factor, width // factor, factor).mean(axis=(1, 3))
+    return np.rint(grey).astype(np.uint8)
 
 
 def prediction_error(source: np.ndarray, target: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> float:
     """How far `target` is from the best prediction of it made from `source` (two greyscale pictures of one
-    size, int 0-255) by a monotone tone curve then a 3x3 linear filter, fitted and measured on the given pixels
+    size, uint8) by a monotone tone curve then a 3x3 linear filter, fitted and measured on the given pixels
     (root mean square, grey levels). A copy made from another by a tone change, a blur or a sharpening is
     predicted from it almost exactly; the other way round, what the edit lost (clipped or merged levels, fine
     detail) is missing."""
     from benchcurate.curation.images.verify import TONE_BINS, _isotonic
 
-    centre = source[rows, columns]
+    centre = source[rows, columns].astype(np.int64)
     wanted = target[rows, columns].astype(np.float64)
     bins = np.clip(centre * TONE_BINS // 256, 0, TONE_BINS - 1)
     counts = np.bincount(bins, minlength=TONE_BINS)
@@ -215,8 +223,8 @@ def _keep(members: list[Member], test: Callable[[Member], bool]) -> list[Member]
 def elect(members: list[Member], full_size: Callable[[int], np.ndarray | None], tie_break: Callable[[int], tuple]
           ) -> tuple[int, str]:
     """The index of the copy to keep among a verified group (the centre and its copies), and the rule that
-    decided it (see the module). `full_size(index)` decodes a picture at full size, upright, turned as the
-    centre (RGB uint8; None when it cannot be decoded); it is asked only for copies tied up to the marks."""
+    decided it (see the module). `full_size(index)` decodes a picture at full size, upright (RGB uint8; None when
+    it cannot be decoded); it is asked only for copies tied up to the compression or the marks."""
     if len(members) == 1:
         return members[0].index, "alone"
     group = members

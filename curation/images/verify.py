@@ -2,8 +2,9 @@
 local change (`image_near_dedup`'s verification; `survivor.py` reads the placement to choose the copy kept).
 
 Each picture with a candidate is decoded once, reduced (`picture`: JPEG draft or box average, no side under
-256 pixels), and kept as one greyscale copy whose longer side is at most 256 pixels (`Picture.fine`), with its
-content box (the picture without uniform borders) and the keep rule's traits. A pair is verified in steps:
+256 pixels), and kept as one greyscale copy of at most 256 x 256 pixels (`Picture.fine`; a long receipt keeps a
+useful width), with its content box (the picture without uniform borders) and the keep rule's traits. A pair is
+verified in steps:
 
 1. Placement. A linear map of the first picture (turned as the candidate pair says, or upright) onto the second:
    whole onto whole, content onto content, or, for a crop, one content placed inside the other
@@ -13,14 +14,16 @@ content box (the picture without uniform borders) and the keep rule's traits. A 
 2. Containment. A crop shows part of what its original shows, a framed copy all of it; a camera shift or a
    stereo pair shows something the other does not. `uncovered` is the smaller of the two shares of a picture
    that falls outside the other; above `max_uncovered_share` the pair is two pictures.
-3. Local change. On the part both show, at up to 256 pixels, the second is predicted from the first through a
-   monotone tone curve fitted on the pair (brightness, contrast, gamma, clipping, greyscale), then every pixel
-   is compared with the range its prediction takes within one pixel (resampling, sharpening and misplacement
-   by a pixel stay inside it). The leftover, averaged over windows of 5% of the shorter side, stands out where
-   a region changed: the largest window above the 90th percentile of all windows, as a share of the picture's
-   grey-level range, is `local_difference`; the smaller of the two directions counts (a clipped copy is
-   predicted exactly from its original, not the other way round). Above `max_local_difference` (spot the
-   difference, a changed label, a moved object, the next frame of a video) the pair is two pictures.
+3. Local change. On the part both show, at the fine copies' size, the second is predicted from the first
+   through a monotone tone curve fitted on the pair (brightness, contrast, gamma, clipping, greyscale), then
+   every pixel is compared with the range its prediction takes within one pixel, and the prediction with the
+   pixel's range (resampling, sharpening and misplacement by a pixel stay inside it); less what resampling
+   the picture to 70% and back changes there (barcodes and small print alias at any other scale). The
+   leftover, averaged over windows of 5% of the shorter side, stands out where a region changed: the largest
+   window above the 90th percentile of all windows, as a share of the picture's grey-level range, is
+   `local_difference`; the smaller of the two directions counts (a clipped copy is predicted exactly from its
+   original, not the other way round). Above `max_local_difference` (spot the difference, a changed label, a
+   moved object, the next frame of a video) the pair is two pictures.
 
 The thresholds were chosen on tests/dedup_set.py (`bench/near_dup_quality.py` reports the result).
 """
@@ -39,10 +42,9 @@ from benchcurate.curation.images.likeness import ORIENTATIONS, PIL_TRANSPOSE, pl
 from benchcurate.curation.images.survivor import Traits, traits
 
 DECODE_SIDE = 256         # the picture is decoded reduced, no side under this (JPEG draft, box average otherwise)
-FINE_PIXELS = 256 * 256   # pixels of the greyscale copy kept for the verification, at most (a long receipt keeps
-                          # a useful width)
+FINE_PIXELS = 256 * 256   # pixels of the greyscale copy kept for the verification, at most
 PLACE_SIDE = 128          # side of the square copies a crop is placed with (`likeness.place`)
-# the refinement's levels: (pixels of the copies, Lucas-Kanade steps at most, pixels of Gaussian blur)
+# the refinement's levels: (pixels of the copies, Lucas-Kanade steps at most, passes of a 3-pixel blur)
 REFINE_LEVELS = ((64 * 64, 6, 2), (128 * 128, 2, 1))
 MIN_CORRELATION = 0.9     # of the refined copies: below it the placement failed (or the turn is wrong)
 TRUSTED_CORRELATION = 0.97  # a placement lining the two up this well is not second-guessed by another
@@ -50,7 +52,7 @@ SETTLED_CORRELATION = 0.995  # a first placement lining the two up this well is 
 WINDOW_SHARE = 0.05       # of the shorter side: the windows the leftover is averaged over
 TONE_BINS = 64            # grey-level bins of the tone curve
 RESAMPLE_SHARE = 0.7      # of the size: a picture resampled this much and back shows where resampling aliases
-COMPARE_PIXELS = FINE_PIXELS  # pixels the part both show is compared at, at most
+COMPARE_PIXELS = FINE_PIXELS  # pixels the part both show is compared at, at most (fewer alias small print)
 CONTENT_TOLERANCE = 8     # grey levels from a border's colour that still count as border
 CONTENT_SHARE = 0.995     # of a row's pixels that must be that near for it to be border (stars on a night sky
                           # are content)
@@ -382,7 +384,7 @@ def _hypotheses(first: Picture, second: Picture) -> Iterable[tuple[str, Placemen
                    for image, box in zip(images, (box1, box2))]
         sizes = [(box[2] - box[0], box[3] - box[1]) for box in (box1, box2)]
         found = []
-        for big, small, inside in ((0, 1, "second"), (1, 0, "first")):
+        for big, small in ((0, 1), (1, 0)):  # the second inside the first, the first inside the second
             ratio = (sizes[small][0] / sizes[big][0]) / (sizes[small][1] / sizes[big][1])
             window = place(squares[big], squares[small], ratio)
             if window is not None:
@@ -410,10 +412,9 @@ def compare(first: Picture, second: Picture, orientation: str, max_local_differe
         if correlation < MIN_CORRELATION:
             continue
         share = uncovered(turned, second, placement)
-        shared = (max(turned.content[0], placement.inverse().box(second.content)[0]),
-                  max(turned.content[1], placement.inverse().box(second.content)[1]),
-                  min(turned.content[2], placement.inverse().box(second.content)[2]),
-                  min(turned.content[3], placement.inverse().box(second.content)[3]))
+        other = placement.inverse().box(second.content)  # the second's content on the first
+        shared = (max(turned.content[0], other[0]), max(turned.content[1], other[1]),
+                  min(turned.content[2], other[2]), min(turned.content[3], other[3]))
         if shared[2] - shared[0] < 8 or shared[3] - shared[1] < 8:
             continue
         mapped = placement.box(shared)
