@@ -3,7 +3,10 @@
 A hashes file is JSONL, one row per file: `{"path", "sha256", "phash", "width", "height", "bytes", "error",
 "algorithm"}` (`phash` is 16 hex digits, or null with `error` set); with `--likeness`, also the hashes of the
 picture's other orientations, without borders and of its centre (`phash_orientations`, `phash_trimmed`,
-`phash_centre`). A groups file is JSONL, one row per group of two or more: `{"kept": path, "dropped": [{"path",
+`phash_centre`), and `picture`: [offset, length] in the side file HASHES.pictures (`pictures_file`) of what the
+verification of `images dups` reads of the file (`verify.pack`: a greyscale copy of at most 256 x 256 pixels,
+zlib-compressed, its content box and the keep rule's traits), made from the same decode, so that `images dups`
+decodes no file again but the copies its keep rule still has tied at the end. A groups file is JSONL, one row per group of two or more: `{"kept": path, "dropped": [{"path",
 "distance", "orientation", "matched_on", "verification"}, ...]}`, grouped as `image_near_dedup` groups (candidates
 verified against each group's centre, the copy that lost least kept: `near_dedup.near_groups`); a file matching
 the reference set gets `{"reference": reference path, "dropped": [...]}` and takes no part in the groups.
@@ -11,11 +14,13 @@ the reference set gets `{"reference": reference path, "dropped": [...]}` and tak
 
 from __future__ import annotations
 
+import mmap
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from PIL import Image
@@ -63,12 +68,12 @@ def hash_chunk(paths: list[str], cfg: PhashConfig, likeness: bool = False) -> li
             rows.append({"path": name, "sha256": None, "phash": None, "width": None, "height": None, "bytes": None,
                          "error": f"file_unreadable: {error}", "algorithm": algorithm(cfg)})
             continue
-        found = fingerprint(path, cfg, data, likeness)
+        found = fingerprint(path, cfg, data, likeness, picture=likeness)
         error = f"{found['error_reason']}: {found['error']}" if "error_reason" in found else None
         rows.append({"path": name, "sha256": sha256_bytes(data), "phash": found.get("phash"),
                      "width": found.get("width"), "height": found.get("height"), "bytes": len(data), "error": error,
                      "algorithm": algorithm(cfg),
-                     **{key: found[key] for key in LIKENESS if key in found}})
+                     **{key: found[key] for key in (*LIKENESS, "picture") if key in found}})
     return rows
 
 
@@ -91,6 +96,38 @@ def hash_files(paths: list[Path], cfg: PhashConfig, jobs: int, likeness: bool = 
     for rows in ordered_map(partial(hash_chunk, cfg=cfg, likeness=likeness), chunks, mode, jobs,
                             WINDOW_CHUNKS_PER_JOB * jobs):
         yield from rows
+
+
+def pictures_file(hashes: Path) -> Path:
+    """The side file of a hashes file that holds its rows' pictures (`set_aside`)."""
+    return hashes.with_name(hashes.name + ".pictures")
+
+
+def set_aside(row: dict, side: BinaryIO) -> dict:
+    """The row with its picture's bytes written to the side file and replaced by [offset, length] there."""
+    blob = row.pop("picture", None)
+    if blob is not None:
+        row["picture"] = [side.tell(), len(blob)]
+        side.write(blob)
+    return row
+
+
+def stored_pictures(table: HashTable, hashes: Path) -> Callable[[int], bytes | None]:
+    """The bytes of each row's picture (by the row's index in the table) from the hashes file's side file, None
+    for a row without one; every row has none when the side file is missing or shorter than the rows say (made
+    by another run)."""
+    side = pictures_file(hashes)
+    spans = [row.get("picture") for row in table.rows]
+    size = side.stat().st_size if side.exists() else 0
+    if not size or any(span and span[0] + span[1] > size for span in spans):
+        return lambda index: None
+    with open(side, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+
+    def read(index: int) -> bytes | None:
+        span = spans[index]
+        return mapped[span[0]:span[0] + span[1]] if span else None
+    return read
 
 
 @dataclass(frozen=True)
@@ -134,10 +171,12 @@ def _distance(first: int, second: int) -> int:
     return (int(first) ^ int(second)).bit_count()
 
 
-def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, workers: int = 1) -> Iterator[dict]:
+def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, workers: int = 1,
+                     stored: Callable[[int], bytes | None] | None = None) -> Iterator[dict]:
     """Reference matches first, then groups among the rest, as `image_near_dedup` makes them (`cfg`: its
-    NearDedupConfig); each file with a candidate is decoded once for the verification, and the copies still tied
-    for the keep rule's marks once more at full size."""
+    NearDedupConfig); each file with a candidate is read from `stored` (the side file of `images hash
+    --likeness`: `stored_pictures`) or else decoded once for the verification, and the copies still tied for the
+    keep rule's marks once more at full size."""
     from benchcurate.curation.images.near_dedup import full_size_loader, near_groups, picture_loader
 
     matched: dict[int, list[tuple[int, int]]] = {}
@@ -152,7 +191,7 @@ def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, 
     for ref in sorted(by_reference):
         yield {"reference": reference.paths[ref], "dropped": sorted(by_reference[ref], key=lambda d: d["path"])}
     keys = keys_of(table)
-    dropped, _ = near_groups(keys, cfg, picture_loader(keys, None), set(matched), workers,
+    dropped, _ = near_groups(keys, cfg, picture_loader(keys, None, stored=stored), set(matched), workers,
                              full_size=full_size_loader(keys))
     groups: dict[int, list[dict]] = {}
     for index, copy in sorted(dropped.items()):

@@ -418,10 +418,11 @@ def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[
     return dropped, summary
 
 
-def picture_loader(items: list[ImageKey], ctx: StageContext | None, keep: int = 4096
-                   ) -> Callable[[int], Picture | None]:
-    """An item's Picture, read from the run cache (when there is a context) or made by decoding its file once;
-    None for a file that cannot be decoded again. The last `keep` are held in memory (a group's centre is asked
+def picture_loader(items: list[ImageKey], ctx: StageContext | None, keep: int = 4096,
+                   stored: Callable[[int], bytes | None] | None = None) -> Callable[[int], Picture | None]:
+    """An item's Picture, read from `stored` (`verify.pack` bytes by index, made when the file was hashed), or
+    the run cache (when there is a context), or made by decoding its file once; None for a file that cannot be
+    decoded again. The last `keep` are held in memory (a group's centre is asked
     for again and again; the run cache, or a decode, serves the rare one asked for after that)."""
     made: OrderedDict[int, Picture | None] = OrderedDict()
 
@@ -429,11 +430,13 @@ def picture_loader(items: list[ImageKey], ctx: StageContext | None, keep: int = 
         if index in made:
             made.move_to_end(index)
             return made[index]
-        key = f"{items[index].sha256}:v5"  # v5: the fine greyscale copy, its content box, traits with detail
+        key = f"{items[index].sha256}:v6"  # v6: the fine copy compressed (verify.pack)
         cache = ctx.cache if ctx is not None else None
-        stored = cache.get_bytes_many(PICTURES_NAMESPACE, [key]).get(key) if cache else None
-        if stored is not None:
-            found = unpack(stored)
+        raw = stored(index) if stored is not None else None
+        if raw is None and cache:
+            raw = cache.get_bytes_many(PICTURES_NAMESPACE, [key]).get(key)
+        if raw is not None:
+            found = unpack(raw)
         else:
             try:
                 found = picture(Path(items[index].path), DEFAULT_MAX_PIXELS)

@@ -17,6 +17,7 @@ from pathlib import Path
 import imagehash
 from pydantic import Field
 
+from benchcurate.curation.images import verify
 from benchcurate.curation.images.decode import DECODE_REASONS, DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
 from benchcurate.curation.images.likeness import likeness_hashes, phash_block
 from benchcurate.curation.stage import ItemStage, StageConfig, StageContext
@@ -39,18 +40,25 @@ def algorithm(cfg: PhashConfig) -> str:
     return f"imagehash {IMAGEHASH_VERSION} phash hash_size=8; {decode}"
 
 
-def fingerprint(path: Path, cfg: PhashConfig, data: bytes | None = None, likeness: bool = False) -> dict:
+def fingerprint(path: Path, cfg: PhashConfig, data: bytes | None = None, likeness: bool = False,
+                picture: bool = False) -> dict:
     """Width, height, format and pHash of one file (or its bytes), or the reason it cannot be decoded; with
     `likeness`, also the hashes of its other orientations, without borders and of its centre
-    (`curation.images.likeness`), from the same decode. An error names no file: the result is cached by content,
-    and files with the same bytes are different files."""
+    (`curation.images.likeness`), from the same decode; with `picture` too, under "picture", what the
+    near-duplicate verification reads of it (`verify.pack` of its `verify.Picture`): the file is then decoded
+    in colour, at least `verify.DECODE_SIDE` pixels a side, and hashed in that picture's grey levels. An error
+    names no file: the result is cached by content, and files with the same bytes are different files."""
+    side = cfg.draft_side_px and max(cfg.draft_side_px, verify.DECODE_SIDE) if picture else cfg.draft_side_px
+    data = path.read_bytes() if data is None and picture else data
     try:
-        decoded = decode_image(path, cfg.max_pixels, cfg.draft_side_px, data, grey=True, shrink_all=True)
+        decoded = decode_image(path, cfg.max_pixels, side, data, grey=not picture, shrink_all=True)
     except ImageDecodeError as error:
         return {"error_reason": error.reason, "error": str(error).replace(str(path), "the file")}
-    grey = decoded.image
+    grey = decoded.image if not picture else decoded.image.convert("L")
     found = {"width": decoded.width, "height": decoded.height, "format": decoded.format,
              "phash": str(imagehash.phash(grey)), "phash_algorithm": algorithm(cfg)}
+    if picture:
+        found["picture"] = verify.pack(verify.picture_of(decoded, data))
     # the other orientations come from imagehash's steps redone (its DCT block, turned), tested to give its bits
     return {**found, **likeness_hashes(grey, phash_block(grey))} if likeness else found
 

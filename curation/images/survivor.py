@@ -123,27 +123,30 @@ def _grey(rgb: np.ndarray) -> np.ndarray:
     return np.rint(grey).astype(np.uint8)
 
 
-def prediction_error(source: np.ndarray, target: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> float:
-    """How far `target` is from the best prediction of it made from `source` (two greyscale pictures of one
-    size, uint8) by a monotone tone curve then a 3x3 linear filter, fitted and measured on the given pixels
-    (root mean square, grey levels). A copy made from another by a tone change, a blur or a sharpening is
-    predicted from it almost exactly; the other way round, what the edit lost (clipped or merged levels, fine
-    detail) is missing."""
+def prediction_error(around: np.ndarray, wanted: np.ndarray) -> float:
+    """How far a target picture is from the best prediction of it made from a source picture of one size by a
+    monotone tone curve then a 3x3 linear filter, fitted and measured on sampled pixels (root mean square, grey
+    levels): `around` holds the source's 3x3 neighbourhood of each sampled pixel (9 x samples, uint8, the
+    centre in row 4: `_neighbourhoods`), `wanted` the target's grey levels there. A copy made from another by
+    a tone change, a blur or a sharpening is predicted from it almost exactly; the other way round, what the
+    edit lost (clipped or merged levels, fine detail) is missing."""
     from benchcurate.curation.images.verify import TONE_BINS, _isotonic
 
-    centre = source[rows, columns].astype(np.int64)
-    wanted = target[rows, columns].astype(np.float64)
-    bins = np.clip(centre * TONE_BINS // 256, 0, TONE_BINS - 1)
+    centre = around[4].astype(np.intp)
+    bins = centre * TONE_BINS >> 8
     counts = np.bincount(bins, minlength=TONE_BINS)
     used = counts > 0
     curve = _isotonic(np.bincount(bins, wanted, minlength=TONE_BINS)[used] / counts[used],
                       counts[used].astype(np.float64))
-    levels = np.bincount(bins, centre.astype(np.float64), minlength=TONE_BINS)[used] / counts[used]
+    levels = np.bincount(bins, centre, minlength=TONE_BINS)[used] / counts[used]
     table = np.interp(np.arange(256), levels, curve)
-    around = np.stack([table[source[rows + dy, columns + dx]] for dy in (-1, 0, 1) for dx in (-1, 0, 1)]
-                      + [np.ones(len(rows))], axis=1)
-    weights = np.linalg.solve(around.T @ around + 1e-3 * np.eye(around.shape[1]), around.T @ wanted)
-    return float(np.sqrt(np.mean((around @ weights - wanted) ** 2)))
+    design = np.vstack([table[around], np.ones((1, around.shape[1]))]).T
+    weights = np.linalg.solve(design.T @ design + 1e-3 * np.eye(design.shape[1]), design.T @ wanted)
+    return float(np.sqrt(np.mean((design @ weights - wanted) ** 2)))
+
+
+def _neighbourhoods(grey: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    return np.stack([grey[rows + dy, columns + dx] for dy in (-1, 0, 1) for dx in (-1, 0, 1)])
 
 
 def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
@@ -159,8 +162,10 @@ def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
     generator = np.random.default_rng(0)
     rows = generator.integers(1, height - 1, SAMPLES)
     columns = generator.integers(1, width - 1, SAMPLES)
-    scores = [sum(prediction_error(source, target, rows, columns) for k, target in enumerate(greys) if k != j)
-              for j, source in enumerate(greys)]
+    around = [_neighbourhoods(grey, rows, columns) for grey in greys]
+    wanted = [found[4].astype(np.float64) for found in around]
+    scores = [sum(prediction_error(around[j], wanted[k]) for k in range(len(greys)) if k != j)
+              for j in range(len(greys))]
     best = min(scores)
     chosen = [k for k, score in enumerate(scores) if score <= best * (1 + SCORE_TOLERANCE) + 1e-9]
     first = min(chosen, key=scores.__getitem__)

@@ -31,6 +31,7 @@ The thresholds were chosen on tests/dedup_set.py (`bench/near_dup_quality.py` re
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -79,7 +80,11 @@ def picture(path: Path, max_pixels: int, data: bytes | None = None) -> Picture:
     from benchcurate.curation.images.decode import decode_image
 
     data = path.read_bytes() if data is None else data
-    decoded = decode_image(path, max_pixels, DECODE_SIDE, data, shrink_all=True)
+    return picture_of(decode_image(path, max_pixels, DECODE_SIDE, data, shrink_all=True), data)
+
+
+def picture_of(decoded, data: bytes) -> Picture:
+    """The Picture of a decoded file (`decode.DecodedImage`, upright RGB, perhaps reduced) and its bytes."""
     scale = (FINE_PIXELS / (decoded.image.width * decoded.image.height)) ** 0.5
     rgb = decoded.image if scale >= 1 else decoded.image.resize(
         (max(1, round(decoded.image.width * scale)), max(1, round(decoded.image.height * scale))),
@@ -94,13 +99,13 @@ def pack(found: Picture) -> bytes:
     """A Picture as bytes for the run cache (`unpack` reads it)."""
     header = json.dumps({"shape": found.fine.shape, "content": found.content, "size": found.size,
                          "traits": found.traits._asdict()}).encode()
-    return len(header).to_bytes(4, "little") + header + found.fine.tobytes()
+    return len(header).to_bytes(4, "little") + header + zlib.compress(found.fine.tobytes(), 1)
 
 
 def unpack(raw: bytes) -> Picture:
     length = int.from_bytes(raw[:4], "little")
     header = json.loads(raw[4:4 + length])
-    fine = np.frombuffer(raw[4 + length:], dtype=np.uint8).reshape(header["shape"])
+    fine = np.frombuffer(zlib.decompress(raw[4 + length:]), dtype=np.uint8).reshape(header["shape"])
     return Picture(fine, tuple(header["content"]), tuple(header["size"]), Traits(**header["traits"]))
 
 
@@ -195,11 +200,21 @@ def _sample(image: Image.Image, box: Box, size: tuple[int, int]) -> np.ndarray:
     return np.asarray(image.resize(size, Image.Resampling.BILINEAR, box=box), dtype=np.float32)
 
 
+def _padded(pixels: np.ndarray) -> np.ndarray:
+    """The picture with a one-pixel edge repeated around it (`np.pad(..., mode="edge")` without its overhead,
+    which on these small copies costs more than the copying)."""
+    out = np.empty((pixels.shape[0] + 2, pixels.shape[1] + 2), dtype=pixels.dtype)
+    out[1:-1, 1:-1] = pixels
+    out[0, 1:-1], out[-1, 1:-1] = pixels[0], pixels[-1]
+    out[:, 0], out[:, -1] = out[:, 1], out[:, -2]
+    return out
+
+
 def _blur(pixels: np.ndarray, times: int = 1) -> np.ndarray:
     """A [1, 2, 1] / 4 blur along each axis, `times` over (about 0.7 pixels of Gaussian blur each), edges
     repeated."""
     for _ in range(times):
-        padded = np.pad(pixels, 1, mode="edge")
+        padded = _padded(pixels)
         pixels = (padded[:, :-2] + 2 * padded[:, 1:-1] + padded[:, 2:]) * 0.25
         pixels = (pixels[:-2] + 2 * pixels[1:-1] + pixels[2:]) * 0.25
     return pixels
@@ -207,7 +222,7 @@ def _blur(pixels: np.ndarray, times: int = 1) -> np.ndarray:
 
 def _extreme(pixels: np.ndarray, function: np.ufunc) -> np.ndarray:
     """The maximum (or minimum) of each pixel's 3 x 3 neighbourhood, edges repeated."""
-    padded = np.pad(pixels, 1, mode="edge")
+    padded = _padded(pixels)
     rows = function(function(padded[:, :-2], padded[:, 1:-1]), padded[:, 2:])
     return function(function(rows[:-2], rows[1:-1]), rows[2:])
 
@@ -217,16 +232,21 @@ def _standardised(pixels: np.ndarray, blur: int) -> np.ndarray:
     return (blurred - blurred.mean()) / max(float(blurred.std()), 1e-3)
 
 
-def _refine(first: Image.Image, box: Box, second: Image.Image, placement: Placement) -> tuple[Placement, float]:
-    """The placement refined so that `second` over the mapped box matches `first` over `box` (Gauss-Newton on
-    the four ends of the mapped box, with the first's gradients; coarse then fine: REFINE_LEVELS), and the
-    correlation of the two at the end."""
-    mapped = np.array(placement.box(box), dtype=np.float64)
-    correlation = -1.0
+def _correlation(first: Image.Image, box: Box, second: Image.Image, placement: Placement) -> float:
+    """How well `second` over the mapped box matches `first` over `box`, at the refinement's finer level."""
     pixels, _, blur = REFINE_LEVELS[-1]
     size = _size_for(box, pixels)
-    first_pixels, second_pixels = _sample(first, box, size), _sample(second, tuple(mapped), size)
-    start = float((_standardised(tone(first_pixels, second_pixels), blur) * _standardised(second_pixels, blur)).mean())
+    first_pixels, second_pixels = _sample(first, box, size), _sample(second, placement.box(box), size)
+    return float((_standardised(tone(first_pixels, second_pixels), blur) * _standardised(second_pixels, blur)).mean())
+
+
+def _refine(first: Image.Image, box: Box, second: Image.Image, placement: Placement, start: float
+            ) -> tuple[Placement, float]:
+    """The placement refined so that `second` over the mapped box matches `first` over `box` (Gauss-Newton on
+    the four ends of the mapped box, with the first's gradients; coarse then fine: REFINE_LEVELS), and the
+    correlation of the two at the end (`start`: the one before)."""
+    mapped = np.array(placement.box(box), dtype=np.float64)
+    correlation = -1.0
     if start >= SETTLED_CORRELATION:  # already lined up (the same framing): nothing to refine
         return placement, start
     for pixels, steps, blur in REFINE_LEVELS:
@@ -281,6 +301,8 @@ def _whole(found: Picture) -> Box:
 
 def _isotonic(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """The non-decreasing sequence closest to `values` in weighted least squares (pool adjacent violators)."""
+    if np.all(values[1:] >= values[:-1]):
+        return values
     means, totals, counts = [], [], []
     for value, weight in zip(values.tolist(), weights.tolist()):
         means.append(value)
@@ -296,14 +318,18 @@ def _isotonic(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 def tone(source: np.ndarray, target: np.ndarray) -> np.ndarray:
     """`source` (grey levels 0-255) mapped through the monotone curve that best predicts `target` from it."""
-    levels = np.clip(np.rint(source), 0, 255).astype(np.int64)
-    bins = (levels * TONE_BINS) >> 8
-    counts = np.bincount(bins.ravel(), minlength=TONE_BINS)
+    levels = np.clip(np.rint(source), 0, 255).astype(np.intp).ravel()
+    per_level = np.bincount(levels, minlength=256)
+    sums = np.bincount(levels, target.ravel(), minlength=256)
+    counts = per_level.reshape(TONE_BINS, -1).sum(axis=1)  # levels * TONE_BINS >> 8: 4 levels a bin
     used = counts > 0
-    means = np.bincount(bins.ravel(), target.ravel(), minlength=TONE_BINS)[used] / counts[used]
-    centres = np.bincount(bins.ravel(), levels.ravel(), minlength=TONE_BINS)[used] / counts[used]
-    table = np.interp(np.arange(256), centres, _isotonic(means, counts[used].astype(np.float64)))
-    return table.astype(np.float32)[levels]
+    means = sums.reshape(TONE_BINS, -1).sum(axis=1)[used] / counts[used]
+    centres = (per_level * _LEVELS).reshape(TONE_BINS, -1).sum(axis=1)[used] / counts[used]
+    table = np.interp(_LEVELS, centres, _isotonic(means, counts[used].astype(np.float64)))
+    return table.astype(np.float32)[levels].reshape(source.shape)
+
+
+_LEVELS = np.arange(256, dtype=np.float64)
 
 
 def _resampling_change(pixels: np.ndarray) -> np.ndarray:
@@ -379,7 +405,7 @@ def _hypotheses(first: Picture, second: Picture) -> Iterable[tuple[str, Placemen
     if first.content != whole1 or second.content != whole2:
         yield "content", between(first.content, second.content)
     images = (Image.fromarray(first.fine), Image.fromarray(second.fine))
-    for box1, box2 in ((first.content, second.content), (whole1, whole2)):
+    for box1, box2 in dict.fromkeys(((first.content, second.content), (whole1, whole2))):  # once without borders
         squares = [np.asarray(image.resize((PLACE_SIDE, PLACE_SIDE), Image.Resampling.BILINEAR, box=box))
                    for image, box in zip(images, (box1, box2))]
         sizes = [(box[2] - box[0], box[3] - box[1]) for box in (box1, box2)]
@@ -407,16 +433,14 @@ def compare(first: Picture, second: Picture, orientation: str, max_local_differe
     turned = oriented(first, orientation)
     image1, image2 = Image.fromarray(turned.fine), Image.fromarray(second.fine)
     best: tuple | None = None
-    for name, start in _hypotheses(turned, second):
-        placement, correlation = _refine(image1, turned.content, image2, start)
-        if correlation < MIN_CORRELATION:
-            continue
+
+    def judged(name: str, placement: Placement, correlation: float) -> tuple | None:
         share = uncovered(turned, second, placement)
         other = placement.inverse().box(second.content)  # the second's content on the first
         shared = (max(turned.content[0], other[0]), max(turned.content[1], other[1]),
                   min(turned.content[2], other[2]), min(turned.content[3], other[3]))
         if shared[2] - shared[0] < 8 or shared[3] - shared[1] < 8:
-            continue
+            return None
         mapped = placement.box(shared)
         size = _size_for((0, 0, min(shared[2] - shared[0], mapped[2] - mapped[0]),
                           min(shared[3] - shared[1], mapped[3] - mapped[1])), COMPARE_PIXELS)
@@ -425,10 +449,19 @@ def compare(first: Picture, second: Picture, orientation: str, max_local_differe
         same = share <= max_uncovered and local <= max_local_difference
         evidence = {"placed": name, "correlation": round(correlation, 3), "uncovered": round(share, 3),
                     "local_difference": round(local, 3)}
-        key = (same, -local)
-        if best is None or key > best[0]:
-            best = (key, evidence, placement)
-        if early and (same or (correlation >= TRUSTED_CORRELATION and share <= max_uncovered)):
+        return (same, -local), evidence, placement, share
+
+    for name, start in _hypotheses(turned, second):
+        placement, correlation = _refine(image1, turned.content, image2, start,
+                                         _correlation(image1, turned.content, image2, start))
+        if correlation < MIN_CORRELATION:
+            continue
+        found = judged(name, placement, correlation)
+        if found is None:
+            continue
+        if best is None or found[0] > best[0]:
+            best = found
+        if early and (found[0][0] or (found[1]["correlation"] >= TRUSTED_CORRELATION and found[3] <= max_uncovered)):
             break  # one picture, or lined up so well that another placement would only find the same change
     if best is None:
         return Verdict(False, {"placed": "none", "correlation": None}, orientation, None)
