@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -210,6 +210,16 @@ def _padded(pixels: np.ndarray) -> np.ndarray:
     return out
 
 
+def _sampler(image: Image.Image, box: Box, size: tuple[int, int]) -> Callable[[Box], np.ndarray]:
+    """`_sample` of boxes near `box` at `size`, from the image box-averaged once by the whole factor the boxes
+    shrink by (each step of the refinement then resamples about one pixel to one, not a wide filter)."""
+    factor = int(min((box[2] - box[0]) / size[0], (box[3] - box[1]) / size[1]))
+    if factor < 2:
+        return lambda wanted: _sample(image, wanted, size)
+    small = image.reduce(factor)
+    return lambda wanted: _sample(small, tuple(value / factor for value in wanted), size)
+
+
 def _blur(pixels: np.ndarray, times: int = 1) -> np.ndarray:
     """A [1, 2, 1] / 4 blur along each axis, `times` over (about 0.7 pixels of Gaussian blur each), edges
     repeated."""
@@ -251,8 +261,9 @@ def _refine(first: Image.Image, box: Box, second: Image.Image, placement: Placem
         return placement, start
     for pixels, steps, blur in REFINE_LEVELS:
         size = _size_for(box, pixels)
+        sample = _sampler(second, tuple(mapped), size)
         # the first in the second's grey levels (a brightened copy's pale rows turned white would pull the map)
-        target = _standardised(tone(_sample(first, box, size), _sample(second, tuple(mapped), size)), blur)
+        target = _standardised(tone(_sample(first, box, size), sample(tuple(mapped))), blur)
         width, height = size
         along_x = (np.arange(width, dtype=np.float32) + 0.5) / width
         along_y = (np.arange(height, dtype=np.float32) + 0.5) / height
@@ -260,7 +271,7 @@ def _refine(first: Image.Image, box: Box, second: Image.Image, placement: Placem
         shape = np.stack([(grad_x * (1 - along_x)[None]).ravel(), (grad_y * (1 - along_y)[:, None]).ravel(),
                           (grad_x * along_x[None]).ravel(), (grad_y * along_y[:, None]).ravel()], axis=1)
         for _ in range(steps):
-            moved = _standardised(_sample(second, tuple(mapped), size), blur)
+            moved = _standardised(sample(tuple(mapped)), blur)
             scale = np.array([width / max(mapped[2] - mapped[0], 1e-6), height / max(mapped[3] - mapped[1], 1e-6)] * 2)
             jacobian = shape * scale
             step = np.linalg.solve(jacobian.T @ jacobian + 1e-3 * np.eye(4), jacobian.T @ (target - moved).ravel())
@@ -270,7 +281,7 @@ def _refine(first: Image.Image, box: Box, second: Image.Image, placement: Placem
                 return placement, -1.0
             if np.abs(step).max() < 0.1:
                 break
-        moved = _standardised(_sample(second, tuple(mapped), size), blur)
+        moved = _standardised(sample(tuple(mapped)), blur)
         correlation = float((moved * target).mean())
     if correlation < start:  # no detail to steer by (a night sky): the steps wandered off
         return placement, start
