@@ -166,8 +166,10 @@ def dups_against_hash(folders: dict[str, Path], work: Path) -> dict[str, dict]:
             hash_cpu = command_cpu([str(CURATE), "images", "hash", str(folder), "--out", str(hashes), "--jobs", "2",
                                     *(["--likeness"] if likeness else [])])
             dups_cpu = command_cpu([str(CURATE), "images", "dups", str(hashes), "--out", str(groups)])
+            side = hashes.with_name(hashes.name + ".pictures")  # what --likeness writes for the verification
             found[f"{name}, hash{' --likeness' if likeness else ''}"] = {
                 "files": sum(1 for _ in hashes.open()), "hash_cpu_seconds": round(hash_cpu, 2),
+                "pictures_mb": round(side.stat().st_size / 1e6, 1) if side.exists() else 0.0,
                 "dups_cpu_seconds": round(dups_cpu, 2), "dups_over_hash": round(dups_cpu / hash_cpu, 2),
                 "groups": sum(1 for _ in groups.open())}
     return found
@@ -259,7 +261,9 @@ def main() -> None:
         summary += (f"\n{name} ({found['files']:,} files): curate images dups (verification on) took "
                     f"{found['dups_cpu_seconds']:.2f} CPU s against {found['hash_cpu_seconds']:.2f} for the hash "
                     f"command (--jobs 2) that wrote its file ({found['dups_over_hash']:.2f}x), {found['groups']} "
-                    f"groups.")
+                    f"groups" + (f"; its side file of pictures {found['pictures_mb']:.1f} MB, so dups decoded only "
+                                 f"the copies its keep rule had tied." if found["pictures_mb"] else
+                                 "; without --likeness dups decodes each file with a candidate."))
     if agreement:
         summary += (f"\nreduced decode against a full decode: {agreement['identical']} of {agreement['files']} "
                     f"pHashes identical, {agreement['within_4_bits']} within 4 bits; of the "
@@ -271,7 +275,8 @@ def main() -> None:
                                       "copies_found": copies, "same_j1_j2": same_j1_j2, "files": kinds,
                                       "hash_agreement": agreement, "planted": planted,
                                       "dups_against_hash": dups},
-                   f"# Deduplication commands, whole\n\n{common.machine_line(common.machine())}\n\n{table_md}\n\n"
+                   f"# Deduplication commands, whole\n\n{common.machine_line(common.machine())}; the machine was shared "
+                   f"with other work (medians of interleaved runs; CPU seconds for dups against hash)\n\n{table_md}\n\n"
                    + summary.replace("\n", "\n\n") + "\n", args.quick)
 
 

@@ -21,7 +21,8 @@ naming the reference, to catch contamination. Then:
    than `max_uncovered_share` that the other does not (a camera shift, a stereo pair) or one region stands out
    by more than `max_local_difference` once tone, resampling and a pixel of misplacement are allowed for (spot
    the difference, a changed label, a moved object, the next frame of a video). Each picture is decoded once,
-   reduced, for this and for the keep rule's traits (cached by content in the run cache).
+   reduced, for this and for the keep rule's traits (cached by content in the run cache; `curate images dups`
+   reads it from the side file `curate images hash --likeness` wrote from its own decode).
 4. The copy kept (`curation.images.survivor.elect`, with `least_processed`): by what each copy lost, read from
    where it was placed on the centre (colour, pixels, the framing and orientation most copies share,
    compression), then by marks of processing measured at full size on the copies still tied. Without
@@ -49,12 +50,13 @@ from benchcurate.curation.images.likeness import TURNS, VIEWS
 from benchcurate.curation.images.survivor import Member, elect, provisional
 from benchcurate.curation.images.verify import COMPOSED, Picture, inverse, oriented, pack, picture, unpack
 from benchcurate.curation.images.verify import Verdict as PairVerdict
-from benchcurate.curation.images.verify import compare
+from benchcurate.curation.images.verify import compare, likeliest_turns
 from benchcurate.curation.release.reference import is_release, release_reference, release_rows
 from benchcurate.curation.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.text import normalise, question_text
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
+MAX_TURNS = 2            # turns of a pair verified at most, the likeliest (`verify.likeliest_turns`)
 MAX_TRIES_VIA_COPIES = 2  # copies in a group a candidate that failed against the centre is verified against
 VIA_COPY_LIMIT = 2.0      # times max_local_difference: a candidate failing the centre by more gets no other try
 VIA_DETAIL_TOLERANCE = 0.1  # log2 units: a copy with this much less fine detail than a candidate may not vouch
@@ -225,14 +227,15 @@ def _turns(options: list[Candidate], first: int) -> list[str]:
 def verify(first: int, second: int, turns: list[str], pictures: Callable[[int], Picture | None],
            cfg: NearDedupConfig) -> PairVerdict | None:
     """The verification of a pair (`verify.compare`, the first turned by each of `turns` in order until one
-    passes); None when a picture cannot be decoded again. Without `verify`, a pass with no evidence."""
+    passes, or by the MAX_TURNS likeliest of them); None when a picture cannot be decoded again. Without
+    `verify`, a pass with no evidence."""
     if not cfg.verify:
         return PairVerdict(True, {}, turns[0], None)
     a, b = pictures(first), pictures(second)
     if a is None or b is None:
         return None
     best = None
-    for turn in turns:
+    for turn in likeliest_turns(a, b, turns, MAX_TURNS):
         found = compare(a, b, turn, cfg.max_local_difference, cfg.max_uncovered_share)
         if found.same:
             return found

@@ -154,6 +154,22 @@ def oriented(found: Picture, orientation: str) -> Picture:
     return Picture(np.asarray(Image.fromarray(found.fine).transpose(transpose)), box, size, found.traits)
 
 
+def likeliest_turns(first: Picture, second: Picture, turns: list[str], keep: int) -> list[str]:
+    """The `keep` turns of the first picture (of `turns`, in their order when there are no more) whose content,
+    squeezed to 32 x 32 pixels, correlates best with the second's: a picture whose pHash is near another's in
+    every orientation (a simple icon) is verified in the likeliest few, not in all eight."""
+    if len(turns) <= keep:
+        return turns
+
+    def squeezed(found: Picture) -> np.ndarray:
+        image = Image.fromarray(found.fine).resize((32, 32), Image.Resampling.BOX, box=found.content)
+        return _standardised(np.asarray(image, dtype=np.float32), 0)
+
+    target = squeezed(second)
+    scores = {turn: float((squeezed(oriented(first, turn)) * target).mean()) for turn in turns}
+    return sorted(turns, key=lambda turn: -scores[turn])[:keep]
+
+
 # --- placement -------------------------------------------------------------------------------------------------
 
 Box = tuple[float, float, float, float]

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchcurate.curation.recipes import load_recipe
@@ -145,3 +146,43 @@ def test_images_hash_and_dups_without_prefect_or_home_writes(tmp_path):
     assert "PREFECT_IMPORTED=False" in hashed.stderr + grouped.stderr and not list(home.iterdir())
     bad = probe(["images", "dups", str(tmp_path / "h.jsonl"), "--threshold", "99", "--out", "x"], tmp_path, home)
     assert bad.returncode == 2 and "--threshold must be between 0 and 32" in bad.stderr
+
+
+def test_images_hash_with_likeness_keeps_what_dups_verifies_so_dups_decodes_no_file_again(tmp_path):
+    """`images hash --likeness` writes OUT.pictures (the verification's copy of each file, from the hashes' own
+    decode): `images dups` then groups as before with the image files gone, and a plain hash removes a stale one."""
+    from PIL import Image
+
+    from benchcurate.curation.images import verify
+    from benchcurate.curation.images.hashfile import pictures_file, read_hashes, stored_pictures
+
+    folder = tmp_path / "pics"
+    for seed in range(3):
+        make_image(folder / f"{seed}.png", seed, (320, 240))
+    with Image.open(folder / "0.png") as original:
+        original.resize((160, 120)).save(folder / "0-small.jpg", quality=85)
+        original.transpose(Image.Transpose.ROTATE_90).save(folder / "0-turned.png")
+    home = tmp_path / "home"
+    home.mkdir()
+    hashes = tmp_path / "h.jsonl"
+    hashed = probe(["images", "hash", str(folder), "--out", str(hashes), "--likeness", "--jobs", "2"], tmp_path, home)
+    assert hashed.returncode == 0, hashed.stderr
+    table = read_hashes(hashes)
+    stored = stored_pictures(table, hashes)
+    for index, path in enumerate(table.paths):
+        kept, made = verify.unpack(stored(index)), verify.picture(Path(path), 10 ** 9)
+        assert np.array_equal(kept.fine, made.fine) and (kept.content, kept.size, kept.traits) == \
+            (made.content, made.size, made.traits), path
+    first = probe(["images", "dups", str(hashes), "--out", str(tmp_path / "g1.jsonl")], tmp_path, home)
+    assert first.returncode == 0, first.stderr
+    groups = [json.loads(line) for line in (tmp_path / "g1.jsonl").read_text().splitlines()]
+    assert [(Path(g["kept"]).name, sorted(Path(d["path"]).name for d in g["dropped"])) for g in groups] == \
+        [("0.png", ["0-small.jpg", "0-turned.png"])]
+    for path in folder.iterdir():  # nothing left to decode: the verification reads the side file only
+        path.write_bytes(b"")
+    second = probe(["images", "dups", str(hashes), "--out", str(tmp_path / "g2.jsonl")], tmp_path, home)
+    assert second.returncode == 0, second.stderr
+    assert (tmp_path / "g2.jsonl").read_text() == (tmp_path / "g1.jsonl").read_text()
+    make_image(folder / "0.png", 0, (320, 240))
+    plain = probe(["images", "hash", str(folder / "0.png"), "--out", str(hashes)], tmp_path, home)
+    assert plain.returncode == 0 and not pictures_file(hashes).exists()
