@@ -2,9 +2,9 @@
 their original by `image_near_dedup` at its defaults against plain pHash at the same threshold on the same files
 (the copy's pHash within 8 bits of the original's), the hard negatives each merges, impure groups, and which kind
 of picture each group kept (the original, or a copy with its pixels, should be) and by which rule. Also what it
-costs: CPU seconds of the fingerprints (what `curate images hash --likeness` computes) against those of the
-grouping (one reduced decode per picture with a candidate, the verification, the keep rule's full-size decodes of
-the copies still tied), in this one process.
+costs: CPU seconds of the fingerprints and the verification's pictures, from one decode per file (what `curate
+images hash --likeness` computes), against those of the grouping (the verification on those pictures, the keep
+rule's full-size decodes of the copies still tied), in this one process.
 
 The set: 14 real photos (the demo's) and one render of each kind (charts, documents, screenshots), each with 33
 copies and 4-6 hard negatives (878 files). --quick: two photos (68 files).
@@ -28,14 +28,15 @@ def main() -> None:
     entries = dedup_set.build(work / "set", photos=2 if options.quick else None,
                               renders_per_kind=0 if options.quick else 1)
     started = time.process_time()
-    items = dedup_set.keys(entries)
+    pictures: list[bytes] = []
+    items = dedup_set.keys(entries, pictures)
     hashing = time.process_time() - started
     cfg = NearDedupConfig()
     started = time.process_time()
-    dropped, summary = dedup_set.group(items, cfg)
+    dropped, summary = dedup_set.group(items, cfg, pictures)
     grouping = time.process_time() - started
     naive, _ = dedup_set.group(items, NearDedupConfig(verify=False, match_orientations=False, match_borders=False,
-                                                      keep_rule="largest"))
+                                                      keep_rule="largest"), pictures)
     scores = dedup_set.score(entries, items, dropped, cfg.max_hamming_distance)
     plain = dedup_set.score(entries, items, naive, cfg.max_hamming_distance)
     counts = {kind: sum(entry.kind == kind for entry in entries) for kind in scores.recall}
@@ -55,7 +56,9 @@ def main() -> None:
             f"{scores.impure_groups} impure, {scores.original_merges} holding two originals; the original (or its "
             f"pixels) kept in {scores.original_kept:.1%} of groups. Plain pHash groups merge "
             f"{sum(plain.negative_merges.values())} hard negatives, ours {sum(scores.negative_merges.values())}. "
-            f"CPU: fingerprints {hashing:.2f} s, grouping {grouping:.2f} s ({grouping / hashing:.2f}x): "
+            f"CPU: fingerprints and the verification's pictures from the same decode (what `curate images hash "
+            f"--likeness` computes) {hashing:.2f} s, grouping from those pictures {grouping:.2f} s "
+            f"({grouping / hashing:.2f}x): "
             f"{summary['candidate_pairs']} candidate pairs, {summary['verified_pairs']} verified, "
             f"{summary['rejected_by_verification']} rejected, {summary['verified_against_a_copy']} accepted "
             f"against another copy of their group, {summary['kept_other_than_centre']} groups kept another copy "

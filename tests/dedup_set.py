@@ -224,15 +224,19 @@ def build(folder: Path, photos: int | None = None, renders_per_kind: int | None 
     return entries
 
 
-def keys(entries: list[Entry]):
-    """The ImageKeys the stage would see for the set's files (fingerprints as image_phash computes them)."""
+def keys(entries: list[Entry], pictures: list | None = None):
+    """The ImageKeys the stage would see for the set's files (fingerprints as image_phash computes them); with a
+    `pictures` list, as `curate images hash --likeness` computes them, each file's verification picture
+    (`verify.pack` bytes) appended to it from the same decode."""
     from benchcurate.curation.fingerprint import sha256_file
     from benchcurate.curation.images.near_dedup import ImageKey
     from benchcurate.curation.images.phash import PhashConfig, fingerprint
 
     found = []
     for k, entry in enumerate(entries):
-        print_ = fingerprint(entry.path, PhashConfig(), likeness=True)
+        print_ = fingerprint(entry.path, PhashConfig(), likeness=True, picture=pictures is not None)
+        if pictures is not None:
+            pictures.append(print_["picture"])
         turned = print_["phash_orientations"]
         found.append(ImageKey(f"{k:05d}", sha256_file(entry.path), print_["phash"], print_["width"] * print_["height"],
                               entry.path.stat().st_size, "set", "", str(entry.path),
@@ -240,18 +244,19 @@ def keys(entries: list[Entry]):
     return found
 
 
-def pictures_of(items):
-    """The stage's picture loader without a cache: each file decoded once, when first asked for."""
+def pictures_of(items, stored: list | None = None):
+    """The stage's picture loader without a cache: each file read from `stored` (what `keys` appended) or else
+    decoded once, when first asked for."""
     from benchcurate.curation.images.near_dedup import picture_loader
 
-    return picture_loader(items, None)
+    return picture_loader(items, None, stored=stored.__getitem__ if stored is not None else None)
 
 
-def group(items, cfg=None):
+def group(items, cfg=None, stored: list | None = None):
     """`image_near_dedup`'s grouping of the set's keys (defaults: the stage's config): (dropped, summary)."""
     from benchcurate.curation.images.near_dedup import NearDedupConfig, full_size_loader, near_groups
 
-    return near_groups(items, cfg or NearDedupConfig(), pictures_of(items), full_size=full_size_loader(items))
+    return near_groups(items, cfg or NearDedupConfig(), pictures_of(items, stored), full_size=full_size_loader(items))
 
 
 def _distance(first: str, second: str) -> int:

@@ -56,7 +56,7 @@ from benchcurate.curation.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.text import normalise, question_text
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
-MAX_TURNS = 2            # turns of a pair verified at most, the likeliest (`verify.likeliest_turns`)
+MAX_TURNS = 1            # turns of a pair verified at most, the likeliest (`verify.likeliest_turns`)
 MAX_TRIES_VIA_COPIES = 2  # copies in a group a candidate that failed against the centre is verified against
 VIA_COPY_LIMIT = 2.0      # times max_local_difference: a candidate failing the centre by more gets no other try
 VIA_DETAIL_TOLERANCE = 0.1  # log2 units: a copy with this much less fine detail than a candidate may not vouch
