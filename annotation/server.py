@@ -27,6 +27,7 @@ from pathlib import Path
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.local_server import LocalServer, get
+from benchcurate.curation.secrets import register, without_secrets
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PORT = 8080
@@ -85,7 +86,9 @@ def admin_token(data_dir: Path) -> tuple[str, bool]:
     if given:
         return given, False
     created = not path.exists()
-    return _secret_file(path, lambda: secrets.token_hex(20)), created
+    token = _secret_file(path, lambda: secrets.token_hex(20))
+    register(token)  # redacted wherever it could be echoed, like the environment's secrets
+    return token, created
 
 
 def status(data_dir: Path) -> ServerInfo:
@@ -120,16 +123,16 @@ def up(data_dir: Path, port: int = DEFAULT_PORT, files_root: Path | None = None)
     token, created = admin_token(data_dir)
     password = os.environ.get("LABEL_STUDIO_PASSWORD") or _secret_file(data_dir / "password",
                                                                       lambda: secrets.token_urlsafe(18))
+    register(password)
     files_root = (files_root or data_dir / "files").resolve()
     files_root.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir), "DJANGO_DB": "sqlite",
+    env = {**without_secrets(os.environ), "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir), "DJANGO_DB": "sqlite",
            "LABEL_STUDIO_USERNAME": os.environ.get("LABEL_STUDIO_USERNAME", USERNAME),
            "LABEL_STUDIO_PASSWORD": password, "LABEL_STUDIO_USER_TOKEN": token,
            "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true", "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
            "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true",
            "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(files_root), "LATEST_VERSION_CHECK": "false",
            "COLLECT_ANALYTICS": "false", "XDG_CONFIG_HOME": str(data_dir / "config")}
-    env.pop("LABEL_STUDIO_API_KEY", None)
     log = data_dir / "server.log"
     log.unlink(missing_ok=True)
     server = local_server(data_dir)

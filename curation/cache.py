@@ -28,7 +28,7 @@ class Cache:
 
     def __init__(self, path: Path):
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # made now: the user's only (model replies)
         self._local = threading.local()
         with self._connection() as db:
             db.execute("CREATE TABLE IF NOT EXISTS entries (namespace TEXT, key TEXT, value TEXT, "

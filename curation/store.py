@@ -116,6 +116,13 @@ class RunStore:
     def exists(self) -> bool:
         return self.config_path.exists()
 
+    def make(self) -> None:
+        """The run folder, and the runs/ folder above it, private (0700): model replies, reviews and errors are
+        the user's only, whatever the umask of the process writing them."""
+        for folder in (self.root.parent, self.root):
+            folder.mkdir(exist_ok=True, parents=True)
+            folder.chmod(0o700)
+
     def load_config(self) -> RunConfig:
         if not self.config_path.exists():
             raise UserError(f"{self.root} is not a run folder (no run.json); pass a run id under outputs/runs "
@@ -124,7 +131,7 @@ class RunStore:
 
     def save_config(self, config: RunConfig) -> None:
         """Write run.json; a changed configuration clears the chain, which the next stages rebuild (or skip)."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.make()
         if self.config_path.exists() and _outcome_settings(self.load_config()) != _outcome_settings(config):
             self.state_path.unlink(missing_ok=True)
         write_json_atomic(self.config_path, config.model_dump(mode="json"))
@@ -148,7 +155,7 @@ class RunStore:
         """Hold the run for one process: a second `curate run` (or deployment run) of the same run id fails at
         once with one line instead of reading the first one's half-written files. The lock is the kernel's
         (flock), so a killed holder never leaves it taken."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.make()
         with open(self.root / "lock", "a+", encoding="utf-8") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -27,6 +27,7 @@ from benchcurate.curation.models import make_backend
 from benchcurate.curation.models.pricing import Budget
 from benchcurate.curation.models.usage import collecting
 from benchcurate.curation.parallel import keep_temporaries_on_heap
+from benchcurate.curation.secrets import redact
 from benchcurate.curation.stage import ItemStage, Stage, StageConfig, StageContext
 from benchcurate.curation.stages import STAGES
 from benchcurate.curation.store import RunStore
@@ -58,7 +59,8 @@ def _error_record(item: Sample, error: Exception) -> dict:
     if isinstance(error, ModelReplyTooLarge):
         return {"item_id": item.id, "error": {"reason": "model_reply_too_large", "detail": {"error": str(error)}}}
     return {"item_id": item.id, "error": {"reason": "stage_error",
-                                          "detail": {"error_type": type(error).__name__, "message": str(error)}}}
+                                          "detail": {"error_type": type(error).__name__,
+                                                     "message": redact(str(error))}}}
 
 
 def guarded(work, item: Sample) -> dict:

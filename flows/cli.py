@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
@@ -23,6 +25,7 @@ from benchcurate.curation.errors import (
     UserError,
     disk_full,
 )
+from benchcurate.curation.secrets import RedactingStream, keep_private, redact_logging, redact_tracebacks
 
 
 class _OneLineErrors(TyperGroup):
@@ -30,6 +33,10 @@ class _OneLineErrors(TyperGroup):
     that failed, 4 the cost limit (the console script and in-process callers such as CliRunner alike)."""
 
     def invoke(self, ctx):
+        with _redacted_output():
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except UserError as error:
@@ -48,6 +55,24 @@ class _OneLineErrors(TyperGroup):
             typer.echo(f"error: no space left on the disk{where}: {error}; free some and run the same command "
                        f"again: everything finished is kept, a run resumes where it stopped", err=True)
             ctx.exit(3)
+
+
+@contextlib.contextmanager
+def _redacted_output() -> Iterator[None]:
+    """No secret we hold reaches a line this command prints or a log record it makes (Prefect's, stored in its
+    database, included): stdout and stderr redact what passes, and so does every log record; what it writes is
+    its user's only (curation/secrets.py)."""
+    redact_logging()
+    redact_tracebacks()
+    umask = keep_private()
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, RedactingStream):
+        sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+        os.umask(umask)
 
 
 app = typer.Typer(

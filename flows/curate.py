@@ -6,8 +6,10 @@ Resuming relies on the run store's DONE markers, not on Prefect's result cache, 
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +20,16 @@ from prefect.runtime import deployment
 from prefect.utilities.annotations import opaque
 
 from benchcurate.curation.demo.corpus import build_demo_corpus
-from benchcurate.curation.errors import BackendUnavailable, BudgetExceeded, DiskFull, StageFailed, UserError, disk_full
+from benchcurate.curation.errors import (
+    BackendUnavailable,
+    BudgetExceeded,
+    DiskFull,
+    RedactedError,
+    StageFailed,
+    UnexpectedError,
+    UserError,
+    disk_full,
+)
 from benchcurate.curation.extras import require
 from benchcurate.curation.html_report import write_html_report
 from benchcurate.curation.progress import Progress
@@ -65,6 +76,21 @@ for _logger_name in ("prefect.flow_runs", "prefect.task_runs"):
     logging.getLogger(_logger_name).addFilter(_OneLineForExpectedFailures())
 
 
+@contextlib.contextmanager
+def _stored_redacted() -> Iterator[None]:
+    """What Prefect stores of a failure (the state's message, in its database) is the exception's text: another
+    library's exception (a server's error echoing our request headers) is raised again as UnexpectedError, whose
+    text is redacted, with the original as its cause."""
+    try:
+        yield
+    except RedactedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - re-raised, redacted
+        if disk_full(error):
+            raise DiskFull(str(error)) from error
+        raise UnexpectedError.of(error) from error
+
+
 def _push_for_review(run_dir: Path, out: Path, recipe: str, logger) -> str:
     """A run waiting for human review: push its conversations to Label Studio when one answers, else say how.
     The project's address becomes the link artifact `review-<recipe>` of the flow run."""
@@ -98,7 +124,8 @@ def _artifact_key(recipe: str) -> str:
 def _stage(run_dir: Path, index: int, progress: Progress | None = None) -> StageStats | None:
     """One stage as a Prefect task. Its parameters are all Prefect sees and walks (looking for futures before the
     call): not the runner's stage table, and the progress display only as an opaque value."""
-    return run_stage(run_dir, index, progress)
+    with _stored_redacted():
+        return run_stage(run_dir, index, progress)
 
 
 def _dask_runner(address: str):
@@ -130,7 +157,7 @@ def curate(recipe: RecipeName = "multiverse", options: RunOptions | None = None,
                                          "allowed_roots": _confined(options, deployment.id)})
     out = Path(out_dir).resolve()
     store = RunStore(out / "runs" / options.run_id)
-    with store.lock():
+    with _stored_redacted(), store.lock():
         return _curate(recipe, options, out, store, logger)
 
 

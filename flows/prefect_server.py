@@ -30,6 +30,7 @@ from pathlib import Path
 
 from benchcurate.curation.local_server import LocalServer, ServerRecord, free_port
 from benchcurate.curation.parallel import die_with_parent
+from benchcurate.curation.secrets import without_secrets
 
 FOLDER = "prefect"
 MARKER = "benchcurate.flows.prefect_server"
@@ -92,8 +93,8 @@ def ensure(out_dir: Path, idle_minutes: float = DEFAULT_IDLE_MINUTES, port: int 
         command = [sys.executable, "-m", MARKER, "--folder", str(server.folder), "--port", str(port),
                    "--idle-minutes", str(idle_minutes)]
         say(f"starting a local Prefect server for {out_dir} on 127.0.0.1:{port} (once; later runs reuse it)")
-        env = {name: value for name, value in os.environ.items() if name != "PREFECT_API_URL"}
-        process = server.start(command, port, {**env, **server_env(server.folder)}, log)
+        env = {name: value for name, value in without_secrets(os.environ).items() if name != "PREFECT_API_URL"}
+        process = server.start(command, port, {**env, **server_env(server.folder)}, log, private=True)
         record = server.record()
         server.wait_healthy(process, f"{api_url(record)}/health", log, START_TIMEOUT_SECONDS)
         return record, True
@@ -108,8 +109,8 @@ def temporary(say=lambda line: None) -> ServerRecord:
     command = [sys.executable, "-m", MARKER, "--folder", str(folder), "--port", str(port), "--idle-minutes", "0",
                "--parent", str(os.getpid())]
     say(f"starting a temporary Prefect server on 127.0.0.1:{port} for this command")
-    env = {name: value for name, value in os.environ.items() if name != "PREFECT_API_URL"}
-    process = server.start(command, port, env, log)
+    env = {name: value for name, value in without_secrets(os.environ).items() if name != "PREFECT_API_URL"}
+    process = server.start(command, port, env, log, private=True)
     try:
         server.wait_healthy(process, f"{api_url(server.record())}/health", log, START_TIMEOUT_SECONDS)
     except BaseException:

@@ -24,7 +24,6 @@ the HTTP, the auth header, the retries and the mapping of status codes to its ex
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 import random
@@ -32,13 +31,13 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from urllib.parse import unquote
 
 import httpx2
 import openai
 
 from benchcurate.curation.errors import BackendUnavailable, ModelRequestRejected, UserError
 from benchcurate.curation.models.identity import without_credentials
+from benchcurate.curation.secrets import register
 
 
 class MalformedReply(Exception):
@@ -112,16 +111,6 @@ class _Loop:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
 
-def _credential_forms(userinfo: str | None) -> list[str]:
-    """The user:password of a URL as it may come back from a server: as given, its password, both unquoted, and
-    the Basic Authorization token the HTTP client sends for them (base64 of user:password)."""
-    if not userinfo:
-        return []
-    user, _, password = userinfo.partition(":")
-    plain = f"{unquote(user)}:{unquote(password)}"
-    return [userinfo, password, plain, unquote(password), base64.b64encode(plain.encode()).decode()]
-
-
 class ChatClient:
     """Chat completions with a concurrency limit, a shared pause and retries; `create` is called from any thread."""
 
@@ -129,7 +118,8 @@ class ChatClient:
         self._url = base_url  # may hold user:password (with_credentials); never printed
         self.base_url, userinfo = without_credentials(base_url)
         # what must never reach a message, a stored error or a log: a server may echo the request's headers
-        self._secrets = [secret for secret in (api_key, *_credential_forms(userinfo)) if secret and len(secret) >= 4]
+        register(api_key)
+        register(userinfo)
         self.max_attempts = max_attempts
         self.requests_sent = 0
         self._pause_until = 0.0
@@ -147,11 +137,6 @@ class ChatClient:
 
     def create(self, body: dict) -> ChatReply:
         return self._loop.run(self._create(body))
-
-    def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "[redacted]")
-        return text
 
     async def _on_request(self, request: httpx2.Request) -> None:
         self.requests_sent += 1
@@ -189,8 +174,7 @@ class ChatClient:
             except GAVE_UP:
                 raise
             except openai.APIStatusError as error:  # 400, 403, 404, 422: this request, not the server
-                raise ModelRequestRejected(self.redact(f"HTTP {error.status_code} from {self.base_url}: "
-                                                       f"{error.message}")) from None
+                raise ModelRequestRejected(f"HTTP {error.status_code} from {self.base_url}: {error.message}") from None
         return response.content, 1 + int(response.request.headers.get("x-stainless-retry-count", "0"))
 
     async def _create(self, body: dict) -> ChatReply:
@@ -207,10 +191,10 @@ class ChatClient:
                     await asyncio.sleep(random.uniform(0, min(8.0, 0.5 * 2 ** round_)))
         except GAVE_UP as error:
             attempts += 0 if isinstance(error, MalformedReply) else self.max_attempts  # the SDK used all of its own
-            raise BackendUnavailable(self.redact(
+            raise BackendUnavailable(
                 f"model server at {self.base_url} still failing after {attempts} attempts "
                 f"({type(error).__name__}: {error}); rerun with the same --run-id to resume: finished replies "
-                f"are cached")) from None
+                f"are cached") from None
         raise AssertionError("unreachable: the last round returns or raises")
 
 

@@ -186,8 +186,14 @@ class OpenAIBackend:
         except (openai.APIConnectionError, openai.APITimeoutError) as error:
             raise BackendUnavailable(f"cannot reach the model server at {self.base_url}: start it or fix "
                                      f"--base-url, then rerun with the same --run-id to resume") from error
-        except openai.NotFoundError:
-            return  # some compatible servers do not list models; the first call will tell
+        except openai.PermissionDeniedError as error:
+            raise UserError(f"the server at {self.base_url} refuses the API key (HTTP 403: {error.message}); check "
+                            f"OPENAI_API_KEY") from None
+        except openai.InternalServerError as error:
+            raise BackendUnavailable(f"the model server at {self.base_url} is failing (HTTP {error.status_code}); "
+                                     f"rerun with the same --run-id once it answers") from None
+        except openai.APIStatusError:
+            return  # some compatible servers do not list models (404, or another refusal); the first call will tell
         if known and self.model not in known:
             raise UserError(f"model '{self.model}' is not served at {self.base_url} (it serves: "
                             f"{', '.join(sorted(known)[:10])}); pass --model with one of them")
@@ -309,10 +315,10 @@ class OpenAIBackend:
                 value, parsed = _read(request, raw)
             except ValidationError as error:
                 raise ModelOutputInvalid(f"reply did not match {schema_model.__name__} twice: "
-                                         f"{error.error_count()} errors", raw=self.client.redact(raw)) from error
+                                         f"{error.error_count()} errors", raw=raw) from error
             except ValueError as error:
                 raise ModelOutputInvalid(f"reply not in the asked format twice: {error}",
-                                         raw=self.client.redact(raw)) from error
+                                         raw=raw) from error
         self.store(key, raw, usage)
         return ModelResult(value=value, generation=generation_for(self, request.prompt, model), raw=raw, parsed=parsed)
 

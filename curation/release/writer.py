@@ -28,6 +28,7 @@ from benchcurate.curation.release.columns import features, to_row
 from benchcurate.curation.release.licenses import release_terms
 from benchcurate.curation.release.plots import write_plots
 from benchcurate.curation.report import load_report
+from benchcurate.curation.secrets import share
 from benchcurate.curation.statistics import dataset_statistics
 from benchcurate.curation.store import RunStore, write_json_atomic
 from benchcurate.schemas import PromptUse, ReleaseManifest, ReleaseSpec, Sample
@@ -320,5 +321,6 @@ def _write(samples: list[Sample], report, spec: ReleaseSpec, removals: dict, rem
     manifest = manifest.model_copy(update={"files": _checksums(partial)})
     write_json_atomic(partial / "manifest.json", manifest.model_dump(mode="json"))
     _checksums(partial)
+    share(partial)
     os.rename(partial, final)
     return final
