@@ -13,6 +13,8 @@ class Progress(Protocol):
     def finish(self, stats: StageStats, skipped: bool) -> None: ...
     def finish_waiting(self, stage: str, detail: str) -> None: ...
     def warn(self, stage: str, message: str) -> None: ...
+    def begin(self, step: str, total: int | None = None) -> None: ...
+    def end(self, step: str, detail: str) -> None: ...
 
 
 class SilentProgress:
@@ -29,4 +31,10 @@ class SilentProgress:
         pass
 
     def warn(self, stage: str, message: str) -> None:
+        pass
+
+    def begin(self, step: str, total: int | None = None) -> None:
+        pass
+
+    def end(self, step: str, detail: str) -> None:
         pass

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.extras import has
+from benchcurate.curation.markdown import escape
 from benchcurate.curation.store import RunStore
 from benchcurate.schemas import RunConfig, StageStats
 
@@ -169,7 +170,7 @@ def histograms(report: RunReport) -> list[Histogram]:
 def histogram_markdown(histogram: Histogram, limit: int | None = None) -> str:
     header = "| " + LABEL_TITLES[histogram.kind] + " | " + " | ".join(f"after {stage}" for stage, _ in histogram.columns)
     lines = [header + " |", "|---|" + "---:|" * len(histogram.columns)]
-    lines += [f"| {label} | " + " | ".join(str(count) for count in counts) + " |"
+    lines += [f"| {escape(label)} | " + " | ".join(str(count) for count in counts) + " |"
               for label, counts in histogram.rows(limit)]
     lines.append("| **total** | " + " | ".join(f"**{sum(counts.values())}**" for _, counts in histogram.columns) + " |")
     return "\n".join(lines)
@@ -238,7 +239,7 @@ def write_label_report(report: RunReport, run_dir: Path) -> list[Path]:
         rows = [(raw, target) for label_kind, raw, target in merged if label_kind == kind]
         if rows:
             text += ["Merged names (category_normalise):", "", "| name | merged into |", "|---|---|",
-                     *(f"| {raw} | {target} |" for raw, target in rows), ""]
+                     *(f"| {escape(raw)} | {escape(target)} |" for raw, target in rows), ""]
         markdown = folder / f"labels_{histogram.kind}.md"
         folder.mkdir(parents=True, exist_ok=True)
         markdown.write_text("\n".join(text), encoding="utf-8")

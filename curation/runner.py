@@ -435,6 +435,14 @@ def _changed(folder: Path, progress: Progress, stage: str, what: str) -> bool:
     return bool(changed)
 
 
+def run_stage_done(run_dir: Path, index: int, registry: Registry = STAGES) -> bool:
+    """Whether `run_stage` would skip stage `index` now (its output exists for its current key, unchanged): asked
+    before a stage runs elsewhere (a Dask worker), so the summary can say 'skipped, already done'."""
+    store = RunStore(run_dir)
+    run = plan_stage(store, store.load_config(), index, registry)
+    return run.done and not changed_since_sealed(run.output_dir)
+
+
 def check_backend(run_dir: Path) -> str:
     """Fail before any item is touched when the model backend is misconfigured or unreachable."""
     backend = make_backend(RunStore(run_dir).load_config().recipe.backend)

@@ -83,6 +83,10 @@ app = typer.Typer(
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 OutOption = Annotated[Path, typer.Option("--out", help="Output folder holding runs/, releases/ and cache/.")]
+ReleaseNameOption = Annotated[Optional[str], typer.Option(
+    "--name", help="The release's name (its folder under releases/ and its config name): lower-case letters, "
+                   "digits, '-' and '_'. Default: the recipe's, e.g. multiverse-curated (with -demo on the bundled "
+                   "demo corpus).")]
 TextFile = Annotated[Path, typer.Argument(help="JSONL, one row per question or conversation.")]
 TextField = Annotated[str, typer.Option(help="The text field (a string, or a list of turns whose texts are joined).")]
 images_app = typer.Typer(help="Image hashing and near-duplicate search on their own, outside a pipeline run.",
@@ -174,7 +178,10 @@ def run(
     seed: Annotated[Optional[int], typer.Option(help="Run seed (default: the recipe's).")] = None,
     set_: Annotated[list[str], typer.Option(
         "--set", help="Override a stage parameter: stage.field=value (repeatable).")] = [],
+    demo: Annotated[bool, typer.Option("--demo", help="Run on the bundled demo corpus (what happens anyway "
+                                                      "without --input and --run-id).")] = False,
     release: Annotated[bool, typer.Option(help="Write a versioned release when the run completes.")] = True,
+    name: ReleaseNameOption = None,
     progress: Annotated[str, typer.Option(help="auto, bar, log or none.")] = "auto",
     jobs: Annotated[Optional[int], typer.Option(
         help="Worker processes for CPU-bound stages: image hashing, MinHash signatures and, with the offline "
@@ -200,8 +207,9 @@ def run(
     prefect_server: PrefectServerOption = "local",
     out: OutOption = Path("outputs"),
 ) -> None:
-    """Run a recipe as a Prefect flow, recorded by the Prefect server PREFECT_API_URL names, else by the output
-    folder's local server (started in the background by the first run; `curate prefect status`)."""
+    """Run a recipe as a Prefect flow, recorded by the Prefect server that Prefect's settings name (PREFECT_API_URL,
+    a profile, prefect.toml or .env), else by the output folder's local server (started in the background by the
+    first run; `curate prefect status`). Without --input and --run-id it runs the bundled demo corpus."""
     from benchcurate.curation.recipes import resolve_run, run_options
 
     if progress not in ("auto", "bar", "log", "none"):
@@ -211,36 +219,107 @@ def run(
     from benchcurate.curation.models.identity import set_aside_credentials
 
     options = run_options(
-        input_path=None if input_path is None else str(input_path), run_id=run_id, backend=backend,
+        input_path=None if input_path is None else str(input_path), run_id=run_id, demo=demo, backend=backend,
         base_url=set_aside_credentials(base_url), model=model, seed=seed, overrides=parse_overrides(set_), jobs=jobs,
         dask_address=dask_address, concurrency=concurrency, max_cost_usd=max_cost, refresh_cache=refresh_cache,
-        batch=batch, release=release, progress=progress,
+        batch=batch, release=release, release_name=name, progress=progress,
         allowed_roots=None if not allow_root else [str(folder) for folder in allow_root])
     config = resolve_run(recipe, options, out.resolve())  # mistakes found before Prefect starts cost no start-up
-    options = options.model_copy(update={"run_id": config.run_id})  # a default id is fixed once, here
-    _use_prefect_server(out, prefect_server)
-    from benchcurate.curation.report import funnel_text, load_report
-    from benchcurate.flows.curate import curate
+    options = options.model_copy(update={"run_id": config.run_id, "demo": config.demo})  # fixed once, here
+    resume = resume_command(recipe, options, out, prefect_server)
+    if config.demo:
+        typer.echo(f"running {recipe} on the bundled demo corpus (the recipe's small-corpus settings; release "
+                   f"{config.recipe.release.name}); pass --input FOLDER to run your own images", err=True)
+    outcome = _run_flow(recipe, options, out, prefect_server, resume, config.recipe.execution)
+    _print_outcome(recipe, outcome, resume)
+
+
+def resume_command(recipe: str, options, out: Path, prefect_server: str) -> str:
+    """The whole command that resumes this run: its id, and every option that matters and is not remembered by
+    the run itself (input, backend, model, seed and overrides are; where the work runs, the cost limit, the output
+    folder and whether to release are not)."""
+    import shlex
+
+    words = ["curate", "run", recipe, "--run-id", options.run_id]
+    if out != Path("outputs"):
+        words += ["--out", str(out)]
+    for flag, value in (("--jobs", options.jobs), ("--dask-address", options.dask_address),
+                        ("--max-cost", options.max_cost_usd)):
+        if value is not None:
+            words += [flag, str(value)]
+    if not options.release:
+        words.append("--no-release")
+    if prefect_server != "local":
+        words += ["--prefect-server", prefect_server]
+    return shlex.join(words)
+
+
+def _run_flow(recipe: str, options, out: Path, prefect_server: str, resume: str, execution):
+    """The flow, with every way it can stop said in one line that ends with the command that resumes it."""
+    from benchcurate.flows.prefect_server import prefect_server_for, unreachable
+
+    def no_workers(reason: str) -> None:
+        _stop_now(f"error: {reason}; nothing finished is lost: start workers (`dask worker "
+                  f"{execution.dask_address}`) and resume with: {resume}", 3)
 
     try:
-        result = curate(recipe=recipe, options=options, out_dir=str(out))
+        def gone(url: str) -> None:
+            _stop_now(f"error: the Prefect server at {url} stopped answering during the run; nothing finished is "
+                      f"lost: start it again (or let the next run start it) and resume with: {resume}", 3)
+
+        with prefect_server_for(out, prefect_server, say=lambda line: typer.echo(line, err=True),
+                                on_gone=gone) as api_url:
+            from benchcurate.flows.curate import curate
+
+            watching = _watch_cluster(execution, no_workers)
+            try:
+                return curate(recipe=recipe, options=options, out_dir=str(out))
+            except Exception as error:  # noqa: BLE001 - a lost Prefect server is told apart, others re-raised
+                if unreachable(error, api_url):
+                    raise BackendUnavailable(f"the Prefect server at {api_url} stopped answering during the run "
+                                             f"(nothing finished is lost)") from None
+                raise
+            finally:
+                watching.set()
     except KeyboardInterrupt:
-        _interrupted(f"rerun `curate run {recipe} --run-id {config.run_id}` to resume")
+        _interrupted(f"resume with: {resume}")
+    except (BackendUnavailable, StageFailed, DiskFull, BudgetExceeded) as error:
+        raise type(error)(f"{error}; resume with: {resume}") from None
+
+
+def _watch_cluster(execution, on_gone):
+    """With --dask-address, a watch that stops the command when every worker is gone (else an event to set)."""
+    import threading
+
+    if not execution.dask_address:
+        return threading.Event()
+    from benchcurate.flows.cluster import watch_workers
+
+    return watch_workers(execution.dask_address, on_gone, execution.dask_wait_seconds)
+
+
+def _print_outcome(recipe: str, outcome, resume: str) -> None:
+    from benchcurate.curation.report import funnel_text, load_report
+
     typer.echo("")
-    typer.echo(funnel_text(load_report(Path(result["run_dir"]))))
-    typer.echo(f"\nrun folder: {result['run_dir']}")
-    if result["release_dir"]:
-        typer.echo(f"release:    {result['release_dir']}")
-    if result["waiting"]:
-        if result.get("review"):
-            typer.echo(f"\n{result['review']}")
-        typer.echo(f"\nwaiting ({result['waiting']}); nothing is lost: rerun `curate run {recipe} "
-                   f"--run-id {result['run_id']}` later to resume and finish.")
+    typer.echo(funnel_text(load_report(Path(outcome.run_dir))))
+    typer.echo(f"\nrun folder: {outcome.run_dir}")
+    if outcome.report:
+        typer.echo(f"report:     {outcome.report}")
+    if outcome.release_dir:
+        typer.echo(f"release:    {outcome.release_dir}" + ("" if outcome.release_new else
+                                                           "  (already released: the same rows and images)"))
+    for warning in outcome.release_warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if outcome.waiting:
+        if outcome.review:
+            typer.echo(f"\n{outcome.review}")
+        typer.echo(f"\nwaiting ({outcome.waiting}); nothing is lost: run `{resume}` later to resume and finish.")
         sys.exit(5)
-    if result["emptied_by"]:
-        typer.echo(f"\nno sample survived: {result['emptied_by']} removed the last ones, so nothing was released. "
-                   f"Its parameters: `curate recipes {recipe}`; loosen one with --set {result['emptied_by']}.<field>=... "
-                   f"and the same --run-id {result['run_id']}.")
+    if outcome.emptied_by:
+        typer.echo(f"\nno sample survived: {outcome.emptied_by} removed the last ones, so nothing was released. "
+                   f"Its parameters: `curate recipes {recipe}`; loosen one with --set "
+                   f"{outcome.emptied_by}.<field>=... and resume: `{resume}`.")
 
 
 @app.command()
@@ -350,12 +429,11 @@ def release(
                                       "across versions.")] = None,
     max_shard_mb: Annotated[Optional[float], typer.Option(help="Cut parquet files at about this size "
                                                                "(default: the recipe's, 500).")] = None,
+    name: ReleaseNameOption = None,
     out: OutOption = Path("outputs"),
 ) -> None:
-    """Write a versioned release of a completed run (never overwrites an existing version)."""
-    from rich.progress import Progress
-
-    from benchcurate.curation.release.writer import write_release
+    """Write a versioned release of a completed run under <out>/releases/<name>/<version>/. A version is never
+    overwritten; the same content as an existing version is that version (nothing new is written)."""
     from benchcurate.curation.report import resolve_run_dir
 
     overrides = {}
@@ -363,14 +441,32 @@ def release(
         overrides["splits"] = _parse_splits(split)
     if max_shard_mb is not None:
         overrides["max_shard_mb"] = max_shard_mb
-    with Progress(transient=True) as bar:
-        task = bar.add_task("writing samples", total=None)
-        folder = write_release(resolve_run_dir(run_ref, out), out.resolve(), version, strict_licenses, overrides,
-                               lambda: bar.advance(task))
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    for conflict in manifest.get("license_terms", {}).get("conflicts", []):
-        typer.echo(f"warning: license conflict: {conflict}", err=True)
-    typer.echo(str(folder))
+    if name is not None:
+        overrides["name"] = name
+    typer.echo(str(_write_release(resolve_run_dir(run_ref, out), out, version, strict_licenses, overrides).folder))
+
+
+def _write_release(run_dir: Path, out: Path, version: str | None = None, strict_licenses: bool = False,
+                   overrides: dict | None = None):
+    """A release with a progress bar on the terminal, then what a user must know: the version it is (new or the
+    one already holding this content) and every license warning."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from benchcurate.curation.release.licenses import license_warnings
+    from benchcurate.curation.release.writer import release
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), transient=True,
+                  console=Console(stderr=True)) as bar:
+        task = bar.add_task("writing the release", total=None)
+        released = release(run_dir, out.resolve(), version, strict_licenses, overrides, lambda: bar.advance(task))
+    manifest = json.loads((released.folder / "manifest.json").read_text(encoding="utf-8"))
+    if not released.new:
+        typer.echo(f"already released as {manifest['name']} {released.version} (the same rows and images); no new "
+                   f"version written", err=True)
+    for warning in license_warnings(manifest):
+        typer.echo(f"warning: {warning}", err=True)
+    return released
 
 
 eval_app = typer.Typer(
@@ -1000,12 +1096,14 @@ def serve(
 ) -> None:
     """Serve the deployments curate/<recipe> until interrupted, on the Prefect server PREFECT_API_URL names, else
     on the output folder's local server (printed: export its PREFECT_API_URL to `prefect deployment run`)."""
-    url = _use_prefect_server(out, "local")
-    typer.echo(f"serving curate/<recipe> deployments on {url}; start runs with:\n  PREFECT_API_URL={url} "
-               f"prefect deployment run curate/multiverse", err=True)
-    from benchcurate.flows.deployments import serve_all
+    from benchcurate.flows.prefect_server import prefect_server_for
 
-    serve_all(out, limit)
+    with prefect_server_for(out, "local", say=lambda line: typer.echo(line, err=True)) as url:
+        typer.echo(f"serving curate/<recipe> deployments on {url}; start runs with:\n  PREFECT_API_URL={url} "
+                   f"prefect deployment run curate/multiverse", err=True)
+        from benchcurate.flows.deployments import serve_all
+
+        serve_all(out, limit)
 
 
 def _interrupted(how_to_resume: str) -> NoReturn:
@@ -1019,48 +1117,15 @@ def _interrupted(how_to_resume: str) -> NoReturn:
     os._exit(130)
 
 
-def _configured_api_url() -> str | None:
-    """PREFECT_API_URL from the environment, else from the active Prefect profile (read without importing Prefect,
-    whose settings are fixed at import)."""
-    import tomllib
-
-    if os.environ.get("PREFECT_API_URL"):
-        return os.environ["PREFECT_API_URL"]
-    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect")
-    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml")
-    try:
-        profiles = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    active = os.environ.get("PREFECT_PROFILE") or profiles.get("active", "local")
-    return profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL") or None
-
-
-def _use_prefect_server(out: Path, choice: str) -> str | None:
-    """Point this process at a Prefect server that answers, before Prefect is imported: the configured one, else
-    the output folder's local server (started when it does not run), else none for `temporary` (Prefect then
-    starts its own for this process). Returns the API URL."""
-    import urllib.request
-
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no network here, so no telemetry
-    if choice not in ("local", "temporary"):
-        raise UserError(f"--prefect-server must be local or temporary, not '{choice}'")
-    url = _configured_api_url()
-    if url:
-        try:
-            with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=5):  # noqa: S310
-                return url
-        except OSError as error:
-            raise UserError(f"no Prefect server answers at PREFECT_API_URL={url} ({error}); start it, or unset "
-                            f"PREFECT_API_URL to use the output folder's local server") from error
-    from benchcurate.flows.prefect_server import api_url, ensure, temporary
-
-    if choice == "temporary":
-        record = temporary(say=lambda line: typer.echo(line, err=True))
-    else:
-        record, _ = ensure(out, say=lambda line: typer.echo(line, err=True))
-    os.environ["PREFECT_API_URL"] = api_url(record)
-    return os.environ["PREFECT_API_URL"]
+def _stop_now(line: str, code: int) -> NoReturn:
+    """End the command from any thread with one line: as safe as a SIGKILL, which a run survives by design
+    (finished stages are renamed into place, replies stored as they arrive), and without the minute of retries
+    and tracebacks that Prefect's client spends on a server that is gone (no exit handlers: they would wait on
+    it too)."""
+    sys.stderr.write(f"\n{line}\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(code)
 
 
 def _version(shown: bool) -> None:

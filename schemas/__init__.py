@@ -11,6 +11,7 @@ from benchcurate.schemas.recipe import (
     ReleaseSpec,
     RunConfig,
     RunOptions,
+    RunOutcome,
     StageSpec,
 )
 from benchcurate.schemas.sample import (
@@ -30,5 +31,5 @@ from benchcurate.schemas.sample import (
 __all__ = [
     "BackendSpec", "Categories", "Challenge", "ChecklistItem", "DatasetStatistics", "Decision", "DemoSpec", "Drop", "ExecutionSpec", "Generation",
     "ImageRef", "Keep", "ModelUsage", "Price", "Persona", "PromptUse", "Provenance", "Recipe", "ReleaseManifest", "ReleaseSpec",
-    "ReviewState", "Rewrite", "RunConfig", "RunOptions", "Sample", "Scores", "Spread", "StageSpec", "StageStats", "Turn", "Verdict",
+    "ReviewState", "Rewrite", "RunConfig", "RunOptions", "RunOutcome", "Sample", "Scores", "Spread", "StageSpec", "StageStats", "Turn", "Verdict",
 ]

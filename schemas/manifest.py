@@ -69,3 +69,6 @@ class ReleaseManifest(Strict):
     license_terms: dict[str, JsonValue] = Field(default_factory=dict, description="conditions the release carries "
                                                                                    "(from its sources) and conflicts")
     files: dict[str, JsonValue] = Field(default_factory=dict, description="relative path -> {bytes, sha256}")
+    content_sha256: str | None = Field(None, description="sha256 of what the release holds (each split's rows, "
+                                                         "images by their sha256): a release of the same content "
+                                                         "is this version, not a new one")

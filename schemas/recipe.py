@@ -53,6 +53,10 @@ class ExecutionSpec(Strict):
     jobs: int = Field(0, ge=0, le=256, description="worker processes for CPU-bound stages; 0 = one per core")
     dask_address: str | None = Field(None, description="run CPU-bound stages on this Dask scheduler, e.g. "
                                                        "tcp://10.0.0.5:8786")
+    dask_wait_seconds: float = Field(30.0, gt=0, le=3600, description="how long a run waits for a Dask worker, at "
+                                                                    "the start and whenever every worker is gone, "
+                                                                    "before it stops (exit 3; the same command "
+                                                                    "resumes)")
 
 
 class StageSpec(Strict):
@@ -61,10 +65,11 @@ class StageSpec(Strict):
 
 
 SPLIT_NAME = r"^[a-z][a-z0-9_]*$"
+RELEASE_NAME = r"[a-z0-9][a-z0-9_-]{0,95}"
 
 
 class ReleaseSpec(Strict):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    name: str = Field(description="the release's folder under releases/ and its config name")
     splits: dict[str, float] = Field(
         default_factory=lambda: {"test": 1.0},
         description="split name -> fraction of the samples. A sample's split follows from a hash of the release "
@@ -73,6 +78,14 @@ class ReleaseSpec(Strict):
     first_version: str = Field("0.1.0", pattern=r"^\d+\.\d+\.\d+$")
     pretty_name: str
     task_categories: list[str] = Field(default_factory=lambda: ["image-text-to-text"])
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_folder_name(cls, name: str) -> str:
+        if not re.fullmatch(RELEASE_NAME, name):
+            raise ValueError(f"release name '{name}' must be lower-case letters, digits, '-' and '_', starting with "
+                             f"a letter or digit (at most 96 characters)")
+        return name
 
     @field_validator("splits")
     @classmethod
@@ -116,6 +129,10 @@ class RunOptions(Strict):
                                                      "Hugging Face dataset; None: the bundled demo corpus (or, for an "
                                                      "existing run id, the input it started with)")
     run_id: str | None = Field(None, description="reuse one to resume; default <recipe>-<UTC time>")
+    demo: bool = Field(False, description="run on the bundled demo corpus; implied when neither input_path nor "
+                                          "run_id is given (an unknown run id without an input is an error)")
+    release_name: str | None = Field(None, description="the release's name; default: the recipe's, with '-demo' "
+                                                       "on the bundled demo corpus")
     backend: BackendKind | None = Field(None, description="offline (deterministic heuristics) or openai (any "
                                                           "OpenAI-protocol server; key from OPENAI_API_KEY)")
     base_url: str | None = Field(None, description="OpenAI-protocol base URL, e.g. http://127.0.0.1:8000/v1")
@@ -159,3 +176,18 @@ class RunConfig(Strict):
     options: RunOptions | None = Field(None, description="what the run was asked for (flags or deployment "
                                                          "parameters), merged over earlier attempts'; a resumed run "
                                                          "reuses what is not given again")
+
+
+class RunOutcome(Strict):
+    """What a `curate` flow run did, as the command (or a deployment's caller) reads it."""
+
+    run_id: str
+    run_dir: str
+    demo: bool = False
+    waiting: str | None = Field(None, description="what the run waits for (batches, a review round); a rerun resumes")
+    review: str | None = Field(None, description="what became of the review round: pushed (with its address) or why not")
+    emptied_by: str | None = Field(None, description="the stage that removed the last samples; nothing released")
+    report: str | None = Field(None, description="the HTML report's index.html")
+    release_dir: str | None = None
+    release_new: bool = Field(False, description="false when an existing version already held the same content")
+    release_warnings: list[str] = Field(default_factory=list, description="license conflicts and unknown licenses")

@@ -107,7 +107,7 @@ def demo_run(prefect_env) -> tuple[Path, subprocess.CompletedProcess]:
 
     def run() -> list:
         workdir.mkdir()
-        result = run_curate(["run", "multiverse", "--run-id", "e2e", "--progress", "log"], workdir,
+        result = run_curate(["run", "multiverse", "--demo", "--run-id", "e2e", "--progress", "log"], workdir,
                             {**prefect_env, "PREFECT_LOGGING_LEVEL": "INFO"})  # INFO: the progress lines
         return [result.args, result.returncode, result.stdout, result.stderr]
 

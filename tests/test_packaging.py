@@ -75,7 +75,7 @@ def test_the_core_install_without_any_extra_runs_the_demo_and_releases(prefect_e
     env = {**prefect_env, "PYTHONPATH": str(tmp_path / "site")}
     blocked = subprocess.run([sys.executable, "-c", "import matplotlib"], env={**env}, capture_output=True, text=True)
     assert "blocked: not in the core install" in blocked.stderr  # the block itself works
-    result = run_curate(["run", "multiverse", "--run-id", "core", "--progress", "none"], tmp_path, env)
+    result = run_curate(["run", "multiverse", "--demo", "--run-id", "core", "--progress", "none"], tmp_path, env)
     assert result.returncode == 0, result.stderr[-3000:]
     release = Path(re.search(r"release:\s+(\S+)", result.stdout).group(1))
     assert (release / "manifest.json").exists() and not (release / "plots").exists()

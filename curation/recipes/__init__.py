@@ -127,7 +127,8 @@ def existing_run(out_dir: Path, run_id: str) -> RunConfig | None:
 
 # What a resumed run keeps from its earlier attempts unless given again: whatever shapes its outcome. The cost
 # limit, the cache refresh and where the work runs are about one invocation, so they are not kept.
-STICKY_OPTIONS = ("backend", "base_url", "model", "seed", "concurrency", "batch", "request_cache", "allowed_roots")
+STICKY_OPTIONS = ("backend", "base_url", "model", "seed", "concurrency", "batch", "request_cache", "allowed_roots",
+                  "release_name")
 
 
 def _merged_options(existing: RunConfig | None, given: RunOptions) -> RunOptions:
@@ -162,10 +163,29 @@ def _check_same_recipe(existing: RunConfig | None, recipe: str) -> None:
                         f"{existing.recipe.name} --run-id {existing.run_id}`, or use a new --run-id for {recipe}")
 
 
-def _resume_input(existing: RunConfig | None, input_path: str | None) -> str | None:
-    """A resumed run keeps its input: leaving --input out reuses it; a different input is an error."""
+def with_implied_demo(options: RunOptions) -> RunOptions:
+    """Neither an input nor a run id: the bundled demo corpus (`curate run multiverse`, a deployment run with no
+    parameters). A run id alone names a run to resume, never a new demo run."""
+    if options.input_path is None and options.run_id is None and not options.demo:
+        return options.model_copy(update={"demo": True})
+    return options
+
+
+def _resume_input(existing: RunConfig | None, options: RunOptions, out_dir: Path) -> str | None:
+    """A resumed run keeps its input: leaving --input out reuses it; a different input is an error. A run id
+    that names no run, without an input, is an error (a typo, or another --out), not a new demo run."""
+    input_path = options.input_path
+    if options.demo and input_path is not None:
+        raise UserError("--demo runs the bundled demo corpus: leave out --input, or leave out --demo")
     if existing is None:
+        if input_path is None and not options.demo:
+            raise UserError(f"no run '{options.run_id}' in {out_dir.resolve() / 'runs'}; to resume a run, pass the "
+                            f"--out it was started with; to start one, pass --input FOLDER (or --demo for the "
+                            f"bundled demo corpus)")
         return input_path
+    if options.demo and not existing.demo:
+        raise UserError(f"run {existing.run_id} ran on {existing.input_path}, not on the demo corpus; leave out "
+                        f"--demo to resume it, or use a new --run-id")
     if input_path is None:
         return existing.input_path
     if existing.demo:
@@ -224,6 +244,7 @@ def resolve_run(recipe_name: str, options: RunOptions, out_dir: Path) -> RunConf
 
     No input means the demo corpus, except for an existing run id, which keeps the input it started with."""
     recipe = load_recipe(recipe_name)
+    options = with_implied_demo(options)
     run_id = options.run_id or default_run_id(recipe.name)
     existing = existing_run(out_dir, run_id)
     _check_same_recipe(existing, recipe.name)
@@ -231,10 +252,11 @@ def resolve_run(recipe_name: str, options: RunOptions, out_dir: Path) -> RunConf
         update={"run_id": run_id, "base_url": set_aside_credentials(options.base_url)}))
     if (options.base_url or options.model) and options.backend != "openai":
         raise UserError("--base-url and --model apply to the openai backend: add --backend openai")
-    input_path = _resume_input(existing, options.input_path)
+    input_path = _resume_input(existing, options, out_dir)
     demo = input_path is None
     if demo and recipe.demo is not None:
         recipe = _apply_overrides(recipe, recipe.demo.overrides)
+    release_name = options.release_name or (f"{recipe.release.name}-demo" if demo else recipe.release.name)
     recipe = _apply_overrides(recipe, options.overrides)
     root = _input_root(out_dir, input_path)
     first = recipe.stages[0]
@@ -252,6 +274,7 @@ def resolve_run(recipe_name: str, options: RunOptions, out_dir: Path) -> RunConf
     seed = recipe.seed if options.seed is None else options.seed
     try:
         recipe = Recipe.model_validate({**recipe.model_dump(), "seed": seed,
+                                        "release": {**recipe.release.model_dump(), "name": release_name},
                                         "backend": {**recipe.backend.model_dump(), **backend_update},
                                         "execution": {**recipe.execution.model_dump(), **execution_update}})
     except ValidationError as error:
@@ -260,7 +283,7 @@ def resolve_run(recipe_name: str, options: RunOptions, out_dir: Path) -> RunConf
     _check_models(recipe)
     return RunConfig(run_id=run_id, recipe=recipe, input_path=None if demo else str(root), demo=demo,
                      code_version=code_version(), created_at=datetime.now(UTC),
-                     options=options.model_copy(update={"input_path": None if demo else str(root)}))
+                     options=options.model_copy(update={"input_path": None if demo else str(root), "demo": demo}))
 
 
 def run_options(**fields: object) -> RunOptions:

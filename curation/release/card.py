@@ -8,6 +8,7 @@ import yaml
 from datasets import DatasetInfo, SplitDict, SplitInfo
 from datasets.info import DatasetInfosDict
 
+from benchcurate.curation.markdown import escape
 from benchcurate.curation.release.columns import SCHEMA_DOC, column_table, features
 from benchcurate.curation.report import RunReport, funnel_markdown
 from benchcurate.curation.statistics import statistics_markdown
@@ -39,7 +40,7 @@ LICENSE_FILE = "LICENSE.md"
 
 def render_license(manifest: ReleaseManifest, samples: list[Sample]) -> str:
     """LICENSE.md, which `license_link` names when no single license covers the release: each source's terms."""
-    return (f"# Terms of {manifest.name} {manifest.version}\n\nNo single license covers this release: each sample "
+    return (f"# Terms of {escape(manifest.name)} {manifest.version}\n\nNo single license covers this release: each sample "
             f"stays under its source's terms (column `license`, and `attribution` where the license asks for "
             f"credit).\n\n{_source_table(samples)}\n\n{_terms_text(manifest)}\n")
 
@@ -65,18 +66,18 @@ def _metadata(manifest: ReleaseManifest, spec: ReleaseSpec, config_name: str, fi
 
 def _terms_text(manifest: ReleaseManifest) -> str:
     terms = manifest.license_terms or {}
-    lines = [f"Terms the release carries from its sources: {terms.get('summary', 'unknown')}. Each sample keeps its "
+    lines = [f"Terms the release carries from its sources: {escape(terms.get('summary', 'unknown'))}. Each sample keeps its "
              f"source's license (column `license`)."]
     if terms.get("conflicts"):
         lines += ["", "**License conflicts** (no single license covers the whole release; use each sample under its "
-                      "own terms):", "", *(f"- {conflict}" for conflict in terms["conflicts"])]
+                      "own terms):", "", *(f"- {escape(conflict)}" for conflict in terms["conflicts"])]
     return "\n".join(lines)
 
 
 def _source_table(samples: list[Sample]) -> str:
     rows = Counter((s.provenance.source_dataset, s.provenance.license) for s in samples)
     lines = ["| source | license | samples |", "|---|---|---:|"]
-    lines += [f"| {source} | {license} | {count} |" for (source, license), count in sorted(rows.items())]
+    lines += [f"| {escape(source)} | {escape(license)} | {count} |" for (source, license), count in sorted(rows.items())]
     return "\n".join(lines)
 
 
@@ -112,7 +113,7 @@ def _limits(manifest: ReleaseManifest) -> str:
 
 def _backend_notice(manifest: ReleaseManifest) -> str:
     if not manifest.offline_outputs:
-        return f"Generated fields come from: {', '.join(manifest.models)} ({', '.join(manifest.backends)})."
+        return f"Generated fields come from: {', '.join(map(escape, manifest.models))} ({', '.join(manifest.backends)})."
     return ("**Offline heuristic outputs.** Scores, categories, personas, conversations and checklists in this "
             "release were produced by the built-in `offline-heuristic` backend (deterministic rules over pixel "
             "statistics and templates), not by a language or vision model. They exercise the pipeline; they are "
@@ -128,7 +129,7 @@ def render_card(manifest: ReleaseManifest, report: RunReport, spec: ReleaseSpec,
     return f"""---
 {_metadata(manifest, spec, config_name, files, _languages(samples))}---
 
-# {spec.pretty_name} ({manifest.version})
+# {escape(spec.pretty_name)} ({manifest.version})
 
 {report.config.recipe.description} Built by recipe `{manifest.recipe}` ({report.config.recipe.paper}),
 run `{manifest.run_id}`, code `{manifest.code_version}`, seed {manifest.seed}.
@@ -183,10 +184,10 @@ about {spec.max_shard_mb:g} MB at most), `manifest.json` (configuration hash, pr
 - **Motivation.** {report.config.recipe.description} It follows the curation steps of {report.config.recipe.paper},
   reproduced by recipe `{manifest.recipe}`.
 - **Composition.** {manifest.sample_count} samples ({_splits_text(manifest)}), from {len(manifest.sources)} source(s)
-  ({", ".join(f"{name}: {count}" for name, count in manifest.sources.items())}). Each sample has an image, its
+  ({", ".join(f"{escape(name)}: {count}" for name, count in manifest.sources.items())}). Each sample has an image, its
   provenance and license, and the fields listed under Files; statistics are above.
 - **Collection process.** Images from the sources above; every generated field records its producer (backend,
-  model, prompt version) in the `generated_by` column. Backends: {", ".join(manifest.backends) or "none"}.
+  model, prompt version) in the `generated_by` column. Backends: {", ".join(map(escape, manifest.backends)) or "none"}.
 - **Preprocessing.** The funnel above: each stage's removals with their reasons; deduplication, quality and
   sampling parameters are in `manifest.json` (the run's configuration, hash `{manifest.config_sha256[:12]}`).
 - **Review.** {review}. Reviewer ids and outcomes are in each sample's `review_*` columns.

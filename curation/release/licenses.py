@@ -72,3 +72,8 @@ def release_terms(samples: list[Sample]) -> ReleaseTerms:
     return ReleaseTerms(conditions=[name for name in order if name in found],
                         sources_by_license={lic: sorted(names) for lic, names in sorted(sources.items())},
                         conflicts=conflicts, unknown=sorted(lic for lic, terms in known.items() if terms is None))
+
+
+def license_warnings(manifest: dict) -> list[str]:
+    """What a user must hear when releasing: each conflict and each license nobody knows, from a manifest."""
+    return [f"license conflict: {conflict}" for conflict in manifest.get("license_terms", {}).get("conflicts", [])]

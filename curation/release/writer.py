@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from benchcurate.curation.errors import DiskFull, UserError, disk_full
 from benchcurate.curation.fingerprint import sha256_file, sha256_json
 from benchcurate.curation.release.card import LICENSE_FILE, license_metadata, render_card, render_license
-from benchcurate.curation.release.columns import features, to_row
+from benchcurate.curation.release.columns import content_row, features, to_row
 from benchcurate.curation.release.licenses import release_terms
 from benchcurate.curation.release.plots import write_plots
 from benchcurate.curation.report import load_report
@@ -254,15 +254,34 @@ def release_spec(report, overrides: dict | None = None) -> ReleaseSpec:
     try:
         return ReleaseSpec.model_validate({**spec.model_dump(), **overrides})
     except ValidationError as error:
-        raise UserError(f"release settings: {error.errors()[0]['msg']} ({overrides})") from error
+        raise UserError(f"release settings: {error.errors()[0]['msg'].removeprefix('Value error, ')}") from error
+
+
+@dataclass(frozen=True)
+class Released:
+    """What `release` did: the version's folder, and whether it was written now or already held this content."""
+
+    folder: Path
+    new: bool
+
+    @property
+    def version(self) -> str:
+        return self.folder.name
 
 
 def write_release(run_dir: Path, out_dir: Path, version: str | None = None, strict_licenses: bool = False,
                   overrides: dict | None = None, on_row: Callable[[], None] = lambda: None) -> Path:
-    """Release the run's final samples; returns the new release folder. With `strict_licenses`, sources whose
-    terms conflict (or are unknown) are an error naming them; otherwise the manifest and card list them.
-    `overrides` replaces release settings of the recipe (`splits`, `max_shard_mb`) for this release; `on_row` is
-    called once per sample written (a progress bar)."""
+    """The folder of `release(...)`: the new version, or the one already holding the same content."""
+    return release(run_dir, out_dir, version, strict_licenses, overrides, on_row).folder
+
+
+def release(run_dir: Path, out_dir: Path, version: str | None = None, strict_licenses: bool = False,
+            overrides: dict | None = None, on_row: Callable[[], None] = lambda: None) -> Released:
+    """Release the run's final samples. With no `version`, a release whose content (rows and images) equals an
+    existing version's is that version: nothing is written. With `strict_licenses`, sources whose terms conflict
+    (or are unknown) are an error naming them; otherwise the manifest and card list them. `overrides` replaces
+    release settings of the recipe (`name`, `splits`, `max_shard_mb`) for this release; `on_row` is called once
+    per sample written (a progress bar)."""
     samples, report = final_samples(run_dir)
     spec = release_spec(report, overrides)
     removals = read_removals(out_dir / "releases" / spec.name)
@@ -296,8 +315,35 @@ def _writing(release_root: Path) -> Iterator[None]:
         yield
 
 
+def content_sha256(by_split: dict[str, list[Sample]], recipe: str) -> str:
+    """What a release holds, independent of when and from which run folder it was written: each split's rows as
+    written, the image by its sha256 and file name instead of its bytes."""
+    digest = hashlib.sha256()
+    for name, members in sorted(by_split.items()):
+        digest.update(f"split\0{name}\0".encode())
+        for sample in members:
+            digest.update(json.dumps(content_row(sample, recipe), sort_keys=True, default=str).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def released_as(release_root: Path, content: str) -> Path | None:
+    """The existing version holding exactly this content, if any (the newest, should there be several)."""
+    for version in reversed(existing_versions(release_root)):
+        path = release_root / version / "manifest.json"
+        try:
+            if json.loads(path.read_text(encoding="utf-8")).get("content_sha256") == content:
+                return release_root / version
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def _write(samples: list[Sample], report, spec: ReleaseSpec, removals: dict, removed: list[str], release_root: Path,
-           out_dir: Path, version: str | None, on_row: Callable[[], None]) -> Path:
+           out_dir: Path, version: str | None, on_row: Callable[[], None]) -> Released:
+    by_split = split_samples(samples, spec)
+    content = content_sha256(by_split, report.config.recipe.name)
+    if version is None and (same := released_as(release_root, content)) is not None:
+        return Released(same, new=False)
     version = version or next_free_version(release_root, spec.first_version)
     parse_version(version)
     final = release_root / version
@@ -305,13 +351,12 @@ def _write(samples: list[Sample], report, spec: ReleaseSpec, removals: dict, rem
         raise UserError(f"release {spec.name} {version} already exists at {final}; releases are never "
                         f"overwritten, pick another --version")
     partial = release_root / f".{version}.partial"
-    by_split = split_samples(samples, spec)
     files = {name: write_shards(members, partial / "data", name, int(spec.max_shard_mb * 1024 * 1024),
                                 report.config.recipe.name, on_row)
              for name, members in by_split.items()}
     manifest = _manifest(samples, report, spec, version, {name: len(members) for name, members in by_split.items()})
-    manifest = manifest.model_copy(
-        update={"removed_on_request": {sample_id: removals[sample_id] for sample_id in removed}})
+    manifest = manifest.model_copy(update={"content_sha256": content, "removed_on_request": {
+        sample_id: removals[sample_id] for sample_id in removed}})
     config_name = spec.name  # the same in every version: `load_dataset(folder, "<name>")` works for all of them
     plots = write_plots(samples, partial, out_dir / "cache" / "matplotlib")
     (partial / "README.md").write_text(render_card(manifest, report, spec, samples, config_name, plots, files),
@@ -323,4 +368,4 @@ def _write(samples: list[Sample], report, spec: ReleaseSpec, removals: dict, rem
     _checksums(partial)
     share(partial)
     os.rename(partial, final)
-    return final
+    return Released(final, new=True)

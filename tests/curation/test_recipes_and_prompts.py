@@ -114,7 +114,7 @@ def test_resuming_a_run_keeps_its_input_folder(tmp_path):
 
 
 def test_a_demo_run_cannot_be_resumed_on_a_folder(tmp_path):
-    save(resolve("multiverse", tmp_path, run_id="d"), tmp_path)
+    save(resolve("multiverse", tmp_path, run_id="d", demo=True), tmp_path)
     with pytest.raises(UserError, match="ran on the demo corpus; use a new --run-id"):
         resolve("multiverse", tmp_path, run_id="d", input_path=str(tmp_path))
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 def demo_run(tmp_path_factory, prefect_env) -> Path:
     """The demo run, with its release skipped (the report is the run's)."""
     work = tmp_path_factory.mktemp("report")
-    result = run_curate(["run", "multiverse", "--run-id", "shown", "--no-release", "--progress", "none",
+    result = run_curate(["run", "multiverse", "--demo", "--run-id", "shown", "--no-release", "--progress", "none",
                          "--out", str(work / "outputs")], work, prefect_env)
     assert result.returncode == 0, result.stderr[-3000:]
     return work / "outputs" / "runs" / "shown"
@@ -76,7 +76,7 @@ def test_a_release_gets_the_same_pages_beside_it_and_stays_intact(demo_run):
     out = demo_run.parent.parent
     made = curate_in_process(["release", str(demo_run), "--version", "1.0.0", "--out", str(out)])
     assert made.returncode == 0, made.stderr
-    release = out / "releases" / "multiverse-curated" / "1.0.0"
+    release = out / "releases" / "multiverse-curated-demo" / "1.0.0"
     result = curate_in_process(["release", "report", str(release)])
     index = Path(result.stdout.strip())
     assert result.returncode == 0 and index == release.parent / "1.0.0.report" / "index.html"

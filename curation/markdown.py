@@ -1,0 +1,17 @@
+"""Text that is not ours (a manifest's source or license, a model's name, a category a model proposed) placed in
+Markdown we write (the release card, LICENSE.md, report tables): shown as written, never read as HTML, a link, an
+image or table structure."""
+
+from __future__ import annotations
+
+import html
+import re
+
+_SPECIAL = re.compile(r"([\\`*_\[\]|#!~])")
+
+
+def escape(text: object) -> str:
+    """One line of literal text for Markdown: HTML characters as entities, Markdown's punctuation escaped with a
+    backslash, line breaks as spaces."""
+    flat = " ".join(str(text).split())
+    return _SPECIAL.sub(r"\\\1", html.escape(flat, quote=False))
