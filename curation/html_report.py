@@ -61,6 +61,7 @@ class RunView:
     producers: dict[str, list[str]] = field(default_factory=dict)  # stage -> "backend model prompt vN"
     agreement: dict = field(default_factory=dict)
     disagreements: list[dict] = field(default_factory=list)  # {sample, criteria, status, adjudicated}
+    names: dict[str, str] = field(default_factory=dict)  # item id -> its file name, for ids named in evidence
 
 
 def _rows(path: Path) -> Iterable[dict]:
@@ -89,6 +90,7 @@ def gather(run_dir: Path) -> RunView:
         dropped = {row["id"]: row for row in _rows(folder / "dropped.jsonl")}
         producers: set[str] = set()
         near: dict[str, list[tuple[str, dict]]] = defaultdict(list)
+        referenced: set[str] = set()
         for decision in _rows(folder / "decisions.jsonl"):
             made_by = _producer(decision)
             if made_by:
@@ -98,11 +100,14 @@ def gather(run_dir: Path) -> RunView:
             reason = decision.get("reason") or "dropped"
             view.drops.setdefault((stats.stage, reason), []).append(
                 Drop(stats.stage, reason, dropped[decision["item_id"]], decision))
-            kept_id = (decision.get("detail") or {}).get("near_duplicate_of")
+            detail = decision.get("detail") or {}
+            referenced |= {str(detail[key]) for key in REFERENCES if detail.get(key)}
+            kept_id = detail.get("near_duplicate_of")
             if kept_id:
-                near[kept_id].append((decision["item_id"], decision.get("detail") or {}))
-        if near:
-            kept = {row["id"]: row for row in _rows(folder / "kept.jsonl") if row["id"] in near}
+                near[kept_id].append((decision["item_id"], detail))
+        if referenced:
+            kept = {row["id"]: row for row in _rows(folder / "kept.jsonl") if row["id"] in referenced}
+            view.names.update({item_id: file_name(row) for item_id, row in kept.items()})
             view.groups += [Group(kept[kept_id], [(dropped[item], detail) for item, detail in members])
                             for kept_id, members in near.items() if kept_id in kept]
         view.producers[stats.stage] = sorted(producers)
@@ -213,22 +218,40 @@ def _environment():
         lambda name: (templates / name).read_text(encoding="utf-8")), autoescape=True, trim_blocks=True,
         lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     environment.filters["evidence"] = _evidence
+    environment.filters["file_name"] = file_name
     environment.filters["thumb"] = thumb_name
     return environment, templates
 
 
-def _evidence(decision: dict) -> list[tuple[str, str]]:
-    """A decision's evidence as (name, value) lines: its scores, then its detail, nested values flattened."""
+REFERENCES = ("near_duplicate_of", "duplicate_of")  # detail fields naming another item
+
+
+def file_name(item: dict) -> str:
+    """What a person recognises an item by: its file's path under the input, else its image's file name."""
+    provenance = item.get("provenance") or {}
+    images = item.get("images") or []
+    return provenance.get("source_path") or (Path(images[0]["path"]).name if images else "") or item.get("id", "")
+
+
+def _evidence(decision: dict, names: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """A decision's evidence as (name, value) lines: its scores, then what its detail adds (a value the scores
+    already show is not repeated), nested values flattened; an item named by id also by its file name."""
     lines: list[tuple[str, str]] = []
+    names = names or {}
 
     def add(prefix: str, value) -> None:
         if isinstance(value, dict):
             for key, inner in value.items():
                 add(f"{prefix}.{key}" if prefix else str(key), inner)
-        elif isinstance(value, float):
-            lines.append((prefix, f"{value:.4g}"))
+            return
+        if isinstance(value, float):
+            text = f"{value:.4g}"
         else:
-            lines.append((prefix, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)))
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if prefix in REFERENCES and text in names:
+            text = f"{text} ({names[text]})"
+        if (prefix, text) not in lines:
+            lines.append((prefix, text))
     for part in ("scores", "detail"):
         add("", decision.get(part) or {})
     made_by = _producer(decision)
@@ -304,7 +327,8 @@ def _sample_of(row: dict, split: str, picture) -> dict:
     return {"id": str(row.get("index") or row.get("id") or ""), "split": split,
             "images": [{"sha256": picture.sha256, "path": picture.path}] if picture else [],
             "provenance": {"source_dataset": row.get("source_dataset") or "-", "source_id": row.get("source_id") or "-",
-                           "license": row.get("license") or "-"},
+                           "license": row.get("image_license") or row.get("license") or "-",
+                           "text_license": row.get("text_license") or "-"},
             "persona": {"character": row["character"], "goal": row.get("goal") or ""} if row.get("character") else None,
             "caption": row.get("caption"), "conversation": [turn(value) for value in row.get("conversation") or []],
             "rewrites": [{"status": "kept", "text": text} for text in row.get("rewrites") or []
@@ -347,7 +371,7 @@ def _write_site(out: Path, view: RunView, *, run_id: str, recipe: str, backends:
     for asset in ("report.css", "report.js"):
         (out / asset).write_text((templates / asset).read_text(encoding="utf-8"), encoding="utf-8")
     common = {"run_id": run_id, "recipe": recipe, "backends": backends, "what": what,
-              "offline": any(OFFLINE in backend for backend in backends), "thumbs": thumbs}
+              "offline": any(OFFLINE in backend for backend in backends), "thumbs": thumbs, "names": view.names}
     group_pages, sample_pages = _pages(view.groups), _pages(view.samples)
     linked = {(stage, reason) for stage, reason in view.drops}
     funnel = [{"stats": stats, "reasons": [(reason, count, drops_page(stats.stage, reason)

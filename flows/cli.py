@@ -771,8 +771,13 @@ def import_(
     out: Annotated[Path, typer.Option("--out", help="JSONL to write, one canonical sample per line.")],
     images: Annotated[Optional[Path], typer.Option(help="Folder the rows' image paths are relative to (default: "
                                                         "next to the input; ConvBench: visit_bench_images/).")] = None,
-    license_id: Annotated[Optional[str], typer.Option("--license", help="SPDX id for the samples (default: the "
-                                                                         "benchmark's published license).")] = None,
+    license_id: Annotated[Optional[str], typer.Option("--license", help="SPDX id of the samples' text: "
+                                                                         "questions, answers, annotations (default: "
+                                                                         "the benchmark's published license).")] = None,
+    image_license: Annotated[Optional[str], typer.Option(help="SPDX id of the pictures, when one license covers "
+                                                              "them all (default: unknown: a benchmark's license "
+                                                              "rarely covers the images it took from elsewhere).")]
+    = None,
 ) -> None:
     """Map a released benchmark into canonical samples, to extend it or deduplicate against it.
 
@@ -781,7 +786,8 @@ def import_(
     from benchcurate.curation.importers import import_file
 
     summary = import_file(source, path, out, license_id, images,
-                          progress=lambda done: typer.echo(f"  {done} rows", err=True) if done % 10_000 == 0 else None)
+                          progress=lambda done: typer.echo(f"  {done} rows", err=True) if done % 10_000 == 0 else None,
+                          image_license=image_license)
     typer.echo(f"imported {summary.imported} samples into {out}"
                + (f" ({summary.without_image} without an image file; looked for the first at "
                   f"{summary.first_missing}: pass --images FOLDER where the images are)" if summary.without_image

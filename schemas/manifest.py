@@ -60,7 +60,9 @@ class ReleaseManifest(Strict):
     sample_count: int
     splits: dict[str, int] = Field(description="split name -> number of samples")
     split_fractions: dict[str, float] = Field(description="the fractions the splits were drawn with")
-    licenses: dict[str, int] = Field(description="license -> number of samples")
+    licenses: dict[str, int] = Field(description="the pictures' license -> number of samples")
+    text_licenses: dict[str, int] = Field(default_factory=dict, description="the text's license -> number of "
+                                                                            "samples")
     sources: dict[str, int] = Field(description="source dataset -> number of samples")
     statistics: DatasetStatistics | None = None
     review_projects: list[str] = Field(default_factory=list, description="Label Studio projects the reviews came from")

@@ -43,7 +43,10 @@ class Provenance(Strict):
 
     source_dataset: str
     source_id: str
-    license: str = Field(description="SPDX identifier, 'Public-Domain', or 'unknown'")
+    license: str = Field(description="the picture's license: SPDX identifier, 'Public-Domain', or 'unknown'")
+    text_license: str = Field("unknown", description="the license of the sample's text (questions, answers, "
+                                                     "references, checklists): SPDX identifier, or 'unknown' when "
+                                                     "nobody stated it")
     attribution: str | None = None
     source_path: str | None = Field(None, description="path relative to the ingested root")
     derived_from: str | None = Field(None, description="source_id of the original when this is an edited copy")

@@ -153,7 +153,8 @@ def decode_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, draft_side_px
         known = _unsupported_format(data)
         if known:
             raise ImageDecodeError("image_unsupported_format", f"{known} files are not supported") from error
-        raise ImageDecodeError("image_unreadable", f"not an image Pillow can identify: {error}") from error
+        raise ImageDecodeError("image_unreadable", f"not an image: no format Pillow knows starts with "
+                                                   f"{data[:8]!r}") from error
     except OSError as error:
         reason = "image_truncated" if "truncated" in str(error).lower() else "image_unreadable"
         raise ImageDecodeError(reason, f"{type(error).__name__}: {error}") from error

@@ -22,7 +22,8 @@ HF_DATA_SUFFIXES = (".parquet", ".arrow")
 # manifest column names people use, mapped to ours
 COLUMN_ALIASES = {"path": "path", "file": "path", "local_path": "path", "image_path": "path", "source": "source_dataset",
                   "source_dataset": "source_dataset", "source_id": "source_id", "id": "source_id",
-                  "license": "license", "attribution": "attribution", "derived_from": "derived_from"}
+                  "license": "license", "image_license": "license", "text_license": "text_license",
+                  "attribution": "attribution", "derived_from": "derived_from"}
 
 
 NAME_MAX_BYTES = 255  # a path component longer than this cannot exist on the usual file systems

@@ -18,6 +18,8 @@ from benchcurate.curation.images.ingest import sample_id
 from benchcurate.curation.jsonl import jsonl_lines, text
 from benchcurate.schemas import ImageRef, Provenance, Sample
 
+UNKNOWN_LICENSE = "unknown"  # what a picture carries when nobody stated its terms
+
 
 @dataclass(frozen=True)
 class Imported:
@@ -100,11 +102,14 @@ def speaker(value: object) -> str | None:
 
 def make_sample(source: str, source_id: str, license_id: str, images: list[ImageRef], missing: list[str],
                 text_for_id: str, **fields) -> Sample:
-    """A canonical sample with a stable id: from the image content, or the text when no image is at hand."""
+    """A canonical sample with a stable id: from the image content, or the text when no image is at hand.
+    `license_id` is the benchmark's, which covers its text (questions, answers, annotations); its pictures keep
+    their own sources' terms, unknown unless the import is told (`image_license`)."""
     content = images[0].sha256 if images else hashlib.sha256(text_for_id.encode()).hexdigest()
     scores = {"import": {"missing_images": "; ".join(missing)}} if missing else {}
     return Sample(id=sample_id(source, source_id, content), images=images, scores=scores,
-                  provenance=Provenance(source_dataset=source, source_id=source_id, license=license_id), **fields)
+                  provenance=Provenance(source_dataset=source, source_id=source_id, license=UNKNOWN_LICENSE,
+                                        text_license=license_id), **fields)
 
 
 def importers() -> dict[str, Callable[..., Iterator[Imported]]]:
@@ -122,7 +127,8 @@ class ImportSummary:
 
 
 def import_file(source: str, path: Path, out: Path, license_id: str | None = None, images: Path | None = None,
-                progress: Callable[[int], None] = lambda done: None) -> ImportSummary:
+                progress: Callable[[int], None] = lambda done: None, image_license: str | None = None
+                ) -> ImportSummary:
     """Write canonical samples to `out` (JSONL) and unmappable rows, with their reason, to `<out>.rejected.jsonl`."""
     import json
 
@@ -142,6 +148,8 @@ def import_file(source: str, path: Path, out: Path, license_id: str | None = Non
     with open(partial, "w", encoding="utf-8") as kept, open(rejected_path, "w", encoding="utf-8") as rejected:
         for done, row in enumerate(readers[source](path, store, license_id, images), 1):
             if row.sample is not None:
+                if image_license:
+                    row.sample.provenance.license = image_license
                 kept.write(row.sample.model_dump_json() + "\n")
                 summary.imported += 1
                 summary.without_image += not row.sample.images

@@ -19,20 +19,26 @@ HUB_LICENSE_IDS = {"CC0-1.0": "cc0-1.0", "CC-BY-4.0": "cc-by-4.0", "CC-BY-SA-4.0
                    "MIT": "mit"}
 
 
+SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+                   (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"),
+                   (10_000_000_000, "1B<n<10B"), (100_000_000_000, "10B<n<100B"),
+                   (1_000_000_000_000, "100B<n<1T"))  # the Hub's size_categories
+
+
 def _size_category(count: int) -> str:
-    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
-        if count < limit:
-            return label
-    return "100K<n<1M"
+    return next((label for limit, label in SIZE_CATEGORIES if count < limit), "n>1T")
 
 
-def license_metadata(licenses: dict[str, int]) -> dict:
-    if len(licenses) == 1:
-        only = next(iter(licenses))
+def license_metadata(licenses: dict[str, int], text_licenses: dict[str, int] | None = None) -> dict:
+    """The Hub's license fields: one Hub license id when the pictures and the text are all under it, else
+    `other` with the per-source terms in LICENSE.md."""
+    every = set(licenses) | set(text_licenses or {})
+    if len(every) == 1:
+        only = next(iter(every))
         if only in HUB_LICENSE_IDS:
             return {"license": HUB_LICENSE_IDS[only]}
     return {"license": "other", "license_name": "mixed-source-terms", "license_link": LICENSE_FILE,
-            "license_details": "Samples keep their sources' terms; see the per-source table in this card."}
+            "license_details": "Pictures and text keep their sources' terms; see the per-source table in this card."}
 
 
 LICENSE_FILE = "LICENSE.md"
@@ -40,9 +46,10 @@ LICENSE_FILE = "LICENSE.md"
 
 def render_license(manifest: ReleaseManifest, samples: list[Sample]) -> str:
     """LICENSE.md, which `license_link` names when no single license covers the release: each source's terms."""
-    return (f"# Terms of {escape(manifest.name)} {manifest.version}\n\nNo single license covers this release: each sample "
-            f"stays under its source's terms (column `license`, and `attribution` where the license asks for "
-            f"credit).\n\n{_source_table(samples)}\n\n{_terms_text(manifest)}\n")
+    return (f"# Terms of {escape(manifest.name)} {manifest.version}\n\nNo single license covers this release: each "
+            f"sample's picture stays under its source's terms (column `image_license`) and its text under the "
+            f"terms in `text_license` (and `attribution` where a license asks for credit).\n\n"
+            f"{_source_table(samples)}\n\n{_terms_text(manifest)}\n")
 
 
 def _metadata(manifest: ReleaseManifest, spec: ReleaseSpec, config_name: str, files: dict, languages: list[str]
@@ -50,7 +57,7 @@ def _metadata(manifest: ReleaseManifest, spec: ReleaseSpec, config_name: str, fi
     """The Hub's YAML: license, tasks, sizes, one config with a data_files entry per split, and `dataset_info`
     (the features and each split's size), which `datasets` also reads: it loads the columns with these
     features and checks each split's row count against them."""
-    meta = {**license_metadata(manifest.licenses), "pretty_name": spec.pretty_name,
+    meta = {**license_metadata(manifest.licenses, manifest.text_licenses), "pretty_name": spec.pretty_name,
             "task_categories": spec.task_categories, "language": languages,
             "size_categories": [_size_category(manifest.sample_count)],
             "configs": [{"config_name": config_name,
@@ -66,8 +73,15 @@ def _metadata(manifest: ReleaseManifest, spec: ReleaseSpec, config_name: str, fi
 
 def _terms_text(manifest: ReleaseManifest) -> str:
     terms = manifest.license_terms or {}
-    lines = [f"Terms the release carries from its sources: {escape(terms.get('summary', 'unknown'))}. Each sample keeps its "
-             f"source's license (column `license`)."]
+    lines = [f"Terms the release carries from its sources: {escape(terms.get('summary', 'unknown'))}. A sample's "
+             f"picture keeps its source's license (column `image_license`) and its text its own (column "
+             f"`text_license`); they often differ: a benchmark's license covers its annotations, not the pictures "
+             f"it took from elsewhere."]
+    unknown = [part for part, counts in (("pictures", manifest.licenses), ("text", manifest.text_licenses))
+               if "unknown" in counts]
+    if unknown:
+        lines += ["", f"**Unknown license** of the {' and the '.join(unknown)} of some samples: nobody stated "
+                      f"their terms, so this release cannot; find them out before you redistribute or use it."]
     if terms.get("conflicts"):
         lines += ["", "**License conflicts** (no single license covers the whole release; use each sample under its "
                       "own terms):", "", *(f"- {escape(conflict)}" for conflict in terms["conflicts"])]
@@ -75,9 +89,10 @@ def _terms_text(manifest: ReleaseManifest) -> str:
 
 
 def _source_table(samples: list[Sample]) -> str:
-    rows = Counter((s.provenance.source_dataset, s.provenance.license) for s in samples)
-    lines = ["| source | license | samples |", "|---|---|---:|"]
-    lines += [f"| {escape(source)} | {escape(license)} | {count} |" for (source, license), count in sorted(rows.items())]
+    rows = Counter((s.provenance.source_dataset, s.provenance.license, s.provenance.text_license) for s in samples)
+    lines = ["| source | pictures' license | text's license | samples |", "|---|---|---|---:|"]
+    lines += [f"| {escape(source)} | {escape(picture)} | {escape(text)} | {count} |"
+              for (source, picture, text), count in sorted(rows.items())]
     return "\n".join(lines)
 
 

@@ -83,7 +83,10 @@ TAIL = [
     Column("source_dataset", STRING, lambda s: s.provenance.source_dataset, "where the image came from"),
     Column("source_id", STRING, lambda s: s.provenance.source_id, "its id there (the seed benchmark's own id when "
            "imported)", "the exporters (original ids)"),
-    Column("license", STRING, lambda s: s.provenance.license, "SPDX id, 'Public-Domain' or 'unknown'"),
+    Column("image_license", STRING, lambda s: s.provenance.license, "the picture's license: SPDX id, "
+           "'Public-Domain' or 'unknown'"),
+    Column("text_license", STRING, lambda s: s.provenance.text_license, "the license of the sample's text "
+           "(questions, answers, annotations): SPDX id or 'unknown'"),
     Column("attribution", STRING, lambda s: s.provenance.attribution, "credit line required by the license"),
     Column("image_sha256", STRING, lambda s: s.images[0].sha256, "sha256 of the image bytes"),
     Column("image_phash", STRING, lambda s: s.images[0].phash, "64-bit perceptual hash, 16 hex digits"),

@@ -48,10 +48,19 @@ class ReleaseTerms:
         return known or "no conditions"
 
 
+def licensed_parts(sample: Sample) -> list[tuple[str, str]]:
+    """(part, license) of a sample: its picture's and its text's, which often differ (a benchmark's annotations
+    under its license, its pictures under their sources' terms)."""
+    return [("pictures", sample.provenance.license), ("text", sample.provenance.text_license)]
+
+
 def release_terms(samples: list[Sample]) -> ReleaseTerms:
+    """The terms over every picture and every text of the release, each source named with the part its license
+    covers ("VisIT-Bench pictures", "ConvBench text")."""
     sources: dict[str, set[str]] = defaultdict(set)
     for sample in samples:
-        sources[sample.provenance.license].add(sample.provenance.source_dataset)
+        for part, license_id in licensed_parts(sample):
+            sources[license_id].add(f"{sample.provenance.source_dataset} {part}")
     found: set[str] = set()
     conflicts = []
     known = {license_id: conditions(license_id) for license_id in sources}
@@ -75,5 +84,6 @@ def release_terms(samples: list[Sample]) -> ReleaseTerms:
 
 
 def license_warnings(manifest: dict) -> list[str]:
-    """What a user must hear when releasing: each conflict and each license nobody knows, from a manifest."""
+    """What a user must hear when releasing: each conflict and each license nobody knows (of the pictures or of
+    the text), from a manifest."""
     return [f"license conflict: {conflict}" for conflict in manifest.get("license_terms", {}).get("conflicts", [])]

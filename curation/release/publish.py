@@ -31,6 +31,8 @@ from benchcurate.schemas import ReleaseManifest
 
 REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 VERSION_TAG = re.compile(r"^v\d+\.\d+\.\d+$")
+RERUN = "; run the same command again once the Hub answers (what it already has is not sent again)"
+UPLOAD_RESUME = "; nothing is tagged yet: run the same command again (files already on the Hub are not sent again)"
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class UploadPlan:
     @property
     def total_bytes(self) -> int:
         return sum(size for _, size in self.files)
+
 
 
 def plan(folder: Path, repo: str) -> UploadPlan:
@@ -126,7 +129,7 @@ def upload(folder: Path, upload_plan: UploadPlan) -> Published:
     api = HfApi(token=token)
     repo, tag = upload_plan.repo, upload_plan.tag
     url = f"{endpoint()}/datasets/{repo}/tree/{tag}"
-    with hub_failures("publishing to", repo):
+    with hub_failures("publishing to", repo, resume=RERUN):
         role = ((api.whoami().get("auth") or {}).get("accessToken") or {}).get("role")
         if role == "read":
             raise UserError(f"publishing to {repo}: the token in HF_TOKEN is read-only; use a token with write "
@@ -147,13 +150,12 @@ def upload(folder: Path, upload_plan: UploadPlan) -> Published:
     if newer:
         raise UserError(f"{repo} already has {newer[-1]}, newer than {tag}; main holds the newest version, so an "
                         f"older one is not published after it")
-    with hub_failures("publishing to", repo):
+    with hub_failures("publishing to", repo, resume=RERUN):
         on_main = _version_at(api, repo, main)
     if on_main and parse_version(on_main) > parse_version(tag[1:]):  # committed, its tag not yet made
         raise UserError(f"main of {repo} holds {on_main}, newer than {tag} (being published now?); an older "
                         f"version is not published after it")
-    resume = "; nothing is tagged yet: run the same command again (files already on the Hub are not sent again)"
-    with hub_failures("uploading to", repo, resume=resume):
+    with hub_failures("uploading to", repo, resume=UPLOAD_RESUME):
         commit = api.upload_folder(repo_id=repo, folder_path=str(folder), repo_type="dataset",
                                    commit_message=f"Release {tag}", delete_patterns=list(upload_plan.delete_patterns),
                                    parent_commit=main)
@@ -162,7 +164,7 @@ def upload(folder: Path, upload_plan: UploadPlan) -> Published:
         except HfHubHTTPError as error:  # 409: the same version tagged meanwhile; the check below decides
             if error.response is None or error.response.status_code != 409:
                 raise
-    with hub_failures("checking what was published to", repo):
+    with hub_failures("checking what was published to", repo, resume=RERUN):
         problems = _published_differences(api, repo, tag, folder)
         tagged = next(ref.target_commit for ref in api.list_repo_refs(repo, repo_type="dataset").tags
                       if ref.name == tag)

@@ -98,6 +98,7 @@ def _manifest(samples: list[Sample], report, spec: ReleaseSpec, version: str, sp
         review_modes=sorted({sample.review.mode or "none" for sample in samples}), funnel=report.stages,
         sample_count=len(samples), splits=splits, split_fractions=spec.splits,
         licenses=dict(Counter(sample.provenance.license for sample in samples).most_common()),
+        text_licenses=dict(Counter(sample.provenance.text_license for sample in samples).most_common()),
         sources=dict(Counter(sample.provenance.source_dataset for sample in samples).most_common()),
         statistics=dataset_statistics(samples), license_terms=_terms(samples),
         review_projects=sorted({sample.review.project for sample in samples if sample.review.project}))
@@ -361,7 +362,7 @@ def _write(samples: list[Sample], report, spec: ReleaseSpec, removals: dict, rem
     plots = write_plots(samples, partial, out_dir / "cache" / "matplotlib")
     (partial / "README.md").write_text(render_card(manifest, report, spec, samples, config_name, plots, files),
                                        encoding="utf-8")
-    if "license_link" in license_metadata(manifest.licenses):
+    if "license_link" in license_metadata(manifest.licenses, manifest.text_licenses):
         (partial / LICENSE_FILE).write_text(render_license(manifest, samples), encoding="utf-8")
     manifest = manifest.model_copy(update={"files": _checksums(partial)})
     write_json_atomic(partial / "manifest.json", manifest.model_dump(mode="json"))

@@ -41,6 +41,25 @@ def test_every_run_writes_its_report_and_the_command_rewrites_it_without_remakin
     # an item whose file cannot be decoded is shown without a picture, and says so
     truncated = (index.parent / "drops-image_phash-image_truncated-1.html").read_text(encoding="utf-8")
     assert "no picture (the file cannot be decoded)" in truncated and "thumbs/" not in truncated
+    assert "<dd>broken/truncated.jpg</dd>" in truncated  # the file's name, not only its id
+
+
+def test_drop_cards_say_each_fact_once_and_name_the_files_they_point_at(demo_run):
+    import re
+
+    folder = demo_run / "report" / "html"
+    pages = sorted(folder.glob("drops-*.html"))
+    assert len(pages) >= 8
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "object at 0x" not in text, page.name
+        for evidence in re.findall(r'<dl class="evidence">(.*?)</dl>', text, re.S):
+            rows = re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", evidence, re.S)
+            assert len(rows) == len(set(rows)), (page.name, rows)
+    near = (folder / "drops-image_near_dedup-near_duplicate-1.html").read_text(encoding="utf-8")
+    pointed = re.findall(r"<dt>near_duplicate_of</dt><dd>([0-9a-f]{16}) \((.+?)\)</dd>", near)
+    assert pointed and all(name.endswith((".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff"))
+                           for _, name in pointed)
 
 
 def test_the_page_loads_cleanly_shows_the_funnel_the_groups_and_filters(demo_run):
@@ -68,6 +87,7 @@ def test_the_page_loads_cleanly_shows_the_funnel_the_groups_and_filters(demo_run
     assert seen["elsewhere"].startswith(f"{matches} match in all: page 1 ({seen['after']})")
     assert seen["afterLink"] == seen["after"]  # the filter travels in a link
     assert seen["missingAlt"] == 0 and seen["focused"] == "Skip to the content"  # alt texts; the keyboard's way in
+    assert seen["thumbnails"] >= 10 and seen["landscape"] > 0 and seen["distorted"] == []
     for section in ("funnel", "labels", "selection", "costs", "review", "groups", "drops", "samples"):
         assert (SHOT_DIR / f"report_{section}.png").stat().st_size > 5_000, section
 

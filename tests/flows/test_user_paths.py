@@ -116,3 +116,18 @@ def test_a_release_name_is_checked_before_anything_is_written(tmp_path):
                                tmp_path)
     assert result.returncode == 2 and "release name '../up' must be lower-case letters" in result.stderr
     assert not (tmp_path / "out" / "up").exists() and not (tmp_path / "out" / "releases").exists()
+
+
+def test_publishing_to_a_hub_that_cannot_be_reached_says_to_run_it_again(tmp_path, monkeypatch):
+    run_dir = finished_run(tmp_path, "p", images=3, overrides=SMALL)
+    assert curate_in_process(["release", str(run_dir), "--out", str(tmp_path / "out")], tmp_path).returncode == 0
+    folder = tmp_path / "out" / "releases" / "multiverse-curated" / "0.1.0"
+    env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_TOKEN": "hf_test_token_0123456789", "HF_HUB_OFFLINE": "0",
+           "HF_HUB_DISABLE_XET": "1"}
+    result = subprocess.run([str(CURATE), "publish", str(folder), "--repo", "org/bench", "--upload"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    assert result.returncode == 3
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: publishing to org/bench failed: the Hub at http://127.0.0.1:9 could not be reached (ConnectError); "
+        "check the network and HF_ENDPOINT; run the same command again once the Hub answers (what it already has "
+        "is not sent again)")

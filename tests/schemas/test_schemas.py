@@ -70,7 +70,7 @@ def test_run_id_rejects_path_tricks(run_id, tmp_path):
         resolve("multiverse", tmp_path, run_id=run_id)
     with pytest.raises(ValidationError, match="bad run id"):
         RunOptions(run_id=run_id)
-    good = resolve("multiverse", tmp_path, run_id="ok.run_1-2")
+    good = resolve("multiverse", tmp_path, run_id="ok.run_1-2", demo=True)
     with pytest.raises(ValidationError, match="run_id"):  # run.json itself refuses it: a hand-edited file cannot
         RunConfig.model_validate({**good.model_dump(mode="json"), "run_id": run_id})
     assert not list(tmp_path.glob("**/escape"))
