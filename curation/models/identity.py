@@ -44,7 +44,8 @@ OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
 def resolved_base_url(spec: BackendSpec) -> str:
-    return (spec.base_url or OPENAI_DEFAULT_BASE_URL).rstrip("/")
+    """--base-url, else OPENAI_BASE_URL as the OpenAI SDK reads it, else api.openai.com."""
+    return (spec.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL).rstrip("/")
 
 
 def backend_identity(spec: BackendSpec) -> dict[str, str]:

@@ -259,3 +259,15 @@ def test_a_request_keeps_its_slot_until_its_reply_is_stored(tmp_path):
             list(pool.map(lambda seed: backend.complete(request("image_quality", image, seed=seed)), range(3)))
         assert server.completions_served == 3
     assert SlowCache.seen_at_store == [1, 2, 3]
+
+
+def test_the_openai_base_url_environment_variable_is_read_as_the_sdk_reads_it(monkeypatch):
+    from benchcurate.curation.models.identity import backend_identity
+    from benchcurate.schemas import BackendSpec
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert backend_identity(BackendSpec(kind="openai", model="m"))["base_url"] == "https://api.openai.com/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1/")
+    assert backend_identity(BackendSpec(kind="openai", model="m"))["base_url"] == "http://127.0.0.1:8000/v1"
+    given = BackendSpec(kind="openai", model="m", base_url="http://10.0.0.5:8000/v1")
+    assert backend_identity(given)["base_url"] == "http://10.0.0.5:8000/v1"  # --base-url wins
