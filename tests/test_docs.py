@@ -129,6 +129,17 @@ def test_a_command_that_ends_otherwise_than_its_guide_says_fails_with_the_place(
 
 # --- the guides ------------------------------------------------------------------------------------------------------
 
+def test_the_measurements_page_is_current():
+    """bench/README.md is generated from bench/results/ (python bench/summary.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_summary", REPO / "bench" / "summary.py")
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    assert (REPO / "bench" / "README.md").read_text(encoding="utf-8") == summary.render(), \
+        "regenerate it: python bench/summary.py"
+
+
 def test_every_guide_has_commands_and_names_only_known_steps():
     for name in GUIDES:
         found = steps(REPO / name)
