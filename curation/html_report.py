@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from benchcurate.curation.images.decode import ImageDecodeError, decode_image
+from benchcurate.curation.jsonl import read_jsonl
 from benchcurate.curation.parallel import ordered_map
 from benchcurate.curation.report import LABEL_TITLES, RunReport, histograms, load_report
 from benchcurate.curation.store import RunStore, write_json_atomic
@@ -65,11 +66,7 @@ class RunView:
 
 
 def _rows(path: Path) -> Iterable[dict]:
-    if path.exists():
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    yield json.loads(line)
+    return read_jsonl(path) if path.exists() else iter(())
 
 
 def _producer(decision: dict) -> str | None:

@@ -5,7 +5,7 @@ the line, never a traceback."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -22,7 +22,7 @@ def jsonl_lines(path: Path) -> Iterator[tuple[int, bytes]]:
                 yield number, line
 
 
-def text(path: Path, number: int, line: bytes) -> str:
+def text(path: Path | str, number: int, line: bytes) -> str:
     try:
         return line.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -32,7 +32,17 @@ def text(path: Path, number: int, line: bytes) -> str:
 
 def numbered_rows(path: Path) -> Iterator[tuple[int, dict]]:
     """(line number, JSON object) for each non-empty line."""
-    for number, line in jsonl_lines(path):
+    return _objects(jsonl_lines(path), path)
+
+
+def text_rows(content: str, where: str) -> Iterator[dict]:
+    """The JSON objects of JSONL held in memory (a shipped index, a batch's output file); `where` names it."""
+    lines = ((number, line) for number, line in enumerate(content.encode("utf-8").splitlines(), 1) if line.strip())
+    return (row for _, row in _objects(lines, where))
+
+
+def _objects(lines: Iterable[tuple[int, bytes]], path: Path | str) -> Iterator[tuple[int, dict]]:
+    for number, line in lines:
         try:
             row = json.loads(text(path, number, line))
         except json.JSONDecodeError as error:

@@ -21,6 +21,7 @@ import PIL
 from PIL import Image, ImageEnhance
 
 from benchcurate.curation.fingerprint import sha256_json
+from benchcurate.curation.jsonl import text_rows
 
 CORPUS_VERSION = 1
 COMPLETE_SUFFIX = ".complete"  # `<dest>.complete` beside the corpus, so ingest never sees it
@@ -77,7 +78,7 @@ def data_root() -> Traversable:
 def shipped_index(folder: str) -> list[dict]:
     """The rows of a shipped folder's index (file, license, sha256, ...), in index order."""
     text = (data_root() / folder / SHIPPED[folder]).read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines()]
+    return list(text_rows(text, f"{folder}/{SHIPPED[folder]}"))
 
 
 def _copy_shipped(root: Path, folder: str) -> list[dict]:

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from benchcurate.curation.errors import DiskFull, UserError, disk_full
 from benchcurate.curation.fingerprint import sha256_file, sha256_json
+from benchcurate.curation.jsonl import numbered_rows
 from benchcurate.curation.release.card import LICENSE_FILE, license_metadata, render_card, render_license
 from benchcurate.curation.release.columns import content_row, features, to_row
 from benchcurate.curation.release.licenses import release_terms
@@ -114,14 +115,10 @@ def read_removals(release_root: Path) -> dict[str, str]:
     if not path.exists():
         return {}
     removals = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                row = json.loads(line)
-                removals[str(row["sample_id"])] = str(row.get("reason") or "removal requested")
-            except (ValueError, KeyError, TypeError) as error:
-                raise UserError(f"{path} line {number} is not {{\"sample_id\": ..., \"reason\": ...}}: {error}") \
-                    from error
+    for number, row in numbered_rows(path):
+        if not row.get("sample_id"):
+            raise UserError(f"{path} line {number} has no sample_id; write {{\"sample_id\": ..., \"reason\": ...}}")
+        removals[str(row["sample_id"])] = str(row.get("reason") or "removal requested")
     return removals
 
 
