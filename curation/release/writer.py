@@ -28,9 +28,11 @@ from benchcurate.curation.release.columns import features, to_row
 from benchcurate.curation.release.licenses import release_terms
 from benchcurate.curation.release.plots import write_plots
 from benchcurate.curation.report import load_report
+from benchcurate.curation.review.summary import review_summary
 from benchcurate.curation.statistics import dataset_statistics
 from benchcurate.curation.store import RunStore, write_json_atomic
 from benchcurate.schemas import PromptUse, ReleaseManifest, ReleaseSpec, Sample
+from benchcurate.schemas.manifest import ReviewSummary
 
 CHECKSUM_FILE = "SHA256SUMS"
 
@@ -276,7 +278,8 @@ def write_release(run_dir: Path, out_dir: Path, version: str | None = None, stri
     release_root = out_dir / "releases" / spec.name
     try:
         with _writing(release_root):
-            return _write(samples, report, spec, removals, removed, release_root, out_dir, version, on_row)
+            return _write(samples, report, spec, removals, removed, release_root, out_dir, version, on_row,
+                          review_summary(run_dir))
     except OSError as error:
         if disk_full(error):  # the half-written version stays a .partial folder, removed by the next release
             raise DiskFull(f"release {spec.name}: {error}") from error
@@ -296,7 +299,8 @@ def _writing(release_root: Path) -> Iterator[None]:
 
 
 def _write(samples: list[Sample], report, spec: ReleaseSpec, removals: dict, removed: list[str], release_root: Path,
-           out_dir: Path, version: str | None, on_row: Callable[[], None]) -> Path:
+           out_dir: Path, version: str | None, on_row: Callable[[], None], review: ReviewSummary | None = None
+           ) -> Path:
     version = version or next_free_version(release_root, spec.first_version)
     parse_version(version)
     final = release_root / version
@@ -310,7 +314,7 @@ def _write(samples: list[Sample], report, spec: ReleaseSpec, removals: dict, rem
              for name, members in by_split.items()}
     manifest = _manifest(samples, report, spec, version, {name: len(members) for name, members in by_split.items()})
     manifest = manifest.model_copy(
-        update={"removed_on_request": {sample_id: removals[sample_id] for sample_id in removed}})
+        update={"removed_on_request": {sample_id: removals[sample_id] for sample_id in removed}, "review": review})
     config_name = spec.name  # the same in every version: `load_dataset(folder, "<name>")` works for all of them
     plots = write_plots(samples, partial, out_dir / "cache" / "matplotlib")
     (partial / "README.md").write_text(render_card(manifest, report, spec, samples, config_name, plots, files),
