@@ -83,21 +83,20 @@ def draft_target(key: str) -> str:
 def instructions(sample: Sample, fields: ReviewFields, position: int, total: int) -> str:
     """Markdown shown on top of the sample's page: what to check and what to edit, for what this sample holds."""
     texts = {field.key.split("_")[0] for field in fields.texts}
-    lines = [f"**Sample {position} of {total} in this round.** Read the whole sample beside the image, then answer "
-             f"the three questions at the end (keys 1-6) and press Submit."]
-    edit = [name for key, name in (("caption", "the caption"), ("reference", "a reference answer"),
-                                   ("focus", "the focus points (one per line)")) if key in texts]
+    lines = [f"**Sample {position} of {total}** (id `{sample.id}`). Read it beside the image, answer the three "
+             f"questions at the end (keys 1-6), Submit."]
+    edit = [name for key, name in (("caption", "the caption"), ("reference", "a reference"),
+                                   ("focus", "the focus points")) if key in texts]
     if edit:
-        lines.append(f"Correct {', '.join(edit)} only where it is wrong: type in its box (your text replaces the "
-                     f"draft, exactly as you type it). A box left as it is, or emptied, keeps the draft.")
+        lines.append(f"Fix {', '.join(edit)} only where wrong: your text replaces the draft exactly as typed; a box "
+                     f"left alone or emptied keeps it.")
     if "checkedit" in texts:
-        lines.append("Checklist: leave an item alone to keep it; choose *delete* if it does not fit its turn, "
-                     "*rewrite* to change its wording. New items go in the turn's last box, one per line: "
-                     "`question | main criterion | sub-criterion`.")
+        lines.append("Checklist: an item left alone is kept; *delete* or *rewrite* it; new items in the turn's last "
+                     "box, one per line: `question | main criterion | sub-criterion`.")
     if sample.rewrites:
         lines.append("Rewrites: *keep* one only if it asks exactly what the original question asks.")
-    lines.append("Keys other than 1-6 are shown in brackets while Label Studio's 33 last; the rest by mouse. Use "
-                 "**Label All Tasks** only: it never shows another reviewer's answers.")
+    lines.append("Other keys show in brackets while Label Studio's 33 last. Use **Label All Tasks** only: it never "
+                 "shows another reviewer's answers.")
     return "\n\n".join(lines)
 
 
@@ -105,7 +104,7 @@ def phase1_config(sections: tuple[str, ...]) -> str:
     """The round's config: the image, the turns, and per kind in `sections` (rewrites, drafts, checklists) its
     boxes; a sample without such content shows nothing of it (Repeaters over empty lists)."""
     drafts = "drafts" in sections
-    caption = ('    <Repeater on="$caption" indexFlag="{{c}}">\n      <View className="bc-group">\n'
+    caption = ('    <Repeater on="$caption" indexFlag="{{c}}">\n      <View className="bc-group" idAttr="bc-caption">\n'
                '        <HyperText name="caption_label" value="$caption[{{c}}].html" inline="true" '
                'selectionEnabled="false"/>\n'
                '        <TextArea name="caption" toName="caption_label" rows="3" editable="true" maxSubmissions="1"/>\n'
@@ -118,7 +117,7 @@ def phase1_config(sections: tuple[str, ...]) -> str:
         f'maxSubmissions="1"/>\n        </Repeater>\n' for kind, rows in (("reference", 3), ("focus", 4))
     ) if drafts else ""
     checklist = ('        <Repeater on="$turns[{{idx}}].checklist" indexFlag="{{j}}">\n'
-                 '          <View className="bc-item">\n'
+                 '          <View className="bc-item" idAttr="bc-check-{{idx}}-{{j}}">\n'
                  '          <Text name="item_{{idx}}_{{j}}" value="$turns[{{idx}}].checklist[{{j}}].label"/>\n'
                  '          <Choices name="check_{{idx}}_{{j}}" toName="item_{{idx}}_{{j}}" choice="single" '
                  'showInline="true"><Choice value="delete"/><Choice value="rewrite"/></Choices>\n'
@@ -148,11 +147,11 @@ def phase1_config(sections: tuple[str, ...]) -> str:
             '      <HyperText name="given_{{h}}" value="$history[{{h}}].html" inline="true" selectionEnabled="false"/>\n'
             '    </Repeater>\n'
             f"{caption}"
-            '    <Repeater on="$turns" indexFlag="{{idx}}">\n      <View className="bc-group">\n'
+            '    <Repeater on="$turns" indexFlag="{{idx}}">\n      <View className="bc-group" idAttr="bc-turn-{{idx}}">\n'
             '        <HyperText name="turn_{{idx}}" value="$turns[{{idx}}].html" inline="true" selectionEnabled="false"/>\n'
             f"{reference}{checklist}      </View>\n    </Repeater>\n"
             f"{rewrites}"
-            '    <View className="bc-group">\n      <Header value="Your judgement of the whole sample" size="4"/>\n'
+            '    <View className="bc-group" idAttr="bc-judge">\n      <Header value="Your judgement of the whole sample" size="4"/>\n'
             f"{judge}"
             '      <TextArea name="notes" toName="image" rows="2" editable="true" '
             'placeholder="Notes: what is wrong, if anything"/>\n    </View>\n'
@@ -209,8 +208,7 @@ PHASE2_CONFIG = (
     '  <View className="bc-page">\n'
     '  <View className="bc-image"><Image name="image" value="$image" maxWidth="380px"/></View>\n'
     '  <View className="bc-body">\n'
-    '    <HyperText name="sample" value="$sample_html" inline="true" selectionEnabled="false"/>\n'
-    '    <Repeater on="$open" indexFlag="{{idx}}">\n      <View className="bc-group">\n'
+    '    <Repeater on="$open" indexFlag="{{idx}}">\n      <View className="bc-group" idAttr="bc-open-{{idx}}">\n'
     '        <HyperText name="question_{{idx}}" value="$open[{{idx}}].html" inline="true" selectionEnabled="false"/>\n'
     '        <Choices name="settle_{{idx}}" toName="question_{{idx}}" choice="single" showInline="true" '
     'required="true" value="$open[{{idx}}].options"/>\n'
@@ -218,6 +216,7 @@ PHASE2_CONFIG = (
     '          <TextArea name="own_{{idx}}" toName="question_{{idx}}" rows="3" editable="true" '
     'placeholder="Or write the final text here: it replaces the version chosen above"/>\n'
     '        </Repeater>\n      </View>\n    </Repeater>\n'
+    '    <HyperText name="sample" value="$sample_html" inline="true" selectionEnabled="false"/>\n'
     "  </View>\n  </View>\n</View>")
 
 
@@ -252,8 +251,8 @@ def phase2_task(sample: Sample, image_url: str, open_questions: list[dict], name
     html += f'<div class="bc-group">{_draft("Caption", sample.caption)}</div>' if sample.caption else ""
     html += "".join(f'<div class="bc-group">{turn["html"]}'
                     f'{"".join(part["html"] for part in turn["reference"] + turn["focus"])}</div>' for turn in turns)
-    help_text = (f"**Adjudication {position} of {total}.** The reviewers differ on the questions below. Each shows "
-                 f"every reviewer's answer beside their name; nothing is chosen for you. Choose the answer you "
-                 f"find right (for a text, the version, or write the final text), then Submit.")
+    help_text = (f"**Adjudication {position} of {total}** (id `{sample.id}`). The reviewers differ on the questions "
+                 f"below. Each shows every reviewer's answer beside their name; nothing is chosen for you. Choose "
+                 f"the answer you find right (for a text, the version, or write the final text), then Submit.")
     return {"data": {"sample_id": sample.id, "image": image_url, "help": help_text, "sample_html": html,
                      "open": entries, "settle": settle}, "meta": {"sample_id": sample.id, "phase": 2}}

@@ -46,7 +46,7 @@ def test_a_task_carries_the_whole_dialogue_its_drafts_and_questions_about_what_i
     assert "an answer &amp; more" in data["turns"][0]["html"] and "before" in data["history"][0]["html"]
     assert [len(turn["checklist"]) for turn in data["turns"]] == [1, 0] and data["turns"][0]["add"] == [{}]
     assert data["questions"]["correct"] == "Are the reference answers correct (with your edits)?"
-    assert "**Sample 3 of 12 in this round.**" in data["help"] and "Checklist:" in data["help"]
+    assert "**Sample 3 of 12** (id `s0004`)" in data["help"] and "Checklist:" in data["help"]
     drafts = {region["from_name"]: (region["to_name"], region["value"]["text"]) for region in
               task["predictions"][0]["result"]}
     assert drafts == {"caption": ("caption_label", ["A <b>cap</b>"]), "reference_0": ("reference_label_0", ["ref 1"]),
