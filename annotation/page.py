@@ -46,7 +46,8 @@ STYLE = """
 .bc-item .lsf-choices { margin: 0; }
 .bc-item div[style] { grid-column: 1 / -1; }
 .bc-label { font-size: 13px; font-weight: 600; color: #333; margin-top: 6px; }
-.bc-draft { font-size: 12px; color: #666; white-space: pre-wrap; max-height: 4.5em; overflow-y: auto; }
+.bc-draft { font-size: 12px; color: #666; white-space: pre-wrap; max-height: 3em; overflow-y: auto; }
+.bc-group .lsf-choices { margin: 2px 0 6px; }
 .bc-version { white-space: pre-wrap; background: #f7f7f7; padding: 4px 8px; border-radius: 6px; display: block; }
 """
 
@@ -91,8 +92,8 @@ def instructions(sample: Sample, fields: ReviewFields, position: int, total: int
         lines.append(f"Fix {', '.join(edit)} only where wrong: your text replaces the draft exactly as typed; a box "
                      f"left alone or emptied keeps it.")
     if "checkedit" in texts:
-        lines.append("Checklist: an item left alone is kept; *delete* or *rewrite* it; new items in the turn's last "
-                     "box, one per line: `question | main criterion | sub-criterion`.")
+        lines.append("Checklist: an item left alone is kept; *delete* or *rewrite* it; add items in the turn's last "
+                     "box, one at a time: `question | main criterion | sub-criterion`, Enter.")
     if sample.rewrites:
         lines.append("Rewrites: *keep* one only if it asks exactly what the original question asks.")
     lines.append("Other keys show in brackets while Label Studio's 33 last. Use **Label All Tasks** only: it never "
@@ -126,8 +127,8 @@ def phase1_config(sections: tuple[str, ...]) -> str:
                  '            <TextArea name="checkedit_{{idx}}_{{j}}" toName="item_{{idx}}_{{j}}" rows="1" '
                  'editable="true" maxSubmissions="1"/>\n          </View>\n          </View>\n        </Repeater>\n'
                  '        <Repeater on="$turns[{{idx}}].add" indexFlag="{{a}}">\n'
-                 '          <TextArea name="checkadd_{{idx}}" toName="turn_{{idx}}" rows="2" editable="true" '
-                 'placeholder="New items for this turn, one per line: question | main criterion | sub-criterion"/>\n'
+                 '          <TextArea name="checkadd_{{idx}}" toName="turn_{{idx}}" rows="1" editable="true" '
+                 'placeholder="A new item for this turn: question | main criterion | sub-criterion (Enter adds it)"/>\n'
                  '        </Repeater>\n') if "checklists" in sections else ""
     rewrites = ('    <Repeater on="$rewrites" indexFlag="{{idx}}">\n      <View className="bc-group">\n'
                 '        <Text name="rewrite_text_{{idx}}" value="$rewrites[{{idx}}].label"/>\n'

@@ -5,7 +5,7 @@
 //   PNG path}, tasks: {sample id: phase 1: {answers: {natural, correct, needs_image: "yes"|"no"}, deletes: [[t, j]],
 //   edits: {field: text}, adds: {t: text}}; phase 2: {choose: {open index: option text}, own: {open index: text}}}}
 // OUT: {seen: [sample ids in the order the queue gave them], secrets_seen: [...], tallest_group: px (the highest
-//   box of one turn or question), end: last text shown, ms}
+//   box of one turn or question), visible: px of the page the editor's pane shows at once, end: last text, ms}
 const fs = require('fs');
 const { chromium } = require(process.env.PLAYWRIGHT_CORE || 'playwright-core');
 
@@ -43,9 +43,11 @@ async function review(page, task) {
   }
   for (const [field, text] of Object.entries(task.edits || {})) await editText(page, field, text);
   for (const [t, text] of Object.entries(task.adds || {})) {
-    const box = page.locator(`#bc-turn-${t} textarea[placeholder^="New items"]`);
-    await box.fill(text);
-    await box.press('Shift+Enter');
+    const box = page.locator(`#bc-turn-${t} [placeholder^="A new item"]`);
+    for (const line of text.split('\n')) {
+      await box.fill(line);
+      await box.press('Enter');
+    }
   }
 }
 
@@ -88,9 +90,15 @@ async function adjudicate(page, task) {
       out.times = out.times || [];
       out.times.push(Date.now() - started);
       const text = await page.evaluate(() => document.body.innerText);
-      const tallest = await page.evaluate(() => Math.max(0, ...Array.from(document.querySelectorAll('.bc-group'))
-        .map((group) => group.getBoundingClientRect().height)));
-      out.tallest_group = Math.max(out.tallest_group || 0, Math.round(tallest));
+      const fit = await page.evaluate(() => {
+        const groups = Array.from(document.querySelectorAll('.bc-group'));
+        let pane = groups[0];  // the editor's own scrolling pane: what a screen shows of the page at once
+        while (pane && !/(auto|scroll)/.test(getComputedStyle(pane).overflowY)) pane = pane.parentElement;
+        return { tallest: Math.max(0, ...groups.map((group) => group.getBoundingClientRect().height)),
+                 visible: pane ? pane.clientHeight : window.innerHeight };
+      });
+      out.tallest_group = Math.max(out.tallest_group || 0, Math.round(fit.tallest));
+      out.visible = Math.round(fit.visible);
       out.secrets_seen.push(...(plan.secrets || []).filter((secret) => text.includes(secret)));
       if (plan.shots && plan.shots[current]) {
         await page.getByText('Annotation saved successfully').waitFor({ state: 'hidden', timeout: 10000 })

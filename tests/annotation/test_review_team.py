@@ -150,7 +150,7 @@ def _round_of_two(tmp_path: Path, data: Path, url: str) -> None:
                                "shots": shots[name]} for name in ("ann", "bo")}, tmp_path)
     for name, found in seen.items():  # each got every task once, and never saw the other's answers
         assert sorted(found["seen"]) == sorted(ids) and found["secrets_seen"] == [], (name, found)
-        assert found["tallest_group"] < 600, found  # each turn's box fits a 1366x768 laptop screen
+        assert found["tallest_group"] <= found["visible"], found  # each turn's box fits a 1366x768 screen at once
     # a third person's queue is empty: every task has its two reviewers
     import httpx
     with httpx.Client(base_url=url) as browser:
