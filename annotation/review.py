@@ -454,6 +454,8 @@ def pull(run_dir: Path, connection: Connection) -> PullResult:
         if state.phase2_project_id is not None:
             rows += fetch_annotations(client, state.phase2_project_id, 2)
         names, adjudicators = people(client)
+    involved = {reviewer_id(row["completed_by"]) for row in rows}
+    names = {person: email for person, email in names.items() if person in involved}  # nobody else's email
     samples = review_input(run_dir)
     fields = {sample.id: review_fields(sample) for sample in samples if sample.id in state.pushed}
     submitted, settled, rejected = parse_round(rows, fields)
