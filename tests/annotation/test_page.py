@@ -72,3 +72,33 @@ def test_an_adjudication_task_shows_each_answer_beside_its_name_and_chooses_noth
                                                                "yes (ann@example.org)": "yes"}}
     assert "fix &lt;B&gt;" in second["html"] and second["own"] == [{}]
     assert data["settle"][1]["answers"] == {"Version 1": "fix <B>", "Version 2": "fix A", "The draft": "draft <ref>"}
+
+
+def test_an_annotation_is_read_against_its_sample_and_empty_boxes_keep_the_drafts():
+    from benchcurate.annotation.review import parse_answers, parse_settlement
+    from benchcurate.curation.review.fields import review_fields
+    sample = make_sample(7, caption="cap", conversation=[Turn(speaker="user", utterance="u", reference="ref",
+                                                              checklist=[CHECK])])
+    fields = review_fields(sample)
+    yes = [{"from_name": name, "value": {"choices": ["yes"]}} for name in ("natural", "correct", "needs_image")]
+    empty = [{"from_name": name, "value": {"text": [""]}} for name in ("caption", "reference_0", "checkedit_0_0")]
+    # an annotation started with "+" has empty boxes: they are no edits, and the drafts stay
+    answers, problem = parse_answers(yes + empty + [{"from_name": "check_0_0", "value": {"choices": ["rewrite"]}}],
+                                     fields, "u-1", 5)
+    assert problem == "" and answers.texts == {} and answers.choices["check_0_0"] == "keep"
+    typed, _ = parse_answers(yes + [{"from_name": "reference_0", "value": {"text": ["3 dogs\n2024 é"]}},
+                                    {"from_name": "checkadd_0", "value": {"text": ["a | b | c", "d | e | f"]}}],
+                             fields, "u-1", 6)
+    assert typed.texts == {"reference_0": "3 dogs\n2024 é", "checkadd_0": "a | b | c\nd | e | f"}
+    assert parse_answers(yes[:2], fields, "u", 1)[1] == "not answered: needs_image"
+    assert parse_answers(yes + [{"from_name": "reference_3", "value": {"text": ["x"]}}], fields, "u", 1)[1] == \
+        "reference_3: no such field in this sample"
+    settle = [{"key": "correct", "answers": {"yes (a)": "yes", "no (b)": "no"}},
+              {"key": "reference_0", "answers": {"Version 1": "A", "The draft": "ref"}}]
+    chosen, problem = parse_settlement([{"from_name": "settle_0", "value": {"choices": ["no (b)"]}},
+                                        {"from_name": "settle_1", "value": {"choices": ["Version 1"]}},
+                                        {"from_name": "own_1", "value": {"text": ["typed by the adjudicator"]}}],
+                                       settle, "u-3", 9)
+    assert problem == "" and [(a.key, a.answer) for a in chosen] == [("correct", "no"),
+                                                                      ("reference_0", "typed by the adjudicator")]
+    assert parse_settlement([], settle, "u-3", 9)[1] == "not answered: correct, reference_0"
