@@ -2,10 +2,11 @@
 
 Read only from what the run stored: each stage's stats.json (the funnel, costs, timing, label counts),
 decisions.jsonl (every drop's reason and evidence, the model and prompt version behind it), dropped.jsonl and
-kept.jsonl (the items, their images, source and license), and review/agreement.json when people reviewed. Pages:
+kept.jsonl (the items, their images, source and license), and review/record.json when people reviewed. Pages:
 
 - index.html: the funnel (each reason links to its drops), kept items per category after each step that changed
-  them, costs and timing per stage with the backend, model and prompt version, and the review's agreement;
+  them, costs and timing per stage with the backend, model and prompt version, and the review (agreement per
+  judgement, each reviewer's samples and agreement with the decision, the samples they differed on);
 - drops-<stage>-<reason>-<page>.html: the dropped items with a thumbnail, source, license and the evidence;
 - groups-<page>.html: near-duplicate groups side by side, the kept picture first;
 - samples-<page>.html: the final items (conversation, checklist, references, focus points, rewrites) with filters.
@@ -30,7 +31,9 @@ from benchcurate.curation.images.decode import ImageDecodeError, decode_image
 from benchcurate.curation.jsonl import read_jsonl
 from benchcurate.curation.parallel import ordered_map
 from benchcurate.curation.report import LABEL_TITLES, RunReport, histograms, load_report
+from benchcurate.curation.review.conversation_review import read_record
 from benchcurate.curation.store import RunStore, write_json_atomic
+from benchcurate.schemas.review import ReviewRecord
 
 PAGE_SIZE = 200
 THUMB_SIDE = 160
@@ -60,9 +63,9 @@ class RunView:
     groups: list[Group] = field(default_factory=list)
     samples: list[dict] = field(default_factory=list)
     producers: dict[str, list[str]] = field(default_factory=dict)  # stage -> "backend model prompt vN"
-    agreement: dict = field(default_factory=dict)
-    disagreements: list[dict] = field(default_factory=list)  # {sample, criteria, status, adjudicated}
-    names: dict[str, str] = field(default_factory=dict)  # item id -> its file name, for ids named in evidence
+    review: ReviewRecord | None = None                        # a run's last review pull
+    agreement: dict = field(default_factory=dict)             # kind -> AgreementFigures (a run's or a release's)
+    names: dict[str, str] = field(default_factory=dict)       # item id -> its file name, for ids named in evidence
 
 
 def _rows(path: Path) -> Iterable[dict]:
@@ -111,26 +114,28 @@ def gather(run_dir: Path) -> RunView:
         last_kept = folder / "kept.jsonl"
     if report.complete and last_kept is not None:
         view.samples = list(_rows(last_kept))
-    agreement = run_dir / "review" / "agreement.json"
-    if agreement.exists():
-        view.agreement = json.loads(agreement.read_text(encoding="utf-8"))
-    view.disagreements = disagreements(run_dir / "review" / "outcomes.json")
+    view.review = read_record(run_dir)
+    view.agreement = view.review.agreement if view.review else {}
     return view
 
 
-def disagreements(outcomes: Path) -> list[dict]:
-    """Samples on which reviewers gave different answers to a criterion, from the review pull's record
-    (review/outcomes.json): {"sample", "criteria": {criterion: [(reviewer, answer), ...]}, "status",
-    "adjudicated"}, with the criteria they differ on only."""
-    if not outcomes.exists():
+def disagreements(record: ReviewRecord | None) -> list[dict]:
+    """Samples on which reviewers gave different answers to a judgement or typed different texts, from the
+    review record: {"sample", "criteria": {key: [(reviewer, answer), ...]}, "status", "adjudicated"}, with only
+    what they differ on (a text as "edited: ..." or "kept the draft")."""
+    if record is None:
         return []
     found = []
-    for sample, outcome in sorted(json.loads(outcomes.read_text(encoding="utf-8")).items()):
-        split = {name: given for name, given in (outcome.get("answers") or {}).items()
-                 if len({answer for _, answer in given}) > 1}
+    for sample, outcome in sorted(record.samples.items()):
+        name = lambda reviewer: record.names.get(reviewer, reviewer)  # noqa: E731
+        split = {key: [(name(who), answer) for who, answer in question.answers.items()]
+                 for key, question in outcome.questions.items() if len(set(question.answers.values())) > 1}
+        split |= {key: [(name(answer.reviewer), f"edited: {text.versions[answer.reviewer]}"
+                         if answer.reviewer in text.versions else "kept the draft") for answer in outcome.answers]
+                  for key, text in outcome.texts.items() if len(set(text.versions.values())) > 1}
         if split:
-            found.append({"sample": sample, "criteria": split, "status": outcome.get("status", "-"),
-                          "adjudicated": outcome.get("phase") == 2})
+            found.append({"sample": sample, "criteria": split, "status": outcome.status,
+                          "adjudicated": outcome.phase == 2})
     return found
 
 
@@ -351,7 +356,8 @@ def write_release_report(folder: Path, out: Path | None = None, workers: int = 2
     out = out or release_report_folder(folder)
     with tempfile.TemporaryDirectory(prefix="release-images-") as images:  # only the thumbnails are kept
         manifest, samples = release_samples(folder, Path(images))
-        view = RunView(report=SimpleNamespace(stages=manifest.funnel), samples=samples)
+        view = RunView(report=SimpleNamespace(stages=manifest.funnel), samples=samples,
+                       agreement=manifest.review.agreement if manifest.review else {})
         return _write_site(out, view, run_id=f"{manifest.name} {manifest.version} (run {manifest.run_id})",
                            recipe=manifest.recipe, backends=manifest.backends, stages=manifest.funnel,
                            total_stages=len(manifest.funnel), complete=True, waiting=None, workers=workers,
@@ -380,9 +386,10 @@ def _write_site(out: Path, view: RunView, *, run_id: str, recipe: str, backends:
                for index, sample in enumerate(view.samples)}
     pages = {"index.html": environment.get_template("index.html.j2").render(
         **common, title="Run report" if what == "run" else "Release report", funnel=funnel, complete=complete,
-        waiting=waiting, total_stages=total_stages, labels=_label_table(view.report), agreement=view.agreement,
+        waiting=waiting, total_stages=total_stages, labels=_label_table(view.report), review=view.review,
+        agreement=view.agreement,
         selections=selection_tables(stages),
-        disagreements=[{**found, "page": page_of.get(found["sample"])} for found in view.disagreements],
+        disagreements=[{**found, "page": page_of.get(found["sample"])} for found in disagreements(view.review)],
         groups=len(view.groups), samples=len(view.samples), seconds=sum(s.seconds for s in stages),
         cost=None if any(cost is None for cost in costs) else sum(costs))}
     for (stage, reason), drops in view.drops.items():

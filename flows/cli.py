@@ -95,10 +95,14 @@ app.add_typer(images_app, name="images")
 text_app = typer.Typer(help="Text near-duplicates and language on any JSONL, outside a pipeline run.",
                        no_args_is_help=True)
 app.add_typer(text_app, name="text")
-ls_app = typer.Typer(help="A local Label Studio server for review: up, down, status.", no_args_is_help=True)
+ls_app = typer.Typer(help="A local Label Studio server for review: up, down, status; its people: user add|list.",
+                     no_args_is_help=True)
 app.add_typer(ls_app, name="ls")
-review_app = typer.Typer(help="Review rounds in Label Studio: push a run's conversations, pull the judgements.",
-                         no_args_is_help=True)
+ls_user_app = typer.Typer(help="The people who review in Label Studio: add (they can log in at once), list.",
+                          no_args_is_help=True)
+ls_app.add_typer(ls_user_app, name="user")
+review_app = typer.Typer(help="Review rounds in Label Studio: push a run's samples, pull what people answered, "
+                              "status of the last pull.", no_args_is_help=True)
 app.add_typer(review_app, name="review")
 LsData = Annotated[Path, typer.Option("--data", help="Label Studio's data folder (database, secret key, token, "
                                                      "log).")]
@@ -956,18 +960,54 @@ def ls_status(data: LsData = Path("outputs/label-studio")) -> None:
         raise typer.Exit(3)
 
 
+@ls_user_app.command("add")
+def ls_user_add(
+    email: Annotated[str, typer.Argument(help="The person's email; they log in with it.")],
+    role: Annotated[str, typer.Option(help="annotator: reviews samples through Label Studio's queue; adjudicator: "
+                                           "settles ties and differing edits (phase 2), never on a sample they "
+                                           "reviewed.")] = "annotator",
+    ls_data: LsData = Path("outputs/label-studio"),
+) -> None:
+    """Create a person who can log in to Label Studio at once, with a password from CURATE_REVIEWER_PASSWORD or
+    one generated and printed once (it is not stored). Run again to change an existing person's role."""
+    from benchcurate.annotation.review import connect
+    from benchcurate.annotation.team import add_user
+
+    if role not in ("annotator", "adjudicator"):
+        raise UserError(f"--role must be annotator or adjudicator, not '{role}'")
+    connection = connect(ls_data)
+    added = add_user(connection, email, role)
+    what = "created" if added.created else "already there; role set"
+    typer.echo(f"{added.person.email}: {what}, {added.person.role} (user {added.person.id}); log in at "
+               f"{connection.url}/user/login/")
+    if added.password:
+        typer.echo(f"password (shown once, not stored; pass it on privately): {added.password}")
+
+
+@ls_user_app.command("list")
+def ls_user_list(ls_data: LsData = Path("outputs/label-studio")) -> None:
+    """Everyone in the Label Studio organization, with their review role."""
+    from benchcurate.annotation.review import connect
+    from benchcurate.annotation.team import list_users
+
+    for person in list_users(connect(ls_data)):
+        typer.echo(f"{person.id:>5}  {person.role:<12} {person.email}")
+
+
 @review_app.command("push")
 def review_push(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
     out: OutOption = Path("outputs"),
     ls_data: LsData = Path("outputs/label-studio"),
-    phase: Annotated[int, typer.Option(min=1, max=2, help="2: send what phase 1 left tied to an adjudicator, "
-                                                          "with the phase-1 judgements shown.")] = 1,
-    everything: Annotated[bool, typer.Option("--all", help="With --phase 2: every sample phase 1 decided, "
-                                                           "not only the ties.")] = False,
+    phase: Annotated[int, typer.Option(min=1, max=2, help="2: send what the last pull left open (ties, differing "
+                                                          "edits) to an adjudicator, who sees every reviewer's "
+                                                          "answer beside their name.")] = 1,
+    everything: Annotated[bool, typer.Option("--all", help="With --phase 2: also every sample the reviewers "
+                                                           "settled, for the adjudicator to judge again.")] = False,
 ) -> None:
-    """Push the conversations entering the run's review stage as tasks (one project per round; a re-push adds
-    nothing twice). Uses LABEL_STUDIO_URL/LABEL_STUDIO_API_KEY, else the server `curate ls up` started."""
+    """Push the samples entering the run's review stage as tasks (one project per round; a re-push adds nothing
+    twice). Each task goes to conversation_review.reviewers distinct people (default 2) through Label Studio's
+    queue ("Label All Tasks"). Uses LABEL_STUDIO_URL/LABEL_STUDIO_API_KEY, else the server `curate ls up` started."""
     from benchcurate.annotation.review import connect, push
     from benchcurate.curation.report import resolve_run_dir
 
@@ -981,20 +1021,41 @@ def review_pull(
     out: OutOption = Path("outputs"),
     ls_data: LsData = Path("outputs/label-studio"),
 ) -> None:
-    """Pull the round's annotations: validate them, compute agreement per criterion, decide each sample by
-    majority (ties wait for a second phase), and write the outcomes the review stage applies on the next run."""
+    """Pull every annotation, check each (answers valid, the author's own), settle each sample (majority per
+    judgement, edits merged per field against the draft, ties and differing edits to an adjudicator) and write
+    review/record.json, which the review stage applies on the next run."""
     from benchcurate.annotation.review import connect, pull
     from benchcurate.curation.report import resolve_run_dir
+    from benchcurate.curation.review.summary import agreement_line, counts_line, next_step
 
     result = pull(resolve_run_dir(run_ref, out), connect(ls_data))
-    typer.echo(f"annotations {result.annotations}: applied {result.applied}, rejected as invalid {result.rejected}; "
-               f"samples accepted {result.accepted_samples}, rejected {result.rejected_samples}, "
-               f"pending {result.pending_samples}")
-    for name, values in result.agreement.items():
-        kappa = values["fleiss_kappa"]
-        percent = values["percent"]
-        typer.echo(f"  {name}: agreement {'-' if percent is None else f'{percent:.0%}'}, Fleiss kappa "
-                   f"{'-' if kappa is None else f'{kappa:.2f}'} ({values['items_with_two_or_more']} items with 2+)")
+    record = result.record
+    typer.echo(f"annotations {result.annotations}: counted {result.counted}, not counted {len(record.rejected)}; "
+               f"{counts_line(record)}")
+    for kind, figures in record.agreement.items():
+        typer.echo(agreement_line(kind, figures))
+    typer.echo(f"next: {next_step(record)}\nrecord: {result.path} (`curate review status {record.run_id}` for "
+               f"each reviewer)")
+
+
+@review_app.command("status")
+def review_status(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
+    out: OutOption = Path("outputs"),
+) -> None:
+    """The last pull of the run's review, from review/record.json (no server needed): samples decided and
+    pending (and why), agreement per judgement, and per reviewer their samples, answers, agreement with the
+    decision and edits; annotations that did not count, with the reason."""
+    from benchcurate.curation.report import resolve_run_dir
+    from benchcurate.curation.review.conversation_review import read_record
+    from benchcurate.curation.review.summary import status_text
+
+    run_dir = resolve_run_dir(run_ref, out)
+    record = read_record(run_dir)
+    if record is None:
+        raise UserError(f"run {run_dir.name} has no review pulled yet; `curate review push {run_dir.name}`, "
+                        f"annotate, then `curate review pull {run_dir.name}`")
+    typer.echo(status_text(record))
 
 
 def _partial_of(out: Path) -> Path:

@@ -7,6 +7,7 @@ from datetime import datetime
 from pydantic import Field, JsonValue
 
 from benchcurate.schemas.decision import StageStats
+from benchcurate.schemas.review import AgreementFigures
 from benchcurate.schemas.sample import Strict
 
 
@@ -41,6 +42,16 @@ class DatasetStatistics(Strict):
     categories: dict[str, dict[str, int]]
 
 
+class ReviewSummary(Strict):
+    """How the human review of a release's samples went (from the run's review record; no names)."""
+
+    reviewers_per_sample: int
+    people: int = Field(description="distinct reviewers and adjudicators")
+    adjudicated_samples: int
+    agreement: dict[str, AgreementFigures] = Field(description="natural, correct, needs_image, rewrite, check: over "
+                                                               "every sample reviewed, released or not")
+
+
 class ReleaseManifest(Strict):
     name: str
     version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
@@ -66,6 +77,7 @@ class ReleaseManifest(Strict):
     sources: dict[str, int] = Field(description="source dataset -> number of samples")
     statistics: DatasetStatistics | None = None
     review_projects: list[str] = Field(default_factory=list, description="Label Studio projects the reviews came from")
+    review: ReviewSummary | None = Field(None, description="agreement and reviewers of a human review")
     removed_on_request: dict[str, str] = Field(default_factory=dict, description="sample id -> reason, from the "
                                                                                  "benchmark's REMOVALS.jsonl")
     license_terms: dict[str, JsonValue] = Field(default_factory=dict, description="conditions the release carries "

@@ -135,12 +135,25 @@ def _backend_notice(manifest: ReleaseManifest) -> str:
             "not benchmark content. Rerun with `--backend openai` for model-written content.")
 
 
+def _review_figures(manifest: ReleaseManifest) -> str:
+    """The human review in one sentence: people per sample, adjudications, agreement (kappa only where defined)."""
+    if manifest.review is None:
+        return ""
+    figures = "; ".join(
+        f"{kind} {'-' if value.percent is None else f'{value.percent:.0%}'} agreement, kappa "
+        f"{value.kappa_undefined or '-' if value.fleiss_kappa is None else f'{value.fleiss_kappa:.2f}'}"
+        for kind, value in manifest.review.agreement.items())
+    return (f" {manifest.review.reviewers_per_sample} reviewers per sample ({manifest.review.people} people), "
+            f"{manifest.review.adjudicated_samples} sample(s) settled by an adjudicator; {figures}.")
+
+
 def render_card(manifest: ReleaseManifest, report: RunReport, spec: ReleaseSpec, samples: list[Sample],
                 config_name: str, plots: list[tuple[str, str]], files: dict) -> str:
     prompts = "\n".join(f"- `{p.prompt_id}` v{p.version} (sha256 `{p.sha256[:12]}`)" for p in manifest.prompts)
     prompts = prompts or "- none (no stage called a model)"
     review = ", ".join(manifest.review_modes)
     review_note = (" Mode `auto` accepted every item without a person looking at it." if "auto" in review else "")
+    review_note += _review_figures(manifest)
     return f"""---
 {_metadata(manifest, spec, config_name, files, _languages(samples))}---
 
@@ -205,7 +218,9 @@ about {spec.max_shard_mb:g} MB at most), `manifest.json` (configuration hash, pr
   model, prompt version) in the `generated_by` column. Backends: {", ".join(map(escape, manifest.backends)) or "none"}.
 - **Preprocessing.** The funnel above: each stage's removals with their reasons; deduplication, quality and
   sampling parameters are in `manifest.json` (the run's configuration, hash `{manifest.config_sha256[:12]}`).
-- **Review.** {review}. Reviewer ids and outcomes are in each sample's `review_*` columns.
+- **Review.** {review}. Each sample's outcome and its reviewers' pseudonymous ids (Label Studio user ids, no
+  names) are in the `review_status`, `review_mode` and `review_reviewers` columns; agreement is in `manifest.json`
+  (`review`).
 - **Uses.** Evaluation of vision-language models. Not for training models that are then evaluated on it. Each
   sample stays under its source's license; see Sources and licenses.
 - **Distribution.** This folder is self-contained: `curate release verify <folder>` re-checks it anywhere.

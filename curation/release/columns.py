@@ -93,6 +93,8 @@ TAIL = [
     Column("review_status", STRING, lambda s: s.review.status, "accepted (released samples)",
            "`curate eval agreement` (human labels)"),
     Column("review_mode", STRING, lambda s: s.review.mode, "human (Label Studio) or auto (nobody looked)"),
+    Column("review_reviewers", List(STRING), lambda s: s.review.reviewers, "who reviewed: pseudonymous Label "
+           "Studio user ids (label-studio-user-N), adjudicators last; empty in auto mode"),
     Column("generated_by", List({"field": STRING, "backend": STRING, "model": STRING, "prompt_id": STRING,
                                  "prompt_version": Value("int64"), "prompt_sha256": STRING}),
            _generated_by, "who produced each generated field: backend ('offline-heuristic' or 'openai'), model, "

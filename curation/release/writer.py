@@ -29,10 +29,12 @@ from benchcurate.curation.release.columns import content_row, features, to_row
 from benchcurate.curation.release.licenses import release_terms
 from benchcurate.curation.release.plots import write_plots
 from benchcurate.curation.report import load_report
+from benchcurate.curation.review.summary import review_summary
 from benchcurate.curation.secrets import share
 from benchcurate.curation.statistics import dataset_statistics
 from benchcurate.curation.store import RunStore, write_json_atomic
 from benchcurate.schemas import PromptUse, ReleaseManifest, ReleaseSpec, Sample
+from benchcurate.schemas.manifest import ReviewSummary
 
 CHECKSUM_FILE = "SHA256SUMS"
 
@@ -294,7 +296,8 @@ def release(run_dir: Path, out_dir: Path, version: str | None = None, strict_lic
     release_root = out_dir / "releases" / spec.name
     try:
         with _writing(release_root):
-            return _write(samples, report, spec, removals, removed, release_root, out_dir, version, on_row)
+            return _write(samples, report, spec, removals, removed, release_root, out_dir, version, on_row,
+                          review_summary(run_dir))
     except OSError as error:
         if disk_full(error):  # the half-written version stays a .partial folder, removed by the next release
             raise DiskFull(f"release {spec.name}: {error}") from error
@@ -337,7 +340,8 @@ def released_as(release_root: Path, content: str) -> Path | None:
 
 
 def _write(samples: list[Sample], report, spec: ReleaseSpec, removals: dict, removed: list[str], release_root: Path,
-           out_dir: Path, version: str | None, on_row: Callable[[], None]) -> Released:
+           out_dir: Path, version: str | None, on_row: Callable[[], None], review: ReviewSummary | None = None
+           ) -> Released:
     by_split = split_samples(samples, spec)
     content = content_sha256(by_split, report.config.recipe.name)
     if version is None and (same := released_as(release_root, content)) is not None:
@@ -353,7 +357,7 @@ def _write(samples: list[Sample], report, spec: ReleaseSpec, removals: dict, rem
                                 report.config.recipe.name, on_row)
              for name, members in by_split.items()}
     manifest = _manifest(samples, report, spec, version, {name: len(members) for name, members in by_split.items()})
-    manifest = manifest.model_copy(update={"content_sha256": content, "removed_on_request": {
+    manifest = manifest.model_copy(update={"content_sha256": content, "review": review, "removed_on_request": {
         sample_id: removals[sample_id] for sample_id in removed}})
     config_name = spec.name  # the same in every version: `load_dataset(folder, "<name>")` works for all of them
     plots = write_plots(samples, partial, out_dir / "cache" / "matplotlib")

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -119,18 +120,33 @@ def test_selection_steps_and_the_samples_reviewers_disagreed_on_are_shown(demo_r
     store = RunStore(run)
     final = [json.loads(line)["id"] for line in store.kept_path(len(store.chain()) - 1).read_text().splitlines()]
     split, agreed = final[0], final[1]
-    review = run / "review"
-    review.mkdir(exist_ok=True)
-    outcomes = {  # as `curate review pull` records them
-        split: {"status": "pending", "phase": 1, "answers": {"needs_image": [["ann", "yes"], ["bo", "no"]]}},
-        agreed: {"status": "accepted", "phase": 1, "answers": {"needs_image": [["ann", "yes"], ["bo", "yes"]]}}}
-    (review / "outcomes.json").write_text(json.dumps(outcomes))
-    (review / "agreement.json").write_text(json.dumps(
-        {"needs_image": {"percent": 0.5, "fleiss_kappa": 0.0, "items_with_two_or_more": 2}}))
+    from benchcurate.curation.review.fields import review_fields
+    from benchcurate.curation.review.policy import RoundInput, Submitted, decide_round
+    from benchcurate.curation.store import write_json_atomic
+    from benchcurate.schemas import Sample
+    from benchcurate.schemas.review import ReviewerAnswers
+
+    samples = {row["id"]: Sample.model_validate_json(row_text) for row_text in
+               store.kept_path(len(store.chain()) - 1).read_text().splitlines() for row in [json.loads(row_text)]
+               if row["id"] in (split, agreed)}
+    given = {split: ("yes", "no"), agreed: ("yes", "yes")}
+    submitted = [Submitted(sample_id, 1, ReviewerAnswers(reviewer=who, annotation_id=n, choices={
+        "natural": "yes", "correct": "yes", "needs_image": answers[k]}))
+        for n, (sample_id, answers) in enumerate(given.items()) for k, who in enumerate(("u-1", "u-2"))]
+    record = decide_round(RoundInput(  # as `curate review pull` records it
+        run_id="run", project="run review round 1", round=1, required=2, pulled_at=datetime.now(UTC),
+        fields={sample_id: review_fields(sample) for sample_id, sample in samples.items()}, submitted=submitted,
+        settled=[], adjudicators=None, names={"u-1": "ann", "u-2": "bo"}, rejected=[]))
+    (run / "review").mkdir(exist_ok=True)
+    write_json_atomic(run / "review" / "record.json", record.model_dump(mode="json"))
     index = write_html_report(run)
     page = index.read_text(encoding="utf-8")
     table = page.split('class="disagreements"')[1].split("</table>")[0]
     assert split in table and agreed not in table and "ann yes" in table and "bo no" in table
+    review = page.split('id="review"')[1].split("</section>")[0]
+    assert "undefined: every answer was &#39;yes&#39;" in review  # natural: kappa has no value, not 1.00
+    reviewers = review.split('class="reviewers"')[1].split("</table>")[0]
+    assert '<tr data-reviewer="u-1"><td>ann</td><td class="num">2</td>' in reviewers
     anchor = table.split('href="')[1].split('"')[0]
     assert f'id="{anchor.split("#")[1]}"' in (index.parent / anchor.split("#")[0]).read_text(encoding="utf-8")
     sampled = next(s for s in json.loads(curate_in_process(["report", str(demo_run), "--json"]).stdout)
