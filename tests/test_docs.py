@@ -28,7 +28,8 @@ def model_server(sandbox: Sandbox, args: list[str]) -> None:
     from tests.fakes.judges import marker_world
     from tests.fakes.openai_server import FakeOpenAIServer
 
-    server = FakeOpenAIServer(responder=marker_world({"my-vlm": 0.5, "other-vlm": 0.8}, judge="my-judge"))
+    server = FakeOpenAIServer(responder=marker_world({"my-vlm": 0.5, "other-vlm": 0.8}, judge="my-judge"),
+                              models=["my-vlm", "other-vlm", "my-judge"])
     sandbox.context.setdefault("servers", []).append(server)
     sandbox.env.update({"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-doc-test"})
     sandbox.replacements["http://127.0.0.1:8000/v1"] = server.base_url
@@ -96,7 +97,72 @@ def sample_id(sandbox: Sandbox, args: list[str]) -> None:
     sandbox.replacements[args[0]] = pq.read_table(shard, columns=["index"]).column(0)[0].as_py()
 
 
-STEPS = {"sample-id": sample_id, "images": images, "model-server": model_server, "hub": hub, "convbench-sheet": convbench_sheet,
+REVIEWER_PASSWORD = "doc-test-reviewer-pw-0123"
+
+
+def label_studio(sandbox: Sandbox, args: list[str]) -> None:
+    """Label Studio where the guide starts it, on a free port; the reviewers' password known to the steps below."""
+    from benchcurate.annotation.team import PASSWORD_ENV
+    from tests.servers import free_port as pick
+
+    port = pick()
+    sandbox.replacements["curate ls up"] = f"curate ls up --port {port}"
+    sandbox.replacements["127.0.0.1:8080"] = f"127.0.0.1:{port}"
+    sandbox.env[PASSWORD_ENV] = REVIEWER_PASSWORD
+    sandbox.context["label_studio"] = f"http://127.0.0.1:{port}"
+
+
+def _as_person(sandbox: Sandbox, email: str):
+    """A Label Studio client with the person's own token, logged in through the login form as they would."""
+    import httpx
+    from label_studio_sdk import LabelStudio
+
+    url = sandbox.context["label_studio"]
+    with httpx.Client(base_url=url) as browser:
+        browser.get("/user/login/")
+        browser.post("/user/login/", data={"email": email, "password": REVIEWER_PASSWORD,
+                                           "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
+                     headers={"Referer": f"{url}/user/login/"})
+        return LabelStudio(base_url=url, api_key=browser.get("/api/current-user/token").json()["token"])
+
+
+def _round_state(sandbox: Sandbox, run_id: str) -> dict:
+    import json
+
+    return json.loads((sandbox.cwd / "outputs" / "runs" / run_id / "review" / "state.json").read_text())
+
+
+def annotate(sandbox: Sandbox, args: list[str]) -> None:
+    """`annotate RUN PERSON... [--tie]`: each person answers every task of the round's queue yes to all three
+    questions; with --tie the last person finds the first sample's answers incorrect (a tie for the adjudicator)."""
+    tie = "--tie" in args
+    run_id, *people = [arg for arg in args if arg != "--tie"]
+    project = _round_state(sandbox, run_id)["project_id"]
+    for number, email in enumerate(people):
+        client = _as_person(sandbox, email)
+        for index, task in enumerate(sorted(client.tasks.list(project=project), key=lambda task: task.id)):
+            answers = {"natural": "yes", "correct": "yes", "needs_image": "yes"}
+            if tie and index == 0 and number == len(people) - 1:
+                answers["correct"] = "no"
+            client.annotations.create(id=task.id, result=[
+                {"from_name": name, "to_name": "image", "type": "choices", "value": {"choices": [value]}}
+                for name, value in answers.items()])
+
+
+def adjudicate(sandbox: Sandbox, args: list[str]) -> None:
+    """`adjudicate RUN PERSON`: the adjudicator settles every open question of phase 2, siding with "yes"."""
+    state = _round_state(sandbox, args[0])
+    client = _as_person(sandbox, args[1])
+    for task in client.tasks.list(project=state["phase2_project_id"], fields="all"):
+        result = []
+        for index, settle in enumerate(task.data["settle"]):
+            option = next(value for value, answer in settle["answers"].items() if answer == "yes")
+            result.append({"from_name": f"settle_{index}", "to_name": f"question_{index}", "type": "choices",
+                           "value": {"choices": [option]}})
+        client.annotations.create(id=task.id, result=result)
+
+
+STEPS = {"label-studio": label_studio, "annotate": annotate, "adjudicate": adjudicate, "sample-id": sample_id, "images": images, "model-server": model_server, "hub": hub, "convbench-sheet": convbench_sheet,
          "questions": questions, "wait-for": wait_for, "free-port": free_port}
 
 
@@ -180,3 +246,8 @@ def test_the_curator_guide(tmp_path):
 @pytest.mark.slow
 def test_the_publisher_guide(tmp_path, prefect_env):
     _run_guide("docs/publisher.md", _sandbox(tmp_path, prefect_env))
+
+
+@pytest.mark.slow
+def test_the_annotator_guide(tmp_path, prefect_env):
+    _run_guide("docs/annotator.md", _sandbox(tmp_path, prefect_env))
