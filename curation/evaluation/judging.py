@@ -461,14 +461,27 @@ def pb_win_rate(tallies: list[Tally]) -> float | None:
     return rounded(100 * sum(t[2] for t in tallies) / verdicts) if verdicts else None
 
 
-def pb_online_elo(groups: list[tuple[int, ...]], seed: int = 0) -> float | None:
-    """Online ELO from 1000 each over the samples' battles in a drawn order, shifted so the baseline is at 1114."""
+ELO_ORDERS = 200  # orders the online ELO replays the battles in (its result depends on the order)
+
+
+def pb_online_elo_orders(groups: list[tuple[int, ...]], orders: int = ELO_ORDERS, seed: int = 0) -> list[float]:
+    """Online ELO from 1000 each over the samples' battles, once per drawn order, shifted so the baseline is at
+    1114: one rating per order."""
     drawn = [PB_BATTLES[margin] for group in groups for margin in group]
     if not drawn:
-        return None
-    random.Random(seed).shuffle(drawn)
-    ratings = online_elo(drawn)
-    return ratings[MODEL] - ratings[BASELINE] + PB_BASELINE_RATING
+        return []
+    rng, found = random.Random(seed), []
+    for _ in range(orders):
+        rng.shuffle(drawn)
+        ratings = online_elo(drawn)
+        found.append(ratings[MODEL] - ratings[BASELINE] + PB_BASELINE_RATING)
+    return found
+
+
+def pb_online_elo(groups: list[tuple[int, ...]], orders: int = ELO_ORDERS, seed: int = 0) -> float | None:
+    """The online ELO's median over `orders` battle orders (one fixed order gives one arbitrary draw)."""
+    found = pb_online_elo_orders(groups, orders, seed)
+    return statistics.median(found) if found else None
 
 
 PB_STYLE = ("length", "headers", "lists", "bold")  # arena-hard-auto's style features (ProBench's style control)
