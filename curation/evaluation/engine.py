@@ -284,7 +284,8 @@ def evaluate(options: EvalOptions, on_sample: Callable[[], None] = lambda: None)
         for backend in backends.values():
             backend.check()
         judgments, usage, samples = score_samples(release, protocol, options, backends, predictions,
-                                                  out_root / "cache" / "images", on_sample)
+                                                  out_root / "cache" / "images",
+                                                  out_root / "batches" / folder.relative_to(out_root), on_sample)
         if not samples:
             raise UserError(f"release {release.name} {release.version} has no rows in split '{options.split}'")
         results = write_results(release, protocol, options, stated, judgments, usage, samples, folder,
@@ -301,9 +302,11 @@ def nothing_scored(results: EvalResults) -> str:
 
 
 def score_samples(release: Release, protocol: EvalProtocol, options: EvalOptions, backends: dict, predictions,
-                  images: Path, on_sample: Callable[[], None]) -> tuple[list[Judgment], dict[str, ModelUsage], int]:
-    """Every sample of the split judged (samples side by side on threads, 4 x concurrency in flight); the
-    judgments in sample order, the usage, the number of samples."""
+                  images: Path, batches: Path, on_sample: Callable[[], None]
+                  ) -> tuple[list[Judgment], dict[str, ModelUsage], int]:
+    """Every sample of the split judged (samples side by side on threads, 4 x concurrency in flight; with --batch,
+    the reply cache filled through the Batch API first, its records under `batches`); the judgments in sample
+    order, the usage, the number of samples."""
     def one(batch: list[dict]) -> tuple[list[Judgment], dict[str, ModelUsage]]:
         (row,) = batch
         with collecting() as usage:
@@ -320,8 +323,7 @@ def score_samples(release: Release, protocol: EvalProtocol, options: EvalOptions
         yield from ordered_map(one, chunked(rows(release, options.split, options.limit), 1), "threads", window,
                                window)
 
-    batch_usage = fill_by_batch(each_sample, backends, options, options_batch_folder(release, options)) \
-        if options.batch else {}
+    batch_usage = fill_by_batch(each_sample, backends, options, batches) if options.batch else {}
     judgments: list[Judgment] = []
     usage: dict[str, ModelUsage] = batch_usage
     samples = 0
@@ -332,11 +334,6 @@ def score_samples(release: Release, protocol: EvalProtocol, options: EvalOptions
             samples += 1
             on_sample()
     return judgments, usage, samples
-
-
-def options_batch_folder(release: Release, options: EvalOptions) -> Path:
-    return (Path(options.out).expanduser().resolve() / "batches" / release.name / release.version
-            / folder_name(options.candidate.model))
 
 
 @contextlib.contextmanager
@@ -393,7 +390,8 @@ def fill_by_batch(each_sample: Callable[[], Iterator], backends: dict, options: 
             break
         asked_before = keys
         for role, requests in wanted.items():
-            usage = add_usage(usage, jobs[role].run(requests, {"eval": folder.parent.name, "role": role}))
+            label = "/".join(folder.parts[-4:])[-500:]  # release/version/model/setting, within the API's limit
+            usage = add_usage(usage, jobs[role].run(requests, {"eval": label, "role": role}))
     return usage
 
 

@@ -76,6 +76,9 @@ def test_each_setting_keeps_its_own_results_and_the_leaderboard_ranks_only_compa
         first_two = evaluate(options(releases["multiverse"], server, out, model="better-vlm", limit=2))
         pairwise = evaluate(options(releases["convbench"], server, out, limit=2))
         direct = evaluate(options(releases["convbench"], server, out, limit=2, grading="direct"))
+        stored = evaluate(options(releases["probench"], server, out, limit=2))
+        against = evaluate(options(releases["probench"], server, out, limit=2,
+                                   baseline={"model": "better-vlm", "base_url": server.base_url}))
     assert len({oracle, own, first_two}) == 3 and oracle.parent == own.parent  # one model, two settings
     assert (results_of(oracle)["history"], results_of(own)["history"]) == ("oracle", "self")
     assert results_of(first_two)["limit"] == 2 and results_of(first_two)["samples"] == 2
@@ -94,6 +97,10 @@ def test_each_setting_keeps_its_own_results_and_the_leaderboard_ranks_only_compa
     cb = tables((pairwise.parents[1] / "LEADERBOARD.md").read_text())
     assert set(cb) == {"split test, grading-pairwise, judged by judge-vlm",
                        "split test, grading-direct, judged by judge-vlm"} and pairwise != direct
+    # ProBench: ratings against different baselines are different scales
+    pb = tables((stored.parents[1] / "LEADERBOARD.md").read_text())
+    assert set(pb) == {"split test, baseline-release, judged by judge-vlm",
+                       "split test, baseline-better-vlm, judged by judge-vlm"} and stored != against
 
 
 def test_a_run_with_nothing_scored_is_listed_as_failed_unranked_and_the_command_exits_6(releases, tmp_path):

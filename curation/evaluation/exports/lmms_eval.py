@@ -127,8 +127,12 @@ python -m lmms_eval --model openai --model_args model_version=<model> --tasks {n
 - The YAML names its data by absolute path: export again after moving this folder.
 - **The result**: `results/<model>/<time>_results.json`, at `results["{name}"]["{headline},none"]` (the paper's
   headline), beside the other metrics; `failures` counts judged turns that have no score (an unreadable judge reply,
-  asked twice; a failed model request), which never count as zeros.
+  asked twice; a failed model request; a judge left unconfigured), which never count as zeros, and
+  `failure_reasons` says why, per kind, with one message each. Metrics marked `_ours` are not the paper's.
 - **Check the results file**, not the exit code: lmms-eval exits 0 when a task fails (a missing key, an unreachable
   server). `--verbosity DEBUG` makes such failures exit 1.
+- **The whole protocol on the same answers**: `--log_samples` keeps each sample's answers, and
+  `curate eval <release> --model <name> --judge-model <judge> --predictions results/<model>/<time>_samples_{name}.jsonl`
+  judges them with the paper's full protocol (intervals, breakdowns, the leaderboard).
 - Keys go in environment variables, never in `--model_args` (lmms-eval writes those into the results file).
 """
