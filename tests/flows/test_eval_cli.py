@@ -78,18 +78,21 @@ def test_ctrl_c_sends_nothing_new_exits_130_within_2_s_and_the_rerun_pays_nothin
     assert again == [], f"the rerun bought {len(again)} replies the interrupted eval had received"
 
 
-def test_a_second_identical_eval_while_one_runs_exits_2_with_one_line_and_sends_nothing(release, tmp_path):
+def test_a_second_identical_eval_while_one_runs_exits_2_with_one_line_and_sends_nothing(big_release, tmp_path):
     with FakeOpenAIServer(responder=marker_world({"candidate-vlm": 0.5}), models=MODELS,
-                          latency_seconds=0.05) as server:
-        args = eval_args(release, server, tmp_path / "evals")
-        first = started(args, tmp_path)
+                          latency_seconds=0.2) as server:
+        args = eval_args(big_release, server, tmp_path / "evals")
+        first = started(args, tmp_path)  # about a minute of calls
         wait_for(lambda: server.completions_served >= 1)
         second = run_curate(args, tmp_path)
-        _, first_err = first.communicate(timeout=120)
+        still_running = first.poll() is None
+        os.killpg(first.pid, signal.SIGINT)
+        _, first_err = first.communicate(timeout=60)
         stats = server.stats()
+    assert still_running, "the first eval ended before the second one started"
     assert second.returncode == 2 and len(second.stderr.strip().splitlines()) == 1, second.stderr
     assert "another curate eval" in second.stderr
-    assert first.returncode == 0, first_err[-2000:]
+    assert first.returncode == 130, first_err[-2000:]
     assert stats["ok"] == stats["ok_unique_bodies"]  # no call was sent twice
 
 
