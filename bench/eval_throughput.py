@@ -11,6 +11,7 @@ machine the command itself took. --quick: 40 samples, a naive slice of 4.
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 import tempfile
@@ -52,6 +53,7 @@ def measure(release: Path, server: common.FakeServerProcess, out: Path, concurre
             "whole_command_calls_per_second": round(achieved, 2), "percent_of_ideal": round(100 * achieved / ideal, 1),
             "replies_span_calls_per_second": round(stats["ok"] / (stats["answered_span_seconds"] + LATENCY), 2),
             "max_in_flight": stats["max_in_flight"], "cpu_seconds": round(cpu, 2),
+            "load_average_1min_after": round(os.getloadavg()[0], 1),  # the machine is shared: how busy it was
             "cpu_ms_per_call": round(1000 * cpu / max(1, stats["ok"]), 2),
             "peak_rss_mb": round(run.tree.peak_rss / 2**20)}
 
@@ -77,7 +79,8 @@ def main() -> None:
     print(text)
     for found in ours:
         print(f"--concurrency {found['concurrency']}: {found['wall_seconds']} s for {found['calls']} calls, "
-              f"{found['cpu_seconds']} CPU s, peak memory {found['peak_rss_mb']} MB")
+              f"{found['cpu_seconds']} CPU s, peak memory {found['peak_rss_mb']} MB, load average "
+              f"{found['load_average_1min_after']} (2 cores)")
     info = machine()
     publish("eval_throughput", {"machine": info, "latency_seconds": LATENCY, "ours": ours, "naive": naive,
                                 "samples": samples, "root": str(ROOT)},
@@ -87,7 +90,8 @@ def main() -> None:
             f"whole command as a user runs it (start-up, verifying the release, the calls, writing results and "
             f"leaderboard: calls / wall seconds); ideal is concurrency / latency.\n\n{markdown}\n\n"
             + "\n".join(f"- --concurrency {found['concurrency']}: {found['wall_seconds']} s, {found['cpu_seconds']} "
-                        f"CPU s, peak memory {found['peak_rss_mb']} MB, at most {found['max_in_flight']} in flight"
+                        f"CPU s, peak memory {found['peak_rss_mb']} MB, at most {found['max_in_flight']} in flight; "
+                        f"load average {found['load_average_1min_after']} on 2 cores when it ended"
                         for found in ours) + "\n", options.quick)
 
 
