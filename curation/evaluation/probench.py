@@ -70,49 +70,69 @@ MIN_DECISIVE = 10  # fewer decisive verdicts say nothing about a position prefer
 def style_controlled(runs: dict[object, list[Judgment]], rounds: int = STYLE_ROUNDS) -> dict[object, dict]:
     """ProBench's style control over several runs against one baseline (keys: runs; values: their judgments):
     logistic Bradley-Terry with one strength per run (the baseline's fixed at 0, so at 1114) and the battles'
-    style differences, scaled by their spread, as covariates; each run's rating, with a bootstrap 95% interval
-    over samples, or why there is none."""
-    import numpy as np
-
-    scored = {key: [j for j in found if not j.failure and "margin" in j.scores] for key, found in runs.items()}
-    scored = {key: found for key, found in scored.items() if found}
+    style differences, scaled by their spread, as covariates; each run's rating at the baseline's style, with a
+    bootstrap 95% interval over samples, or why there is none."""
+    scored = {key: found for key, found in ((key, [j for j in found if not j.failure and "margin" in j.scores])
+                                            for key, found in runs.items()) if found}
     keys = list(scored)
     rows = [(k, j) for k, key in enumerate(keys) for j in scored[key]]
-    style = np.array([[j.scores.get(f"style_{name}", 0.0) for name in PB_STYLE] for _, j in rows]).reshape(-1, len(PB_STYLE))
-    spread = style.std(axis=0) if len(rows) else np.zeros(len(PB_STYLE))
-    style = style[:, spread > 0] / spread[spread > 0]  # a feature that never varies says nothing
-    design = np.hstack([np.eye(len(keys))[[k for k, _ in rows]], style]) if rows else np.zeros((0, len(keys)))
-    problem = (f"not identifiable: strength and style separate only across models, and {len(keys)} model(s) were "
-               f"evaluated with this judge and baseline (at least {MIN_STYLE_MODELS} are needed)"
-               if len(keys) < MIN_STYLE_MODELS else
-               "not identifiable: the style differences move in lockstep with the models"
-               if np.linalg.matrix_rank(design) < design.shape[1] else None)
+    design, problem = style_design(rows, len(keys))
     if problem:
         return {key: {"value": None, "interval": None, "note": problem} for key in keys}
-    battles = [PB_BATTLES[int(j.scores["margin"])] for _, j in rows]
-    targets = np.array([battle.outcome for battle in battles])
-    weights = np.array([battle.weight for battle in battles])
-    prior = np.hstack([np.eye(len(keys)), np.zeros((len(keys), style.shape[1]))])  # half a tie each, baseline style
-
-    def fit(chosen: np.ndarray) -> np.ndarray:
-        beta = logistic_fit(np.vstack([design[chosen], prior]), np.concatenate([targets[chosen], [0.5] * len(keys)]),
-                            np.concatenate([weights[chosen], [PB_PRIOR] * len(keys)]))
-        return PB_BASELINE_RATING + ELO_SCALE * beta[:len(keys)] / math.log(10)
-
-    values = fit(np.arange(len(rows)))
+    values = style_fit(design, rows, len(keys))
     by_sample: dict[str, list[int]] = defaultdict(list)
     for index, (_, judgment) in enumerate(rows):
         by_sample[judgment.sample_id].append(index)
-    samples, rng, drawn = list(by_sample.values()), np.random.default_rng(0), []
-    for _ in range(rounds if len(samples) > 1 else 0):
-        picks = rng.integers(0, len(samples), len(samples))
-        drawn.append(fit(np.array([index for pick in picks for index in samples[pick]])))
-    low, high = (np.percentile(drawn, [2.5, 97.5], axis=0) if drawn else (None, None))
+    drawn = bootstrap_fits(design, rows, len(keys), list(by_sample.values()), rounds)
     note = (f"one fit over {len(keys)} models against the same baseline; the rating is the model's strength at the "
             f"baseline's style")
-    return {key: {"value": rounded(float(values[k]), 2), "note": note,
-                  "interval": None if low is None else [rounded(float(low[k]), 2), rounded(float(high[k]), 2)]}
-            for k, key in enumerate(keys)}
+    found = {}
+    for k, key in enumerate(keys):
+        interval = percentile_interval([values[k] for values in drawn])
+        found[key] = {"value": rounded(float(values[k]), 2), "note": note,
+                      "interval": [round(interval.low, 2), round(interval.high, 2)] if interval else None}
+    return found
+
+
+def style_design(rows: list[tuple[int, Judgment]], players: int):
+    """The design matrix (one column per run, then each style feature that varies, scaled by its spread), or why
+    strength and style cannot be told apart."""
+    import numpy as np
+
+    if players < MIN_STYLE_MODELS:
+        return None, (f"not identifiable: strength and style separate only across models, and {players} model(s) "
+                      f"were evaluated with this judge and baseline (at least {MIN_STYLE_MODELS} are needed)")
+    style = np.array([[j.scores.get(f"style_{name}", 0.0) for name in PB_STYLE] for _, j in rows])
+    spread = style.std(axis=0)
+    design = np.hstack([np.eye(players)[[k for k, _ in rows]], style[:, spread > 0] / spread[spread > 0]])
+    if np.linalg.matrix_rank(design) < design.shape[1]:
+        return None, "not identifiable: the style differences move in lockstep with the models"
+    return design, None
+
+
+def style_fit(design, rows: list[tuple[int, Judgment]], players: int, chosen=None):
+    """Each run's rating from the battles `chosen` (all by default), half a tie per run at the baseline's style
+    added so that a run winning or losing everything stays finite."""
+    import numpy as np
+
+    chosen = np.arange(len(rows)) if chosen is None else chosen
+    battles = [PB_BATTLES[int(rows[index][1].scores["margin"])] for index in chosen]
+    prior = np.hstack([np.eye(players), np.zeros((players, design.shape[1] - players))])
+    beta = logistic_fit(np.vstack([design[chosen], prior]),
+                        np.array([battle.outcome for battle in battles] + [0.5] * players),
+                        np.array([battle.weight for battle in battles] + [PB_PRIOR] * players))
+    return PB_BASELINE_RATING + ELO_SCALE * beta[:players] / math.log(10)
+
+
+def bootstrap_fits(design, rows: list[tuple[int, Judgment]], players: int, samples: list[list[int]], rounds: int):
+    """The fit again on samples drawn with replacement (a sample's battles together); none with one sample."""
+    import numpy as np
+
+    rng, drawn = np.random.default_rng(0), []
+    for _ in range(rounds if len(samples) > 1 else 0):
+        picks = rng.integers(0, len(samples), len(samples))
+        drawn.append(style_fit(design, rows, players, np.array([index for pick in picks for index in samples[pick]])))
+    return drawn
 
 
 def position_preference(judgments: list[Judgment]) -> dict:

@@ -35,8 +35,6 @@ SUBFOLDER = {setting: str(given) for setting, given in CB_SETTINGS.items()}  # w
 
 def export_convbench_answers(results_folder: Path, to: Path, rows_per_part: int = SCRIPT_ROWS) -> list[Path]:
     """The parts written under `to` (refused when `to` holds anything else)."""
-    import numpy as np
-
     results = read_results(results_folder)
     if results.protocol != "convbench":
         raise UserError(f"{results_folder} holds a {results.protocol} eval; `curate export convbench RESULTS` "
@@ -51,28 +49,32 @@ def export_convbench_answers(results_folder: Path, to: Path, rows_per_part: int 
     data = list(rows(release, results.split))
     parts = [data[start:start + rows_per_part] for start in range(0, len(data), rows_per_part)]
     lines = ["part\trow\tID\tsample_id\tanswers"]
-    written = []
     for number, part in enumerate(parts, 1):
-        folder = to / f"part-{number}"
-        sheet, positions = [], []
-        for row_number, row in enumerate(part, 1):
-            image_name = write_image(row, folder / "visit_bench_images" / "images")
-            turns = [turn for turn in row["conversation"] if turn["speaker"] == "user"]
-            ident = int(row["source_id"]) if row.get("source_dataset") == "ConvBench" and \
-                str(row.get("source_id")).isdigit() else row["index"]
-            sheet.append(convbench_row(ident, image_name, turns, row.get("caption")))
-            positions.append(0 if cb_model_is_a(row["index"], "own") else 1)
-            found = write_answers(answers.get(row["index"], {}), folder / "VLMEvalKit" / "work_dirs" / model,
-                                  row_number)
-            lines.append(f"{number}\t{row_number}\t{inert(str(ident))}\t{row['index']}\t{','.join(found) or '-'}")
-        write_convbench_sheet(sheet, folder / "ConvBench.xlsx")
-        (folder / "ConvBenchEval").mkdir(parents=True, exist_ok=True)
-        padded = positions + [0] * max(0, SCRIPT_POSITIONS - len(positions))
-        np.save(folder / "ConvBenchEval" / "pairwise.npy", np.array(padded, dtype=np.int64))
-        written.append(folder)
+        lines += write_part(part, answers, to / f"part-{number}", model, number)
     (to / "rows.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (to / "README.md").write_text(readme(results.model, model, [len(part) for part in parts]), encoding="utf-8")
-    return written
+    return [to / f"part-{number}" for number in range(1, len(parts) + 1)]
+
+
+def write_part(part: list[dict], answers: dict, folder: Path, model: str, number: int) -> list[str]:
+    """One part: its sheet, images, pairwise.npy and answer files; its lines of rows.tsv."""
+    import numpy as np
+
+    sheet, positions, lines = [], [], []
+    for row_number, row in enumerate(part, 1):
+        image_name = write_image(row, folder / "visit_bench_images" / "images")
+        turns = [turn for turn in row["conversation"] if turn["speaker"] == "user"]
+        native = row.get("source_dataset") == "ConvBench" and str(row.get("source_id")).isdigit()
+        ident = int(row["source_id"]) if native else row["index"]
+        sheet.append(convbench_row(ident, image_name, turns, row.get("caption")))
+        positions.append(0 if cb_model_is_a(row["index"], "own") else 1)
+        found = write_answers(answers.get(row["index"], {}), folder / "VLMEvalKit" / "work_dirs" / model, row_number)
+        lines.append(f"{number}\t{row_number}\t{inert(str(ident))}\t{row['index']}\t{','.join(found) or '-'}")
+    write_convbench_sheet(sheet, folder / "ConvBench.xlsx")
+    (folder / "ConvBenchEval").mkdir(parents=True, exist_ok=True)
+    padded = positions + [0] * max(0, SCRIPT_POSITIONS - len(positions))
+    np.save(folder / "ConvBenchEval" / "pairwise.npy", np.array(padded, dtype=np.int64))
+    return lines
 
 
 def answers_by_sample(results_folder: Path) -> dict[str, dict[str, dict[int, str]]]:
