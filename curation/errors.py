@@ -56,6 +56,10 @@ def disk_full(error: BaseException) -> bool:
     return isinstance(error, sqlite3.OperationalError) and "disk is full" in str(error)
 
 
+class Interrupted(RedactedError):
+    """Ctrl-C: the process stopped sending model requests; a call that would have sent one ends with this."""
+
+
 class ModelRequestRejected(RedactedError):
     """The server refused this request (HTTP 4xx other than auth and rate limits): the item is dropped."""
 

@@ -163,13 +163,16 @@ def ordered_map(function: Callable[[Chunk], Result], chunks: Iterable[Chunk], mo
         return
     if mode == "threads":
         pool = ThreadPoolExecutor(workers)
+        interrupted = False
         try:
             yield from _ordered(pool.submit, function, chunks, window or 2 * workers)
         except KeyboardInterrupt:
-            pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C must not wait out the requests in flight
+            interrupted = True  # Ctrl-C must not wait out the chunks in flight (each may make many more requests)
+            pool.shutdown(wait=False, cancel_futures=True)
             raise
         finally:
-            pool.shutdown(cancel_futures=True)  # other errors: what is in flight finishes (and is stored)
+            if not interrupted:
+                pool.shutdown(cancel_futures=True)  # other errors: what is in flight finishes (and is stored)
         return
     cluster = _dask_client()
     if cluster is not None:

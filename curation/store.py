@@ -19,7 +19,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from pydantic import JsonValue
@@ -94,6 +94,24 @@ def _outcome_settings(config: RunConfig) -> dict:
     return config.recipe.model_dump(exclude={"execution"})
 
 
+@contextlib.contextmanager
+def held(path: Path, busy: Callable[[str], str]) -> Iterator[None]:
+    """Hold `path` for this process (its parent folder is made): another process holding it is a UserError
+    `busy(holder)`. The lock is the kernel's (flock), so a killed holder never leaves it taken."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            raise UserError(busy(handle.read().strip() or "another process")) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        handle.flush()
+        yield
+
+
 class RunStore:
     """Paths, run.json and state.json of one run folder, and the stages' kept items."""
 
@@ -150,25 +168,12 @@ class RunStore:
         write_json_atomic(self.state_path, RunState(stages=[*stages, entry]).model_dump(mode="json",
                                                                                        exclude_none=True))
 
-    @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
+    def lock(self) -> contextlib.AbstractContextManager[None]:
         """Hold the run for one process: a second `curate run` (or deployment run) of the same run id fails at
-        once with one line instead of reading the first one's half-written files. The lock is the kernel's
-        (flock), so a killed holder never leaves it taken."""
+        once with one line instead of reading the first one's half-written files."""
         self.make()
-        with open(self.root / "lock", "a+", encoding="utf-8") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                raise UserError(f"run {self.root.name} is being run by {holder}; wait for it to end, or use another "
-                                f"--run-id") from None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-            handle.flush()
-            yield
+        return held(self.root / "lock", lambda holder: f"run {self.root.name} is being run by {holder}; wait for "
+                                                       f"it to end, or use another --run-id")
 
     def stage_folder(self, index: int, name: str) -> Path:
         return self.root / "stages" / f"{index + 1:02d}_{name}"

@@ -110,6 +110,10 @@ PrefectServerOption = Annotated[str, typer.Option(
     help="local: the output folder's Prefect server, started once in the background and reused (about 8 s faster "
          "per run; `curate prefect down` stops it, and it stops itself after an idle hour); temporary: Prefect's "
          "own server for this command only. PREFECT_API_URL, when set, wins over both.")]
+PriceOption = Annotated[Optional[list[str]], typer.Option(
+    "--price", metavar="MODEL=IN,OUT", help="A model's price in USD per million input and output tokens, e.g. "
+                                            "--price gpt-4o=2.5,10 (repeatable); over the built-in table. "
+                                            "--max-cost needs a price for every model it pays.")]
 prefect_app = typer.Typer(help="The output folder's local Prefect server, which records every run: up, down, "
                                "status.", no_args_is_help=True)
 app.add_typer(prefect_app, name="prefect")
@@ -195,6 +199,7 @@ def run(
     max_cost: Annotated[Optional[float], typer.Option(
         help="Stop before this invocation's new model calls cost more than this many USD; finished work is "
              "kept and cached.")] = None,
+    price: PriceOption = None,
     refresh_cache: Annotated[bool, typer.Option(
         "--refresh-cache", help="Ask the model again instead of reusing cached replies (and cache the new "
                                 "ones).")] = False,
@@ -221,11 +226,13 @@ def run(
     if backend not in (None, "offline", "openai"):
         raise UserError(f"--backend must be offline or openai, not '{backend}'")
     from benchcurate.curation.models.identity import set_aside_credentials
+    from benchcurate.curation.models.pricing import parse_prices
 
     options = run_options(
         input_path=None if input_path is None else str(input_path), run_id=run_id, demo=demo, backend=backend,
         base_url=set_aside_credentials(base_url), model=model, seed=seed, overrides=parse_overrides(set_), jobs=jobs,
-        dask_address=dask_address, concurrency=concurrency, max_cost_usd=max_cost, refresh_cache=refresh_cache,
+        dask_address=dask_address, concurrency=concurrency, max_cost_usd=max_cost,
+        prices=parse_prices(price) if price else None, refresh_cache=refresh_cache,
         batch=batch, release=release, release_name=name, progress=progress,
         allowed_roots=None if not allow_root else [str(folder) for folder in allow_root])
     config = resolve_run(recipe, options, out.resolve())  # mistakes found before Prefect starts cost no start-up
@@ -251,6 +258,8 @@ def resume_command(recipe: str, options, out: Path, prefect_server: str) -> str:
                         ("--max-cost", options.max_cost_usd)):
         if value is not None:
             words += [flag, str(value)]
+    for model, price in (options.prices or {}).items():
+        words += ["--price", f"{model}={price.input_per_million:g},{price.output_per_million:g}"]
     if not options.release:
         words.append("--no-release")
     if prefect_server != "local":
@@ -490,7 +499,8 @@ app.add_typer(eval_app, name="eval")
 def eval_run(
     release_folder: Annotated[Path, typer.Argument(metavar="RELEASE", help="A release folder "
                                                                             "(outputs/releases/<name>/<version>).")],
-    model: Annotated[str, typer.Option(help="The model under test, as its server names it.")],
+    model: Annotated[str, typer.Option(help="The model under test, as its server names it (with --predictions: "
+                                            "the name its results go under).")],
     judge_model: Annotated[str, typer.Option(help="The judge model (the papers used GPT-4o; ConvBench "
                                                   "gpt-3.5-turbo).")],
     base_url: Annotated[Optional[str], typer.Option(
@@ -513,7 +523,14 @@ def eval_run(
     split: Annotated[str, typer.Option(help="The release split to score.")] = "test",
     concurrency: Annotated[int, typer.Option(help="Requests in flight at once, per server.")] = 8,
     max_cost: Annotated[Optional[float], typer.Option(
-        help="Stop before new calls cost more than this many USD; replies so far are cached.")] = None,
+        help="Stop before new calls cost more than this many USD; replies so far are cached. Needs a price for "
+             "every model asked (built in, or --price); exit 4 when reached.")] = None,
+    price: PriceOption = None,
+    predictions: Annotated[Optional[Path], typer.Option(
+        help="Score the answers a harness produced instead of asking the model: lmms-eval's --log_samples JSONL "
+             "of a task `curate export lmms-eval` wrote, or VLMEvalKit's prediction file (<model>_<dataset>.xlsx "
+             "or .tsv) of a TSV `curate export vlmevalkit` wrote. The judge still judges here; settings the "
+             "harness did not run are left out (counted as unanswered).")] = None,
     refresh_cache: Annotated[bool, typer.Option("--refresh-cache", help="Ask again instead of reusing cached "
                                                                         "replies.")] = False,
     batch: Annotated[bool, typer.Option("--batch", help="Send the calls through the Batch API (half price): a "
@@ -521,16 +538,22 @@ def eval_run(
                                                         "24 h; rerun the same command to go on polling.")] = False,
     batch_wait: Annotated[float, typer.Option(help="With --batch: seconds this command polls before it leaves "
                                                    "the batches running (exit 5).")] = 600,
-    out: Annotated[Path, typer.Option("--out", help="Results go to OUT/<release>/<version>/<model>/.")]
+    out: Annotated[Path, typer.Option("--out", help="Results go to OUT/<release>/<version>/<model>/<setting>/ "
+                                                    "(split, history/grading/baseline, judge, --limit, "
+                                                    "predictions: one folder each).")]
     = Path("outputs/evals"),
 ) -> None:
-    """Evaluate a model on a release with the protocol of the release's recipe. Every reply is cached as it
-    arrives: rerunning the same command (after Ctrl-C, a crash or a server outage) pays for no call twice."""
+    """Evaluate a model on a release with the protocol of the release's recipe. The release is verified first
+    (every file against SHA256SUMS; a release that does not verify is refused). Every reply is cached as it
+    arrives: rerunning the same command (after Ctrl-C, a crash or a server outage) pays for no call twice; Ctrl-C
+    sends nothing more and exits 130 within two seconds. Exit 6 when nothing could be scored (every judged turn
+    failed: the reasons are in the results folder)."""
     from pydantic import ValidationError
     from rich.progress import Progress
 
-    from benchcurate.curation.evaluation.engine import evaluate, results_text
+    from benchcurate.curation.evaluation.engine import NothingScored, evaluate, results_text
     from benchcurate.curation.models.identity import set_aside_credentials
+    from benchcurate.curation.models.pricing import parse_prices
     from benchcurate.schemas.evaluation import EvalOptions
 
     baseline = None
@@ -541,8 +564,9 @@ def eval_run(
             release=str(release_folder), candidate={"model": model, "base_url": set_aside_credentials(base_url)},
             judge={"model": judge_model, "base_url": set_aside_credentials(judge_base_url)}, history=history,
             grading=grading, baseline=baseline, limit=limit, split=split, concurrency=concurrency,
-            max_cost_usd=max_cost, refresh_cache=refresh_cache, batch=batch, batch_wait_seconds=batch_wait,
-            out=str(out))
+            max_cost_usd=max_cost, prices=parse_prices(price or []),
+            predictions=None if predictions is None else str(predictions), refresh_cache=refresh_cache, batch=batch,
+            batch_wait_seconds=batch_wait, out=str(out))
     except ValidationError as error:
         problem = error.errors()[0]
         raise UserError(f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}") from None
@@ -555,16 +579,22 @@ def eval_run(
     except StageWaiting as waiting:
         typer.echo(f"waiting ({waiting}); nothing is lost: run the same command later to resume and finish.")
         sys.exit(5)
+    except NothingScored as nothing:
+        typer.echo(f"{results_text(nothing.folder)}\n\nresults: {nothing.folder}")
+        typer.echo(f"error: {nothing} ({nothing.folder / 'judgments.jsonl'})", err=True)
+        sys.exit(NOTHING_SCORED)
     typer.echo(results_text(folder))
-    typer.echo(f"\nresults: {folder}\nleaderboard: {folder.parent / 'LEADERBOARD.md'}")
+    typer.echo(f"\nresults: {folder}\nleaderboard: {folder.parents[1] / 'LEADERBOARD.md'}")
 
+
+NOTHING_SCORED = 6  # exit code of an eval in which every judged turn failed
 
 eval_review_app = typer.Typer(
     help="The judge's calls of an eval as a Label Studio project, for people to make the same calls: push, then "
          "pull; `curate eval agreement RESULTS` compares them with the judge.", no_args_is_help=True)
 eval_app.add_typer(eval_review_app, name="review")
-ResultsFolder = Annotated[Path, typer.Argument(metavar="RESULTS", help="A folder `curate eval` wrote "
-                                                                       "(outputs/evals/<release>/<version>/<model>).")]
+ResultsFolder = Annotated[Path, typer.Argument(metavar="RESULTS", help="A folder `curate eval` wrote (outputs/evals/"
+                                                                       "<release>/<version>/<model>/<setting>).")]
 
 
 @eval_review_app.command("push")
@@ -663,7 +693,8 @@ def export(
         help="A seed benchmark's format (multiverse, convbench, alignmmbench: from a run) or a harness "
              "(lmms-eval, vlmevalkit: from a release folder).")],
     source: Annotated[str, typer.Argument(
-        metavar="RUN|RELEASE", help="Run id (under --out) or run folder; for a harness, a release folder.")],
+        metavar="RUN|RELEASE|RESULTS", help="Run id (under --out) or run folder; for a harness, a release folder; "
+                                            "for convbench, also the results folder of a ConvBench eval.")],
     to: Annotated[Path, typer.Option("--to", help="Folder to write into.")],
     split: Annotated[str, typer.Option(help="Harness exports: the release split.")] = "test",
     out: OutOption = Path("outputs"),
@@ -671,7 +702,10 @@ def export(
     """Write a finished run's samples in a seed benchmark's released format (MultiVerse's Hugging Face fields,
     ConvBench's spreadsheet, AlignMMBench's JSONL), with the images, so its evaluator reads them unchanged; or a
     release for an evaluation harness: an lmms-eval task (YAML and utils.py, scoring with the paper's judge through
-    an OpenAI-protocol server; run it with --include_path) or VLMEvalKit's custom-dataset TSV."""
+    an OpenAI-protocol server; run it with --include_path) or VLMEvalKit's custom-dataset TSV (score its
+    predictions with `curate eval RELEASE --predictions`). `curate export convbench RESULTS` writes a ConvBench
+    eval's answers where ConvBench's own scripts read them. A release is verified first; a --to folder holding
+    files the export does not write is refused, never emptied."""
     from benchcurate.curation.release.exporters import EXPORTERS
 
     if benchmark in HARNESSES:
@@ -684,6 +718,13 @@ def export(
             task = lmms_eval.export_lmms_eval(Path(source), to, split)
             typer.echo(f"{task.folder}\nrun: lmms-eval --tasks {task.name} --include_path {task.folder} ... "
                        f"(see {task.folder / 'README.md'})")
+        return
+    if benchmark == "convbench" and (Path(source) / "results.json").is_file():
+        from benchcurate.curation.evaluation.exports.convbench import export_convbench_answers
+
+        parts = export_convbench_answers(Path(source), to)
+        typer.echo(f"{len(parts)} part(s) -> {to}\nrun ConvBench's scripts from each part's ConvBenchEval/ (see "
+                   f"{to / 'README.md'}: they hard-code an API key and URL, the one change they need)")
         return
     from benchcurate.curation.release.writer import final_samples
     from benchcurate.curation.report import resolve_run_dir

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, JsonValue
 
 from benchcurate.schemas.decision import ModelUsage
+from benchcurate.schemas.recipe import Price
 from benchcurate.schemas.sample import Strict
 
 HistoryMode = Literal["oracle", "self"]
@@ -37,6 +38,11 @@ class EvalOptions(Strict):
     split: str = "test"
     concurrency: int = Field(8, ge=1, le=512)
     max_cost_usd: float | None = Field(None, gt=0)
+    prices: dict[str, Price] = Field(default_factory=dict, description="model -> price (--price), over the "
+                                                                       "built-in table")
+    predictions: str | None = Field(None, description="a harness's answers (lmms-eval --log_samples JSONL, "
+                                                      "VLMEvalKit's prediction xlsx or tsv) scored instead of "
+                                                      "asking the model")
     refresh_cache: bool = False
     batch: bool = Field(False, description="send the calls through the Batch API (half price, up to 24 h a round)")
     batch_wait_seconds: float = Field(600, ge=0, description="how long one command polls before it leaves the "
@@ -69,6 +75,19 @@ class Interval(Strict):
     method: str = "bootstrap over samples"
 
 
+class Predictions(Strict):
+    """Where the answers came from when a harness produced them (`curate eval --predictions`)."""
+
+    harness: Literal["lmms-eval", "vlmevalkit"]
+    file: str
+    sha256: str
+    history: str = Field(description="what the harness showed the model before each question")
+    answers: int = Field(description="answers read from the file and matched to the release's questions")
+
+
+RunStatus = Literal["complete", "partial", "failed"]
+
+
 class EvalResults(Strict):
     release: str
     version: str
@@ -76,6 +95,12 @@ class EvalResults(Strict):
     protocol: str
     model: str
     judge_model: str
+    split: str = "test"
+    setting: str = Field("", description="the short name of what changes the number besides split, judge and "
+                                         "limit: a history setting, a grading, a baseline")
+    limit: int | None = Field(None, description="--limit: only the first N samples were scored")
+    rows_in_split: int | None = Field(None, description="samples in the split (a --limit run scored fewer)")
+    predictions: Predictions | None = None
     history: str = Field(description="what the model saw before each turn, in the protocol's words")
     grading: str | None = None
     baseline: str | None = Field(None, description="probench: what the model was compared with")
@@ -86,9 +111,23 @@ class EvalResults(Strict):
     samples: int
     turns_judged: int
     failures: dict[str, int] = Field(default_factory=dict)
+    unanswered: int = Field(0, description="judged turns a predictions file has no answer for (a setting the "
+                                           "harness did not run): not scored, not failures")
+    warnings: list[str] = Field(default_factory=list, description="what makes the numbers less than they seem, "
+                                                                  "e.g. a judge that favours a position")
     usage: dict[str, ModelUsage] = Field(default_factory=dict, description="model -> calls, tokens, cost")
     cost_usd: float | None = None
     prompts: dict[str, str] = Field(default_factory=dict, description="prompt id@version -> sha256")
-    release_checksums_sha256: str = Field(description="sha256 of the release's SHA256SUMS: which bytes were scored")
+    release_checksums_sha256: str = Field(description="sha256 of the release's SHA256SUMS, every file of which was "
+                                                      "verified before scoring: which bytes were scored")
     release_folder: str | None = Field(None, description="where the release was read (for `curate eval review`)")
     created_at: datetime
+
+    @property
+    def status(self) -> RunStatus:
+        """failed: nothing scored; partial: --limit, some turns failed or unanswered by a harness, or no headline;
+        complete: every turn of the split."""
+        if not self.turns_judged:
+            return "failed"
+        short = self.samples < self.rows_in_split if self.rows_in_split is not None else self.limit is not None
+        return "partial" if self.score is None or short or self.failures or self.unanswered else "complete"

@@ -145,6 +145,8 @@ class RunOptions(Strict):
     concurrency: int | None = Field(None, ge=1, le=512, description="model requests in flight at once")
     max_cost_usd: float | None = Field(None, gt=0, description="stop before this invocation's new model calls cost "
                                                                "more than this")
+    prices: dict[str, Price] | None = Field(None, description="model -> price (--price MODEL=IN,OUT), over the recipe's "
+                                                             "and the built-in table")
     refresh_cache: bool = Field(False, description="ask the model again instead of reusing cached replies")
     batch: bool | None = Field(None, description="send model stages through the Batch API")
     request_cache: str | None = Field(None, description="sqlite file of model replies; default "

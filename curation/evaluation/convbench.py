@@ -26,6 +26,7 @@ from benchcurate.curation.evaluation.judging import (
     CB_PAPER_AGREEMENT,
     CB_SCORE_NAMES,
     CB_SETTINGS,
+    TurnItem,
     cb_evaluations,
     cb_focus,
     cb_model_is_a,
@@ -41,6 +42,11 @@ from benchcurate.curation.models.base import ChatTurn
 from benchcurate.schemas.evaluation import EvalOptions, Judgment
 
 
+def answer_key(setting: str, turn: int) -> str:
+    """How the model's answer to a turn in a setting is asked for (its seed, a harness's answer)."""
+    return f"{setting}/{turn}"
+
+
 class ConvBenchProtocol:
     name = "convbench"
     score_name = "R1 = (R2 + S0) / 2, R2 = mean(S1, S2, S3)"
@@ -50,6 +56,16 @@ class ConvBenchProtocol:
         refuse_options(options, self.name, {"grading"})
         return {"history": "own, perception given, perception and reasoning given (all three settings)",
                 "grading": options.grading or "pairwise"}
+
+    def setting(self, options: EvalOptions) -> str:
+        return f"grading-{options.grading or 'pairwise'}"
+
+    def answer_key(self, item: TurnItem, history: str) -> str:
+        """Shown the references of the turns before it, turn k is setting (k-1)'s first own answer: turn 1 the
+        own setting's, turn 2 with perception given, turn 3 with perception and reasoning given."""
+        if history == "own":
+            return answer_key("own", item.turn)
+        return answer_key(next(name for name, given in CB_SETTINGS.items() if given == item.turn - 1), item.turn)
 
     def judge_sample(self, row: dict, ask: Asker, options: EvalOptions) -> list[Judgment]:
         turns = [turn for turn in row["conversation"] if turn["speaker"] == "user"]
@@ -86,7 +102,7 @@ class ConvBenchProtocol:
         try:
             for number, question in enumerate(questions, 1):
                 answer = references[number - 1] if number <= given else \
-                    ask.answer(question, history, f"{setting}/{number}")
+                    ask.answer(question, history, answer_key(setting, number))
                 answers.append(answer)
                 history = [*history, ChatTurn("user", question), ChatTurn("assistant", answer)]
         except EvalFailed as error:
@@ -134,8 +150,7 @@ class ConvBenchProtocol:
             return Aggregate(None)
         direct = "rating" in scored[0].scores
         scores = nine_scores(scored)
-        gains = {f"{better} - {base}": rounded(scores[better] - scores[base], 2)
-                 for better, base in (("S^2", "S2"), ("S^3", "S3"), ("S~3", "S3"), ("S^0", "S0"), ("S~0", "S0"))
+        gains = {f"{better} - {base}": rounded(scores[better] - scores[base], 2) for better, base in TABLE_1_GAINS
                  if scores.get(better) is not None and scores.get(base) is not None}
         r1 = scores.get("R1")
         return Aggregate(
@@ -143,6 +158,10 @@ class ConvBenchProtocol:
                  "gains_from_gold_history": gains, "paper_judge_human_agreement_percent": CB_PAPER_AGREEMENT},
             bootstrap(list(per_sample.values()), lambda drawn: nine_scores([j for group in drawn for j in group])
                       .get("R1")) if r1 is not None else None)
+
+
+# Table 1's brackets: perfect perception against the model's own history, then perfect reasoning on top of it
+TABLE_1_GAINS = (("S^2", "S2"), ("S^3", "S3"), ("S^0", "S0"), ("S~3", "S^3"), ("S~0", "S^0"))
 
 
 def nine_scores(judgments: list[Judgment]) -> dict[str, float]:

@@ -33,6 +33,11 @@ from benchcurate.curation.models.base import ChatTurn
 from benchcurate.schemas.evaluation import EvalOptions, Judgment
 
 
+def turn_key(mode: str, turn: int) -> str:
+    """How a turn's calls are named (their seeds, a harness's answer): the history setting and the turn."""
+    return f"{mode}/{turn}"
+
+
 class MultiverseProtocol:
     name = "multiverse"
     score_name = "mean over turns of checklist completion x quality (10-100)"
@@ -41,6 +46,12 @@ class MultiverseProtocol:
     def settings(self, options: EvalOptions) -> dict[str, str | None]:
         refuse_options(options, self.name, {"history"})
         return {"history": options.history or "oracle"}
+
+    def setting(self, options: EvalOptions) -> str:
+        return f"history-{options.history or 'oracle'}"
+
+    def answer_key(self, item: TurnItem, history: str) -> str:
+        return turn_key("oracle" if history == "gold" else "self", item.turn)
 
     def judge_sample(self, row: dict, ask: Asker, options: EvalOptions) -> list[Judgment]:
         history: list[ChatTurn] = []
@@ -67,7 +78,7 @@ class MultiverseProtocol:
         if reference is None or not checklist:
             judgment.failure, judgment.detail = "incomplete_sample", "the turn has no reference answer or checklist"
             return judgment
-        key = f"{judgment.setting}/{judgment.turn}"
+        key = turn_key(judgment.setting, judgment.turn)
         try:
             judgment.answer = ask.answer(item.question, history, key)
             variables = {"history": mv_history((turn.role, turn.text) for turn in history),

@@ -14,7 +14,9 @@ turn asking for the correction. Three stages:
   only, as in the paper);
 - dialogue_context_generate: for a seeded `share` of items, a child `<id>/incoherence` whose history holds a
   wrong answer and whose question asks for the correction (`incoherence_degenerate` when the wrong and the
-  corrected answers are the same text).
+  corrected answers are the same text). The child is a sample of its own: its provenance names the parent
+  (`source_id` `<parent's source_id>/incoherence`, `derived_from` the parent's), so no export gives it the
+  parent's id.
 """
 
 from __future__ import annotations
@@ -113,6 +115,8 @@ def generate_dialogue(item: Sample, cfg: DialogueConfig, ctx: StageContext) -> l
     reply = result.value
     child = item.model_copy(update={
         "id": f"{item.id}/incoherence", "parent_id": item.id, "rewrites": [], "language": cfg.language,
+        "provenance": item.provenance.model_copy(update={"source_id": f"{item.provenance.source_id}/incoherence",
+                                                         "derived_from": item.provenance.source_id}),
         "history": [Turn(speaker="user", utterance=reply.first_question.strip()),
                     Turn(speaker="assistant", utterance=reply.wrong_answer.strip())],
         "conversation": [Turn(speaker="user", utterance=reply.correction_request.strip(),

@@ -20,6 +20,8 @@ import io
 import json
 import logging
 import os
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -29,7 +31,13 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from benchcurate.curation.cache import Cache
-from benchcurate.curation.errors import BackendUnavailable, ModelOutputInvalid, ModelReplyTooLarge, UserError
+from benchcurate.curation.errors import (
+    BackendUnavailable,
+    Interrupted,
+    ModelOutputInvalid,
+    ModelReplyTooLarge,
+    UserError,
+)
 from benchcurate.curation.fingerprint import sha256_json
 from benchcurate.curation.images.decode import decode_image
 from benchcurate.curation.models.base import ModelRequest, ModelResult, generation_for
@@ -153,6 +161,9 @@ class OpenAIBackend:
         self._api_key = api_key if api_key is not None else api_key_for(spec)
         self._client = None
         self._deferred: dict[str, PendingRequest] | None = None
+        self._stopped = threading.Event()
+        self._exchanges = 0  # calls between taking a request slot and storing the reply
+        self._idle = threading.Condition()
 
     @contextmanager
     def deferring(self) -> Iterator[dict[str, PendingRequest]]:
@@ -162,6 +173,18 @@ class OpenAIBackend:
             yield self._deferred
         finally:
             self._deferred = None
+
+    def stop_sending(self) -> None:
+        """From now on no request is sent (Ctrl-C): a call that would send one raises Interrupted, a retry too."""
+        self._stopped.set()
+
+    def wait_idle(self, deadline: float) -> int:
+        """Wait until the calls in flight have stored their replies, or until time.monotonic() reaches
+        `deadline`; how many are still in flight (their replies will not be kept)."""
+        with self._idle:
+            while self._exchanges and (left := deadline - time.monotonic()) > 0:
+                self._idle.wait(left)
+            return self._exchanges
 
     @property
     def client(self):
@@ -243,6 +266,8 @@ class OpenAIBackend:
     # --- sending ---------------------------------------------------------------------------------------
 
     def _send(self, body: dict, estimated_tokens: int) -> tuple[str, ModelUsage]:
+        if self._stopped.is_set():
+            raise Interrupted("interrupted: no new model request is sent")
         price = price_for(self.spec.model_copy(update={"model": body["model"]}))
         estimate = cost_usd(price, estimated_tokens, self.spec.max_output_tokens) or 0.0
         self.budget.reserve(estimate)
@@ -298,7 +323,14 @@ class OpenAIBackend:
             self._deferred[key] = PendingRequest(key, body, request.prompt.output_schema, estimate)
             raise DeferredToBatch(key)
         with self.client.slots:  # freed once the reply is stored, so a kill loses at most `concurrency` replies
-            return self._exchange(request, body, key, estimated)
+            with self._idle:
+                self._exchanges += 1
+            try:
+                return self._exchange(request, body, key, estimated)
+            finally:
+                with self._idle:
+                    self._exchanges -= 1
+                    self._idle.notify_all()
 
     def _exchange(self, request: ModelRequest, body: dict, key: str, estimated: int) -> ModelResult:
         model = body["model"]

@@ -85,5 +85,21 @@ def counted_tokens(reported_input: int, reported_output: int, estimated_input: i
 
 def check_budget_settings(spec: BackendSpec) -> None:
     if spec.max_cost_usd is not None and spec.kind == "openai" and price_for(spec) is None:
-        raise UserError(f"--max-cost needs a price for model '{spec.model}': add it under backend.prices in the "
-                        f"recipe (input_per_million, output_per_million in USD)")
+        raise UserError(f"--max-cost needs a price for model '{spec.model}': pass --price {spec.model}=IN,OUT (USD per "
+                        f"million input and output tokens) or add it under backend.prices in the recipe")
+
+
+def parse_prices(entries: list[str]) -> dict[str, Price]:
+    """`--price MODEL=IN,OUT` flags (USD per million input and output tokens) as {model: Price}."""
+    prices = {}
+    for entry in entries:
+        model, sep, pair = entry.rpartition("=")
+        parts = pair.split(",")
+        try:
+            if not sep or not model or len(parts) != 2:
+                raise ValueError(entry)
+            prices[model] = Price(input_per_million=float(parts[0]), output_per_million=float(parts[1]))
+        except ValueError:
+            raise UserError(f"--price expects MODEL=IN,OUT in USD per million input and output tokens, e.g. "
+                            f"--price gpt-4o=2.5,10; got '{entry}'") from None
+    return prices

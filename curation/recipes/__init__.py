@@ -268,7 +268,8 @@ def resolve_run(recipe_name: str, options: RunOptions, out_dir: Path) -> RunConf
         "kind": options.backend, "base_url": options.base_url, "model": options.model,
         "concurrency": options.concurrency, "max_cost_usd": options.max_cost_usd, "batch": options.batch,
         "request_cache": options.request_cache,
-        "refresh_token": datetime.now(UTC).isoformat() if options.refresh_cache else None}.items() if value is not None}
+        "refresh_token": datetime.now(UTC).isoformat() if options.refresh_cache else None,
+        "prices": {**recipe.backend.prices, **options.prices} if options.prices else None}.items() if value is not None}
     execution_update = {key: value for key, value in {"jobs": options.jobs, "dask_address": options.dask_address}
                         .items() if value is not None}
     seed = recipe.seed if options.seed is None else options.seed

@@ -164,7 +164,7 @@ ALIGNMMBENCH = [
     Column("rewrites", List({"text": STRING, "language": STRING, "status": STRING}),
            lambda s: [rewrite.model_dump() for rewrite in s.rewrites],
            "paraphrases of the question (status kept or rejected by review)",
-           "the robustness measure: the spread of scores over a question's rewrites"),
+           "each kept rewrite is asked and judged like the question; the spread over them is ours, not the paper's"),
     Column("language", STRING, lambda s: s.language, "language of the question"),
     *_categories("main_task_category", "sub_task_category"),
 ]

@@ -6,7 +6,8 @@
 - convbench: `ConvBench.xlsx`, sheet `multi_turn_benchmark`, with ID, image_id and the three turn instructions,
   plus the columns its evaluator reads (instruction-conditioned-caption, First/Second/Third_turn_instruction_category,
   first/second/third_turn_answer, third_turn_demands), and the images in `visit_bench_images/`. The evaluator
-  stops on a missing or empty category, so a turn without one gets its capability level's name;
+  stops on a missing or empty category, so a turn without one gets its capability level's name. A cell a
+  spreadsheet would take for a formula (=, +, -, @) is stored as text (`curation/spreadsheet.py`);
 - alignmmbench: `metadata.jsonl` with question_id, image_path, history [{user, assistant}], prompt, ref_answer,
   task and category, and the images in `images/`; as in the released file, a seed question and each of its kept
   rewrites are rows of their own (`<id>-0` the seed, `<id>-1` ... the rewrites), with the same reference.
@@ -27,10 +28,15 @@ from pathlib import Path
 from benchcurate.curation.errors import UserError
 from benchcurate.curation.extras import require
 from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.spreadsheet import append_inert
 from benchcurate.schemas import Sample
 
 ORDINALS = ("first", "second", "third")
 LEVELS = ("perception", "reasoning", "creation")
+CONVBENCH_HEADER = ["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
+                    "The_third_turn_instruction", "instruction-conditioned-caption",
+                    *(f"{ordinal.capitalize()}_turn_instruction_category" for ordinal in ORDINALS),
+                    *(f"{ordinal}_turn_answer" for ordinal in ORDINALS), "third_turn_demands"]
 SUFFIXED = re.compile(r"^(.*)-(\d+)$")
 
 
@@ -86,31 +92,42 @@ def export_multiverse(samples: list[Sample], out: Path) -> Path:
 
 
 def export_convbench(samples: list[Sample], out: Path) -> Path:
-    require("xlsx", "writing ConvBench's spreadsheet")
-    from openpyxl import Workbook
-    book = Workbook()
-    sheet = book.active
-    sheet.title = "multi_turn_benchmark"
-    sheet.append(["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
-                  "The_third_turn_instruction", "instruction-conditioned-caption",
-                  *(f"{ordinal.capitalize()}_turn_instruction_category" for ordinal in ORDINALS),
-                  *(f"{ordinal}_turn_answer" for ordinal in ORDINALS), "third_turn_demands"])
     taken = [int(native) for sample in samples if (native := native_id(sample, "ConvBench")) and native.isdigit()]
     fresh = iter(range(max(taken, default=0) + 1, 10**9))  # new conversations numbered after the imported ones
+    rows = []
     for sample in samples:
         turns = [turn for turn in sample.conversation if turn.speaker == "user"]
         if len(turns) != 3:
             raise UserError(f"sample {sample.id} has {len(turns)} user turns; ConvBench needs exactly 3 (use the "
                             f"convbench recipe)")
         native = native_id(sample, "ConvBench")
-        focus = "\n".join(f"{k}. {point}" for k, point in enumerate(turns[2].focus_points, 1))
-        sheet.append([int(native) if native and native.isdigit() else native or next(fresh),
-                      _copy_image(sample, out / "visit_bench_images"), *(t.utterance for t in turns),
-                      sample.caption, *(t.task_category or level.capitalize() for t, level in zip(turns, LEVELS)),
-                      *(t.reference for t in turns), focus or None])
-    out.mkdir(parents=True, exist_ok=True)
-    book.save(out / "ConvBench.xlsx")
-    return out / "ConvBench.xlsx"
+        rows.append(convbench_row(int(native) if native and native.isdigit() else native or next(fresh),
+                                  _copy_image(sample, out / "visit_bench_images"), turns, sample.caption))
+    return write_convbench_sheet(rows, out / "ConvBench.xlsx")
+
+
+def convbench_row(ident: int | str, image_name: str, turns: list, caption: str | None) -> list:
+    """One row of ConvBench's sheet from the three user turns (Turn models or a release's turn dicts)."""
+    def field(turn, name: str):
+        return turn.get(name) if isinstance(turn, dict) else getattr(turn, name)
+    focus = "\n".join(f"{k}. {point}" for k, point in enumerate(field(turns[2], "focus_points") or [], 1))
+    return [ident, image_name, *(field(turn, "utterance") for turn in turns), caption,
+            *(field(turn, "task_category") or level.capitalize() for turn, level in zip(turns, LEVELS)),
+            *(field(turn, "reference") for turn in turns), focus or None]
+
+
+def write_convbench_sheet(rows: list[list], path: Path) -> Path:
+    """ConvBench.xlsx, sheet `multi_turn_benchmark`: the header, then the rows, every text inert."""
+    require("xlsx", "writing ConvBench's spreadsheet")
+    from openpyxl import Workbook
+    book = Workbook()
+    sheet = book.active
+    sheet.title = "multi_turn_benchmark"
+    for row in [CONVBENCH_HEADER, *rows]:
+        append_inert(sheet, row)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    book.save(path)
+    return path
 
 
 def export_alignmmbench(samples: list[Sample], out: Path) -> Path:
