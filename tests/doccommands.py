@@ -351,7 +351,34 @@ def adjudicate(sandbox: Sandbox, args: list[str]) -> None:
         client.annotations.create(id=task.id, result=result)
 
 
-STEPS = {"images": images, "model-server": model_server, "hub": hub, "convbench-sheet": convbench_sheet,
+def label_judgments(sandbox: Sandbox, args: list[str]) -> None:
+    """`label-judgments RESULTS PERSON...`: people (added now) redo the judge's calls pushed from RESULTS: the
+    first agrees with the judge on every call, the others on all but the first."""
+    from benchcurate.annotation.judge_review import load_state
+    from benchcurate.curation.evaluation.agreement import judge_items
+
+    results = sandbox.cwd / args[0]
+    labels = {item.item_id: (item.judge_label, item.scale) for item in judge_items(results)[1]}
+    project = load_state(results).project_id
+    for number, email in enumerate(args[1:]):
+        subprocess.run(["curate", "ls", "user", "add", email], cwd=sandbox.cwd, env=sandbox.env, check=True,
+                       capture_output=True, timeout=120)
+        client = _as_person(sandbox, email)
+        for index, task in enumerate(sorted(client.tasks.list(project=project, fields="all"), key=lambda t: t.id)):
+            label, scale = labels[task.data["item_id"]]
+            if number and index == 0:
+                label = next(option for option in scale if option != label)
+            client.annotations.create(id=task.id, result=[{"from_name": "verdict", "to_name": "shown",
+                                                           "type": "choices", "value": {"choices": [label]}}])
+
+
+def lmms_eval(sandbox: Sandbox, args: list[str]) -> None:
+    """lmms-eval where a reader runs it from its own venv (`make test` builds one in .ls/lmms-eval), offline."""
+    sandbox.replacements["python -m lmms_eval"] = f"{REPO / '.ls' / 'lmms-eval' / 'bin' / 'python'} -m lmms_eval"
+    sandbox.env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+
+
+STEPS = {"label-judgments": label_judgments, "lmms-eval": lmms_eval, "images": images, "model-server": model_server, "hub": hub, "convbench-sheet": convbench_sheet,
          "questions": questions, "wait-for": wait_for, "free-port": free_port, "sample-id": sample_id,
          "label-studio": label_studio, "annotate": annotate, "adjudicate": adjudicate}
 

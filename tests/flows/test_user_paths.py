@@ -48,10 +48,11 @@ def test_demo_and_input_together_are_refused_and_a_demo_run_is_named_apart(tmp_p
 
 def test_the_resume_command_names_every_option_a_run_does_not_remember():
     options = RunOptions(run_id="intr2", jobs=2, max_cost_usd=1.5, dask_address="tcp://10.0.0.5:8786", release=False,
-                         backend="openai", model="m", seed=3)
+                         backend="openai", model="m", seed=3,
+                         prices={"m": {"input_per_million": 0.5, "output_per_million": 1.5}})
     assert resume_command("multiverse", options, Path("../out2"), "temporary") == (
         "curate run multiverse --run-id intr2 --out ../out2 --jobs 2 --dask-address tcp://10.0.0.5:8786 "
-        "--max-cost 1.5 --no-release --prefect-server temporary")
+        "--max-cost 1.5 --price m=0.5,1.5 --no-release --prefect-server temporary")
     assert resume_command("convbench", RunOptions(run_id="c"), Path("my outputs"), "local") == \
         "curate run convbench --run-id c --out 'my outputs'"
     assert resume_command("convbench", RunOptions(run_id="c"), Path("outputs"), "local") == "curate run convbench --run-id c"
