@@ -220,8 +220,12 @@ def model_server(sandbox: Sandbox, args: list[str]) -> None:
     from tests.fakes.judges import marker_world
     from tests.fakes.openai_server import FakeOpenAIServer
 
-    server = FakeOpenAIServer(responder=marker_world({"my-vlm": 0.5, "other-vlm": 0.8}, judge="my-judge"),
-                              models=["my-vlm", "other-vlm", "my-judge"])
+    world = marker_world({"my-vlm": 0.5, "other-vlm": 0.8}, judge="my-judge")
+
+    def responder(body: dict):  # structured replies (the curation stages) drawn from their schema, as by default
+        return None if body.get("response_format") else world(body)
+
+    server = FakeOpenAIServer(responder=responder, models=["my-vlm", "other-vlm", "my-judge"])
     sandbox.context.setdefault("servers", []).append(server)
     sandbox.env.update({"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-doc-test"})
     sandbox.replacements["http://127.0.0.1:8000/v1"] = server.base_url
