@@ -16,11 +16,11 @@ from html import escape
 from pathlib import Path
 
 from benchcurate.annotation.review import Connection, image_url, import_in_batches, talking_to
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.engine.store import write_json_atomic
 from benchcurate.curation.evaluation.agreement import LABELS, REVIEW_DIR, JudgeItem, judge_items
 from benchcurate.curation.evaluation.engine import read_results
-from benchcurate.curation.evaluation.release import image_file, open_release, rows
-from benchcurate.curation.store import write_json_atomic
+from benchcurate.curation.release.reading import image_file, open_release, rows
 
 
 @dataclass

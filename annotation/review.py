@@ -35,12 +35,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchcurate.annotation.page import PHASE2_CONFIG, phase1_config, phase1_task, phase2_task, sections_for
-from benchcurate.curation.errors import BackendUnavailable, UserError
-from benchcurate.curation.extras import require
+from benchcurate.curation.core.errors import BackendUnavailable, UserError
+from benchcurate.curation.core.extras import require
+from benchcurate.curation.engine.store import RunStore, write_json_atomic
 from benchcurate.curation.review.conversation_review import RECORD, read_record
-from benchcurate.curation.review.fields import CRITERIA, ReviewFields, review_fields
+from benchcurate.curation.review.fields import ReviewFields, review_fields
 from benchcurate.curation.review.policy import RoundInput, Settled, Submitted, decide_round
-from benchcurate.curation.store import RunStore, write_json_atomic
 from benchcurate.schemas import Sample
 from benchcurate.schemas.review import Adjudication, RejectedAnnotation, ReviewerAnswers, ReviewRecord
 

@@ -25,9 +25,9 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.local_server import LocalServer, get
-from benchcurate.curation.secrets import register, without_secrets
+from benchcurate.annotation.local_server import LocalServer, get
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.secrets import register, without_secrets
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PORT = 8080

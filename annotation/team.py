@@ -18,7 +18,7 @@ from html import unescape
 from typing import Literal
 
 from benchcurate.annotation.review import ADJUDICATOR, Connection, talking_to
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 
 Role = Literal["annotator", "adjudicator"]
 PASSWORD_ENV = "CURATE_REVIEWER_PASSWORD"

@@ -35,7 +35,7 @@ KINDS = ("same", "turned", "framed", "cropped", "local", "hard_negative")
 
 def connected(items, cfg, thumbs):
     """The naive grouping: every pair within the threshold joins a group; the largest picture is kept."""
-    from benchcurate.curation.grouping import groups_from_pairs
+    from benchcurate.curation.core.grouping import groups_from_pairs
     from benchcurate.curation.images.near_dedup import hashes_of, pairs_within
 
     where, hashes = hashes_of([item.phash for item in items])
@@ -97,7 +97,7 @@ def main() -> None:
 
 def cost_of_likeness(entries) -> float:
     """Milliseconds per file of the likeness hashes alone, on pictures already decoded."""
-    from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS, decode_image
+    from benchcurate.curation.core.decode import DEFAULT_MAX_PIXELS, decode_image
 
     greys = [decode_image(entry.path, DEFAULT_MAX_PIXELS, 256, grey=True).image for entry in entries]
     blocks = [phash_block(grey) for grey in greys]

@@ -16,7 +16,7 @@ import typer
 import yaml
 from typer.core import TyperGroup
 
-from benchcurate.curation.errors import (
+from benchcurate.curation.core.errors import (
     BackendUnavailable,
     BudgetExceeded,
     DiskFull,
@@ -25,7 +25,7 @@ from benchcurate.curation.errors import (
     UserError,
     disk_full,
 )
-from benchcurate.curation.secrets import RedactingStream, keep_private, redact_logging, redact_tracebacks
+from benchcurate.curation.core.secrets import RedactingStream, keep_private, redact_logging, redact_tracebacks
 
 
 class _OneLineErrors(TyperGroup):
@@ -312,7 +312,7 @@ def _watch_cluster(execution, on_gone):
 
 
 def _print_outcome(recipe: str, outcome, resume: str) -> None:
-    from benchcurate.curation.report import funnel_text, load_report
+    from benchcurate.curation.report.run import funnel_text, load_report
 
     typer.echo("")
     typer.echo(funnel_text(load_report(Path(outcome.run_dir))))
@@ -349,7 +349,7 @@ def report(
     category after each step that changed them, and the names category merging joined. Also writes the
     histograms as Markdown and PNG under <run>/report/; with --html, the page a curator opens in a browser (every
     run writes it too)."""
-    from benchcurate.curation.report import (
+    from benchcurate.curation.report.run import (
         LABEL_TITLES,
         funnel_text,
         histogram_text,
@@ -365,7 +365,7 @@ def report(
     if html:
         import os
 
-        from benchcurate.curation.html_report import write_html_report
+        from benchcurate.curation.report.html import write_html_report
 
         typer.echo(write_html_report(run_dir, os.cpu_count() or 1))
         return
@@ -447,7 +447,7 @@ def release(
 ) -> None:
     """Write a versioned release of a completed run under <out>/releases/<name>/<version>/. A version is never
     overwritten; the same content as an existing version is that version (nothing new is written)."""
-    from benchcurate.curation.report import resolve_run_dir
+    from benchcurate.curation.report.run import resolve_run_dir
 
     overrides = {}
     if split:
@@ -657,7 +657,7 @@ def release_report(
     manifest, kept items per category, costs and timing, and every sample of every split with filters."""
     import os
 
-    from benchcurate.curation.html_report import write_release_report
+    from benchcurate.curation.release.pages import write_release_report
 
     typer.echo(write_release_report(folder, out, os.cpu_count() or 1))
 
@@ -727,7 +727,7 @@ def export(
                    f"{to / 'README.md'}: they hard-code an API key and URL, the one change they need)")
         return
     from benchcurate.curation.release.writer import final_samples
-    from benchcurate.curation.report import resolve_run_dir
+    from benchcurate.curation.report.run import resolve_run_dir
 
     if benchmark not in EXPORTERS:
         raise UserError(f"unknown format '{benchmark}'; choose one of: {', '.join([*EXPORTERS, *HARNESSES])}")
@@ -793,10 +793,10 @@ def stats(
 ) -> None:
     """Dataset statistics as in MultiVerse's Table 1: dialogues, turns, question and answer lengths, MTLD,
     unique checklist items and criteria, category counts (for a run: the samples it kept at its last stage)."""
-    from benchcurate.curation.jsonl import read_samples
-    from benchcurate.curation.report import resolve_run_dir
-    from benchcurate.curation.statistics import dataset_statistics, statistics_markdown
-    from benchcurate.curation.store import RunStore
+    from benchcurate.curation.core.jsonl import read_samples
+    from benchcurate.curation.engine.store import RunStore
+    from benchcurate.curation.report.run import resolve_run_dir
+    from benchcurate.curation.report.statistics import dataset_statistics, statistics_markdown
 
     path = Path(source)
     if not path.is_file():
@@ -846,7 +846,7 @@ def import_(
 def _text_rows(path: Path, field: str, group_by: str | None = None) -> tuple[list[str], list[str], list[str]]:
     """(ids, texts, groups) of a JSONL: each row's `id` (else its 0-based line number), its `field` (a string, or a
     list of turns whose texts are joined) and its `group_by` field's value as text ("" without one)."""
-    from benchcurate.curation.jsonl import read_jsonl
+    from benchcurate.curation.core.jsonl import read_jsonl
 
     if not path.is_file():
         raise UserError(f"{path} does not exist")
@@ -908,7 +908,7 @@ def text_lang(
     for texts too short to tell."""
     from collections import Counter
 
-    from benchcurate.curation.jsonl import read_jsonl
+    from benchcurate.curation.core.jsonl import read_jsonl
     from benchcurate.curation.text.language import detect
 
     _, texts, _ = _text_rows(path, field)
@@ -1050,7 +1050,7 @@ def review_push(
     twice). Each task goes to conversation_review.reviewers distinct people (default 2) through Label Studio's
     queue ("Label All Tasks"). Uses LABEL_STUDIO_URL/LABEL_STUDIO_API_KEY, else the server `curate ls up` started."""
     from benchcurate.annotation.review import connect, push
-    from benchcurate.curation.report import resolve_run_dir
+    from benchcurate.curation.report.run import resolve_run_dir
 
     result = push(resolve_run_dir(run_ref, out), connect(ls_data), phase, everything)
     typer.echo(f"pushed {result.pushed}, already there {result.already}: {result.url}")
@@ -1066,7 +1066,7 @@ def review_pull(
     judgement, edits merged per field against the draft, ties and differing edits to an adjudicator) and write
     review/record.json, which the review stage applies on the next run."""
     from benchcurate.annotation.review import connect, pull
-    from benchcurate.curation.report import resolve_run_dir
+    from benchcurate.curation.report.run import resolve_run_dir
     from benchcurate.curation.review.summary import agreement_line, counts_line, next_step
 
     result = pull(resolve_run_dir(run_ref, out), connect(ls_data))
@@ -1087,7 +1087,7 @@ def review_status(
     """The last pull of the run's review, from review/record.json (no server needed): samples decided and
     pending (and why), agreement per judgement, and per reviewer their samples, answers, agreement with the
     decision and edits; annotations that did not count, with the reason."""
-    from benchcurate.curation.report import resolve_run_dir
+    from benchcurate.curation.report.run import resolve_run_dir
     from benchcurate.curation.review.conversation_review import read_record
     from benchcurate.curation.review.summary import status_text
 

@@ -7,8 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from benchcurate.curation.errors import BackendUnavailable
-from benchcurate.curation.extras import require
+from benchcurate.curation.core.errors import BackendUnavailable
+from benchcurate.curation.core.extras import require
 
 POLL_SECONDS = 2.0
 

@@ -20,8 +20,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import deployment
 from prefect.utilities.annotations import opaque
 
-from benchcurate.curation.demo.corpus import build_demo_corpus
-from benchcurate.curation.errors import (
+from benchcurate.curation.core.errors import (
     BackendUnavailable,
     BudgetExceeded,
     DiskFull,
@@ -31,9 +30,11 @@ from benchcurate.curation.errors import (
     UserError,
     disk_full,
 )
-from benchcurate.curation.extras import require
-from benchcurate.curation.html_report import write_html_report
-from benchcurate.curation.progress import Progress
+from benchcurate.curation.core.extras import require
+from benchcurate.curation.demo.corpus import build_demo_corpus
+from benchcurate.curation.engine.progress import Progress
+from benchcurate.curation.engine.runner import check_backend, run_stage, run_stage_done
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.curation.recipes import (
     DEMO_CORPUS_DIRNAME,
     available_recipes,
@@ -45,7 +46,8 @@ from benchcurate.curation.recipes import (
     resolve_run,
     with_implied_demo,
 )
-from benchcurate.curation.report import (
+from benchcurate.curation.report.html import write_html_report
+from benchcurate.curation.report.run import (
     LABEL_TITLES,
     funnel_markdown,
     histogram_markdown,
@@ -53,8 +55,6 @@ from benchcurate.curation.report import (
     load_report,
     write_label_report,
 )
-from benchcurate.curation.runner import check_backend, run_stage, run_stage_done
-from benchcurate.curation.store import RunStore
 from benchcurate.flows.cluster import wait_for_workers
 from benchcurate.flows.progress import make_progress, stage_summary
 from benchcurate.schemas import RunOptions, RunOutcome, StageStats

@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.local_server import LocalServer, ServerRecord, free_port, process_start
-from benchcurate.curation.parallel import die_with_parent
-from benchcurate.curation.secrets import without_secrets
+from benchcurate.annotation.local_server import LocalServer, ServerRecord, free_port, process_start
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.parallel import die_with_parent
+from benchcurate.curation.core.secrets import without_secrets
 
 FOLDER = "prefect"
 MARKER = "benchcurate.flows.prefect_server"
@@ -70,7 +70,7 @@ def _locked(folder: Path) -> Iterator[None]:
 
 
 def healthy(record: ServerRecord) -> bool:
-    from benchcurate.curation.local_server import get
+    from benchcurate.annotation.local_server import get
 
     return get(f"{api_url(record)}/health") is not None
 
@@ -154,7 +154,7 @@ def watch(url: str, on_gone: Callable[[], None], record: ServerRecord | None = N
 
 
 def healthy_url(url: str, timeout: float = 2.0) -> bool:
-    from benchcurate.curation.local_server import get
+    from benchcurate.annotation.local_server import get
 
     return get(f"{url.rstrip('/')}/health", timeout=timeout) is not None
 

@@ -10,7 +10,7 @@ from typing import Literal
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from benchcurate.curation.progress import SilentProgress
+from benchcurate.curation.engine.progress import SilentProgress
 from benchcurate.schemas import StageStats
 
 ProgressMode = Literal["auto", "bar", "log", "none"]

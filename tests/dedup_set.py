@@ -189,7 +189,7 @@ def labelled_pairs(entries: list[Entry], match_crops: bool = False) -> list[tupl
 
 def keys(entries: list[Entry]):
     """The ImageKeys the stage would see for the set's files (fingerprints as image_phash computes them)."""
-    from benchcurate.curation.fingerprint import sha256_file
+    from benchcurate.curation.core.fingerprint import sha256_file
     from benchcurate.curation.images.near_dedup import ImageKey
     from benchcurate.curation.images.phash import PhashConfig, fingerprint
 
@@ -212,7 +212,7 @@ def processing_of(items):
 
 def thumbs_of(items):
     """Thumbnails made by decoding, as the stage makes them without a cache."""
-    from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS, decode_image
+    from benchcurate.curation.core.decode import DEFAULT_MAX_PIXELS, decode_image
     from benchcurate.curation.images.likeness import thumbnails
 
     made = {}

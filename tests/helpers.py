@@ -20,8 +20,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from benchcurate.curation.recipes import load_recipe, resolve_run, run_options
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.schemas import RunConfig
 from tests.factories import make_image
 

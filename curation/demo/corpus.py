@@ -20,8 +20,8 @@ from pathlib import Path
 import PIL
 from PIL import Image, ImageEnhance
 
-from benchcurate.curation.fingerprint import sha256_json
-from benchcurate.curation.jsonl import text_rows
+from benchcurate.curation.core.fingerprint import sha256_json
+from benchcurate.curation.core.jsonl import text_rows
 
 CORPUS_VERSION = 1
 COMPLETE_SUFFIX = ".complete"  # `<dest>.complete` beside the corpus, so ingest never sees it

@@ -11,15 +11,6 @@ measure): per seed question, the spread of its ratings over its rewrites (max - 
 
 from __future__ import annotations
 
-from benchcurate.curation.evaluation.engine import (
-    PROMPT_VERSION,
-    Aggregate,
-    Asker,
-    EvalFailed,
-    failed,
-    refuse_options,
-    scored_by_sample,
-)
 from benchcurate.curation.evaluation.judging import (
     TurnItem,
     amb_history,
@@ -28,9 +19,18 @@ from benchcurate.curation.evaluation.judging import (
     read_amb_rating,
     turn_items,
 )
+from benchcurate.curation.evaluation.protocol import (
+    PROMPT_VERSION,
+    Aggregate,
+    Asker,
+    EvalFailed,
+    failed,
+    refuse_options,
+    scored_by_sample,
+)
 from benchcurate.curation.evaluation.statistics import bootstrap, by_group, mean, rounded
 from benchcurate.curation.models.base import ChatTurn
-from benchcurate.curation.prompting import load_prompt
+from benchcurate.curation.models.prompting import load_prompt
 from benchcurate.schemas.evaluation import EvalOptions, Judgment
 
 PROMPT = "judge_amb_rating"

@@ -14,14 +14,6 @@ the setting's turn evaluations. R2 = (S1 + S2 + S3) / 3 and R1 = (R2 + S0) / 2 (
 
 from __future__ import annotations
 
-from benchcurate.curation.evaluation.engine import (
-    Aggregate,
-    Asker,
-    EvalFailed,
-    failed,
-    refuse_options,
-    scored_by_sample,
-)
 from benchcurate.curation.evaluation.judging import (
     CB_PAPER_AGREEMENT,
     CB_SCORE_NAMES,
@@ -36,6 +28,14 @@ from benchcurate.curation.evaluation.judging import (
     read_cb_rating,
     read_cb_verdict,
     rounded,
+)
+from benchcurate.curation.evaluation.protocol import (
+    Aggregate,
+    Asker,
+    EvalFailed,
+    failed,
+    refuse_options,
+    scored_by_sample,
 )
 from benchcurate.curation.evaluation.statistics import bootstrap
 from benchcurate.curation.models.base import ChatTurn

@@ -11,14 +11,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from benchcurate.curation.evaluation.engine import (
-    Aggregate,
-    Asker,
-    EvalFailed,
-    failed,
-    refuse_options,
-    scored_by_sample,
-)
 from benchcurate.curation.evaluation.judging import (
     TurnItem,
     mv_checklist,
@@ -27,6 +19,14 @@ from benchcurate.curation.evaluation.judging import (
     read_checklist,
     read_quality,
     turn_items,
+)
+from benchcurate.curation.evaluation.protocol import (
+    Aggregate,
+    Asker,
+    EvalFailed,
+    failed,
+    refuse_options,
+    scored_by_sample,
 )
 from benchcurate.curation.evaluation.statistics import bootstrap_interval, by_group, mean, slope
 from benchcurate.curation.models.base import ChatTurn

@@ -24,14 +24,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.evaluation.engine import NOT_IN_PREDICTIONS, EvalFailed, EvalProtocol
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.extras import require
+from benchcurate.curation.core.fingerprint import sha256_file
+from benchcurate.curation.core.spreadsheet import inert
 from benchcurate.curation.evaluation.exports.lmms_eval_utils import FAILED_REQUEST, answers_of
 from benchcurate.curation.evaluation.judging import turn_items
-from benchcurate.curation.evaluation.release import Release, rows
-from benchcurate.curation.extras import require
-from benchcurate.curation.fingerprint import sha256_file
-from benchcurate.curation.spreadsheet import inert
+from benchcurate.curation.evaluation.protocol import NOT_IN_PREDICTIONS, EvalFailed, EvalProtocol
+from benchcurate.curation.release.reading import Release, rows
 from benchcurate.schemas.evaluation import EvalOptions
 from benchcurate.schemas.evaluation import Predictions as PredictionsRecord
 

@@ -25,15 +25,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from benchcurate.curation.evaluation.engine import (
-    Aggregate,
-    Asker,
-    EvalFailed,
-    failed,
-    folder_name,
-    refuse_options,
-    scored_by_sample,
-)
 from benchcurate.curation.evaluation.judging import (
     ELO_SCALE,
     PB_BASELINE_RATING,
@@ -55,6 +46,15 @@ from benchcurate.curation.evaluation.judging import (
     read_pb_verdict,
     rounded,
     turn_items,
+)
+from benchcurate.curation.evaluation.protocol import (
+    Aggregate,
+    Asker,
+    EvalFailed,
+    failed,
+    folder_name,
+    refuse_options,
+    scored_by_sample,
 )
 from benchcurate.curation.evaluation.statistics import BOOTSTRAP_ROUNDS, bootstrap, logistic_fit, percentile_interval
 from benchcurate.curation.models.base import ChatTurn

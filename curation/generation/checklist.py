@@ -17,7 +17,7 @@ import re
 
 from pydantic import Field
 
-from benchcurate.curation.stage import ModelStageConfig, StageContext, TransformStage
+from benchcurate.curation.engine.stage import ModelStageConfig, StageContext, TransformStage
 from benchcurate.schemas import ChecklistItem, Drop, Keep, Sample, Verdict
 
 WORD = re.compile(r"\w+")

@@ -13,7 +13,7 @@ import re
 
 from pydantic import Field
 
-from benchcurate.curation.stage import ModelStageConfig, StageContext, TransformStage, decision_field
+from benchcurate.curation.engine.stage import ModelStageConfig, StageContext, TransformStage, decision_field
 from benchcurate.schemas import Drop, Keep, Sample, Turn, Verdict
 
 

@@ -7,8 +7,8 @@ category_normalise (`labels: [task]`) like any proposed name. Drops nothing.
 
 from __future__ import annotations
 
+from benchcurate.curation.engine.stage import ItemStage, ModelStageConfig, StageContext
 from benchcurate.curation.generation.checklist import conversation_text
-from benchcurate.curation.stage import ItemStage, ModelStageConfig, StageContext
 from benchcurate.schemas import Categories, Keep, Sample, Scores, Verdict
 
 

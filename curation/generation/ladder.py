@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from benchcurate.curation.stage import ModelStageConfig, StageContext, decision_field, model_transform
+from benchcurate.curation.engine.stage import ModelStageConfig, StageContext, decision_field, model_transform
 from benchcurate.schemas import Drop, Keep, Sample, Turn, Verdict
 
 LEVELS = ("perception", "reasoning", "creation")

@@ -6,7 +6,7 @@ the image alone; the character must never be a real person shown in the image.
 
 from __future__ import annotations
 
-from benchcurate.curation.stage import ModelStageConfig, StageContext, TransformStage
+from benchcurate.curation.engine.stage import ModelStageConfig, StageContext, TransformStage
 from benchcurate.schemas import Persona, Sample
 
 

@@ -25,7 +25,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from benchcurate.curation.stage import ModelStageConfig, StageContext, decision_field, model_transform
+from benchcurate.curation.engine.stage import ModelStageConfig, StageContext, decision_field, model_transform
 from benchcurate.schemas import Categories, Drop, Keep, Rewrite, Sample, Turn, Verdict
 from benchcurate.schemas.replies import AlignTaskName
 

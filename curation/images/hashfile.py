@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.fingerprint import sha256_bytes
-from benchcurate.curation.images.decode import IMAGE_EXTENSIONS
-from benchcurate.curation.images.hamming import cross_pairs_within
+from benchcurate.curation.core.decode import IMAGE_EXTENSIONS
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.fingerprint import sha256_bytes
+from benchcurate.curation.core.hamming import cross_pairs_within
+from benchcurate.curation.core.jsonl import numbered_rows
+from benchcurate.curation.core.parallel import keep_image_memory, ordered_map
 from benchcurate.curation.images.phash import PhashConfig, algorithm, fingerprint
-from benchcurate.curation.jsonl import numbered_rows
-from benchcurate.curation.parallel import keep_image_memory, ordered_map
 
 CHUNK_FILES = 4              # files per task: a slow file (a 15 MP PNG wallpaper) holds back few rows
 WINDOW_CHUNKS_PER_JOB = 16   # tasks in flight per thread, ahead of the oldest unfinished one

@@ -25,8 +25,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from benchcurate.curation.fingerprint import sha256_bytes, sha256_json
-from benchcurate.curation.images.decode import IMAGE_EXTENSIONS
+from benchcurate.curation.core.decode import IMAGE_EXTENSIONS
+from benchcurate.curation.core.fingerprint import sha256_bytes, sha256_json
+from benchcurate.curation.core.jsonl import read_samples
+from benchcurate.curation.engine.stage import SourceStage, StageConfig, StageContext
 from benchcurate.curation.images.sources import (
     HF_DATA_SUFFIXES,
     Entry,
@@ -36,8 +38,6 @@ from benchcurate.curation.images.sources import (
     manifest_entries,
     printable,
 )
-from benchcurate.curation.jsonl import read_samples
-from benchcurate.curation.stage import SourceStage, StageConfig, StageContext
 from benchcurate.schemas import Drop, ImageRef, Keep, Provenance, Sample, Verdict
 
 REASONS = ("hidden_file", "not_a_regular_file", "image_missing", "file_unreadable", "unsupported_extension",

@@ -35,14 +35,15 @@ from typing import Literal, NamedTuple
 import numpy as np
 from pydantic import Field
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.fingerprint import sha256_json
-from benchcurate.curation.images.decode import ImageDecodeError
-from benchcurate.curation.images.hamming import cross_pairs_within, pairs_within
+from benchcurate.curation.core.decode import ImageDecodeError
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.fingerprint import sha256_json
+from benchcurate.curation.core.hamming import cross_pairs_within, pairs_within
+from benchcurate.curation.core.texts import normalise, question_text
+from benchcurate.curation.engine.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.images.likeness import TURNS, VIEWS, compare, orient_thumbnail, thumbnails
-from benchcurate.curation.release.reference import is_release, release_reference, release_rows
-from benchcurate.curation.stage import SetStage, StageConfig, StageContext
-from benchcurate.curation.text import normalise, question_text
+from benchcurate.curation.release.files import release_rows
+from benchcurate.curation.release.reference import is_release, release_reference
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 THUMBS_NAMESPACE = "image_thumbs"  # of the run cache: 3 x 64 x 64 greyscale bytes by content sha256
@@ -240,7 +241,7 @@ def processing_loader(items: list[ImageKey], ctx: StageContext | None) -> Callab
     """The least_processed rule's score of an item's picture (`curation.images.survivor`), from the run cache or
     computed from the file once; a file that cannot be read scores as unprocessed (0) and is said so nowhere
     else: the other rules of the order still apply."""
-    from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS
+    from benchcurate.curation.core.decode import DEFAULT_MAX_PIXELS
     from benchcurate.curation.images.survivor import processing_score
 
     made: dict[int, float] = {}
@@ -265,7 +266,7 @@ def processing_loader(items: list[ImageKey], ctx: StageContext | None) -> Callab
 def thumbnail_loader(items: list[ImageKey], ctx: StageContext | None) -> Callable[[int], np.ndarray]:
     """Thumbnails of an item's picture, read from the run cache (when there is a context) or made by decoding it
     once."""
-    from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS, decode_image
+    from benchcurate.curation.core.decode import DEFAULT_MAX_PIXELS, decode_image
 
     made: dict[int, np.ndarray] = {}
 

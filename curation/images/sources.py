@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.jsonl import jsonl_lines, numbered_rows, read_jsonl, text
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.jsonl import jsonl_lines, numbered_rows, read_jsonl, text
 
 InputKind = Literal["folder", "manifest", "hf_dataset", "samples"]
 MANIFEST_SUFFIXES = (".csv", ".jsonl")

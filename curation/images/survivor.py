@@ -113,7 +113,7 @@ def parts(rgb: Image.Image, quality: int | None) -> dict[str, float]:
 
 def processing_score(path: Path, max_pixels: int) -> float:
     """Smaller is less processed: minus the detail, plus the weighted marks of processing."""
-    from benchcurate.curation.images.decode import decode_image
+    from benchcurate.curation.core.decode import decode_image
 
     data = path.read_bytes()
     decoded = decode_image(path, max_pixels, None, data)

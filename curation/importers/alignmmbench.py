@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchcurate.curation.importers import ImageStore, Imported, make_sample, read_jsonl
+from benchcurate.curation.importers.common import ImageStore, Imported, make_sample, read_jsonl
 from benchcurate.schemas import Categories, Turn
 
 SOURCE = "AlignMMBench"

@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.extras import require
-from benchcurate.curation.importers import ImageStore, Imported, make_sample
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.extras import require
+from benchcurate.curation.importers.common import ImageStore, Imported, make_sample
 from benchcurate.schemas import Turn
 
 SOURCE = "ConvBench"

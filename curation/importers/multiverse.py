@@ -14,7 +14,15 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from benchcurate.curation.images.sources import dataset_tables
-from benchcurate.curation.importers import ImageStore, Imported, jsonl_rows, make_sample, malformed, parsed, speaker
+from benchcurate.curation.importers.common import (
+    ImageStore,
+    Imported,
+    jsonl_rows,
+    make_sample,
+    malformed,
+    parsed,
+    speaker,
+)
 from benchcurate.schemas import Categories, ChecklistItem, Persona, Turn
 
 SOURCE = "MultiVerse"

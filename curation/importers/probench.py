@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchcurate.curation.importers import ImageStore, Imported, make_sample, read_jsonl, speaker
+from benchcurate.curation.importers.common import ImageStore, Imported, make_sample, read_jsonl, speaker
 from benchcurate.schemas import Turn
 
 SOURCE = "ProBench"

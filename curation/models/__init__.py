@@ -1,6 +1,6 @@
 """Model backends behind one interface: `offline` (default, heuristics) and `openai` (any OpenAI-protocol URL)."""
 
-from benchcurate.curation.cache import Cache
+from benchcurate.curation.core.cache import Cache
 from benchcurate.curation.models.base import OFFLINE_LABEL, ModelBackend, ModelRequest, ModelResult
 from benchcurate.curation.models.pricing import Budget
 from benchcurate.schemas import BackendSpec

@@ -9,7 +9,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from pydantic import BaseModel
 
 from benchcurate.curation.models.identity import OFFLINE_LABEL
-from benchcurate.curation.prompting import Prompt
+from benchcurate.curation.models.prompting import Prompt
 from benchcurate.schemas import Generation, ImageRef
 
 Reply = TypeVar("Reply", bound=BaseModel)

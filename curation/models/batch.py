@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from benchcurate.curation.errors import BackendUnavailable, StageWaiting
+from benchcurate.curation.core.errors import BackendUnavailable, StageWaiting
 from benchcurate.curation.models.identity import with_credentials
 from benchcurate.curation.models.pricing import cost_usd, price_for
 from benchcurate.schemas import ModelUsage

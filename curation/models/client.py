@@ -35,9 +35,9 @@ from dataclasses import dataclass
 import httpx2
 import openai
 
-from benchcurate.curation.errors import BackendUnavailable, ModelRequestRejected, UserError
+from benchcurate.curation.core.errors import BackendUnavailable, ModelRequestRejected, UserError
+from benchcurate.curation.core.secrets import register
 from benchcurate.curation.models.identity import without_credentials
-from benchcurate.curation.secrets import register
 
 
 class MalformedReply(Exception):

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from benchcurate.curation.cache import Cache
-from benchcurate.curation.images.decode import decode_image
+from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.core.decode import decode_image
 
 THUMB_SIDE_PX = 256        # sharpness, edges, colour
 STRUCTURE_SIDE_PX = 512    # text lines and axes need more resolution than that

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from benchcurate.curation.cache import Cache
+from benchcurate.curation.core.cache import Cache
 from benchcurate.curation.models.base import ModelRequest, ModelResult, generation_for
 from benchcurate.curation.models.identity import HEURISTICS_VERSION, OFFLINE_LABEL, backend_identity
 from benchcurate.curation.models.image_stats import ImageStats, stored_stats

@@ -30,16 +30,16 @@ from pathlib import Path
 import openai
 from pydantic import BaseModel, ValidationError
 
-from benchcurate.curation.cache import Cache
-from benchcurate.curation.errors import (
+from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.core.decode import decode_image
+from benchcurate.curation.core.errors import (
     BackendUnavailable,
     Interrupted,
     ModelOutputInvalid,
     ModelReplyTooLarge,
     UserError,
 )
-from benchcurate.curation.fingerprint import sha256_json
-from benchcurate.curation.images.decode import decode_image
+from benchcurate.curation.core.fingerprint import sha256_json
 from benchcurate.curation.models.base import ModelRequest, ModelResult, generation_for
 from benchcurate.curation.models.batch import DeferredToBatch, PendingRequest
 from benchcurate.curation.models.client import shared_client

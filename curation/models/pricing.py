@@ -8,7 +8,7 @@ from importlib import resources
 
 import yaml
 
-from benchcurate.curation.errors import BudgetExceeded, UserError  # BudgetExceeded: raised here, defined there
+from benchcurate.curation.core.errors import BudgetExceeded, UserError  # BudgetExceeded: raised here, defined there
 from benchcurate.schemas import BackendSpec, Price
 
 CHARS_PER_TOKEN = 4          # for estimates before sending; replies report the real counts

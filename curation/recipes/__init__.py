@@ -11,14 +11,14 @@ from pathlib import Path
 import yaml
 from pydantic import JsonValue, ValidationError
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.images.decode import IMAGE_EXTENSIONS
+from benchcurate.curation.core.decode import IMAGE_EXTENSIONS
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.engine.registry import STAGES
 from benchcurate.curation.images.sources import input_kind, require_images
 from benchcurate.curation.models import make_backend
 from benchcurate.curation.models.identity import set_aside_credentials
 from benchcurate.curation.models.pricing import check_budget_settings
-from benchcurate.curation.prompting import load_prompt
-from benchcurate.curation.stages import STAGES
+from benchcurate.curation.models.prompting import load_prompt
 from benchcurate.schemas import Recipe, RunConfig, RunOptions
 
 DEMO_CORPUS_DIRNAME = "demo-corpus"

@@ -8,10 +8,10 @@ import yaml
 from datasets import DatasetInfo, SplitDict, SplitInfo
 from datasets.info import DatasetInfosDict
 
-from benchcurate.curation.markdown import escape
+from benchcurate.curation.core.markdown import escape
 from benchcurate.curation.release.columns import SCHEMA_DOC, column_table, features
-from benchcurate.curation.report import RunReport, funnel_markdown
-from benchcurate.curation.statistics import statistics_markdown
+from benchcurate.curation.report.run import RunReport, funnel_markdown
+from benchcurate.curation.report.statistics import statistics_markdown
 from benchcurate.schemas import ReleaseManifest, ReleaseSpec, Sample
 
 HUB_LICENSE_IDS = {"CC0-1.0": "cc0-1.0", "CC-BY-4.0": "cc-by-4.0", "CC-BY-SA-4.0": "cc-by-sa-4.0",

@@ -25,10 +25,10 @@ import re
 import shutil
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.extras import require
-from benchcurate.curation.fingerprint import sha256_file
-from benchcurate.curation.spreadsheet import append_inert
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.extras import require
+from benchcurate.curation.core.fingerprint import sha256_file
+from benchcurate.curation.core.spreadsheet import append_inert
 from benchcurate.schemas import Sample
 
 ORDINALS = ("first", "second", "third")

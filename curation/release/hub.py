@@ -11,7 +11,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from benchcurate.curation.errors import BackendUnavailable, UserError
+from benchcurate.curation.core.errors import BackendUnavailable, UserError
 
 NETWORK_HINT = "check the network and HF_ENDPOINT"
 

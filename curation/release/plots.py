@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from benchcurate.curation.extras import has
-from benchcurate.curation.statistics import length, questions_and_answers
+from benchcurate.curation.core.extras import has
+from benchcurate.curation.report.statistics import length, questions_and_answers
 from benchcurate.schemas import Sample
 
 

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.release.hub import endpoint, hub_failures, write_token
 from benchcurate.curation.release.verify import verify
 from benchcurate.curation.release.writer import CHECKSUM_FILE, parse_version

@@ -19,17 +19,11 @@ import yaml
 from datasets.info import DatasetInfosDict
 from pydantic import ValidationError
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.fingerprint import sha256_file
 from benchcurate.curation.release.columns import features
-from benchcurate.curation.release.reference import release_rows
-from benchcurate.curation.release.writer import CHECKSUM_FILE
+from benchcurate.curation.release.files import CHECKSUM_FILE, release_rows, split_of
 from benchcurate.schemas import ReleaseManifest
-
-
-def split_of(path: Path) -> str:
-    """`test-00000-of-00002.parquet` -> `test`."""
-    return path.name.split("-", 1)[0]
 
 
 def _card_problems(folder: Path, rows_per_split: Counter, recipe: str) -> list[str]:

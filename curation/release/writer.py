@@ -21,22 +21,21 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from benchcurate.curation.errors import DiskFull, UserError, disk_full
-from benchcurate.curation.fingerprint import sha256_file, sha256_json
-from benchcurate.curation.jsonl import numbered_rows
+from benchcurate.curation.core.errors import DiskFull, UserError, disk_full
+from benchcurate.curation.core.fingerprint import sha256_file, sha256_json
+from benchcurate.curation.core.jsonl import numbered_rows
+from benchcurate.curation.core.secrets import share
+from benchcurate.curation.engine.store import RunStore, write_json_atomic
 from benchcurate.curation.release.card import LICENSE_FILE, license_metadata, render_card, render_license
 from benchcurate.curation.release.columns import content_row, features, to_row
+from benchcurate.curation.release.files import CHECKSUM_FILE
 from benchcurate.curation.release.licenses import release_terms
 from benchcurate.curation.release.plots import write_plots
-from benchcurate.curation.report import load_report
+from benchcurate.curation.report.run import load_report
+from benchcurate.curation.report.statistics import dataset_statistics
 from benchcurate.curation.review.summary import review_summary
-from benchcurate.curation.secrets import share
-from benchcurate.curation.statistics import dataset_statistics
-from benchcurate.curation.store import RunStore, write_json_atomic
 from benchcurate.schemas import PromptUse, ReleaseManifest, ReleaseSpec, Sample
 from benchcurate.schemas.manifest import ReviewSummary
-
-CHECKSUM_FILE = "SHA256SUMS"
 
 
 def parse_version(text: str) -> tuple[int, int, int]:

@@ -24,10 +24,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from benchcurate.curation.errors import StageWaiting, UserError
-from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.core.errors import StageWaiting, UserError
+from benchcurate.curation.core.fingerprint import sha256_file
+from benchcurate.curation.engine.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.review.fields import user_turns
-from benchcurate.curation.stage import SetStage, StageConfig, StageContext
 from benchcurate.schemas import ChecklistItem, Drop, Keep, Sample, Verdict
 from benchcurate.schemas.review import ReviewRecord, SampleOutcome
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Literal
 
-from benchcurate.curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
+from benchcurate.curation.engine.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 UNLABELLED = "unlabelled"

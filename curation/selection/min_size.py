@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from benchcurate.curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
+from benchcurate.curation.engine.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 

@@ -19,8 +19,8 @@ from collections import defaultdict
 
 from pydantic import Field
 
+from benchcurate.curation.engine.stage import SetStage, StageConfig, StageContext, decision_field
 from benchcurate.curation.selection.balance import UNLABELLED, water_fill
-from benchcurate.curation.stage import SetStage, StageConfig, StageContext, decision_field
 from benchcurate.curation.text.language import PROBENCH_GROUPS, language_group
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 

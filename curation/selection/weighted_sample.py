@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Literal
 
+from benchcurate.curation.engine.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
 from benchcurate.curation.selection.min_size import category_view
-from benchcurate.curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
 from benchcurate.schemas import Drop, Keep, Verdict
 
 WEIGHT_EXPONENT = {"proportional": 1.0, "sqrt": 0.5, "uniform": 0.0}

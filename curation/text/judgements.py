@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from benchcurate.curation.stage import ItemStage, ModelStageConfig, StageContext, TransformStage, decision_field
+from benchcurate.curation.engine.stage import ItemStage, ModelStageConfig, StageContext, TransformStage, decision_field
 from benchcurate.schemas import Challenge, Drop, Keep, Sample, Scores, Verdict
 
 

@@ -21,8 +21,8 @@ from functools import cache
 
 from pydantic import Field
 
-from benchcurate.curation.stage import ItemStage, StageConfig, StageContext, decision_field
-from benchcurate.curation.text import question_text
+from benchcurate.curation.core.texts import question_text
+from benchcurate.curation.engine.stage import ItemStage, StageConfig, StageContext, decision_field
 from benchcurate.schemas import Drop, Keep, Sample, Scores, Verdict
 
 MIN_LETTERS = 6

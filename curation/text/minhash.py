@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchcurate.curation.cache import Cache
-from benchcurate.curation.grouping import UnionFind
-from benchcurate.curation.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
-from benchcurate.curation.text import normalise, shingle_units, shingles, shingles_of_normalised
+from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.core.grouping import UnionFind
+from benchcurate.curation.core.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
+from benchcurate.curation.core.texts import normalise, shingle_units, shingles, shingles_of_normalised
 
 DEFAULT_THRESHOLD = 0.8   # Jaccard of word and word-pair sets: a word changed in 20-25 words leaves 0.86-0.89
 DEFAULT_NUM_PERM = 128

@@ -20,13 +20,14 @@ from typing import Literal, NamedTuple
 import numpy as np
 from pydantic import Field
 
-from benchcurate.curation.fingerprint import sha256_file, sha256_json
-from benchcurate.curation.grouping import groups_from_pairs
-from benchcurate.curation.images.hamming import pairs_within
-from benchcurate.curation.jsonl import read_samples
-from benchcurate.curation.release.reference import is_release, release_reference, release_rows
-from benchcurate.curation.stage import SetStage, StageConfig, StageContext
-from benchcurate.curation.text import question_text, user_text
+from benchcurate.curation.core.fingerprint import sha256_file, sha256_json
+from benchcurate.curation.core.grouping import groups_from_pairs
+from benchcurate.curation.core.hamming import pairs_within
+from benchcurate.curation.core.jsonl import read_samples
+from benchcurate.curation.core.texts import question_text, user_text
+from benchcurate.curation.engine.stage import SetStage, StageConfig, StageContext
+from benchcurate.curation.release.files import release_rows
+from benchcurate.curation.release.reference import is_release, release_reference
 from benchcurate.curation.text.minhash import (
     DEFAULT_NUM_PERM,
     DEFAULT_THRESHOLD,

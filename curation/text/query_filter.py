@@ -17,8 +17,8 @@ from typing import Literal
 import yaml
 from pydantic import Field
 
-from benchcurate.curation.stage import ItemStage, StageConfig, StageContext, decision_field
-from benchcurate.curation.text import is_cjk, normalise, question_text
+from benchcurate.curation.core.texts import is_cjk, normalise, question_text
+from benchcurate.curation.engine.stage import ItemStage, StageConfig, StageContext, decision_field
 from benchcurate.curation.text.language import detect
 from benchcurate.schemas import Drop, Keep, Sample, Scores, Verdict
 

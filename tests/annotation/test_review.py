@@ -7,11 +7,11 @@ import urllib.request
 import pytest
 
 from benchcurate.annotation import review, server
-from benchcurate.curation.errors import BackendUnavailable
-from benchcurate.curation.report import load_report
+from benchcurate.curation.core.errors import BackendUnavailable
+from benchcurate.curation.report.run import load_report
 from benchcurate.curation.review.conversation_review import read_record
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from tests.factories import make_image
 from tests.helpers import curate_in_process, read_prefect, resolve, run_curate
 from tests.servers import free_port
@@ -123,7 +123,7 @@ def test_a_review_round_from_push_to_the_release(label_studio, person, tmp_path)
     record = review.pull(run_dir, connection).record
     assert record.samples[ids[2]].status == "accepted" and record.samples[ids[2]].phase == 2
     assert record.count("pending") == 0 and not record.rejected
-    from benchcurate.curation.html_report import disagreements
+    from benchcurate.curation.report.html import disagreements
     shown = disagreements(record)
     assert [(found["sample"], found["status"], found["adjudicated"]) for found in shown] == [(ids[2], "accepted", True)]
     before = (run_dir / "review" / "record.json").read_bytes()

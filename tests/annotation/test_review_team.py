@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from benchcurate.annotation import review, server
-from benchcurate.curation.fingerprint import sha256_file
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.core.fingerprint import sha256_file
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.schemas import ChecklistItem, ImageRef, Provenance, Sample, Turn
 from tests.factories import make_image
 from tests.helpers import curate_in_process, resolve

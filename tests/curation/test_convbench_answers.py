@@ -9,11 +9,11 @@ import pytest
 import yaml
 from openpyxl import load_workbook
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.evaluation.engine import evaluate, read_judgments
 from benchcurate.curation.evaluation.exports.convbench import export_convbench_answers
 from benchcurate.curation.evaluation.judging import cb_model_is_a
-from benchcurate.curation.evaluation.release import open_release, rows
+from benchcurate.curation.release.reading import open_release, rows
 from benchcurate.schemas.evaluation import EvalOptions
 from tests.fakes.judges import marker_world
 from tests.fakes.openai_server import FakeOpenAIServer

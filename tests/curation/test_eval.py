@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from benchcurate.curation.errors import StageWaiting
+from benchcurate.curation.core.errors import StageWaiting
 from benchcurate.curation.evaluation import judging
 from benchcurate.curation.evaluation.alignmmbench import ALIGNMMBENCH
 from benchcurate.curation.evaluation.convbench import CONVBENCH
@@ -18,9 +18,9 @@ from benchcurate.curation.evaluation.engine import NothingScored, evaluate, writ
 from benchcurate.curation.evaluation.judging import Battle, bradley_terry, online_elo, read_checklist, read_quality
 from benchcurate.curation.evaluation.multiverse import MULTIVERSE
 from benchcurate.curation.evaluation.probench import PROBENCH
-from benchcurate.curation.evaluation.release import open_release, rows
+from benchcurate.curation.release.reading import open_release, rows
 from benchcurate.curation.evaluation.statistics import agreement, bootstrap_interval, slope
-from benchcurate.curation.prompting import load_prompt
+from benchcurate.curation.models.prompting import load_prompt
 from benchcurate.schemas.evaluation import EvalOptions, Judgment
 from tests.fakes.judges import MARK, marked, marker_world, text_of
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 from openpyxl import Workbook
 
-from benchcurate.curation.errors import BudgetExceeded, UserError
+from benchcurate.curation.core.errors import BudgetExceeded, UserError
 from benchcurate.curation.evaluation.engine import evaluate
 from benchcurate.curation.evaluation.exports.lmms_eval import export_lmms_eval
 from benchcurate.curation.evaluation.exports.vlmevalkit import export_vlmevalkit
-from benchcurate.curation.evaluation.release import open_release, rows
-from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.release.reading import open_release, rows
+from benchcurate.curation.core.fingerprint import sha256_file
 from benchcurate.curation.release.writer import _checksums
 from benchcurate.schemas.evaluation import EvalOptions
 from tests.fakes.judges import MARK, UNMARKED, marked, marker_world

@@ -6,12 +6,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from openpyxl import load_workbook
 
-from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.core.fingerprint import sha256_file
 from benchcurate.curation.importers import import_file
-from benchcurate.curation.jsonl import read_samples
+from benchcurate.curation.core.jsonl import read_samples
 from benchcurate.curation.release.exporters import EXPORTERS
 from benchcurate.curation.release.writer import final_samples
-from benchcurate.curation.runner import run_all
+from benchcurate.curation.engine.runner import run_all
 from benchcurate.schemas import Categories, Rewrite, Turn
 from tests.factories import CONVBENCH_COLUMNS, convbench_sheet, make_image, make_sample
 from tests.helpers import SMALL, curate_in_process, finished_run, prepared_run

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.evaluation.exports.lmms_eval import export_lmms_eval
 from benchcurate.curation.evaluation.exports.vlmevalkit import dataset_name, export_vlmevalkit
-from benchcurate.curation.evaluation.release import open_release, rows
+from benchcurate.curation.release.reading import open_release, rows
 from benchcurate.curation.release.writer import write_release
 from tests.helpers import SMALL, curate_in_process, edited_release, finished_run
 

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.importers import ImageStore, import_file
 from benchcurate.schemas import Sample
 from tests.factories import convbench_sheet, make_image

@@ -6,9 +6,9 @@ import json
 from datasets import load_dataset
 
 from benchcurate.curation.release.writer import write_release
-from benchcurate.curation.report import load_report
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.report.run import load_report
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from tests.factories import CONVBENCH_COLUMNS, convbench_sheet, make_image
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import finished_run, resolve

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from benchcurate.curation.cache import Cache
+from benchcurate.curation.core.cache import Cache
 from benchcurate.curation.images import ingest, phash
 from benchcurate.curation.images.near_dedup import distance
 from benchcurate.curation.models.offline import OfflineBackend
-from benchcurate.curation.stage import StageContext, record_scores
+from benchcurate.curation.engine.stage import StageContext, record_scores
 from benchcurate.schemas import Drop, Keep
 from tests.factories import make_image
 

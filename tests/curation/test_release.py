@@ -9,12 +9,12 @@ import sys
 import pytest
 import yaml
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.recipes import load_recipe
 from benchcurate.curation.release.card import license_metadata
 from benchcurate.curation.release.writer import CHECKSUM_FILE, release, write_release
-from benchcurate.curation.runner import run_all, run_stage
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.runner import run_all, run_stage
+from benchcurate.curation.engine.store import RunStore
 from tests.factories import make_image
 from tests.helpers import SMALL, prepared_run, resolve
 

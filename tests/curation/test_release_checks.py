@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.fingerprint import sha256_file
 from benchcurate.curation.release.card import _size_category, license_metadata
 from benchcurate.curation.release.licenses import release_terms
 from benchcurate.curation.release.verify import diff, verify
 from benchcurate.curation.release.writer import write_release
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.schemas import Provenance
 from tests.factories import make_sample
 from tests.helpers import SMALL, curate_in_process, prepared_run, resolve

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from benchcurate.curation import secrets
-from benchcurate.curation.errors import BackendUnavailable, ModelOutputInvalid, UnexpectedError, UserError
+from benchcurate.curation.core import secrets
+from benchcurate.curation.core.errors import BackendUnavailable, ModelOutputInvalid, UnexpectedError, UserError
 
 KEY = "sk-proj-0123456789abcdefGHIJKLmnopqrst"
 

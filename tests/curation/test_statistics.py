@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchcurate.curation.statistics import dataset_statistics, length, statistics_markdown
+from benchcurate.curation.report.statistics import dataset_statistics, length, statistics_markdown
 from benchcurate.schemas import Categories, ChecklistItem, Turn
 from tests.factories import make_sample
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from benchcurate.curation.recipes import load_recipe
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from tests.factories import make_image
 from tests.helpers import curate_in_process, resolve, run_curate
 

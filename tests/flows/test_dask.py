@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from benchcurate.curation.runner import PROCESS_CHUNK_ITEMS
+from benchcurate.curation.engine.runner import PROCESS_CHUNK_ITEMS
 from tests.factories import make_image, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import REPO, SESSION_DIR, funnel, run_curate, stage_outputs

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.store import RunStore
 from tests.helpers import CURATE, REPO, curate_in_process, run_curate
 
 SHOT_DIR = Path(__file__).resolve().parents[1] / "output" / "report"
@@ -113,7 +113,7 @@ def test_a_release_gets_the_same_pages_beside_it_and_stays_intact(demo_run):
 
 
 def test_selection_steps_and_the_samples_reviewers_disagreed_on_are_shown(demo_run, tmp_path):
-    from benchcurate.curation.html_report import write_html_report
+    from benchcurate.curation.report.html import write_html_report
 
     run = tmp_path / "run"  # a copy: the stages' outputs are read where they are, the report written here
     shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("html"))
@@ -122,7 +122,7 @@ def test_selection_steps_and_the_samples_reviewers_disagreed_on_are_shown(demo_r
     split, agreed = final[0], final[1]
     from benchcurate.curation.review.fields import review_fields
     from benchcurate.curation.review.policy import RoundInput, Submitted, decide_round
-    from benchcurate.curation.store import write_json_atomic
+    from benchcurate.curation.engine.store import write_json_atomic
     from benchcurate.schemas import Sample
     from benchcurate.schemas.review import ReviewerAnswers
 

@@ -14,7 +14,7 @@ import pytest
 from benchcurate.curation.evaluation.engine import evaluate
 from benchcurate.curation.evaluation.exports.lmms_eval import AGGREGATIONS, export_lmms_eval
 from benchcurate.curation.evaluation.judging import flattened_question, turn_items
-from benchcurate.curation.evaluation.release import open_release, rows
+from benchcurate.curation.release.reading import open_release, rows
 from benchcurate.curation.release.writer import write_release
 from benchcurate.schemas.evaluation import EvalOptions
 from tests.fakes.judges import marked, marker_world, model_reply

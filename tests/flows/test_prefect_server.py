@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.local_server import LocalServer, ServerRecord, process_start
+from benchcurate.annotation.local_server import LocalServer, ServerRecord, process_start
 from benchcurate.flows import prefect_server
 from tests.factories import make_image
 from tests.helpers import read_prefect

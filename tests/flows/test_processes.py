@@ -16,7 +16,7 @@ import psutil
 import pytest
 from PIL import Image
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.release.writer import write_release
 from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -63,7 +63,7 @@ def test_the_release_schema_document_is_generated_from_the_column_table():
 
 @pytest.mark.parametrize("run_id", ["../escape", "a/b", "/abs", ".hidden", "", "x" * 101, "sp ace", "new\nline"])
 def test_run_id_rejects_path_tricks(run_id, tmp_path):
-    from benchcurate.curation.errors import UserError
+    from benchcurate.curation.core.errors import UserError
     from benchcurate.schemas import RunOptions
 
     with pytest.raises(UserError, match="bad run id"):  # as the CLI and a deployment resolve it

@@ -7,7 +7,7 @@ import shutil
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 
 
 def clear_for_export(folder: Path, ours: set[str]) -> None:

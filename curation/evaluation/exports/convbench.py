@@ -18,13 +18,13 @@ from pathlib import Path
 
 import yaml
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.spreadsheet import inert
 from benchcurate.curation.evaluation.engine import folder_name, read_judgments, read_results
 from benchcurate.curation.evaluation.exports import clear_for_export
 from benchcurate.curation.evaluation.judging import CB_SETTINGS, cb_model_is_a
-from benchcurate.curation.evaluation.release import open_release, rows, verified
 from benchcurate.curation.release.exporters import convbench_row, write_convbench_sheet
-from benchcurate.curation.spreadsheet import inert
+from benchcurate.curation.release.reading import open_release, rows, verified
 
 SCRIPT_ROWS = 577  # TEST_SUM in ConvBench's scripts
 SCRIPT_POSITIONS = 578  # their summary loop reads pairwise.npy up to row 578

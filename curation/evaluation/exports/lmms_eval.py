@@ -20,8 +20,8 @@ from pathlib import Path
 from benchcurate.curation.evaluation import judging
 from benchcurate.curation.evaluation.engine import PROMPT_VERSION, protocol_for
 from benchcurate.curation.evaluation.exports import clear_for_export
-from benchcurate.curation.evaluation.release import open_release, rows, split_files, verified
-from benchcurate.curation.prompting import load_prompt
+from benchcurate.curation.models.prompting import load_prompt
+from benchcurate.curation.release.reading import open_release, rows, split_files, verified
 
 HERE = Path(__file__).resolve().parent
 # metric -> the aggregation function in utils.py, per recipe; the first is the paper's headline

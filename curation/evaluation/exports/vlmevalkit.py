@@ -23,9 +23,9 @@ import json
 import re
 from pathlib import Path
 
+from benchcurate.curation.core.spreadsheet import inert
 from benchcurate.curation.evaluation.judging import flattened_question, turn_items
-from benchcurate.curation.evaluation.release import open_release, rows, verified
-from benchcurate.curation.spreadsheet import inert
+from benchcurate.curation.release.reading import open_release, rows, verified
 
 COLUMNS = ["index", "image", "image_path", "question", "answer", "category", "sample_id", "turn", "variant",
            "raw_question", "history", "checklist", "focus_points", "caption", "language", "track", "task"]

@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from benchcurate.curation.stage import SetStage, StageConfig, StageContext, Update
+from benchcurate.curation.engine.stage import SetStage, StageConfig, StageContext, Update
 from benchcurate.curation.taxonomy import default_synonyms, seeded_names
 from benchcurate.schemas import Categories, Sample
 

@@ -19,7 +19,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchcurate.curation.errors import BackendUnavailable
+from benchcurate.curation.core.errors import BackendUnavailable
 
 KILL_WAIT_SECONDS = 5  # after SIGKILL, for the process to be gone before stop() returns
 

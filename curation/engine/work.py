@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from benchcurate.curation.cache import Cache
-from benchcurate.curation.errors import (
+from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.core.errors import (
     BackendUnavailable,
     BudgetExceeded,
     DiskFull,
@@ -23,14 +23,14 @@ from benchcurate.curation.errors import (
     UserError,
     disk_full,
 )
+from benchcurate.curation.core.parallel import keep_temporaries_on_heap
+from benchcurate.curation.core.secrets import redact
+from benchcurate.curation.engine.registry import STAGES
+from benchcurate.curation.engine.stage import ItemStage, Stage, StageConfig, StageContext
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.curation.models import make_backend
 from benchcurate.curation.models.pricing import Budget
 from benchcurate.curation.models.usage import collecting
-from benchcurate.curation.parallel import keep_temporaries_on_heap
-from benchcurate.curation.secrets import redact
-from benchcurate.curation.stage import ItemStage, Stage, StageConfig, StageContext
-from benchcurate.curation.stages import STAGES
-from benchcurate.curation.store import RunStore
 from benchcurate.schemas import RunConfig, Sample
 
 Registry = Mapping[str, Stage]

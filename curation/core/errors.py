@@ -3,7 +3,7 @@
 import errno
 import sqlite3
 
-from benchcurate.curation.secrets import redact
+from benchcurate.curation.core.secrets import redact
 
 
 class RedactedError(Exception):

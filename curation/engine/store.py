@@ -24,9 +24,9 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.fingerprint import sha256_file
-from benchcurate.curation.jsonl import read_samples
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.fingerprint import sha256_file
+from benchcurate.curation.core.jsonl import read_samples
 from benchcurate.schemas import RunConfig, Sample
 from benchcurate.schemas.store import RunState, StageState
 

@@ -22,18 +22,14 @@ from dataclasses import dataclass
 from functools import partial as partial_function
 from pathlib import Path
 
-from benchcurate.curation.cache import Cache
-from benchcurate.curation.errors import DiskFull, StageFailed, StageWaiting, UserError, disk_full
-from benchcurate.curation.fingerprint import sha256_file, sha256_json
-from benchcurate.curation.jsonl import read_jsonl, read_samples
-from benchcurate.curation.models import ModelBackend, make_backend
-from benchcurate.curation.models.batch import MAX_SUBMISSIONS, BatchJobs, DeferredToBatch, PendingRequest
-from benchcurate.curation.models.identity import backend_identity
-from benchcurate.curation.models.usage import add_usage
-from benchcurate.curation.parallel import on_dask_worker, ordered_map
-from benchcurate.curation.progress import Progress, SilentProgress
-from benchcurate.curation.prompting import load_prompt
-from benchcurate.curation.stage import (
+from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.core.errors import DiskFull, StageFailed, StageWaiting, UserError, disk_full
+from benchcurate.curation.core.fingerprint import sha256_file, sha256_json
+from benchcurate.curation.core.jsonl import read_jsonl, read_samples
+from benchcurate.curation.core.parallel import on_dask_worker, ordered_map
+from benchcurate.curation.engine.progress import Progress, SilentProgress
+from benchcurate.curation.engine.registry import STAGES
+from benchcurate.curation.engine.stage import (
     GENERIC_REASONS,
     ItemStage,
     SetStage,
@@ -45,8 +41,7 @@ from benchcurate.curation.stage import (
     apply_update,
     record_scores,
 )
-from benchcurate.curation.stages import STAGES
-from benchcurate.curation.store import (
+from benchcurate.curation.engine.store import (
     RunStore,
     changed_since_sealed,
     chunked,
@@ -56,7 +51,12 @@ from benchcurate.curation.store import (
     sealed,
     write_json_atomic,
 )
-from benchcurate.curation.work import CONTEXTS, STOPS_THE_STAGE, Registry, stage_config, work_chunk, work_one
+from benchcurate.curation.engine.work import CONTEXTS, STOPS_THE_STAGE, Registry, stage_config, work_chunk, work_one
+from benchcurate.curation.models import ModelBackend, make_backend
+from benchcurate.curation.models.batch import MAX_SUBMISSIONS, BatchJobs, DeferredToBatch, PendingRequest
+from benchcurate.curation.models.identity import backend_identity
+from benchcurate.curation.models.prompting import load_prompt
+from benchcurate.curation.models.usage import add_usage
 from benchcurate.schemas import Decision, Drop, Keep, ModelUsage, RunConfig, Sample, Scores, StageStats, Verdict
 from benchcurate.schemas.store import StageState
 

@@ -9,7 +9,7 @@ a question gets image labels only.
 
 from __future__ import annotations
 
-from benchcurate.curation.stage import ItemStage, ModelStageConfig, StageContext
+from benchcurate.curation.engine.stage import ItemStage, ModelStageConfig, StageContext
 from benchcurate.curation.taxonomy import NO_QUESTION, OTHER_NAMES, probench_taxonomy
 from benchcurate.schemas import Categories, Drop, Keep, Sample, Scores, Verdict
 

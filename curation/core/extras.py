@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 
 MODULES = {"plots": "matplotlib", "xlsx": "openpyxl", "review": "label_studio_sdk", "dask": "prefect_dask"}
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from PIL import Image
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.fingerprint import sha256_file
-from benchcurate.curation.release.verify import split_of, verify
-from benchcurate.curation.release.writer import CHECKSUM_FILE
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.fingerprint import sha256_file
+from benchcurate.curation.release.files import CHECKSUM_FILE, split_of
+from benchcurate.curation.release.verify import verify
 from benchcurate.schemas import ImageRef, ReleaseManifest
 
 

@@ -284,7 +284,7 @@ def _probe_tasks(chunks: tuple[Chunk, ...]) -> list[tuple]:
 
 def _in_workers(job: _Job, tasks: list[tuple], workers: int) -> list[np.ndarray]:
     """Run (function, argument) tasks in worker processes that read the hashes from memory-mapped files."""
-    from benchcurate.curation.parallel import ordered_map
+    from benchcurate.curation.core.parallel import ordered_map
 
     with tempfile.TemporaryDirectory(prefix="hamming-") as folder:
         np.save(Path(folder) / "left.npy", job.left)

@@ -24,10 +24,10 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from benchcurate.curation.cache import Cache
+from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.core.seeds import derive_rng, derive_seed
 from benchcurate.curation.models.base import ModelBackend, ModelRequest, ModelResult
-from benchcurate.curation.prompting import load_prompt
-from benchcurate.curation.seeds import derive_rng, derive_seed
+from benchcurate.curation.models.prompting import load_prompt
 from benchcurate.schemas import Keep, Sample, Scores, Verdict
 
 GENERIC_REASONS = ("stage_error", "model_output_invalid", "model_request_rejected", "model_reply_too_large")

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.extras import has
-from benchcurate.curation.markdown import escape
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.extras import has
+from benchcurate.curation.core.markdown import escape
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.schemas import RunConfig, StageStats
 
 

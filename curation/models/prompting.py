@@ -15,7 +15,7 @@ from importlib import resources
 import yaml
 from pydantic import BaseModel
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.schemas import replies
 
 
