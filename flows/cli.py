@@ -627,7 +627,7 @@ def eval_agreement(
     as_json: Annotated[bool, typer.Option("--json", help="The report as JSON.")] = False,
 ) -> None:
     """Percent agreement and Cohen's kappa between the judge and the people who made the same calls (their
-    majority per call, and every single label), beside the papers' own figures (ConvBench: 81.83%)."""
+    majority per call, and every single label), beside the paper's own figure where it states one (ConvBench, ProBench)."""
     from benchcurate.curation.evaluation.agreement import agreement_report, agreement_text, read_labels
 
     report = agreement_report(results, read_labels(review or results))

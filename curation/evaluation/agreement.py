@@ -21,6 +21,7 @@ from pathlib import Path
 
 from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.evaluation.engine import read_judgments, read_results
+from benchcurate.curation.evaluation.judging import CB_PAPER_AGREEMENT, PB_PAPER_AGREEMENT
 from benchcurate.curation.evaluation.statistics import agreement
 
 REVIEW_DIR = "review"  # under a results folder: the Label Studio round's state, its images, the labels pulled
@@ -28,9 +29,9 @@ LABELS = "labels.jsonl"
 MV_BANDS = ((1, 2), (3, 4), (5, 6), (7, 8), (9, 10))
 AMB_BINS = ((1, 2), (3, 5), (6, 8), (9, 10))
 PB_SCALE = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
-# the papers' human-judge agreement, for comparison (ConvBench CB-N L37; ProBench L249)
-PAPER_AGREEMENT = {"convbench": ("ConvBench, ChatGPT judge against people", 81.83),
-                   "probench": ("ProBench, GPT-4o judge against 6 annotators", 79.9)}
+# the papers' human-judge agreement, for comparison
+PAPER_AGREEMENT = {"convbench": ("ConvBench, ChatGPT judge against people", CB_PAPER_AGREEMENT),
+                   "probench": ("ProBench, GPT-4o judge against 6 annotators", PB_PAPER_AGREEMENT)}
 
 
 def band(value: int, bands: tuple[tuple[int, int], ...]) -> str:

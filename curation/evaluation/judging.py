@@ -249,6 +249,7 @@ CB_VERDICT = re.compile(r"Response\W{0,3}([AB])\W{0,3}is\s+(?:the\s+)?better|Fin
 # "Rating: 7", "Rating:{7}", "Final Rating: 7", "Rating for the third turn response: 6", "Rating (1-10): [[7]]"
 CB_RATING = re.compile(rf"Rating\b[^:\uff1a\n]{{0,60}}[:\uff1a]\s*[\[{{(*{QUOTES}]*\s*({NUMBER})", re.IGNORECASE)
 CB_PAPER_AGREEMENT = 81.83  # ConvBench's human-judge agreement for its ChatGPT judge (CB-N L37, L224)
+PB_PAPER_AGREEMENT = 79.9  # ProBench's agreement of its GPT-4o judge with 6 annotators (PB L249)
 
 
 def read_cb_verdict(text: str) -> str:
@@ -351,42 +352,6 @@ def online_elo(battles: Iterable[Battle], k: float = ELO_K, scale: float = ELO_S
 def two_player_rating(wins: float, anchor_wins: float, anchor_rating: float, scale: float = ELO_SCALE) -> float:
     """Bradley-Terry between two players: the odds are the ratio of (weighted) wins."""
     return anchor_rating + scale * math.log10(wins / anchor_wins)
-
-
-def bradley_terry(battles: Iterable[Battle], anchor: Hashable, anchor_rating: float, scale: float = ELO_SCALE,
-                  iterations: int = 500, prior: float = 0.5) -> dict[Hashable, float]:
-    """Maximum-likelihood Bradley-Terry strengths on the ELO scale (Hunter's MM algorithm), `anchor` fixed at
-    `anchor_rating`. A tie is half a win for each side; `prior` adds that many tied battles between every pair that
-    met, so a player who won (or lost) everything gets a finite rating."""
-    wins: dict[Hashable, float] = defaultdict(float)
-    games: dict[tuple[Hashable, Hashable], float] = defaultdict(float)
-    for battle in battles:
-        wins[battle.first] += battle.weight * battle.outcome
-        wins[battle.second] += battle.weight * (1.0 - battle.outcome)
-        games[tuple(sorted((battle.first, battle.second), key=repr))] += battle.weight
-    for pair in games:
-        games[pair] += prior
-        for player in pair:
-            wins[player] += prior / 2
-    if anchor not in wins:
-        raise ValueError(f"the anchor {anchor!r} played no battle")
-    players = sorted(wins, key=repr)
-    if len(players) == 2:  # the maximum-likelihood odds of two players are their ratio of wins
-        other = next(player for player in players if player != anchor)
-        return {anchor: anchor_rating, other: two_player_rating(wins[other], wins[anchor], anchor_rating, scale)}
-    strength = {player: 1.0 for player in players}
-    for _ in range(iterations):
-        updated = {}
-        for player in players:
-            denominator = sum(count / (strength[player] + strength[other])
-                              for pair, count in games.items() if player in pair for other in pair if other != player)
-            updated[player] = wins[player] / denominator if denominator else strength[player]
-        norm = updated[anchor]
-        change = max(abs(updated[p] / norm - strength[p]) for p in players)
-        strength = {player: value / norm for player, value in updated.items()}
-        if change < 1e-10:
-            break
-    return {player: anchor_rating + scale * math.log10(value) for player, value in strength.items()}
 
 
 # --- ProBench (Sec. 2.2, App. D) ------------------------------------------------------------------------------------

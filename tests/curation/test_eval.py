@@ -15,7 +15,14 @@ from benchcurate.curation.evaluation import judging
 from benchcurate.curation.evaluation.alignmmbench import ALIGNMMBENCH
 from benchcurate.curation.evaluation.convbench import CONVBENCH
 from benchcurate.curation.evaluation.engine import NothingScored, evaluate, write_leaderboard
-from benchcurate.curation.evaluation.judging import Battle, bradley_terry, online_elo, read_checklist, read_quality
+from benchcurate.curation.evaluation.judging import (
+    Battle,
+    online_elo,
+    pb_bradley_terry,
+    read_checklist,
+    read_quality,
+    two_player_rating,
+)
 from benchcurate.curation.evaluation.multiverse import MULTIVERSE
 from benchcurate.curation.evaluation.probench import PROBENCH
 from benchcurate.curation.release.reading import open_release, rows
@@ -140,20 +147,10 @@ def test_elo_and_bradley_terry_on_known_outcomes():
     # a tie between equals changes nothing; a second battle uses the updated ratings
     ratings = online_elo([Battle("m", "b", 1.0), Battle("m", "b", 0.0)])
     assert ratings["m"] == pytest.approx(1016 - 32 * (1 / (1 + 10 ** (-32 / 400))))
-    # Bradley-Terry with no prior: 3 wins in 4 gives odds 3, so 400 * log10(3) above the anchor
-    three_of_four = [Battle("m", "b", 1.0)] * 3 + [Battle("m", "b", 0.0)]
-    rating = bradley_terry(three_of_four, "b", 1114.0, prior=0.0)
-    assert rating["m"] == pytest.approx(1114 + 400 * math.log10(3), abs=1e-6) and rating["b"] == 1114.0
-    # weights count as that many battles, ties as half a win each: (3 + 0.5) / (1 + 0.5) = 7/3
-    weighted = bradley_terry([Battle("m", "b", 1.0, 3.0), Battle("m", "b", 0.0), Battle("m", "b", 0.5)], "b", 0.0,
-                             prior=0.0)
-    assert weighted["m"] == pytest.approx(400 * math.log10(3.5 / 1.5), abs=1e-6)
-    # three players with a known strength ratio 1 : 2 : 4 (each pair's win shares match it exactly)
-    games = [Battle("x", "y", 1.0, 1), Battle("x", "y", 0.0, 2), Battle("y", "z", 1.0, 1), Battle("y", "z", 0.0, 2),
-             Battle("x", "z", 1.0, 1), Battle("x", "z", 0.0, 4)]
-    trio = bradley_terry(games, "x", 0.0, prior=0.0)
-    assert trio["y"] == pytest.approx(400 * math.log10(2), abs=1e-4)
-    assert trio["z"] == pytest.approx(400 * math.log10(4), abs=1e-4)
+    # Bradley-Terry between two players: the odds are the ratio of (weighted) wins: 3 in 4 gives odds 3
+    assert two_player_rating(3, 1, 1114.0) == pytest.approx(1114 + 400 * math.log10(3), abs=1e-6)
+    # ProBench's rating from verdict tallies: a prior tied battle shared by the two keeps a clean sweep finite
+    assert pb_bradley_terry([(4, 0, 4, 4)]) == pytest.approx(1114 + 400 * math.log10(4.25 / 0.25), abs=1e-6)
 
 
 def test_probench_verdicts_from_the_models_side_and_its_aggregate():
