@@ -379,12 +379,8 @@ def report(
     merged = merged_labels(loaded)
     if merged:
         typer.echo("\nmerged names: " + "; ".join(f"{raw} -> {target}" for _, raw, target in merged))
-    plots = [str(path) for path in written if path.suffix == ".png"]
-    if plots:
-        typer.echo("\nhistograms: " + ", ".join(plots))
-    elif written:
-        typer.echo("\nhistograms: " + ", ".join(str(path) for path in written)
-                   + " (PNG plots need the plots extra: pip install 'benchcurate[plots]')")
+    if written:
+        typer.echo("\nhistograms: " + ", ".join(str(path) for path in written))
 
 
 class _DefaultSubcommand(TyperGroup):

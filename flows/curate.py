@@ -245,9 +245,8 @@ def _publish_artifacts(recipe: str, run_id: str, report, run_dir: Path) -> None:
                                       f"{', '.join(report.backends)}\n\n{funnel_markdown(report)}\n")
     written = write_label_report(report, run_dir)
     for histogram in histograms(report):
-        plot = next((path for path in written if path.name == f"labels_{histogram.kind}.png"), None)
-        picture = (f"{_inline_png(plot, histogram.kind)}\n\nPlot: `{plot}`" if plot else
-                   "(no plot: install the plots extra, pip install 'benchcurate[plots]')")
+        plot = next(path for path in written if path.name == f"labels_{histogram.kind}.png")
+        picture = f"{_inline_png(plot, histogram.kind)}\n\nPlot: `{plot}`"
         create_markdown_artifact(
             key=f"labels-{recipe}-{histogram.kind}".replace("_", "-"),
             description=f"Kept items per {LABEL_TITLES[histogram.kind]}, run {run_id}",

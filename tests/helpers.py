@@ -271,3 +271,8 @@ def edited_release(release: Path, into: Path, edit: Callable[[list[dict]], list[
     (target / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     _checksums(target)
     return target
+
+
+def compact(text: str) -> str:
+    """Text with runs of spaces made one: a Markdown table's cells without their padding."""
+    return re.sub(r" +", " ", text)

@@ -7,7 +7,7 @@ from importlib.util import find_spec
 
 from benchcurate.curation.core.errors import UserError
 
-MODULES = {"plots": "matplotlib", "xlsx": "openpyxl", "review": "label_studio_sdk", "dask": "prefect_dask"}
+MODULES = {"xlsx": "openpyxl", "review": "label_studio_sdk", "dask": "prefect_dask"}
 
 
 def has(extra: str) -> bool:

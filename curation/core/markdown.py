@@ -15,3 +15,13 @@ def escape(text: object) -> str:
     backslash, line breaks as spaces."""
     flat = " ".join(str(text).split())
     return _SPECIAL.sub(r"\\\1", html.escape(flat, quote=False))
+
+
+def table(rows: list[tuple], columns: list[str], right: tuple[str, ...] = ()) -> str:
+    """A Markdown table (pandas, through tabulate): `rows` of values in `columns` order, the columns named in
+    `right` aligned right, every value printed as given (no number is reformatted)."""
+    import pandas as pd
+
+    frame = pd.DataFrame([[str(value).replace("|", "\\|") for value in row] for row in rows], columns=columns)
+    align = ["right" if column in right else "left" for column in columns]
+    return frame.to_markdown(index=False, tablefmt="pipe", colalign=align, disable_numparse=True)

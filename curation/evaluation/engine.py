@@ -33,6 +33,7 @@ from pathlib import Path
 from benchcurate.curation.core.cache import Cache
 from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.core.fingerprint import sha256_file
+from benchcurate.curation.core.markdown import table
 from benchcurate.curation.core.parallel import ordered_map
 from benchcurate.curation.engine.store import chunked, held, write_json_atomic
 from benchcurate.curation.evaluation.alignmmbench import ALIGNMMBENCH
@@ -369,10 +370,9 @@ def leaderboard_table(runs: list[tuple[Path, EvalResults]], extra: dict[Path, di
     order = {"complete": 0, "partial": 1, "failed": 2}
     runs = sorted(runs, key=lambda run: (order[run[1].status], -(run[1].score or 0.0), run[1].model))
     styled = any(folder in extra for folder, _ in runs)
-    header = (f"| # | model | score | 95% interval | {'style-controlled | ' if styled else ''}status | samples | "
-              f"turns judged | failures | answers | cost (USD) |")
-    lines = [header, f"|---:|---|---:|---|{'---:|' if styled else ''}---|---:|---:|---:|---|---:|"]
-    notes = []
+    columns = ["#", "model", "score", "95% interval", *(["style-controlled"] if styled else []), "status", "samples",
+               "turns judged", "failures", "answers", "cost (USD)"]
+    rows, notes = [], []
     rank = 0
     for folder, result in runs:
         complete = result.status == "complete"
@@ -386,20 +386,20 @@ def leaderboard_table(runs: list[tuple[Path, EvalResults]], extra: dict[Path, di
         if result.status == "partial" and result.rows_in_split and result.samples < result.rows_in_split:
             status = f"partial: {result.samples} of {result.rows_in_split} samples"
         answers = (f"{result.predictions.harness} predictions" if result.predictions else "model server")
-        style = ""
+        style = []
         if styled:
             rating = extra.get(folder, {}).get("bradley_terry_style_controlled", {})
-            style = f"{rating['value']:.2f} | " if rating.get("value") is not None else "not identifiable | "
-        lines.append(f"| {rank if complete else '-'} | {result.model} | {score} | {interval} | {style}{status} | "
-                     f"{result.samples} | {result.turns_judged} | {sum(result.failures.values())} | {answers} | "
-                     f"{cost} |")
+            style = [f"{rating['value']:.2f}" if rating.get("value") is not None else "not identifiable"]
+        rows.append((rank if complete else "-", result.model, score, interval, *style, status, result.samples,
+                     result.turns_judged, sum(result.failures.values()), answers, cost))
         notes += [f"- {result.model}: {warning}" for warning in result.warnings]
     if styled:
         reason = next((rating.get("note") for found in extra.values()
                        if (rating := found.get("bradley_terry_style_controlled", {})).get("value") is None), None)
         if reason:
             notes.append(f"- style-controlled: {reason}")
-    return lines + ([""] + notes if notes else [])
+    right = ("#", "score", "style-controlled", "samples", "turns judged", "failures", "cost (USD)")
+    return table(rows, columns, right).splitlines() + ([""] + notes if notes else [])
 
 
 def results_text(folder: Path) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from benchcurate.curation.core.extras import has
 from benchcurate.curation.report.statistics import length, questions_and_answers
 from benchcurate.schemas import Sample
 
@@ -50,9 +49,7 @@ def _finish(plt, figure, axis, title: str, path: Path) -> Path:
 
 
 def write_plots(samples: list[Sample], folder: Path, config_dir: Path | None = None) -> list[tuple[str, str]]:
-    """(title, relative path) of each plot written under `folder/plots/`; none without the plots extra."""
-    if not has("plots"):
-        return []
+    """(title, relative path) of each plot written under `folder/plots/`."""
     import os
     if config_dir is not None:
         os.environ.setdefault("MPLCONFIGDIR", str(config_dir))

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchcurate.curation.core.errors import UserError
-from benchcurate.curation.core.extras import has
 from benchcurate.curation.core.markdown import escape
 from benchcurate.curation.engine.store import RunStore
 from benchcurate.schemas import RunConfig, StageStats
@@ -244,7 +243,6 @@ def write_label_report(report: RunReport, run_dir: Path) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
         markdown.write_text("\n".join(text), encoding="utf-8")
         written.append(markdown)
-        if has("plots"):
-            written.append(plot_histogram(histogram, folder / f"labels_{histogram.kind}.png",
-                                          run_dir.parent.parent / "cache" / "matplotlib"))
+        written.append(plot_histogram(histogram, folder / f"labels_{histogram.kind}.png",
+                                      run_dir.parent.parent / "cache" / "matplotlib"))
     return written

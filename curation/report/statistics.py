@@ -5,10 +5,9 @@
 - question (user) and answer (assistant) length, average and maximum: words (whitespace-separated), except for
   text that is mostly Chinese or Japanese, counted in characters (non-space), since those languages do not
   separate words and the paper's LLaMA tokenizer cannot be downloaded here;
-- MTLD (McCarthy and Jarvis 2010, threshold 0.72, the mean of a forward and a backward pass) per question and
-  per answer, average and maximum, over the utterances in space-separated languages; words are lower-cased with
-  digits and dashes removed and punctuation as a separator, as lexicalrichness's default tokenizer does (the
-  tests check equal values against it);
+- MTLD (McCarthy and Jarvis 2010, threshold 0.72, the mean of a forward and a backward pass; lexicalrichness's)
+  per question and per answer, average and maximum, over the utterances in space-separated languages (its
+  tokenizer splits on spaces, so Chinese and Japanese text, which the paper's table also leaves out, gets none);
 - unique checklist items (case- and space-normalised questions), unique main and sub criteria;
 - category counts per label kind.
 
@@ -18,19 +17,14 @@ assistant turn after that question.
 
 from __future__ import annotations
 
-import math
-import re
-import string
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
+from benchcurate.curation.core.markdown import table
+from benchcurate.curation.core.texts import is_cjk
 from benchcurate.schemas import DatasetStatistics, Sample, Spread
 
-CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 MTLD_THRESHOLD = 0.72
-_DIGITS_AND_DASHES = re.compile(r"[0-9\u2013\u2014-]")
-_PUNCTUATION = str.maketrans({char: " " for char in string.punctuation})
 
 
 def spread(values: Iterable[float]) -> Spread:
@@ -40,39 +34,18 @@ def spread(values: Iterable[float]) -> Spread:
     return Spread(count=len(values), average=round(sum(values) / len(values), 2), maximum=round(max(values), 2))
 
 
-def is_cjk(text: str) -> bool:
-    letters = [char for char in text if not char.isspace() and not unicodedata.category(char).startswith("P")]
-    return bool(letters) and sum(bool(CJK.match(char)) for char in letters) / len(letters) > 0.3
-
-
 def length(text: str) -> int:
     return sum(not char.isspace() for char in text) if is_cjk(text) else len(text.split())
 
 
-def mtld_words(text: str) -> list[str]:
-    return _DIGITS_AND_DASHES.sub("", text.lower()).translate(_PUNCTUATION).split()
-
-
-def _mtld_one_way(words: list[str]) -> float:
-    """Words per factor: a factor ends where the running type-token ratio falls to the threshold; the unfinished
-    remainder counts as the share of a factor its ratio has fallen (McCarthy and Jarvis 2010)."""
-    factors, seen, count = 0.0, set(), 0
-    for word in words:
-        count += 1
-        seen.add(word)
-        if len(seen) / count <= MTLD_THRESHOLD:
-            factors, seen, count = factors + 1, set(), 0
-    if count:
-        factors += (1 - len(seen) / count) / (1 - MTLD_THRESHOLD)
-    return len(words) / (factors or 1)  # no factor at all: every word distinct, one factor as long as the text
-
-
 def mtld(text: str) -> float | None:
-    """Lexical diversity of a text in a space-separated language; None for CJK text or no words."""
-    words = [] if is_cjk(text) else mtld_words(text)
-    if not words:
+    """Lexical diversity of a text in a space-separated language; None for CJK text or a text with no words."""
+    from lexicalrichness import LexicalRichness  # imports matplotlib and pandas: only when statistics are made
+
+    if is_cjk(text):
         return None
-    return math.fsum((_mtld_one_way(words), _mtld_one_way(words[::-1]))) / 2
+    words = LexicalRichness(text)
+    return words.mtld(threshold=MTLD_THRESHOLD) if words.words else None
 
 
 def questions_and_answers(sample: Sample) -> tuple[list[str], list[str]]:
@@ -134,5 +107,4 @@ def statistics_markdown(stats: DatasetStatistics) -> str:
             ("unique checklist items", str(stats.unique_checklist_items)),
             ("unique main / sub criteria", f"{stats.unique_main_criteria} / {stats.unique_sub_criteria}")]
     rows += [(f"{kind.replace('_', ' ')} categories", str(len(counts))) for kind, counts in stats.categories.items()]
-    return "\n".join(["| statistic | value |", "|---|---:|", *(f"| {name} | {value} |" for name, value in rows),
-                      "", f"Lengths in {stats.length_unit}."])
+    return f"{table(rows, ['statistic', 'value'], right=('value',))}\n\nLengths in {stats.length_unit}."

@@ -23,7 +23,7 @@ from benchcurate.curation.release.writer import _checksums
 from benchcurate.schemas.evaluation import EvalOptions
 from tests.fakes.judges import MARK, UNMARKED, marked, marker_world
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers import curate_in_process, eval_releases, resolve
+from tests.helpers import compact, curate_in_process, eval_releases, resolve
 
 MODELS = ("candidate-vlm", "better-vlm", "judge-vlm")
 PRICES = {"candidate-vlm": {"input_per_million": 1.0, "output_per_million": 2.0},
@@ -50,7 +50,7 @@ def results_of(folder) -> dict:
 
 def tables(board: str) -> dict[str, str]:
     """The leaderboard's tables by their heading."""
-    return {part.split("\n", 1)[0]: part for part in board.split("\n## ")[1:]}
+    return {part.split("\n", 1)[0]: compact(part) for part in board.split("\n## ")[1:]}
 
 
 def tampered(release, into):
@@ -113,7 +113,7 @@ def test_a_run_with_nothing_scored_is_listed_as_failed_unranked_and_the_command_
     assert scored.returncode == 0, scored.stderr
     assert failed.returncode == 6 and len(failed.stderr.strip().splitlines()) == 1
     assert "nothing could be scored" in failed.stderr and "judge_unreadable_reply" in failed.stderr
-    board = next((tmp_path / "evals").rglob("LEADERBOARD.md")).read_text()
+    board = compact(next((tmp_path / "evals").rglob("LEADERBOARD.md")).read_text())
     assert "| - | candidate-vlm | - |" in board and "failed: nothing scored" in board
     assert board.index("better-vlm") < board.index("| - | candidate-vlm")
 

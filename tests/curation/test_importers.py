@@ -13,7 +13,7 @@ from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.importers import ImageStore, import_file
 from benchcurate.schemas import Sample
 from tests.factories import convbench_sheet, make_image
-from tests.helpers import curate_in_process
+from tests.helpers import compact, curate_in_process
 
 
 def png_bytes(colour) -> bytes:
@@ -143,6 +143,6 @@ def test_the_import_command_reports_what_it_could_not_map(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "imported 1 samples" in result.stdout and "could not map 1 rows (malformed_row 1)" in result.stdout
     table = curate_in_process(["stats", str(tmp_path / "o.jsonl")], tmp_path)
-    assert table.returncode == 0 and "| dialogues | 1 |" in table.stdout
+    assert table.returncode == 0 and "| dialogues | 1 |" in compact(table.stdout)
     missing = curate_in_process(["import", "mmdu", str(path), "--out", str(tmp_path / "o.jsonl")], tmp_path)
     assert missing.returncode == 2 and "choose one of" in missing.stderr
