@@ -23,7 +23,6 @@ from PIL import Image
 from benchcurate.curation.core.decode import IMAGE_EXTENSIONS
 from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.core.fingerprint import sha256_bytes
-from benchcurate.curation.core.hamming import cross_pairs_within
 from benchcurate.curation.core.jsonl import numbered_rows
 from benchcurate.curation.core.parallel import keep_image_memory, ordered_map
 from benchcurate.curation.images.phash import PhashConfig, algorithm, fingerprint
@@ -116,47 +115,3 @@ def read_hashes(path: Path) -> HashTable:
     return HashTable(paths, np.array(hashes, dtype=np.uint64), rows)
 
 
-def keys_of(table: HashTable):
-    """The near-duplicate search's view of each row (its likeness hashes when the file has them)."""
-    from benchcurate.curation.images.near_dedup import ImageKey
-
-    found = []
-    for row in table.rows:
-        turned = row.get("phash_orientations") or ""
-        found.append(ImageKey(str(row["path"]), str(row.get("sha256") or row["path"]), row["phash"],
-                              (row.get("width") or 0) * (row.get("height") or 0), row.get("bytes") or 0, "", "",
-                              str(row["path"]), tuple(turned.split(",")) if turned else (),
-                              row.get("phash_trimmed"), row.get("phash_centre")))
-    return found
-
-
-def _distance(first: int, second: int) -> int:
-    return (int(first) ^ int(second)).bit_count()
-
-
-def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, workers: int = 1) -> Iterator[dict]:
-    """Reference matches first, then groups among the rest, as `image_near_dedup` makes them (`cfg`: its
-    NearDedupConfig); thumbnails for the verification are decoded from the files."""
-    from benchcurate.curation.images.near_dedup import near_groups, processing_loader, thumbnail_loader
-
-    matched: dict[int, list[tuple[int, int]]] = {}
-    if reference is not None and len(reference.hashes):
-        for query, ref, dist in cross_pairs_within(table.hashes, reference.hashes, cfg.max_hamming_distance,
-                                                   workers=workers):
-            matched.setdefault(int(query), []).append((int(dist), int(ref)))
-    by_reference: dict[int, list[dict]] = {}
-    for query, hits in matched.items():
-        dist, ref = min(hits)
-        by_reference.setdefault(ref, []).append({"path": table.paths[query], "distance": dist})
-    for ref in sorted(by_reference):
-        yield {"reference": reference.paths[ref], "dropped": sorted(by_reference[ref], key=lambda d: d["path"])}
-    keys = keys_of(table)
-    dropped, _ = near_groups(keys, cfg, thumbnail_loader(keys, None), set(matched), processing_loader(keys, None),
-                             workers)
-    groups: dict[int, list[dict]] = {}
-    for index, (kept, pair, evidence) in sorted(dropped.items()):
-        groups.setdefault(kept, []).append({"path": table.paths[index], "distance": pair.distance,
-                                            "orientation": pair.orientation, "matched_on": pair.view,
-                                            **({"verification": evidence} if evidence else {})})
-    for kept in sorted(groups, key=lambda index: table.paths[index]):
-        yield {"kept": table.paths[kept], "dropped": groups[kept]}

@@ -28,7 +28,7 @@ naming the reference, to catch contamination. Then:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -41,6 +41,7 @@ from benchcurate.curation.core.fingerprint import sha256_json
 from benchcurate.curation.core.hamming import cross_pairs_within, pairs_within
 from benchcurate.curation.core.texts import normalise, question_text
 from benchcurate.curation.engine.stage import SetStage, StageConfig, StageContext
+from benchcurate.curation.images.hashfile import HashTable, read_hashes
 from benchcurate.curation.images.likeness import TURNS, VIEWS, compare, orient_thumbnail, thumbnails
 from benchcurate.curation.release.files import release_rows
 from benchcurate.curation.release.reference import is_release, release_reference
@@ -113,8 +114,6 @@ def load_reference(location: str) -> tuple[list[str], np.ndarray]:
         rows = [row for row in release_rows(release.folder, ["index", "image_phash"]) if row["image_phash"]]
         return ([f"{release.label}:{row['index']}" for row in rows],
                 np.array([int(row["image_phash"], 16) for row in rows], dtype=np.uint64))
-    from benchcurate.curation.images.hashfile import read_hashes
-
     table = read_hashes(Path(location))
     return table.paths, table.hashes
 
@@ -336,3 +335,42 @@ def select(items: list[ImageKey], cfg: NearDedupConfig, ctx: StageContext) -> li
 STAGE = SetStage(name="image_near_dedup", config=NearDedupConfig, view=image_key, select=select,
                  reasons=("near_duplicate", "matches_reference"), outside_input=reference_digest,
                  version=3)  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders
+
+
+def keys_of(table: HashTable) -> list[ImageKey]:
+    """The near-duplicate search's view of each row of a hashes file (its likeness hashes when the file has them)."""
+    found = []
+    for row in table.rows:
+        turned = row.get("phash_orientations") or ""
+        found.append(ImageKey(str(row["path"]), str(row.get("sha256") or row["path"]), row["phash"],
+                              (row.get("width") or 0) * (row.get("height") or 0), row.get("bytes") or 0, "", "",
+                              str(row["path"]), tuple(turned.split(",")) if turned else (),
+                              row.get("phash_trimmed"), row.get("phash_centre")))
+    return found
+
+
+def duplicate_groups(table: HashTable, cfg: NearDedupConfig, reference: HashTable | None = None,
+                     workers: int = 1) -> Iterator[dict]:
+    """What `curate images dups` prints: reference matches first, then groups among the rest, as
+    `image_near_dedup` makes them; thumbnails for the verification are decoded from the files."""
+    matched: dict[int, list[tuple[int, int]]] = {}
+    if reference is not None and len(reference.hashes):
+        for query, ref, dist in cross_pairs_within(table.hashes, reference.hashes, cfg.max_hamming_distance,
+                                                   workers=workers):
+            matched.setdefault(int(query), []).append((int(dist), int(ref)))
+    by_reference: dict[int, list[dict]] = {}
+    for query, hits in matched.items():
+        dist, ref = min(hits)
+        by_reference.setdefault(ref, []).append({"path": table.paths[query], "distance": dist})
+    for ref in sorted(by_reference):
+        yield {"reference": reference.paths[ref], "dropped": sorted(by_reference[ref], key=lambda d: d["path"])}
+    keys = keys_of(table)
+    dropped, _ = near_groups(keys, cfg, thumbnail_loader(keys, None), set(matched), processing_loader(keys, None),
+                             workers)
+    groups: dict[int, list[dict]] = {}
+    for index, (kept, pair, evidence) in sorted(dropped.items()):
+        groups.setdefault(kept, []).append({"path": table.paths[index], "distance": pair.distance,
+                                            "orientation": pair.orientation, "matched_on": pair.view,
+                                            **({"verification": evidence} if evidence else {})})
+    for kept in sorted(groups, key=lambda index: table.paths[index]):
+        yield {"kept": table.paths[kept], "dropped": groups[kept]}
