@@ -25,6 +25,8 @@ from benchcurate.curation.core.errors import (
     UserError,
     disk_full,
 )
+from benchcurate.flows.options import Flag, validated, values, with_flags
+from benchcurate.schemas.recipe import RunOptions
 from benchcurate.curation.core.secrets import RedactingStream, keep_private, redact_logging, redact_tracebacks
 
 
@@ -169,72 +171,39 @@ def parse_overrides(pairs: list[str]) -> dict[str, dict]:
     return overrides
 
 
-@app.command()
+RUN_FLAGS = [  # RunOptions' fields as flags: name, description and default come from the model
+    Flag("input_path", "--input", reads=Path), Flag("run_id"), Flag("demo", boolean="--demo"),
+    Flag("release_name", "--name"), Flag("backend"), Flag("base_url"), Flag("model"), Flag("seed"),
+    Flag("overrides", "--set", reads=list[str], parse=lambda pairs: parse_overrides(pairs), metavar="STAGE.FIELD=VALUE"),
+    Flag("jobs"), Flag("concurrency"), Flag("max_cost_usd", "--max-cost"),
+    Flag("prices", "--price", reads=list[str], parse=lambda pairs: parse_prices(pairs), metavar="MODEL=IN,OUT"),
+    Flag("refresh_cache", boolean="--refresh-cache"), Flag("batch", boolean="--batch/--no-batch"),
+    Flag("dask_address"), Flag("allowed_roots", "--allow-root", reads=list[Path], metavar="DIR"),
+    Flag("release", boolean="--release/--no-release"), Flag("progress")]
+
+
+def parse_prices(pairs: list[str]):
+    from benchcurate.curation.models.pricing import parse_prices as parse
+
+    return parse(pairs)
+
+
 def run(
     recipe: Annotated[str, typer.Argument(help="Recipe name, e.g. multiverse (see `curate recipes`).")],
-    input_path: Annotated[Optional[Path], typer.Option(
-        "--input", help="A folder of images (with an optional manifest.jsonl), a CSV/JSONL manifest of image "
-                        "paths, a samples JSONL (curate import) or a local Hugging Face dataset folder. Omit it to "
-                        "run the bundled demo corpus with the recipe's small-corpus settings.")] = None,
-    backend: Annotated[Optional[str], typer.Option(
-        help="offline (default: deterministic heuristics, labelled offline-heuristic) or openai (any "
-             "OpenAI-protocol server; key from OPENAI_API_KEY).")] = None,
-    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-protocol base URL, e.g. http://127.0.0.1:8000/v1.")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Model name for the openai backend.")] = None,
-    run_id: Annotated[Optional[str], typer.Option(
-        help="Run id; reuse one to resume: finished stages are skipped. Default: <recipe>-<UTC time>.")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Run seed (default: the recipe's).")] = None,
-    set_: Annotated[list[str], typer.Option(
-        "--set", help="Override a stage parameter: stage.field=value (repeatable).")] = [],
-    demo: Annotated[bool, typer.Option("--demo", help="Run on the bundled demo corpus (what happens anyway "
-                                                      "without --input and --run-id).")] = False,
-    release: Annotated[bool, typer.Option(help="Write a versioned release when the run completes.")] = True,
-    name: ReleaseNameOption = None,
-    progress: Annotated[str, typer.Option(help="auto, bar, log or none.")] = "auto",
-    jobs: Annotated[Optional[int], typer.Option(
-        help="Worker processes for CPU-bound stages: image hashing, MinHash signatures and, with the offline "
-             "backend, every scoring and generating stage (default: one per core).")] = None,
-    concurrency: Annotated[Optional[int], typer.Option(
-        help="Model requests in flight at once, shared by all stages (default: the recipe's, 8).")] = None,
-    max_cost: Annotated[Optional[float], typer.Option(
-        help="Stop before this invocation's new model calls cost more than this many USD; finished work is "
-             "kept and cached.")] = None,
-    price: PriceOption = None,
-    refresh_cache: Annotated[bool, typer.Option(
-        "--refresh-cache", help="Ask the model again instead of reusing cached replies (and cache the new "
-                                "ones).")] = False,
-    batch: Annotated[Optional[bool], typer.Option(
-        "--batch/--no-batch", help="Send model stages through the Batch API: half price, results within "
-                                   "24 h; a rerun resumes polling.")] = None,
-    dask_address: Annotated[Optional[str], typer.Option(
-        help="Run the stages on this Dask scheduler (e.g. tcp://10.0.0.5:8786) through Prefect's Dask task "
-             "runner; hashing, MinHash signatures and offline scoring spread over its workers. On one machine "
-             "--jobs is faster; a cluster adds machines.")] = None,
-    allow_root: Annotated[Optional[list[Path]], typer.Option(
-        metavar="DIR", help="Only take images whose resolved path lies under DIR (repeatable); others are dropped "
-                            "as outside_input_root. Default: anywhere a manifest points.")] = None,
     prefect_server: PrefectServerOption = "local",
     out: OutOption = Path("outputs"),
+    **given,
 ) -> None:
     """Run a recipe as a Prefect flow, recorded by the Prefect server that Prefect's settings name (PREFECT_API_URL,
     a profile, prefect.toml or .env), else by the output folder's local server (started in the background by the
     first run; `curate prefect status`). Without --input and --run-id it runs the bundled demo corpus."""
-    from benchcurate.curation.recipes import resolve_run, run_options
-
-    if progress not in ("auto", "bar", "log", "none"):
-        raise UserError(f"--progress must be auto, bar, log or none, not '{progress}'")
-    if backend not in (None, "offline", "openai"):
-        raise UserError(f"--backend must be offline or openai, not '{backend}'")
     from benchcurate.curation.models.identity import set_aside_credentials
-    from benchcurate.curation.models.pricing import parse_prices
+    from benchcurate.curation.recipes import resolve_run
 
-    options = run_options(
-        input_path=None if input_path is None else str(input_path), run_id=run_id, demo=demo, backend=backend,
-        base_url=set_aside_credentials(base_url), model=model, seed=seed, overrides=parse_overrides(set_), jobs=jobs,
-        dask_address=dask_address, concurrency=concurrency, max_cost_usd=max_cost,
-        prices=parse_prices(price) if price else None, refresh_cache=refresh_cache,
-        batch=batch, release=release, release_name=name, progress=progress,
-        allowed_roots=None if not allow_root else [str(folder) for folder in allow_root])
+    fields = values(RUN_FLAGS, given)
+    if "base_url" in fields:
+        fields["base_url"] = set_aside_credentials(fields["base_url"])
+    options = validated(RunOptions, RUN_FLAGS, fields)
     config = resolve_run(recipe, options, out.resolve())  # mistakes found before Prefect starts cost no start-up
     options = options.model_copy(update={"run_id": config.run_id, "demo": config.demo})  # fixed once, here
     resume = resume_command(recipe, options, out, prefect_server)
@@ -243,6 +212,9 @@ def run(
                    f"{config.recipe.release.name}); pass --input FOLDER to run your own images", err=True)
     outcome = _run_flow(recipe, options, out, prefect_server, resume, config.recipe.execution)
     _print_outcome(recipe, outcome, resume)
+
+
+app.command("run")(with_flags(run, RunOptions, RUN_FLAGS))
 
 
 def resume_command(recipe: str, options, out: Path, prefect_server: str) -> str:
@@ -1157,8 +1129,8 @@ def images_dups(
     stars around the file kept (no file is dropped for being near another dropped one)."""
     from pydantic import ValidationError
 
-    from benchcurate.curation.images.hashfile import duplicate_groups, read_hashes
-    from benchcurate.curation.images.near_dedup import NearDedupConfig
+    from benchcurate.curation.images.hashfile import read_hashes
+    from benchcurate.curation.images.near_dedup import NearDedupConfig, duplicate_groups
 
     if not 0 <= threshold <= 32:
         raise UserError(f"--threshold must be between 0 and 32, not {threshold}")

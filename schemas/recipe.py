@@ -125,38 +125,55 @@ class RunOptions(Strict):
     Built once (by the CLI from its flags, or by Prefect from a deployment's parameters) and passed down as is;
     None means "the recipe's value" (or, for a resumed run, the value it started with)."""
 
-    input_path: str | None = Field(None, description="folder of images, CSV/JSONL manifest, samples JSONL or local "
-                                                     "Hugging Face dataset; None: the bundled demo corpus (or, for an "
-                                                     "existing run id, the input it started with)")
-    run_id: str | None = Field(None, description="reuse one to resume; default <recipe>-<UTC time>")
-    demo: bool = Field(False, description="run on the bundled demo corpus; implied when neither input_path nor "
-                                          "run_id is given (an unknown run id without an input is an error)")
-    release_name: str | None = Field(None, description="the release's name; default: the recipe's, with '-demo' "
-                                                       "on the bundled demo corpus")
-    backend: BackendKind | None = Field(None, description="offline (deterministic heuristics) or openai (any "
-                                                          "OpenAI-protocol server; key from OPENAI_API_KEY)")
-    base_url: str | None = Field(None, description="OpenAI-protocol base URL, e.g. http://127.0.0.1:8000/v1")
-    model: str | None = Field(None, description="model name for the openai backend")
-    seed: int | None = Field(None, description="run seed; default: the recipe's")
-    overrides: dict[str, dict[str, JsonValue]] = Field(
-        default_factory=dict, description="stage (or backend/execution) -> {field: value}, as --set stage.field=value")
-    jobs: int | None = Field(None, ge=0, le=256, description="worker processes for CPU-bound stages; 0 = one per core")
-    dask_address: str | None = Field(None, description="run the stages on this Dask scheduler")
-    concurrency: int | None = Field(None, ge=1, le=512, description="model requests in flight at once")
-    max_cost_usd: float | None = Field(None, gt=0, description="stop before this invocation's new model calls cost "
-                                                               "more than this")
-    prices: dict[str, Price] | None = Field(None, description="model -> price (--price MODEL=IN,OUT), over the recipe's "
-                                                             "and the built-in table")
-    refresh_cache: bool = Field(False, description="ask the model again instead of reusing cached replies")
-    batch: bool | None = Field(None, description="send model stages through the Batch API")
+    input_path: str | None = Field(None, description=(
+        "a folder of images (with an optional manifest.jsonl), a CSV/JSONL manifest of image paths, a samples "
+        "JSONL (curate import) or a local Hugging Face dataset folder; left out, a run id resumes that run, and "
+        "neither runs the bundled demo corpus with the recipe's small-corpus settings"))
+    run_id: str | None = Field(None, description=(
+        "the run's id: reuse one to resume it (finished stages are skipped); default <recipe>-<UTC time>"))
+    demo: bool = Field(False, description=(
+        "run on the bundled demo corpus (what happens anyway without an input and a run id)"))
+    release_name: str | None = Field(None, description=(
+        "the release's name (its folder under releases/ and its config name): lower-case letters, digits, '-' and "
+        "'_'; default the recipe's, with -demo on the bundled demo corpus"))
+    backend: BackendKind | None = Field(None, description=(
+        "offline (the default: deterministic heuristics, labelled offline-heuristic) or openai (any "
+        "OpenAI-protocol server; key from OPENAI_API_KEY)"))
+    base_url: str | None = Field(None, description=(
+        "the OpenAI-protocol server's base URL, e.g. http://127.0.0.1:8000/v1; default OPENAI_BASE_URL, else "
+        "api.openai.com"))
+    model: str | None = Field(None, description="the model's name for the openai backend")
+    seed: int | None = Field(None, description="the run's seed; default the recipe's")
+    overrides: dict[str, dict[str, JsonValue]] = Field(default_factory=dict, description=(
+        "stage parameters over the recipe's, stage.field=value (also backend.field and execution.field); "
+        "repeatable"))
+    jobs: int | None = Field(None, ge=0, le=256, description=(
+        "worker processes for CPU-bound stages (hashing, MinHash signatures and, with the offline backend, every "
+        "scoring and generating stage); default one per core"))
+    dask_address: str | None = Field(None, description=(
+        "run the stages on this Dask scheduler (e.g. tcp://10.0.0.5:8786) through Prefect's Dask task runner; on "
+        "one machine --jobs is faster, a cluster adds machines"))
+    concurrency: int | None = Field(None, ge=1, le=512, description=(
+        "model requests in flight at once, shared by all stages; default the recipe's"))
+    max_cost_usd: float | None = Field(None, gt=0, description=(
+        "stop before this invocation's new model calls cost more than this many USD (exit 4); finished work is "
+        "kept and cached; every model needs a price (built in, or --price)"))
+    prices: dict[str, Price] | None = Field(None, description=(
+        "MODEL=IN,OUT: a model's price in USD per million input and output tokens, over the built-in table; "
+        "repeatable"))
+    refresh_cache: bool = Field(False, description=(
+        "ask the model again instead of reusing cached replies (and cache the new ones)"))
+    batch: bool | None = Field(None, description=(
+        "send model stages through the Batch API: half price, results within 24 h; the same command resumes "
+        "polling"))
     request_cache: str | None = Field(None, description="sqlite file of model replies; default "
                                                         "<out>/cache/cache.sqlite")
-    allowed_roots: list[str] | None = Field(
-        None, description="folders every input image must resolve into, else it is dropped as outside_input_root "
-                          "(--allow-root); None: anywhere from the command line, the input's own folder for a "
-                          "deployment run (its parameters come from the UI or the API)")
+    allowed_roots: list[str] | None = Field(None, description=(
+        "only take images whose resolved path lies under one of these folders; others are dropped as "
+        "outside_input_root; default anywhere a manifest points (a deployment run: the input's own folder)"))
     release: bool = Field(True, description="write a versioned release when the run completes")
-    progress: ProgressMode = Field("auto", description="auto, bar, log or none")
+    progress: ProgressMode = Field("auto", description="auto (bars on a terminal, log lines elsewhere), bar, log "
+                                                       "or none")
 
     @field_validator("run_id")
     @classmethod

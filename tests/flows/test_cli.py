@@ -36,7 +36,7 @@ def probe(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess
     (["run", "multiverse", "--set", "min_quality_score=4"], "--set expects stage.field=value"),
     (["run", "multiverse", "--set", "image_qualty.min_quality_score=4"], "no stage ['image_qualty']"),
     (["run", "multiverse", "--base-url", "http://127.0.0.1:9/v1"], "add --backend openai"),
-    (["run", "multiverse", "--backend", "gpt"], "--backend must be offline or openai"),
+    (["run", "multiverse", "--backend", "gpt"], "--backend: input should be 'offline' or 'openai'"),
     (["run", "multiverse", "--run-id", "a/b"], "bad run id 'a/b'"),
     (["report", "no-such-run"], "no run 'no-such-run'"),
     (["run", "multiverse", "--set", "persona_generate.prompt_version=2"], "no prompt 'persona' version 2"),
