@@ -26,6 +26,7 @@ from benchcurate.curation.core.errors import (
     disk_full,
 )
 from benchcurate.flows.options import Flag, validated, values, with_flags
+from benchcurate.schemas.evaluation import EvalOptions
 from benchcurate.schemas.recipe import RunOptions
 from benchcurate.curation.core.secrets import RedactingStream, keep_private, redact_logging, redact_tracebacks
 
@@ -109,9 +110,9 @@ app.add_typer(review_app, name="review")
 LsData = Annotated[Path, typer.Option("--data", help="Label Studio's data folder (database, secret key, token, "
                                                      "log).")]
 PrefectServerOption = Annotated[str, typer.Option(
-    help="local: the output folder's Prefect server, started once in the background and reused (about 8 s faster "
-         "per run; `curate prefect down` stops it, and it stops itself after an idle hour); temporary: Prefect's "
-         "own server for this command only. PREFECT_API_URL, when set, wins over both.")]
+    help="local: the output folder's Prefect server, started once in the background and reused (a small run "
+         "finishes 2.02x sooner, bench/README.md; `curate prefect down` stops it, and it stops itself after an idle "
+         "hour); temporary: Prefect's own server for this command only. PREFECT_API_URL, when set, wins over both.")]
 PriceOption = Annotated[Optional[list[str]], typer.Option(
     "--price", metavar="MODEL=IN,OUT", help="A model's price in USD per million input and output tokens, e.g. "
                                             "--price gpt-4o=2.5,10 (repeatable); over the built-in table. "
@@ -463,81 +464,40 @@ eval_app = typer.Typer(
 app.add_typer(eval_app, name="eval")
 
 
-@eval_app.command("run")
+EVAL_FLAGS = [  # EvalOptions' fields as flags: name, description and default come from the model
+    Flag("candidate.model", "--model", required=True), Flag("judge.model", "--judge-model", required=True),
+    Flag("candidate.base_url", "--base-url"), Flag("judge.base_url", "--judge-base-url"), Flag("history"),
+    Flag("grading"), Flag("baseline.model", "--baseline-model"), Flag("baseline.base_url", "--baseline-base-url"),
+    Flag("limit"), Flag("split"), Flag("concurrency"), Flag("max_cost_usd", "--max-cost"),
+    Flag("prices", "--price", reads=list[str], parse=lambda pairs: parse_prices(pairs), metavar="MODEL=IN,OUT"),
+    Flag("predictions", reads=Path), Flag("refresh_cache", boolean="--refresh-cache"),
+    Flag("batch", boolean="--batch"), Flag("batch_wait_seconds", "--batch-wait"), Flag("out", reads=Path)]
+
+
 def eval_run(
     release_folder: Annotated[Path, typer.Argument(metavar="RELEASE", help="A release folder "
                                                                             "(outputs/releases/<name>/<version>).")],
-    model: Annotated[str, typer.Option(help="The model under test, as its server names it (with --predictions: "
-                                            "the name its results go under).")],
-    judge_model: Annotated[str, typer.Option(help="The judge model (the papers used GPT-4o; ConvBench "
-                                                  "gpt-3.5-turbo).")],
-    base_url: Annotated[Optional[str], typer.Option(
-        help="The model under test's OpenAI-protocol base URL (vLLM, Ollama, ...); default api.openai.com.")] = None,
-    judge_base_url: Annotated[Optional[str], typer.Option(help="The judge's base URL; default api.openai.com.")]
-    = None,
-    history: Annotated[Optional[str], typer.Option(
-        help="multiverse only. oracle (default): the gold conversation before each turn; self: the model's own "
-             "earlier answers. ConvBench always scores its three settings, ProBench uses the model's own history, "
-             "AlignMMBench the sample's given history.")] = None,
-    grading: Annotated[Optional[str], typer.Option(
-        help="convbench only. pairwise (default): win rate against the reference conversation; direct: 1-10 "
-             "ratings with the reference worth 10.")] = None,
-    baseline_model: Annotated[Optional[str], typer.Option(
-        help="probench only: compare with this model's answers instead of the release's baseline answers.")]
-    = None,
-    baseline_base_url: Annotated[Optional[str], typer.Option(help="The baseline model's base URL; default "
-                                                                  "--base-url.")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="Only the first N samples (samples, not turns).")] = None,
-    split: Annotated[str, typer.Option(help="The release split to score.")] = "test",
-    concurrency: Annotated[int, typer.Option(help="Requests in flight at once, per server.")] = 8,
-    max_cost: Annotated[Optional[float], typer.Option(
-        help="Stop before new calls cost more than this many USD; replies so far are cached. Needs a price for "
-             "every model asked (built in, or --price); exit 4 when reached.")] = None,
-    price: PriceOption = None,
-    predictions: Annotated[Optional[Path], typer.Option(
-        help="Score the answers a harness produced instead of asking the model: lmms-eval's --log_samples JSONL "
-             "of a task `curate export lmms-eval` wrote, or VLMEvalKit's prediction file (<model>_<dataset>.xlsx "
-             "or .tsv) of a TSV `curate export vlmevalkit` wrote. The judge still judges here; settings the "
-             "harness did not run are left out (counted as unanswered).")] = None,
-    refresh_cache: Annotated[bool, typer.Option("--refresh-cache", help="Ask again instead of reusing cached "
-                                                                        "replies.")] = False,
-    batch: Annotated[bool, typer.Option("--batch", help="Send the calls through the Batch API (half price): a "
-                                                        "round of batches per call a sample waits for, each up to "
-                                                        "24 h; rerun the same command to go on polling.")] = False,
-    batch_wait: Annotated[float, typer.Option(help="With --batch: seconds this command polls before it leaves "
-                                                   "the batches running (exit 5).")] = 600,
-    out: Annotated[Path, typer.Option("--out", help="Results go to OUT/<release>/<version>/<model>/<setting>/ "
-                                                    "(split, history/grading/baseline, judge, --limit, "
-                                                    "predictions: one folder each).")]
-    = Path("outputs/evals"),
+    **given,
 ) -> None:
     """Evaluate a model on a release with the protocol of the release's recipe. The release is verified first
     (every file against SHA256SUMS; a release that does not verify is refused). Every reply is cached as it
     arrives: rerunning the same command (after Ctrl-C, a crash or a server outage) pays for no call twice; Ctrl-C
     sends nothing more and exits 130 within two seconds. Exit 6 when nothing could be scored (every judged turn
     failed: the reasons are in the results folder)."""
-    from pydantic import ValidationError
     from rich.progress import Progress
 
     from benchcurate.curation.evaluation.engine import NothingScored, evaluate, results_text
     from benchcurate.curation.models.identity import set_aside_credentials
-    from benchcurate.curation.models.pricing import parse_prices
     from benchcurate.schemas.evaluation import EvalOptions
 
-    baseline = None
-    if baseline_model:
-        baseline = {"model": baseline_model, "base_url": set_aside_credentials(baseline_base_url or base_url)}
-    try:
-        options = EvalOptions(
-            release=str(release_folder), candidate={"model": model, "base_url": set_aside_credentials(base_url)},
-            judge={"model": judge_model, "base_url": set_aside_credentials(judge_base_url)}, history=history,
-            grading=grading, baseline=baseline, limit=limit, split=split, concurrency=concurrency,
-            max_cost_usd=max_cost, prices=parse_prices(price or []),
-            predictions=None if predictions is None else str(predictions), refresh_cache=refresh_cache, batch=batch,
-            batch_wait_seconds=batch_wait, out=str(out))
-    except ValidationError as error:
-        problem = error.errors()[0]
-        raise UserError(f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}") from None
+    fields = values(EVAL_FLAGS, given)
+    for role in ("candidate", "judge", "baseline"):
+        if "base_url" in fields.get(role, {}):
+            fields[role]["base_url"] = set_aside_credentials(fields[role]["base_url"])
+    if "baseline" in fields and "candidate" in fields:  # the baseline is served where the model is, unless told
+        fields["baseline"].setdefault("base_url", fields["candidate"].get("base_url"))
+    options = validated(EvalOptions, EVAL_FLAGS, {"release": str(release_folder), **fields})
+    limit = options.limit
     try:
         with Progress(transient=True) as bar:
             task = bar.add_task("evaluating samples", total=limit)
@@ -556,6 +516,7 @@ def eval_run(
 
 
 NOTHING_SCORED = 6  # exit code of an eval in which every judged turn failed
+eval_app.command("run")(with_flags(eval_run, EvalOptions, EVAL_FLAGS))
 
 eval_review_app = typer.Typer(
     help="The judge's calls of an eval as a Label Studio project, for people to make the same calls: push, then "

@@ -60,11 +60,16 @@ def _plain(annotation):
     return str if typing.get_origin(found) is Literal else found
 
 
-def help_text(info) -> str:
-    """The field's description as a sentence, with the model's default where it has a plain one."""
-    text = (info.description or "").strip()
+def help_text(model: type[BaseModel], path: str) -> str:
+    """The field's description as a sentence (a nested field's: its owner's, then its own), with the model's
+    default where it has a plain one."""
+    parts = path.split(".")
+    described = [(field_of(model, ".".join(parts[:size])).description or "").strip() for size in
+                 range(1, len(parts) + 1)]
+    text = ": ".join(part for part in described if part)
+    text = text[:1].upper() + text[1:]
     text += "" if not text or text.endswith(".") else "."
-    default = info.default
+    default = field_of(model, path).default
     if isinstance(default, str | int | float) and not isinstance(default, bool) and default != "":
         text += f" Default: {default}."
     return text
@@ -91,7 +96,7 @@ def parameters(model: type[BaseModel], flags: list[Flag]) -> list[inspect.Parame
             annotation, default = reads, ...
         else:
             annotation, default = Optional[reads], None  # noqa: UP045 - typer reads Optional; None: not given
-        option = typer.Option(*names, help=help_text(info), metavar=flag.metavar, show_default=False)
+        option = typer.Option(*names, help=help_text(model, flag.path), metavar=flag.metavar, show_default=False)
         found.append(inspect.Parameter(flag.parameter, inspect.Parameter.KEYWORD_ONLY, default=default,
                                        annotation=Annotated[annotation, option]))
     return found
@@ -121,7 +126,9 @@ def values(flags: list[Flag], given: dict[str, Any]) -> dict[str, Any]:
 
 def with_flags(function: Callable, model: type[BaseModel], flags: list[Flag]) -> Callable:
     """`function` (its own parameters, then **options) with the flags of `model` in its signature, for typer."""
-    own = [parameter for parameter in inspect.signature(function).parameters.values()
+    hints = typing.get_type_hints(function, include_extras=True)  # the annotations as objects, not strings
+    own = [parameter.replace(annotation=hints.get(parameter.name, parameter.annotation))
+           for parameter in inspect.signature(function).parameters.values()
            if parameter.kind is not inspect.Parameter.VAR_KEYWORD]
     positional = [parameter for parameter in own if parameter.default is inspect.Parameter.empty]
     keyword = [parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY) for parameter in own

@@ -119,6 +119,12 @@ class Recipe(Strict):
     demo: DemoSpec | None = None
 
 
+PRICES_HELP = ("MODEL=IN,OUT: a model's price in USD per million input and output tokens, e.g. gpt-4o=2.5,10, over "
+               "the built-in table; repeatable")
+MAX_COST_HELP = ("stop before new model calls cost more than this many USD (exit 4); replies so far are kept and "
+                 "cached; every model asked needs a price (built in, or --price)")
+
+
 class RunOptions(Strict):
     """What one run asks for on top of its recipe: the flags of `curate run`, the parameters of a deployment run.
 
@@ -155,12 +161,8 @@ class RunOptions(Strict):
         "one machine --jobs is faster, a cluster adds machines"))
     concurrency: int | None = Field(None, ge=1, le=512, description=(
         "model requests in flight at once, shared by all stages; default the recipe's"))
-    max_cost_usd: float | None = Field(None, gt=0, description=(
-        "stop before this invocation's new model calls cost more than this many USD (exit 4); finished work is "
-        "kept and cached; every model needs a price (built in, or --price)"))
-    prices: dict[str, Price] | None = Field(None, description=(
-        "MODEL=IN,OUT: a model's price in USD per million input and output tokens, over the built-in table; "
-        "repeatable"))
+    max_cost_usd: float | None = Field(None, gt=0, description=MAX_COST_HELP)
+    prices: dict[str, Price] | None = Field(None, description=PRICES_HELP)
     refresh_cache: bool = Field(False, description=(
         "ask the model again instead of reusing cached replies (and cache the new ones)"))
     batch: bool | None = Field(None, description=(

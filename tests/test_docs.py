@@ -60,3 +60,42 @@ def test_every_guide_has_commands_and_names_only_known_steps():
         assert all(step.text.split()[0] in STEPS for step in found if step.kind == "directive"), name
         module = REPO / "tests" / "docs" / f"test_{Path(name).stem.lower()}.py"
         assert f'run_guide("{name}"' in module.read_text(encoding="utf-8"), module
+
+
+MEASURED = r"\b\d+(?:\.\d+)?\s?(?:x|s|ms|MB|GB|MiB|GiB|minutes|files/s)(?![\w-])"
+
+
+def _help_texts() -> list[str]:
+    """Every help text `curate` shows: each command's and each of its options'."""
+    import typer.main
+
+    from benchcurate.flows.cli import app
+
+    found, pending = [], [typer.main.get_command(app)]
+    while pending:
+        command = pending.pop()
+        found += [command.help or ""] + [getattr(param, "help", None) or "" for param in command.params]
+        pending += list(getattr(command, "commands", {}).values())
+    return found
+
+
+def _prose(markdown: str) -> str:
+    """A page without its code blocks and tables (what a command printed is not a quoted figure)."""
+    import re
+
+    text = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("|"))
+
+
+def test_every_figure_the_readme_or_help_quotes_is_a_measurement():
+    """A time, ratio or size in README.md or `curate ... --help` is one bench/README.md states (so they cannot
+    drift apart: bench/README.md is generated from the results the benchmarks wrote)."""
+    import re
+
+    measured = (REPO / "bench" / "README.md").read_text(encoding="utf-8")
+    quoted = {figure: where for where, text in [("README.md", _prose((REPO / "README.md").read_text("utf-8")))]
+              + [("--help", text) for text in _help_texts()] for figure in re.findall(MEASURED, text)}
+    assert len(_help_texts()) > 100  # every command was walked
+    unmeasured = {figure: where for figure, where in quoted.items()
+                  if not re.search(r"(?<![\d.])" + re.escape(figure) + r"(?!\w)", measured)}
+    assert unmeasured == {}

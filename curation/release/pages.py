@@ -9,43 +9,58 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from benchcurate.curation.release.reading import image_file, open_release, rows
-from benchcurate.curation.report.html import RunView, write_site
+from benchcurate.curation.report.html import RunView, Shown, write_site
+from benchcurate.schemas import (
+    Categories,
+    Challenge,
+    ChecklistItem,
+    ImageRef,
+    Persona,
+    Provenance,
+    ReleaseManifest,
+    Rewrite,
+    ReviewState,
+    Sample,
+    Turn,
+)
 
 
-def release_samples(folder: Path, images: Path) -> tuple[object, list[dict]]:
-    """A release's manifest and its rows as the samples pages read them (each image written once under
+def release_samples(folder: Path, images: Path) -> tuple[ReleaseManifest, list[Shown]]:
+    """A release's manifest and its rows as the samples pages show them (each image written once under
     `images`, by content)."""
     release = open_release(folder)
     samples = []
     for split in release.manifest.splits:
         for row in rows(release, split):
             picture = image_file(row["image"], images) if row.get("image") else None
-            samples.append(_sample_of(row, split, picture))
+            samples.append(Shown(_sample_of(row, picture), split))
     return release.manifest, samples
 
 
-def _sample_of(row: dict, split: str, picture) -> dict:
-    """A release row in the shape of a stored sample (the fields the pages show), whatever the recipe's columns."""
-    def turn(value: dict) -> dict:
-        return {"speaker": value.get("speaker", "user"), "utterance": value.get("utterance", ""),
-                "level": value.get("level"), "reference": value.get("reference"),
-                "focus_points": value.get("focus_points") or [],
-                "checklist": [{name: check.get(name, "") for name in ("question", "main_criteria", "sub_criteria")}
-                              for check in value.get("checklist") or []]}
+def _sample_of(row: dict, picture: ImageRef | None) -> Sample:
+    """A release row as the sample it was released from (the fields the pages show), whatever the recipe's
+    columns."""
+    def turn(value: dict) -> Turn:
+        return Turn(speaker=value.get("speaker") or "user", utterance=value.get("utterance") or "",
+                    level=value.get("level"), reference=value.get("reference"),
+                    focus_points=value.get("focus_points") or [],
+                    checklist=[ChecklistItem(**{name: check.get(name) or "" for name in
+                                                ("question", "main_criteria", "sub_criteria")})
+                               for check in value.get("checklist") or []])
     challenge = {part: row[f"challenge_{part}"] for part in ("textual", "image", "reasoning")
                  if row.get(f"challenge_{part}") is not None}
-    return {"id": str(row.get("index") or row.get("id") or ""), "split": split,
-            "images": [{"sha256": picture.sha256, "path": picture.path}] if picture else [],
-            "provenance": {"source_dataset": row.get("source_dataset") or "-", "source_id": row.get("source_id") or "-",
-                           "license": row.get("image_license") or row.get("license") or "-",
-                           "text_license": row.get("text_license") or "-"},
-            "persona": {"character": row["character"], "goal": row.get("goal") or ""} if row.get("character") else None,
-            "caption": row.get("caption"), "conversation": [turn(value) for value in row.get("conversation") or []],
-            "rewrites": [{"status": "kept", "text": text} for text in row.get("rewrites") or []
-                         if isinstance(text, str)],
-            "categories": {"image_main": row.get("image_main_category") or row.get("category")},
-            "language": row.get("language"), "challenge": challenge if len(challenge) == 3 else None,
-            "review": {"status": row.get("review_status"), "reasons": []}}
+    return Sample(
+        id=str(row.get("index") or row.get("id") or ""), images=[picture] if picture else [],
+        provenance=Provenance(source_dataset=row.get("source_dataset") or "-", source_id=row.get("source_id") or "-",
+                              license=row.get("image_license") or row.get("license") or "-",
+                              text_license=row.get("text_license") or "-"),
+        persona=Persona(character=row["character"], scenario=row.get("scenario") or "", goal=row.get("goal") or "")
+        if row.get("character") else None,
+        caption=row.get("caption"), conversation=[turn(value) for value in row.get("conversation") or []],
+        rewrites=[Rewrite(text=text, status="kept") for text in row.get("rewrites") or [] if isinstance(text, str)],
+        categories=Categories(image_main=row.get("image_main_category") or row.get("category")),
+        language=row.get("language"), challenge=Challenge(**challenge) if len(challenge) == 3 else None,
+        review=ReviewState(status=row.get("review_status") or "pending"))
 
 
 def release_report_folder(folder: Path) -> Path:

@@ -23,16 +23,19 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
+from pydantic import JsonValue
+
 from benchcurate.curation.core.decode import ImageDecodeError, decode_image
-from benchcurate.curation.core.jsonl import read_jsonl
+from benchcurate.curation.core.jsonl import read_jsonl, read_samples
 from benchcurate.curation.core.parallel import ordered_map
 from benchcurate.curation.engine.store import RunStore, write_json_atomic
 from benchcurate.curation.report.run import LABEL_TITLES, RunReport, histograms, load_report
 from benchcurate.curation.review.conversation_review import read_record
+from benchcurate.schemas import Decision, Sample, StageStats
 from benchcurate.schemas.review import ReviewRecord
 
 PAGE_SIZE = 200
@@ -42,18 +45,66 @@ THUMB_CHUNK = 16          # pictures per task
 OFFLINE = "offline-heuristic"
 
 
-@dataclass
+# What the pages render: the run's own models (Sample, Decision, ReviewRecord, the funnel's StageStats) in these
+# rows, never plain dicts, so a field the pages read that a model lacks fails here, not as a blank cell.
+
+@dataclass(frozen=True)
 class Drop:
     stage: str
     reason: str
-    item: dict            # the sample as stored
-    decision: dict        # its decision: scores, detail, backend, model, prompt
+    item: Sample          # the sample as stored
+    decision: Decision    # its decision: scores, detail, backend, model, prompt
 
 
-@dataclass
+@dataclass(frozen=True)
 class Group:
-    kept: dict
-    dropped: list[tuple[dict, dict]]  # (sample, the decision's detail)
+    kept: Sample
+    dropped: list[tuple[Sample, dict[str, JsonValue]]]  # (sample, the decision's detail)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A sample on the samples pages, with the split it is in (a release's; a run has none yet)."""
+    sample: Sample
+    split: str | None = None
+
+
+@dataclass(frozen=True)
+class FunnelRow:
+    stats: StageStats
+    reasons: list[tuple[str, int, str | None]]  # (reason, count, the page of its drops when it has one)
+    producers: list[str]                        # "backend model prompt vN"
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    sample: str
+    criteria: dict[str, list[tuple[str, str]]]  # judgement or text -> [(reviewer, answer), ...]
+    status: str
+    adjudicated: bool
+    page: str | None = None                     # the samples page that shows it
+
+
+@dataclass(frozen=True)
+class SelectionTable:
+    stage: str
+    settings: dict[str, JsonValue]
+    columns: list[str]
+    rows: list[list]
+
+
+@dataclass(frozen=True)
+class LabelRow:
+    label: str
+    counts: list[int]
+
+
+@dataclass(frozen=True)
+class LabelTable:
+    title: str
+    steps: list[str]
+    rows: list[LabelRow]
+    peak: int
 
 
 @dataclass
@@ -61,22 +112,26 @@ class RunView:
     report: RunReport  # (for a release, anything with the funnel's `stages`)
     drops: dict[tuple[str, str], list[Drop]] = field(default_factory=dict)
     groups: list[Group] = field(default_factory=list)
-    samples: list[dict] = field(default_factory=list)
+    samples: list[Shown] = field(default_factory=list)
     producers: dict[str, list[str]] = field(default_factory=dict)  # stage -> "backend model prompt vN"
     review: ReviewRecord | None = None                        # a run's last review pull
     agreement: dict = field(default_factory=dict)             # kind -> AgreementFigures (a run's or a release's)
     names: dict[str, str] = field(default_factory=dict)       # item id -> its file name, for ids named in evidence
 
 
-def _rows(path: Path) -> Iterable[dict]:
-    return read_jsonl(path) if path.exists() else iter(())
+def _samples(path: Path) -> Iterable[Sample]:
+    return read_samples(path) if path.exists() else iter(())
 
 
-def _producer(decision: dict) -> str | None:
-    if not decision.get("backend"):
+def _decisions(path: Path) -> Iterable[Decision]:
+    return (Decision.model_validate(row) for row in read_jsonl(path)) if path.exists() else iter(())
+
+
+def _producer(decision: Decision) -> str | None:
+    if not decision.backend:
         return None
-    prompt = f" prompt {decision['prompt_id']} v{decision['prompt_version']}" if decision.get("prompt_id") else ""
-    return f"{decision['backend']} {decision.get('model') or ''}{prompt}".strip()
+    prompt = f" prompt {decision.prompt_id} v{decision.prompt_version}" if decision.prompt_id else ""
+    return f"{decision.backend} {decision.model or ''}{prompt}".strip()
 
 
 def gather(run_dir: Path) -> RunView:
@@ -87,42 +142,41 @@ def gather(run_dir: Path) -> RunView:
     last_kept: Path | None = None
     for entry, stats in zip(entries, report.stages, strict=False):
         folder = Path(entry.output_dir)
-        dropped = {row["id"]: row for row in _rows(folder / "dropped.jsonl")}
+        dropped = {sample.id: sample for sample in _samples(folder / "dropped.jsonl")}
         producers: set[str] = set()
         near: dict[str, list[tuple[str, dict]]] = defaultdict(list)
         referenced: set[str] = set()
-        for decision in _rows(folder / "decisions.jsonl"):
+        for decision in _decisions(folder / "decisions.jsonl"):
             made_by = _producer(decision)
             if made_by:
                 producers.add(made_by)
-            if decision.get("kept") or decision["item_id"] not in dropped:
+            if decision.kept or decision.item_id not in dropped:
                 continue
-            reason = decision.get("reason") or "dropped"
+            reason = decision.reason or "dropped"
             view.drops.setdefault((stats.stage, reason), []).append(
-                Drop(stats.stage, reason, dropped[decision["item_id"]], decision))
-            detail = decision.get("detail") or {}
+                Drop(stats.stage, reason, dropped[decision.item_id], decision))
+            detail = decision.detail
             referenced |= {str(detail[key]) for key in REFERENCES if detail.get(key)}
             kept_id = detail.get("near_duplicate_of")
             if kept_id:
-                near[kept_id].append((decision["item_id"], detail))
+                near[str(kept_id)].append((decision.item_id, detail))
         if referenced:
-            kept = {row["id"]: row for row in _rows(folder / "kept.jsonl") if row["id"] in referenced}
+            kept = {sample.id: sample for sample in _samples(folder / "kept.jsonl") if sample.id in referenced}
             view.names.update({item_id: file_name(row) for item_id, row in kept.items()})
             view.groups += [Group(kept[kept_id], [(dropped[item], detail) for item, detail in members])
                             for kept_id, members in near.items() if kept_id in kept]
         view.producers[stats.stage] = sorted(producers)
         last_kept = folder / "kept.jsonl"
     if report.complete and last_kept is not None:
-        view.samples = list(_rows(last_kept))
+        view.samples = [Shown(sample) for sample in _samples(last_kept)]
     view.review = read_record(run_dir)
     view.agreement = view.review.agreement if view.review else {}
     return view
 
 
-def disagreements(record: ReviewRecord | None) -> list[dict]:
+def disagreements(record: ReviewRecord | None) -> list[Disagreement]:
     """Samples on which reviewers gave different answers to a judgement or typed different texts, from the
-    review record: {"sample", "criteria": {key: [(reviewer, answer), ...]}, "status", "adjudicated"}, with only
-    what they differ on (a text as "edited: ..." or "kept the draft")."""
+    review record, with only what they differ on (a text as "edited: ..." or "kept the draft")."""
     if record is None:
         return []
     found = []
@@ -134,12 +188,11 @@ def disagreements(record: ReviewRecord | None) -> list[dict]:
                          if answer.reviewer in text.versions else "kept the draft") for answer in outcome.answers]
                   for key, text in outcome.texts.items() if len(set(text.versions.values())) > 1}
         if split:
-            found.append({"sample": sample, "criteria": split, "status": outcome.status,
-                          "adjudicated": outcome.phase == 2})
+            found.append(Disagreement(sample, split, outcome.status, outcome.phase == 2))
     return found
 
 
-def selection_tables(stages: list) -> list[dict]:
+def selection_tables(stages: list[StageStats]) -> list[SelectionTable]:
     """Per stage that decided on the set as a whole (weights, quotas, sizes), its settings and a table of its
     per-label numbers beside what it kept of each label."""
     tables = []
@@ -155,15 +208,14 @@ def selection_tables(stages: list) -> list[dict]:
         rows = [[label, *[per_label[name].get(label, "") for name in per_label], *([kept.get(label, 0)] if kept
                                                                                    else [])] for label in labels]
         settings = {name: value for name, value in summary.items() if not isinstance(value, (dict, list))}
-        tables.append({"stage": stats.stage, "settings": settings, "columns": columns, "rows": rows})
+        tables.append(SelectionTable(stats.stage, settings, columns, rows))
     return tables
 
 
 # --- thumbnails --------------------------------------------------------------------------------------------------
 
-def thumb_name(item: dict) -> str | None:
-    images = item.get("images") or []
-    return f"{images[0]['sha256'][:20]}.jpg" if images else None
+def thumb_name(item: Sample) -> str | None:
+    return f"{item.images[0].sha256[:20]}.jpg" if item.images else None
 
 
 def _make_thumbs(jobs: list[tuple[str, str]]) -> list[bool]:
@@ -183,14 +235,14 @@ def _make_thumbs(jobs: list[tuple[str, str]]) -> list[bool]:
     return made
 
 
-def make_thumbnails(items: Iterable[dict], folder: Path, workers: int) -> set[str]:
+def make_thumbnails(items: Iterable[Sample], folder: Path, workers: int) -> set[str]:
     """Thumbnails of the items' first pictures under `folder`, made once; the names that exist."""
     folder.mkdir(parents=True, exist_ok=True)
     wanted: dict[str, str] = {}
     for item in items:
         name = thumb_name(item)
         if name and not (folder / name).exists():
-            wanted.setdefault(name, item["images"][0]["path"])
+            wanted.setdefault(name, item.images[0].path)
     jobs = [(path, str(folder / name)) for name, path in wanted.items()]
     chunks = [jobs[start:start + THUMB_CHUNK] for start in range(0, len(jobs), THUMB_CHUNK)]
     for _ in ordered_map(_make_thumbs, chunks, "threads" if workers > 1 else "serial", workers):
@@ -228,14 +280,12 @@ def _environment():
 REFERENCES = ("near_duplicate_of", "duplicate_of")  # detail fields naming another item
 
 
-def file_name(item: dict) -> str:
+def file_name(item: Sample) -> str:
     """What a person recognises an item by: its file's path under the input, else its image's file name."""
-    provenance = item.get("provenance") or {}
-    images = item.get("images") or []
-    return provenance.get("source_path") or (Path(images[0]["path"]).name if images else "") or item.get("id", "")
+    return item.provenance.source_path or (Path(item.images[0].path).name if item.images else "") or item.id
 
 
-def _evidence(decision: dict, names: dict[str, str] | None = None) -> list[tuple[str, str]]:
+def _evidence(decision: Decision, names: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """A decision's evidence as (name, value) lines: its scores, then what its detail adds (a value the scores
     already show is not repeated), nested values flattened; an item named by id also by its file name."""
     lines: list[tuple[str, str]] = []
@@ -254,22 +304,22 @@ def _evidence(decision: dict, names: dict[str, str] | None = None) -> list[tuple
             text = f"{text} ({names[text]})"
         if (prefix, text) not in lines:
             lines.append((prefix, text))
-    for part in ("scores", "detail"):
-        add("", decision.get(part) or {})
+    for part in (decision.scores, decision.detail):
+        add("", part)
     made_by = _producer(decision)
     if made_by:
         lines.append(("by", made_by + (" (offline heuristics, not a model)" if OFFLINE in made_by else "")))
     return lines
 
 
-def _label_table(report: RunReport) -> list[dict]:
+def _label_table(report: RunReport) -> list[LabelTable]:
     tables = []
     for histogram in histograms(report):
         steps = [step for step, _ in histogram.columns]
         peak = max((count for _, counts in histogram.columns for count in counts.values()), default=1) or 1
-        rows = [{"label": label, "counts": [counts.get(label, 0) for _, counts in histogram.columns]}
+        rows = [LabelRow(label, [counts.get(label, 0) for _, counts in histogram.columns])
                 for label in histogram.labels]
-        tables.append({"title": LABEL_TITLES[histogram.kind], "steps": steps, "rows": rows, "peak": peak})
+        tables.append(LabelTable(LABEL_TITLES[histogram.kind], steps, rows, peak))
     return tables
 
 
@@ -282,14 +332,13 @@ def _filters(facets: list[dict[str, str]]) -> dict[str, list[str]]:
     return {name: sorted(found) for name, found in values.items()}
 
 
-def _facets(sample: dict) -> dict[str, str]:
-    challenge = sample.get("challenge")
-    mean = sum(challenge[part] for part in ("textual", "image", "reasoning")) / 3 if challenge else None
+def _facets(shown: Shown) -> dict[str, str]:
+    sample, challenge = shown.sample, shown.sample.challenge
+    mean = (challenge.textual + challenge.image + challenge.reasoning) / 3 if challenge else None
     level = "-" if mean is None else "hard" if mean >= 7 else "medium" if mean >= 4 else "easy"
-    categories = sample.get("categories") or {}
-    facets = {"category": categories.get("image_main") or "-", "language": sample.get("language") or "-",
-              "difficulty": level, "review": (sample.get("review") or {}).get("status") or "-"}
-    return {**facets, "split": sample["split"]} if "split" in sample else facets
+    facets = {"category": sample.categories.image_main or "-", "language": sample.language or "-",
+              "difficulty": level, "review": sample.review.status}
+    return facets if shown.split is None else {**facets, "split": shown.split}
 
 
 def write_html_report(run_dir: Path, workers: int = 2) -> Path:
@@ -302,32 +351,32 @@ def write_html_report(run_dir: Path, workers: int = 2) -> Path:
                        workers=workers, what="run")
 
 
-def write_site(out: Path, view: RunView, *, run_id: str, recipe: str, backends: list[str], stages: list,
+def write_site(out: Path, view: RunView, *, run_id: str, recipe: str, backends: list[str], stages: list[StageStats],
                 total_stages: int, complete: bool, waiting: str | None, workers: int, what: str) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     shown = [drop.item for drops in view.drops.values() for drop in drops]
-    shown += [group.kept for group in view.groups] + view.samples
+    shown += [group.kept for group in view.groups] + [row.sample for row in view.samples]
     thumbs = make_thumbnails(shown, out / "thumbs", workers)
     environment, templates = _environment()
     for asset in ("report.css", "report.js"):
         (out / asset).write_text((templates / asset).read_text(encoding="utf-8"), encoding="utf-8")
     common = {"run_id": run_id, "recipe": recipe, "backends": backends, "what": what,
-              "offline": any(OFFLINE in backend for backend in backends), "thumbs": thumbs, "names": view.names}
+              "offline": any(OFFLINE in backend for backend in backends), "thumbs": thumbs, "names": view.names,
+              "page_size": PAGE_SIZE}
     group_pages, sample_pages = _pages(view.groups), _pages(view.samples)
     linked = {(stage, reason) for stage, reason in view.drops}
-    funnel = [{"stats": stats, "reasons": [(reason, count, drops_page(stats.stage, reason)
-                                            if (stats.stage, reason) in linked else None)
-                                           for reason, count in stats.by_reason.items()],
-               "producers": view.producers.get(stats.stage, [])} for stats in stages]
+    funnel = [FunnelRow(stats, [(reason, count, drops_page(stats.stage, reason) if (stats.stage, reason) in linked
+                                 else None) for reason, count in stats.by_reason.items()],
+                        view.producers.get(stats.stage, [])) for stats in stages]
     costs = [usage.cost_usd for stats in stages for usage in stats.usage.values() if usage.calls]
-    page_of = {sample["id"]: f"samples-{index // PAGE_SIZE + 1}.html#s-{sample['id']}"
-               for index, sample in enumerate(view.samples)}
+    page_of = {row.sample.id: f"samples-{index // PAGE_SIZE + 1}.html#s-{row.sample.id}"
+               for index, row in enumerate(view.samples)}
     pages = {"index.html": environment.get_template("index.html.j2").render(
         **common, title="Run report" if what == "run" else "Release report", funnel=funnel, complete=complete,
         waiting=waiting, total_stages=total_stages, labels=_label_table(view.report), review=view.review,
         agreement=view.agreement,
         selections=selection_tables(stages),
-        disagreements=[{**found, "page": page_of.get(found["sample"])} for found in disagreements(view.review)],
+        disagreements=[replace(found, page=page_of.get(found.sample)) for found in disagreements(view.review)],
         groups=len(view.groups), samples=len(view.samples), seconds=sum(s.seconds for s in stages),
         cost=None if any(cost is None for cost in costs) else sum(costs))}
     for (stage, reason), drops in view.drops.items():
@@ -342,15 +391,16 @@ def write_site(out: Path, view: RunView, *, run_id: str, recipe: str, backends: 
             total=len(view.groups), page_name=lambda n: f"groups-{n}.html")
     facets = [_facets(sample) for sample in view.samples]
     filters = _filters(facets)
-    index_rows = [[sample["id"], position // PAGE_SIZE + 1, *[facets[position][name] for name in filters]]
-                  for position, sample in enumerate(view.samples)]
+    index_rows = [[row.sample.id, position // PAGE_SIZE + 1, *[facets[position][name] for name in filters]]
+                  for position, row in enumerate(view.samples)]
     (out / "samples-index.js").write_text(  # a script, not JSON: pages opened from file:// may not fetch files
         "window.SAMPLE_INDEX = " + json.dumps({"facets": list(filters), "rows": index_rows}, ensure_ascii=False)
         + ";\n", encoding="utf-8")
     for number, chunk in enumerate(sample_pages, start=1):
         pages[f"samples-{number}.html"] = environment.get_template("samples.html.j2").render(
             **common, title="Samples", filters=filters,
-            samples=list(zip(chunk, facets[(number - 1) * PAGE_SIZE:number * PAGE_SIZE], strict=True)),
+            samples=list(zip([row.sample for row in chunk], facets[(number - 1) * PAGE_SIZE:number * PAGE_SIZE],
+                             strict=True)),
             page=number, pages=len(sample_pages), total=len(view.samples),
             page_name=lambda n: f"samples-{n}.html")
     for name, html in pages.items():

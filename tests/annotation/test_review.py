@@ -125,7 +125,7 @@ def test_a_review_round_from_push_to_the_release(label_studio, person, tmp_path)
     assert record.count("pending") == 0 and not record.rejected
     from benchcurate.curation.report.html import disagreements
     shown = disagreements(record)
-    assert [(found["sample"], found["status"], found["adjudicated"]) for found in shown] == [(ids[2], "accepted", True)]
+    assert [(found.sample, found.status, found.adjudicated) for found in shown] == [(ids[2], "accepted", True)]
     before = (run_dir / "review" / "record.json").read_bytes()
     again = review.pull(run_dir, connection).record                            # a re-pull changes nothing
     assert again.model_copy(update={"pulled_at": record.pulled_at}) == read_record(run_dir) == record
