@@ -442,9 +442,9 @@ def _write_release(run_dir: Path, out: Path, version: str | None = None, strict_
                   console=Console(stderr=True)) as bar:
         task = bar.add_task("writing the release", total=None)
         released = release(run_dir, out.resolve(), version, strict_licenses, overrides, lambda: bar.advance(task))
-    manifest = json.loads((released.folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest = released.manifest
     if not released.new:
-        typer.echo(f"already released as {manifest['name']} {released.version} (the same rows and images); no new "
+        typer.echo(f"already released as {manifest.name} {released.version} (the same rows and images); no new "
                    f"version written", err=True)
     for warning in license_warnings(manifest):
         typer.echo(f"warning: {warning}", err=True)

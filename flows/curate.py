@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
@@ -219,23 +218,24 @@ def _curate(recipe: str, options: RunOptions, out: Path, store: RunStore, logger
         return outcome.model_copy(update={"emptied_by": emptied_by})
     if not options.release:
         return outcome
-    return outcome.model_copy(update=_release(store.root, out, report.config.recipe.name, display, logger))
+    return _release(outcome, store.root, out, display, logger)
 
 
-def _release(run_dir: Path, out: Path, recipe: str, display, logger) -> dict[str, Any]:
+def _release(outcome: RunOutcome, run_dir: Path, out: Path, display, logger) -> RunOutcome:
     display.begin("release")
     from benchcurate.curation.release.licenses import license_warnings  # datasets loads only when releasing
     from benchcurate.curation.release.writer import release
 
     released = release(run_dir, out, on_row=lambda: display.advance(1))
-    manifest = json.loads((released.folder / "manifest.json").read_text(encoding="utf-8"))
-    said = (f"written: {manifest['name']} {released.version}" if released.new else
-            f"already released as {manifest['name']} {released.version} (the same rows and images); no new version")
+    manifest = released.manifest
+    said = (f"written: {manifest.name} {released.version}" if released.new else
+            f"already released as {manifest.name} {released.version} (the same rows and images); no new version")
     display.end("release", f"{said} ({released.folder})")
     warnings = license_warnings(manifest)
     for warning in warnings:
-        logger.warning("release %s %s: %s", manifest["name"], released.version, warning)
-    return {"release_dir": str(released.folder), "release_new": released.new, "release_warnings": warnings}
+        logger.warning("release %s %s: %s", manifest.name, released.version, warning)
+    return outcome.model_copy(update={"release_dir": str(released.folder), "release_new": released.new,
+                                      "release_warnings": warnings})
 
 
 def _publish_artifacts(recipe: str, run_id: str, report, run_dir: Path) -> None:

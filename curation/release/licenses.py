@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from benchcurate.schemas import Sample
+from benchcurate.schemas import ReleaseManifest, Sample
 
 NO_CONDITIONS = {"CC0-1.0", "Public-Domain", "Unlicense"}
 PERMISSIVE = {"Apache-2.0", "MIT", "BSD-2-Clause", "BSD-3-Clause"}
@@ -83,7 +83,8 @@ def release_terms(samples: list[Sample]) -> ReleaseTerms:
                         conflicts=conflicts, unknown=sorted(lic for lic, terms in known.items() if terms is None))
 
 
-def license_warnings(manifest: dict) -> list[str]:
+def license_warnings(manifest: ReleaseManifest) -> list[str]:
     """What a user must hear when releasing: each conflict and each license nobody knows (of the pictures or of
     the text), from a manifest."""
-    return [f"license conflict: {conflict}" for conflict in manifest.get("license_terms", {}).get("conflicts", [])]
+    conflicts = manifest.license_terms.get("conflicts") or []
+    return [f"license conflict: {conflict}" for conflict in (conflicts if isinstance(conflicts, list) else [])]

@@ -267,6 +267,10 @@ class Released:
     def version(self) -> str:
         return self.folder.name
 
+    @property
+    def manifest(self) -> ReleaseManifest:
+        return ReleaseManifest.model_validate_json((self.folder / "manifest.json").read_text(encoding="utf-8"))
+
 
 def write_release(run_dir: Path, out_dir: Path, version: str | None = None, strict_licenses: bool = False,
                   overrides: dict | None = None, on_row: Callable[[], None] = lambda: None) -> Path:
