@@ -76,7 +76,7 @@ def _command_line(pid: int) -> str | None:
 
 def get(url: str, timeout: float = 2.0) -> bytes | None:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback only
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # loopback only
             return response.read()
     except OSError:
         return None

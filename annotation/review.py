@@ -310,7 +310,7 @@ def import_in_batches(client, project_id: int, items: list, to_task, done, batch
                 reply = client.projects.import_tasks(project_id, return_task_ids=True,
                                                      request=[to_task(item) for item in batch])
                 break
-            except Exception as error:  # noqa: BLE001 - httpx timeouts and server errors surface as several types
+            except Exception as error:  # httpx timeouts and server errors surface as several types
                 if attempt == attempts - 1 or "timeout" not in type(error).__name__.lower() + str(error).lower():
                     raise
         done(batch, list(reply.task_ids or []))

@@ -25,10 +25,10 @@ from benchcurate.curation.core.errors import (
     UserError,
     disk_full,
 )
+from benchcurate.curation.core.secrets import RedactingStream, keep_private, redact_logging, redact_tracebacks
 from benchcurate.flows.options import Flag, validated, values, with_flags
 from benchcurate.schemas.evaluation import EvalOptions
 from benchcurate.schemas.recipe import RunOptions
-from benchcurate.curation.core.secrets import RedactingStream, keep_private, redact_logging, redact_tracebacks
 
 
 class _OneLineErrors(TyperGroup):
@@ -150,12 +150,12 @@ def parse_value(pair: str, raw: str) -> object:
         raise UserError(f"--set {pair[:60]}...: the value has {len(raw):,} characters; at most "
                         f"{MAX_SET_VALUE_CHARS:,} (put long lists in a file the stage reads)")
     try:
-        value = yaml.load(raw, Loader=_NoAliasLoader)  # noqa: S506 - a safe loader, aliases refused
+        value = yaml.load(raw, Loader=_NoAliasLoader)  # a safe loader, aliases refused
     except yaml.YAMLError as error:
         raise UserError(f"--set {pair[:80]}: the value is not valid YAML ({str(error).splitlines()[0]})") from None
     except RecursionError:
         value = None
-    if value is None and raw.strip() not in ("", "null", "~", "None") or _depth(value) > MAX_SET_VALUE_DEPTH:
+    if (value is None and raw.strip() not in ("", "null", "~", "None")) or _depth(value) > MAX_SET_VALUE_DEPTH:
         raise UserError(f"--set {pair[:60]}...: the value nests more than {MAX_SET_VALUE_DEPTH} levels deep")
     return value
 
@@ -260,7 +260,7 @@ def _run_flow(recipe: str, options, out: Path, prefect_server: str, resume: str,
             watching = _watch_cluster(execution, no_workers)
             try:
                 return curate(recipe=recipe, options=options, out_dir=str(out))
-            except Exception as error:  # noqa: BLE001 - a lost Prefect server is told apart, others re-raised
+            except Exception as error:  # a lost Prefect server is told apart, others re-raised
                 if unreachable(error, api_url):
                     raise BackendUnavailable(f"the Prefect server at {api_url} stopped answering during the run "
                                              f"(nothing finished is lost)") from None

@@ -87,7 +87,7 @@ def _stored_redacted() -> Iterator[None]:
         yield
     except RedactedError:
         raise
-    except Exception as error:  # noqa: BLE001 - re-raised, redacted
+    except Exception as error:  # re-raised, redacted
         if disk_full(error):
             raise DiskFull(str(error)) from error
         raise UnexpectedError.of(error) from error

@@ -80,7 +80,7 @@ def _bool_form(flag: Flag, info) -> tuple[Any, Any]:
     unless given when the field's default is None, else starts at the field's default."""
     if "/" not in (flag.boolean or ""):
         return bool, False
-    return (Optional[bool], None) if info.default is None else (bool, info.default)  # noqa: UP045 - typer
+    return (Optional[bool], None) if info.default is None else (bool, info.default)  # typer
 
 
 def parameters(model: type[BaseModel], flags: list[Flag]) -> list[inspect.Parameter]:
@@ -95,7 +95,7 @@ def parameters(model: type[BaseModel], flags: list[Flag]) -> list[inspect.Parame
         elif flag.required:
             annotation, default = reads, ...
         else:
-            annotation, default = Optional[reads], None  # noqa: UP045 - typer reads Optional; None: not given
+            annotation, default = Optional[reads], None  # typer reads Optional; None: not given
         option = typer.Option(*names, help=help_text(model, flag.path), metavar=flag.metavar, show_default=False)
         found.append(inspect.Parameter(flag.parameter, inspect.Parameter.KEYWORD_ONLY, default=default,
                                        annotation=Annotated[annotation, option]))

@@ -177,7 +177,7 @@ def prefect_server_for(out_dir: Path, choice: str = "local", say=lambda line: No
     url = get_current_settings().api.url
     if url:
         try:
-            with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=5):  # noqa: S310
+            with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=5):
                 pass
         except OSError as error:
             raise UserError(f"no Prefect server answers at {url} (Prefect's PREFECT_API_URL setting: environment, "

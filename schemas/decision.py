@@ -62,7 +62,7 @@ class ModelUsage(Strict):
     output_tokens: int = 0
     cost_usd: float | None = Field(0.0, description="null when the model has no known price")
 
-    def plus(self, other: "ModelUsage") -> "ModelUsage":
+    def plus(self, other: ModelUsage) -> ModelUsage:
         cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
         return ModelUsage(calls=self.calls + other.calls, cached_calls=self.cached_calls + other.cached_calls,
                           batch_calls=self.batch_calls + other.batch_calls,

@@ -133,7 +133,7 @@ class StageWriter:
         self.partial = run.output_dir.with_name(run.output_dir.name + ".partial")
         shutil.rmtree(self.partial, ignore_errors=True)
         self.partial.mkdir(parents=True)
-        self._files = {name: open(self.partial / f"{name}.jsonl", "w", encoding="utf-8")
+        self._files = {name: open(self.partial / f"{name}.jsonl", "w", encoding="utf-8")  # noqa: SIM115 - closed by commit/abort
                        for name in ("kept", "dropped", "decisions")}
         self.items_in = 0
         self.by_reason: Counter[str] = Counter()
@@ -227,7 +227,7 @@ def _collect_deferred(run: StageRun, source: Path, store: RunStore, registry: Re
                 pass
             except STOPS_THE_STAGE:
                 raise
-            except Exception:  # noqa: BLE001 - an item boundary: it fails again, recorded, when the stage runs
+            except Exception:  # an item boundary: it fails again, recorded, when the stage runs
                 pass
 
     with ctx.backend.deferring() as pending:

@@ -69,7 +69,7 @@ def guarded(work, item: Sample) -> dict:
         return work(item)
     except STOPS_THE_STAGE:
         raise
-    except Exception as error:  # noqa: BLE001 - the item boundary
+    except Exception as error:  # the item boundary
         if disk_full(error):  # the disk, not the item: recording it as the item's failure would lose the item
             raise DiskFull(str(error)) from error
         return _error_record(item, error)

@@ -475,7 +475,7 @@ AMB_TASK_ALIASES = {"描述": "Description", "推理": "Reasoning", "识别": "R
                     "梗图": "Meme", "梗图理解": "Meme", "世界知识": "Knowledge", "知识": "Knowledge",
                     "OCR理解": "OCR", "多轮对话": "Coherence", "连贯": "Coherence", "不连贯": "Incoherence",
                     "对话上下文": "Coherence", "Dialogue Context": "Coherence", "Descrpition": "Description"}
-AMB_TASK_ALIASES |= {f"{name}类": task for name, task in list(AMB_TASK_ALIASES.items()) if "\u4e00" <= name[0]}
+AMB_TASK_ALIASES |= {f"{name}类": task for name, task in list(AMB_TASK_ALIASES.items()) if name[0] >= "\u4e00"}
 
 
 def read_amb_rating(text: str) -> int:

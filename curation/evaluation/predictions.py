@@ -151,7 +151,7 @@ def _xlsx_rows(path: Path):
 
     try:
         book = load_workbook(path, read_only=True)
-    except Exception as error:  # noqa: BLE001 - openpyxl raises several kinds for a file that is not a workbook
+    except Exception as error:  # openpyxl raises several kinds for a file that is not a workbook
         raise UserError(f"{path} is not a readable .xlsx workbook ({type(error).__name__})") from None
     yield from book.worksheets[0].iter_rows(values_only=True)
 

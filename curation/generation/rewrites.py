@@ -30,9 +30,7 @@ from benchcurate.schemas import Categories, Drop, Keep, Rewrite, Sample, Turn, V
 from benchcurate.schemas.replies import AlignTaskName
 
 LANGUAGES = {"zh": "Chinese (Simplified)", "en": "English"}
-CATEGORY_OF_TASK = {task: "Perception & Understanding" for task in
-                    ("Description", "Recognition", "Counting", "OCR", "Meme", "Knowledge")} | {
-                    task: "Reasoning & Analysis" for task in ("Reasoning", "Chart", "Problem", "Comparison", "Writing")}
+CATEGORY_OF_TASK = dict.fromkeys(("Description", "Recognition", "Counting", "OCR", "Meme", "Knowledge"), "Perception & Understanding") | dict.fromkeys(("Reasoning", "Chart", "Problem", "Comparison", "Writing"), "Reasoning & Analysis")
 
 
 class QuestionConfig(ModelStageConfig):

@@ -31,7 +31,7 @@ def _cells(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
     from openpyxl import load_workbook
     try:
         book = load_workbook(path, read_only=True, data_only=True)
-    except Exception as error:  # noqa: BLE001 - openpyxl raises several kinds for a file that is not a workbook
+    except Exception as error:  # openpyxl raises several kinds for a file that is not a workbook
         raise UserError(f"{path} is not a readable .xlsx workbook ({type(error).__name__}: {error})") from error
     sheet = book[SHEET] if SHEET in book.sheetnames else book.worksheets[0]
     rows = sheet.iter_rows(values_only=True)

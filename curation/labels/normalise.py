@@ -71,7 +71,7 @@ def canonical_names(counts: Counter[str], synonyms: dict[str, str], seeded: tupl
     mapping = {}
     for key, names in groups.items():
         chosen = named.get(key) or min(names, key=lambda name: (-counts[name], len(name), name))
-        mapping.update({name: chosen for name in names})
+        mapping.update(dict.fromkeys(names, chosen))
     return mapping
 
 

@@ -81,7 +81,7 @@ def hub_failures(doing: str, repo: str, resume: str = "", writing: bool = True) 
         yield
     except (UserError, BackendUnavailable):
         raise
-    except Exception as error:  # noqa: BLE001 - sorted below, re-raised when not ours
+    except Exception as error:  # sorted below, re-raised when not ours
         chain = list(_chain(error))
         if any(isinstance(cause, OfflineModeIsEnabled) for cause in chain):
             raise UserError(f"{doing} {repo} needs the Hub and HF_HUB_OFFLINE is set (and no copy is cached); "

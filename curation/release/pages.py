@@ -18,8 +18,8 @@ from benchcurate.schemas import (
     Persona,
     Provenance,
     ReleaseManifest,
-    Rewrite,
     ReviewState,
+    Rewrite,
     Sample,
     Turn,
 )

@@ -27,7 +27,7 @@ class WeightedSampleConfig(StageConfig):
 
 def allocate(sizes: dict[str, int], total: int, exponent: float) -> dict[str, int]:
     """Quotas summing to min(total, sum(sizes)), each at most its category's size."""
-    quotas = {name: 0 for name in sizes}
+    quotas = dict.fromkeys(sizes, 0)
     remaining = min(total, sum(sizes.values()))
     while remaining > 0:
         open_names = sorted(name for name in sizes if quotas[name] < sizes[name])

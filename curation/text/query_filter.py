@@ -34,7 +34,7 @@ def stop_words() -> dict[str, frozenset[str]]:
 def tokens(text: str) -> list[str]:
     clean = normalise(text)
     if is_cjk(clean):
-        return [char for char in "".join(WORD.findall(clean))]
+        return list("".join(WORD.findall(clean)))
     return WORD.findall(clean)
 
 

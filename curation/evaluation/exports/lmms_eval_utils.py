@@ -267,7 +267,7 @@ FAILURE_METRICS = ("failures", "failure_reasons")
 def process_results(doc: dict, results: list) -> dict:
     """Judge the sample's answers; every metric of the task gets the same record, which its aggregation reads."""
     record = JUDGES[TASK["recipe"]](doc, answers_of(results))
-    return {metric: record for metric in (*METRICS[TASK["recipe"]], *FAILURE_METRICS)}
+    return dict.fromkeys((*METRICS[TASK["recipe"]], *FAILURE_METRICS), record)
 
 
 # --- aggregations: the paper's numbers over all samples -------------------------------------------------------------
