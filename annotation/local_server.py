@@ -28,8 +28,8 @@ KILL_WAIT_SECONDS = 5  # after SIGKILL, for the process to be gone before stop()
 class ServerRecord:
     pid: int
     port: int
-    started: str   # the process's start time as the kernel counts it (clock ticks after boot), or "" elsewhere
-    marker: str    # text the process's command line contains (the module or program it runs)
+    started: str  # the process's start time as the kernel counts it (clock ticks after boot), or "" elsewhere
+    marker: str  # text the process's command line contains (the module or program it runs)
 
     @property
     def url(self) -> str:
@@ -113,8 +113,15 @@ class LocalServer:
             return None
         return record
 
-    def start(self, command: list[str], port: int, env: dict[str, str], log: Path, cwd: Path | None = None,
-              private: bool = False) -> subprocess.Popen:
+    def start(
+        self,
+        command: list[str],
+        port: int,
+        env: dict[str, str],
+        log: Path,
+        cwd: Path | None = None,
+        private: bool = False,
+    ) -> subprocess.Popen:
         """Start the server in its own session (a Ctrl-C in the terminal that started it does not reach it).
 
         `private`: the folder holds secrets (a database with tokens), so it is 0700 and every file the server and
@@ -124,10 +131,17 @@ class LocalServer:
             make_private(self.folder)
         descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(descriptor, "ab") as handle:
-            process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       start_new_session=True, env=env, cwd=cwd, umask=0o077 if private else -1)
-        record = ServerRecord(pid=process.pid, port=port, started=process_start(process.pid) or "",
-                              marker=self.marker)
+            process = subprocess.Popen(
+                command,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+                cwd=cwd,
+                umask=0o077 if private else -1,
+            )
+        record = ServerRecord(pid=process.pid, port=port, started=process_start(process.pid) or "", marker=self.marker)
         partial = self.record_path.with_name(self.record_path.name + ".partial")
         descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
@@ -135,21 +149,30 @@ class LocalServer:
         os.replace(partial, self.record_path)
         return process
 
-    def wait_healthy(self, process: subprocess.Popen, health_url: str, log: Path, timeout: float,
-                     healthy=lambda body: body is not None) -> None:
+    def wait_healthy(
+        self,
+        process: subprocess.Popen,
+        health_url: str,
+        log: Path,
+        timeout: float,
+        healthy=lambda body: body is not None,
+    ) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 self.forget()
                 tail = log.read_text(encoding="utf-8", errors="replace")[-1500:] if log.exists() else ""
-                raise BackendUnavailable(f"the {self.name} server exited with code {process.returncode} while "
-                                         f"starting; its log ({log}) ends with:\n{tail}")
+                raise BackendUnavailable(
+                    f"the {self.name} server exited with code {process.returncode} while "
+                    f"starting; its log ({log}) ends with:\n{tail}"
+                )
             if healthy(get(health_url)):
                 return
             time.sleep(0.2)
         self.stop()
-        raise BackendUnavailable(f"the {self.name} server did not answer at {health_url} within {timeout:.0f} s; "
-                                 f"see {log}")
+        raise BackendUnavailable(
+            f"the {self.name} server did not answer at {health_url} within {timeout:.0f} s; see {log}"
+        )
 
     def stop(self, timeout: float = 15) -> bool:
         """SIGTERM to the server's process group, SIGKILL if it lingers; False when no server of ours runs. Returns

@@ -62,6 +62,7 @@ class Connection:
 
     def client(self):
         from label_studio_sdk import LabelStudio
+
         return LabelStudio(base_url=self.url, api_key=self.token, timeout=120)
 
 
@@ -78,27 +79,35 @@ def talking_to(connection: Connection, what: str) -> Iterator[None]:
     refused token or a missing project is a UserError; what was recorded before stays recorded."""
     import httpx
     from label_studio_sdk.core.api_error import ApiError
+
     try:
         yield
     except httpx.TransportError as error:
-        raise BackendUnavailable(f"Label Studio at {connection.url} stopped answering during {what} "
-                                 f"({type(error).__name__}); nothing half-done was applied: rerun the same command "
-                                 f"when it is back (`curate ls status`)") from error
+        raise BackendUnavailable(
+            f"Label Studio at {connection.url} stopped answering during {what} "
+            f"({type(error).__name__}); nothing half-done was applied: rerun the same command "
+            f"when it is back (`curate ls status`)"
+        ) from error
     except (ApiError, httpx.HTTPStatusError) as error:
         status = error.status_code if isinstance(error, ApiError) else error.response.status_code
         body = error.body if isinstance(error, ApiError) else _json_or_text(error.response)
         reason = f" ({_detail(body)})" if _detail(body) else ""
         if status == 401:
-            raise UserError(f"Label Studio at {connection.url} rejected the API token (HTTP 401); check "
-                            f"LABEL_STUDIO_API_KEY") from error
+            raise UserError(
+                f"Label Studio at {connection.url} rejected the API token (HTTP 401); check LABEL_STUDIO_API_KEY"
+            ) from error
         if status == 404:
-            raise UserError(f"Label Studio at {connection.url} has no such object during {what} (HTTP 404"
-                            f"{reason}); was the project deleted? Remove review/state.json to push a new "
-                            f"round") from error
+            raise UserError(
+                f"Label Studio at {connection.url} has no such object during {what} (HTTP 404"
+                f"{reason}); was the project deleted? Remove review/state.json to push a new "
+                f"round"
+            ) from error
         if status >= 500 or status in (408, 429):
-            raise BackendUnavailable(f"Label Studio at {connection.url} failed during {what} (HTTP {status}"
-                                     f"{reason}); nothing half-done was applied: look at its log (`curate ls "
-                                     f"status` names it), then rerun the same command") from error
+            raise BackendUnavailable(
+                f"Label Studio at {connection.url} failed during {what} (HTTP {status}"
+                f"{reason}); nothing half-done was applied: look at its log (`curate ls "
+                f"status` names it), then rerun the same command"
+            ) from error
         raise UserError(f"Label Studio at {connection.url} refused {what} (HTTP {status}{reason})") from error
 
 
@@ -118,22 +127,26 @@ def connect(ls_data: Path) -> Connection:
             raise UserError("LABEL_STUDIO_URL is set but LABEL_STUDIO_API_KEY is not; set the server's API token")
         return Connection(url.rstrip("/"), token, None)
     from benchcurate.annotation.server import admin_token, status
+
     info = status(ls_data.resolve())
     if not info.healthy:
-        raise BackendUnavailable(f"no Label Studio answering for {ls_data}; start one with `curate ls up` (or set "
-                                 f"LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY)")
+        raise BackendUnavailable(
+            f"no Label Studio answering for {ls_data}; start one with `curate ls up` (or set "
+            f"LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY)"
+        )
     return Connection(info.url, token or admin_token(info.data_dir)[0], info.data_dir / "files")
 
 
 # --- the round's state ---------------------------------------------------------------------------------------
+
 
 @dataclass
 class RoundState:
     project_id: int | None = None
     title: str = ""
     round: int = 1
-    pushed: dict[str, int] = field(default_factory=dict)   # sample id -> task id
-    phase2_project_id: int | None = None                    # adjudication of open questions by others
+    pushed: dict[str, int] = field(default_factory=dict)  # sample id -> task id
+    phase2_project_id: int | None = None  # adjudication of open questions by others
     phase2_pushed: dict[str, int] = field(default_factory=dict)
 
 
@@ -171,12 +184,15 @@ def review_input(run_dir: Path) -> list[Sample]:
     index, _ = review_stage(run_dir)
     if store.done_output(index - 1) is None:
         stages = len(store.load_config().recipe.stages)
-        raise UserError(f"run {run_dir.name} has not reached review yet (stage {index} of {stages}); finish "
-                        f"the earlier stages with `curate run ... --run-id {run_dir.name}`")
+        raise UserError(
+            f"run {run_dir.name} has not reached review yet (stage {index} of {stages}); finish "
+            f"the earlier stages with `curate run ... --run-id {run_dir.name}`"
+        )
     return list(store.kept(index - 1))
 
 
 # --- push ----------------------------------------------------------------------------------------------------
+
 
 def image_url(path: Path, sha256: str, image_format: str | None, connection: Connection, folder: str) -> str:
     """The image as Label Studio shows it: copied into the local server's files folder under `folder` (served by
@@ -189,8 +205,10 @@ def image_url(path: Path, sha256: str, image_format: str | None, connection: Con
         return f"/data/local-files/?d={folder}/{target.name}"
     data = path.read_bytes()
     if len(data) > EMBED_MAX_BYTES:
-        raise UserError(f"image {path} is {len(data)} bytes; with a server of your own, serve images from its "
-                        f"local-files root or cloud storage (embedding is limited to {EMBED_MAX_BYTES} bytes)")
+        raise UserError(
+            f"image {path} is {len(data)} bytes; with a server of your own, serve images from its "
+            f"local-files root or cloud storage (embedding is limited to {EMBED_MAX_BYTES} bytes)"
+        )
     kind = (image_format or "png").lower()
     return f"data:image/{kind};base64,{base64.b64encode(data).decode()}"
 
@@ -218,10 +236,17 @@ def _project_settings(phase: int, reviewers: int) -> dict:
     """Overlap through Label Studio's queue: each task to `reviewers` distinct people (one adjudicator in phase
     2); drafts shown as predictions in phase 1 only; no skipping and no empty submits (a skip would use up a
     place of the overlap)."""
-    return {"maximum_annotations": reviewers if phase == 1 else 1, "overlap_cohort_percentage": 100,
-            "show_overlap_first": False, "sampling": "Sequential sampling", "show_collab_predictions": phase == 1,
-            "reveal_preannotations_interactively": False, "show_skip_button": False,
-            "enable_empty_annotation": False, "show_instruction": False}
+    return {
+        "maximum_annotations": reviewers if phase == 1 else 1,
+        "overlap_cohort_percentage": 100,
+        "show_overlap_first": False,
+        "sampling": "Sequential sampling",
+        "show_collab_predictions": phase == 1,
+        "reveal_preannotations_interactively": False,
+        "show_skip_button": False,
+        "enable_empty_annotation": False,
+        "show_instruction": False,
+    }
 
 
 def _push(run_dir: Path, connection: Connection, phase: int, everything: bool) -> PushResult:
@@ -247,8 +272,9 @@ def _push(run_dir: Path, connection: Connection, phase: int, everything: bool) -
         state.title = state.title or title
         if connection.files_root is not None:
             (connection.files_root / run_id).mkdir(parents=True, exist_ok=True)
-            client.import_storage.local.create(project=project.id, path=str(connection.files_root / run_id),
-                                               title="images", use_blob_urls=True)
+            client.import_storage.local.create(
+                project=project.id, path=str(connection.files_root / run_id), title="images", use_blob_urls=True
+            )
         _save_state(run_dir, state)
     project_id = getattr(state, project_field)
     if client.projects.get(project_id).maximum_annotations != settings["maximum_annotations"]:
@@ -273,42 +299,61 @@ def _push(run_dir: Path, connection: Connection, phase: int, everything: bool) -
     return PushResult(url=f"{connection.url}/projects/{project_id}", pushed=len(new), already=len(samples) - len(new))
 
 
-def questions_to_settle(record: ReviewRecord, fields: dict[str, ReviewFields], everything: bool
-                        ) -> dict[str, list[dict]]:
+def questions_to_settle(
+    record: ReviewRecord, fields: dict[str, ReviewFields], everything: bool
+) -> dict[str, list[dict]]:
     """Per sample, what phase 2 asks: its open questions and differing texts, or (`everything`) every judgement
     of a sample the reviewers settled, each with who answered what."""
     found: dict[str, list[dict]] = {}
     for sample_id, outcome in record.samples.items():
         if sample_id not in fields or len(outcome.answers) < record.reviewers_required:
             continue  # gone from the run, or still short of reviewers
-        keys = ([key for key in outcome.questions if not key.startswith("check_")]
-                if everything and outcome.status != "pending" else outcome.open_keys())
+        keys = (
+            [key for key in outcome.questions if not key.startswith("check_")]
+            if everything and outcome.status != "pending"
+            else outcome.open_keys()
+        )
         entries = []
         for key in keys:
             if key in outcome.questions:
                 question = fields[sample_id].question(key)
-                entries.append({"key": key, "kind": "question", "label": question.label if question else key,
-                                "answers": outcome.questions[key].answers})
+                entries.append(
+                    {
+                        "key": key,
+                        "kind": "question",
+                        "label": question.label if question else key,
+                        "answers": outcome.questions[key].answers,
+                    }
+                )
             else:
                 text = outcome.texts[key]
                 field_ = fields[sample_id].text(key)
-                entries.append({"key": key, "kind": "text", "label": field_.label if field_ else key,
-                                "answers": text.versions, "draft": text.draft})
+                entries.append(
+                    {
+                        "key": key,
+                        "kind": "text",
+                        "label": field_.label if field_ else key,
+                        "answers": text.versions,
+                        "draft": text.draft,
+                    }
+                )
         if entries:
             found[sample_id] = entries
     return found
 
 
-def import_in_batches(client, project_id: int, items: list, to_task, done, batch_size: int = BATCH,
-                      attempts: int = 3) -> None:
+def import_in_batches(
+    client, project_id: int, items: list, to_task, done, batch_size: int = BATCH, attempts: int = 3
+) -> None:
     """Import tasks `batch_size` at a time (well inside the 250K-task / 200 MB limit of one request); a batch
     that times out is retried; `done(batch, task_ids)` records each batch as soon as it is in."""
     for start in range(0, len(items), batch_size):
-        batch = items[start:start + batch_size]
+        batch = items[start : start + batch_size]
         for attempt in range(attempts):
             try:
-                reply = client.projects.import_tasks(project_id, return_task_ids=True,
-                                                     request=[to_task(item) for item in batch])
+                reply = client.projects.import_tasks(
+                    project_id, return_task_ids=True, request=[to_task(item) for item in batch]
+                )
                 break
             except Exception as error:  # httpx timeouts and server errors surface as several types
                 if attempt == attempts - 1 or "timeout" not in type(error).__name__.lower() + str(error).lower():
@@ -317,6 +362,7 @@ def import_in_batches(client, project_id: int, items: list, to_task, done, batch
 
 
 # --- pull ----------------------------------------------------------------------------------------------------
+
 
 def people(client) -> tuple[dict[str, str], frozenset[str] | None]:
     """(reviewer id -> email, the adjudicators or None when nobody has that role), from Label Studio's users
@@ -331,11 +377,27 @@ def fetch_annotations(client, project_id: int, phase: int) -> list[dict]:
     rows = []
     for task in client.tasks.list(project=project_id, fields="all"):
         for annotation in task.annotations or []:
-            rows.append({"phase": phase, "task_id": task.id, "sample_id": task.data.get("sample_id"),
-                         "settle": task.data.get("settle") if phase == 2 else None,
-                         **{key: annotation.get(key) for key in ("id", "completed_by", "updated_by", "was_cancelled",
-                                                                 "parent_annotation", "result", "created_at",
-                                                                 "updated_at")}})
+            rows.append(
+                {
+                    "phase": phase,
+                    "task_id": task.id,
+                    "sample_id": task.data.get("sample_id"),
+                    "settle": task.data.get("settle") if phase == 2 else None,
+                    **{
+                        key: annotation.get(key)
+                        for key in (
+                            "id",
+                            "completed_by",
+                            "updated_by",
+                            "was_cancelled",
+                            "parent_annotation",
+                            "result",
+                            "created_at",
+                            "updated_at",
+                        )
+                    },
+                }
+            )
     return sorted(rows, key=lambda row: (row["phase"], row["task_id"], row["id"]))
 
 
@@ -343,8 +405,9 @@ def _text(value: dict) -> str:
     return "\n".join(str(part) for part in value.get("text") or []).strip()
 
 
-def parse_answers(result: list[dict], fields: ReviewFields, reviewer: str, annotation_id: int
-                  ) -> tuple[ReviewerAnswers | None, str]:
+def parse_answers(
+    result: list[dict], fields: ReviewFields, reviewer: str, annotation_id: int
+) -> tuple[ReviewerAnswers | None, str]:
     """A phase-1 result as one person's answers, checked against what the sample holds; or the problem."""
     choices: dict[str, str] = {}
     texts: dict[str, str] = {}
@@ -364,15 +427,23 @@ def parse_answers(result: list[dict], fields: ReviewFields, reviewer: str, annot
             notes = _text(value) or None
         else:
             return None, f"{name}: no such field in this sample"
-    missing = [question.key for question in fields.questions if question.default is None and question.key not in choices]
+    missing = [
+        question.key for question in fields.questions if question.default is None and question.key not in choices
+    ]
     if missing:
         return None, f"not answered: {', '.join(missing)}"
-    return ReviewerAnswers(reviewer=reviewer, annotation_id=annotation_id, choices=choices,
-                           texts={key: text for key, text in texts.items() if text}, notes=notes), ""
+    return ReviewerAnswers(
+        reviewer=reviewer,
+        annotation_id=annotation_id,
+        choices=choices,
+        texts={key: text for key, text in texts.items() if text},
+        notes=notes,
+    ), ""
 
 
-def parse_settlement(result: list[dict], settle: list[dict], adjudicator: str, annotation_id: int
-                     ) -> tuple[list[Adjudication], str]:
+def parse_settlement(
+    result: list[dict], settle: list[dict], adjudicator: str, annotation_id: int
+) -> tuple[list[Adjudication], str]:
     """A phase-2 result as the adjudicator's answers: per open question the chosen option (its answer), or for a
     text the final text typed, which wins over the option."""
     chosen: dict[int, str] = {}
@@ -392,8 +463,15 @@ def parse_settlement(result: list[dict], settle: list[dict], adjudicator: str, a
     missing = [settle[index]["key"] for index in range(len(settle or [])) if index not in chosen and index not in typed]
     if missing:
         return [], f"not answered: {', '.join(missing)}"
-    return [Adjudication(key=entry["key"], adjudicator=adjudicator, annotation_id=annotation_id,
-                         answer=typed.get(index, chosen.get(index, ""))) for index, entry in enumerate(settle)], ""
+    return [
+        Adjudication(
+            key=entry["key"],
+            adjudicator=adjudicator,
+            annotation_id=annotation_id,
+            answer=typed.get(index, chosen.get(index, "")),
+        )
+        for index, entry in enumerate(settle)
+    ], ""
 
 
 def _authorship_problem(row: dict, authors: dict[int, object]) -> str:
@@ -402,16 +480,19 @@ def _authorship_problem(row: dict, authors: dict[int, object]) -> str:
     if author is None:
         return "no author"
     if editor is not None and editor != author:
-        return (f"written or last changed by {reviewer_id(editor)}, not by its author {reviewer_id(author)}; it does "
-                f"not count: delete it in Label Studio so the queue hands the task out again")
+        return (
+            f"written or last changed by {reviewer_id(editor)}, not by its author {reviewer_id(author)}; it does "
+            f"not count: delete it in Label Studio so the queue hands the task out again"
+        )
     parent = row.get("parent_annotation")
     if parent is not None and authors.get(parent) not in (None, author):
         return f"copied from annotation {parent} of {reviewer_id(authors[parent])}; not an independent answer"
     return ""
 
 
-def parse_round(rows: list[dict], fields: dict[str, ReviewFields]
-                ) -> tuple[list[Submitted], list[Settled], list[RejectedAnnotation]]:
+def parse_round(
+    rows: list[dict], fields: dict[str, ReviewFields]
+) -> tuple[list[Submitted], list[Settled], list[RejectedAnnotation]]:
     """What each fetched annotation says, or why it does not count (cancelled ones are left out)."""
     authors = {row["id"]: row["completed_by"] for row in rows}
     submitted, settled, rejected = [], [], []
@@ -431,8 +512,16 @@ def parse_round(rows: list[dict], fields: dict[str, ReviewFields]
             if adjudications:
                 settled.append(Settled(sample_id, row["task_id"], adjudications))
         if problem:
-            rejected.append(RejectedAnnotation(sample_id=sample_id, task_id=row["task_id"], annotation_id=row["id"],
-                                               reviewer=who, phase=row["phase"], problem=problem))
+            rejected.append(
+                RejectedAnnotation(
+                    sample_id=sample_id,
+                    task_id=row["task_id"],
+                    annotation_id=row["id"],
+                    reviewer=who,
+                    phase=row["phase"],
+                    problem=problem,
+                )
+            )
     return submitted, settled, rejected
 
 
@@ -459,10 +548,21 @@ def pull(run_dir: Path, connection: Connection) -> PullResult:
     samples = review_input(run_dir)
     fields = {sample.id: review_fields(sample) for sample in samples if sample.id in state.pushed}
     submitted, settled, rejected = parse_round(rows, fields)
-    record = decide_round(RoundInput(
-        run_id=run_dir.name, project=state.title, round=state.round, required=reviewers_required(run_dir),
-        pulled_at=datetime.now(UTC), fields=fields, submitted=submitted, settled=settled, adjudicators=adjudicators,
-        names=names, rejected=rejected))
+    record = decide_round(
+        RoundInput(
+            run_id=run_dir.name,
+            project=state.title,
+            round=state.round,
+            required=reviewers_required(run_dir),
+            pulled_at=datetime.now(UTC),
+            fields=fields,
+            submitted=submitted,
+            settled=settled,
+            adjudicators=adjudicators,
+            names=names,
+            rejected=rejected,
+        )
+    )
     return PullResult(record, len(rows), len(submitted) + len(settled), write_pull(run_dir, rows, record))
 
 

@@ -65,26 +65,37 @@ def _find(client, email: str):
 def _sign_up(connection: Connection, email: str, password: str) -> None:
     """Label Studio's signup form behind the organization's invite link (signup without it is closed)."""
     import httpx
-    invite = httpx.get(f"{connection.url}/api/invite", headers={"Authorization": f"Token {connection.token}"},
-                       timeout=30)
+
+    invite = httpx.get(
+        f"{connection.url}/api/invite", headers={"Authorization": f"Token {connection.token}"}, timeout=30
+    )
     invite.raise_for_status()
     link = f"{connection.url}{invite.json()['invite_url']}"
     with httpx.Client(timeout=30, follow_redirects=False) as browser:
         browser.get(link).raise_for_status()
-        reply = browser.post(link, data={"email": email, "password": password,
-                                         "csrfmiddlewaretoken": browser.cookies.get("csrftoken", "")},
-                             headers={"Referer": link})
+        reply = browser.post(
+            link,
+            data={"email": email, "password": password, "csrfmiddlewaretoken": browser.cookies.get("csrftoken", "")},
+            headers={"Referer": link},
+        )
     if reply.status_code == 302:
         return
     reply.raise_for_status()
-    errors = [unescape(text).strip() for block in re.findall(r'class="field_errors">(.*?)</ul>', reply.text, re.S)
-              for text in re.findall(r"<li>(.*?)</li>", block, re.S)]
-    raise UserError(f"Label Studio refused to create {email}: {'; '.join(errors) or 'the signup form came back'}"
-                    + (f" (the password comes from {PASSWORD_ENV})" if os.environ.get(PASSWORD_ENV) else ""))
+    errors = [
+        unescape(text).strip()
+        for block in re.findall(r'class="field_errors">(.*?)</ul>', reply.text, re.S)
+        for text in re.findall(r"<li>(.*?)</li>", block, re.S)
+    ]
+    raise UserError(
+        f"Label Studio refused to create {email}: {'; '.join(errors) or 'the signup form came back'}"
+        + (f" (the password comes from {PASSWORD_ENV})" if os.environ.get(PASSWORD_ENV) else "")
+    )
 
 
 def list_users(connection: Connection) -> list[Person]:
     with talking_to(connection, "listing users"):
         users = list(connection.client().users.list())
-    return [Person(user.id, user.email, user.last_name if user.last_name in ("annotator", ADJUDICATOR) else "-")
-            for user in sorted(users, key=lambda user: user.id)]
+    return [
+        Person(user.id, user.email, user.last_name if user.last_name in ("annotator", ADJUDICATOR) else "-")
+        for user in sorted(users, key=lambda user: user.id)
+    ]

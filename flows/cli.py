@@ -55,8 +55,11 @@ class _OneLineErrors(TyperGroup):
             if not isinstance(error, DiskFull) and not disk_full(error):
                 raise
             where = f" ({error.filename})" if getattr(error, "filename", None) else ""
-            typer.echo(f"error: no space left on the disk{where}: {error}; free some and run the same command "
-                       f"again: everything finished is kept, a run resumes where it stopped", err=True)
+            typer.echo(
+                f"error: no space left on the disk{where}: {error}; free some and run the same command "
+                f"again: everything finished is kept, a run resumes where it stopped",
+                err=True,
+            )
             ctx.exit(3)
 
 
@@ -81,44 +84,68 @@ def _redacted_output() -> Iterator[None]:
 app = typer.Typer(
     cls=_OneLineErrors,
     help="Curate reviewed, versioned multimodal benchmarks from images.\n\n"
-         "Start with `curate run multiverse` (the bundled demo corpus, offline backend), then "
-         "`curate report <run-id>`.",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+    "Start with `curate run multiverse` (the bundled demo corpus, offline backend), then "
+    "`curate report <run-id>`.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 
 OutOption = Annotated[Path, typer.Option("--out", help="Output folder holding runs/, releases/ and cache/.")]
-ReleaseNameOption = Annotated[Optional[str], typer.Option(
-    "--name", help="The release's name (its folder under releases/ and its config name): lower-case letters, "
-                   "digits, '-' and '_'. Default: the recipe's, e.g. multiverse-curated (with -demo on the bundled "
-                   "demo corpus).")]
+ReleaseNameOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--name",
+        help="The release's name (its folder under releases/ and its config name): lower-case letters, "
+        "digits, '-' and '_'. Default: the recipe's, e.g. multiverse-curated (with -demo on the bundled "
+        "demo corpus).",
+    ),
+]
 TextFile = Annotated[Path, typer.Argument(help="JSONL, one row per question or conversation.")]
 TextField = Annotated[str, typer.Option(help="The text field (a string, or a list of turns whose texts are joined).")]
-images_app = typer.Typer(help="Image hashing and near-duplicate search on their own, outside a pipeline run.",
-                         no_args_is_help=True)
+images_app = typer.Typer(
+    help="Image hashing and near-duplicate search on their own, outside a pipeline run.", no_args_is_help=True
+)
 app.add_typer(images_app, name="images")
-text_app = typer.Typer(help="Text near-duplicates and language on any JSONL, outside a pipeline run.",
-                       no_args_is_help=True)
+text_app = typer.Typer(
+    help="Text near-duplicates and language on any JSONL, outside a pipeline run.", no_args_is_help=True
+)
 app.add_typer(text_app, name="text")
-ls_app = typer.Typer(help="A local Label Studio server for review: up, down, status; its people: user add|list.",
-                     no_args_is_help=True)
+ls_app = typer.Typer(
+    help="A local Label Studio server for review: up, down, status; its people: user add|list.", no_args_is_help=True
+)
 app.add_typer(ls_app, name="ls")
-ls_user_app = typer.Typer(help="The people who review in Label Studio: add (they can log in at once), list.",
-                          no_args_is_help=True)
+ls_user_app = typer.Typer(
+    help="The people who review in Label Studio: add (they can log in at once), list.", no_args_is_help=True
+)
 ls_app.add_typer(ls_user_app, name="user")
-review_app = typer.Typer(help="Review rounds in Label Studio: push a run's samples, pull what people answered, "
-                              "status of the last pull.", no_args_is_help=True)
+review_app = typer.Typer(
+    help="Review rounds in Label Studio: push a run's samples, pull what people answered, status of the last pull.",
+    no_args_is_help=True,
+)
 app.add_typer(review_app, name="review")
-LsData = Annotated[Path, typer.Option("--data", help="Label Studio's data folder (database, secret key, token, "
-                                                     "log).")]
-PrefectServerOption = Annotated[str, typer.Option(
-    help="local: the output folder's Prefect server, started once in the background and reused (a small run "
-         "finishes 2.02x sooner, bench/README.md; `curate prefect down` stops it, and it stops itself after an idle "
-         "hour); temporary: Prefect's own server for this command only. PREFECT_API_URL, when set, wins over both.")]
-PriceOption = Annotated[Optional[list[str]], typer.Option(
-    "--price", metavar="MODEL=IN,OUT", help="A model's price in USD per million input and output tokens, e.g. "
-                                            "--price gpt-4o=2.5,10 (repeatable); over the built-in table. "
-                                            "--max-cost needs a price for every model it pays.")]
-prefect_app = typer.Typer(help="The output folder's local Prefect server, which records every run: up, down, "
-                               "status.", no_args_is_help=True)
+LsData = Annotated[Path, typer.Option("--data", help="Label Studio's data folder (database, secret key, token, log).")]
+PrefectServerOption = Annotated[
+    str,
+    typer.Option(
+        help="local: the output folder's Prefect server, started once in the background and reused (a small run "
+        "finishes 2.02x sooner, bench/README.md; `curate prefect down` stops it, and it stops itself after an idle "
+        "hour); temporary: Prefect's own server for this command only. PREFECT_API_URL, when set, wins over both."
+    ),
+]
+PriceOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--price",
+        metavar="MODEL=IN,OUT",
+        help="A model's price in USD per million input and output tokens, e.g. "
+        "--price gpt-4o=2.5,10 (repeatable); over the built-in table. "
+        "--max-cost needs a price for every model it pays.",
+    ),
+]
+prefect_app = typer.Typer(
+    help="The output folder's local Prefect server, which records every run: up, down, status.", no_args_is_help=True
+)
 app.add_typer(prefect_app, name="prefect")
 
 
@@ -147,8 +174,10 @@ def _depth(value: object) -> int:
 def parse_value(pair: str, raw: str) -> object:
     """A --set value as YAML (a scalar, a list, a mapping), within bounds a person would never reach."""
     if len(raw) > MAX_SET_VALUE_CHARS:
-        raise UserError(f"--set {pair[:60]}...: the value has {len(raw):,} characters; at most "
-                        f"{MAX_SET_VALUE_CHARS:,} (put long lists in a file the stage reads)")
+        raise UserError(
+            f"--set {pair[:60]}...: the value has {len(raw):,} characters; at most "
+            f"{MAX_SET_VALUE_CHARS:,} (put long lists in a file the stage reads)"
+        )
     try:
         value = yaml.load(raw, Loader=_NoAliasLoader)  # a safe loader, aliases refused
     except yaml.YAMLError as error:
@@ -173,14 +202,28 @@ def parse_overrides(pairs: list[str]) -> dict[str, dict]:
 
 
 RUN_FLAGS = [  # RunOptions' fields as flags: name, description and default come from the model
-    Flag("input_path", "--input", reads=Path), Flag("run_id"), Flag("demo", boolean="--demo"),
-    Flag("release_name", "--name"), Flag("backend"), Flag("base_url"), Flag("model"), Flag("seed"),
-    Flag("overrides", "--set", reads=list[str], parse=lambda pairs: parse_overrides(pairs), metavar="STAGE.FIELD=VALUE"),
-    Flag("jobs"), Flag("concurrency"), Flag("max_cost_usd", "--max-cost"),
+    Flag("input_path", "--input", reads=Path),
+    Flag("run_id"),
+    Flag("demo", boolean="--demo"),
+    Flag("release_name", "--name"),
+    Flag("backend"),
+    Flag("base_url"),
+    Flag("model"),
+    Flag("seed"),
+    Flag(
+        "overrides", "--set", reads=list[str], parse=lambda pairs: parse_overrides(pairs), metavar="STAGE.FIELD=VALUE"
+    ),
+    Flag("jobs"),
+    Flag("concurrency"),
+    Flag("max_cost_usd", "--max-cost"),
     Flag("prices", "--price", reads=list[str], parse=lambda pairs: parse_prices(pairs), metavar="MODEL=IN,OUT"),
-    Flag("refresh_cache", boolean="--refresh-cache"), Flag("batch", boolean="--batch/--no-batch"),
-    Flag("dask_address"), Flag("allowed_roots", "--allow-root", reads=list[Path], metavar="DIR"),
-    Flag("release", boolean="--release/--no-release"), Flag("progress")]
+    Flag("refresh_cache", boolean="--refresh-cache"),
+    Flag("batch", boolean="--batch/--no-batch"),
+    Flag("dask_address"),
+    Flag("allowed_roots", "--allow-root", reads=list[Path], metavar="DIR"),
+    Flag("release", boolean="--release/--no-release"),
+    Flag("progress"),
+]
 
 
 def parse_prices(pairs: list[str]):
@@ -209,8 +252,11 @@ def run(
     options = options.model_copy(update={"run_id": config.run_id, "demo": config.demo})  # fixed once, here
     resume = resume_command(recipe, options, out, prefect_server)
     if config.demo:
-        typer.echo(f"running {recipe} on the bundled demo corpus (the recipe's small-corpus settings; release "
-                   f"{config.recipe.release.name}); pass --input FOLDER to run your own images", err=True)
+        typer.echo(
+            f"running {recipe} on the bundled demo corpus (the recipe's small-corpus settings; release "
+            f"{config.recipe.release.name}); pass --input FOLDER to run your own images",
+            err=True,
+        )
     outcome = _run_flow(recipe, options, out, prefect_server, resume, config.recipe.execution)
     _print_outcome(recipe, outcome, resume)
 
@@ -227,8 +273,11 @@ def resume_command(recipe: str, options, out: Path, prefect_server: str) -> str:
     words = ["curate", "run", recipe, "--run-id", options.run_id]
     if out != Path("outputs"):
         words += ["--out", str(out)]
-    for flag, value in (("--jobs", options.jobs), ("--dask-address", options.dask_address),
-                        ("--max-cost", options.max_cost_usd)):
+    for flag, value in (
+        ("--jobs", options.jobs),
+        ("--dask-address", options.dask_address),
+        ("--max-cost", options.max_cost_usd),
+    ):
         if value is not None:
             words += [flag, str(value)]
     for model, price in (options.prices or {}).items():
@@ -245,16 +294,24 @@ def _run_flow(recipe: str, options, out: Path, prefect_server: str, resume: str,
     from benchcurate.flows.prefect_server import prefect_server_for, unreachable
 
     def no_workers(reason: str) -> None:
-        _stop_now(f"error: {reason}; nothing finished is lost: start workers (`dask worker "
-                  f"{execution.dask_address}`) and resume with: {resume}", 3)
+        _stop_now(
+            f"error: {reason}; nothing finished is lost: start workers (`dask worker "
+            f"{execution.dask_address}`) and resume with: {resume}",
+            3,
+        )
 
     try:
-        def gone(url: str) -> None:
-            _stop_now(f"error: the Prefect server at {url} stopped answering during the run; nothing finished is "
-                      f"lost: start it again (or let the next run start it) and resume with: {resume}", 3)
 
-        with prefect_server_for(out, prefect_server, say=lambda line: typer.echo(line, err=True),
-                                on_gone=gone) as api_url:
+        def gone(url: str) -> None:
+            _stop_now(
+                f"error: the Prefect server at {url} stopped answering during the run; nothing finished is "
+                f"lost: start it again (or let the next run start it) and resume with: {resume}",
+                3,
+            )
+
+        with prefect_server_for(
+            out, prefect_server, say=lambda line: typer.echo(line, err=True), on_gone=gone
+        ) as api_url:
             from benchcurate.flows.curate import curate
 
             watching = _watch_cluster(execution, no_workers)
@@ -262,8 +319,9 @@ def _run_flow(recipe: str, options, out: Path, prefect_server: str, resume: str,
                 return curate(recipe=recipe, options=options, out_dir=str(out))
             except Exception as error:  # a lost Prefect server is told apart, others re-raised
                 if unreachable(error, api_url):
-                    raise BackendUnavailable(f"the Prefect server at {api_url} stopped answering during the run "
-                                             f"(nothing finished is lost)") from None
+                    raise BackendUnavailable(
+                        f"the Prefect server at {api_url} stopped answering during the run (nothing finished is lost)"
+                    ) from None
                 raise
             finally:
                 watching.set()
@@ -293,8 +351,10 @@ def _print_outcome(recipe: str, outcome, resume: str) -> None:
     if outcome.report:
         typer.echo(f"report:     {outcome.report}")
     if outcome.release_dir:
-        typer.echo(f"release:    {outcome.release_dir}" + ("" if outcome.release_new else
-                                                           "  (already released: the same rows and images)"))
+        typer.echo(
+            f"release:    {outcome.release_dir}"
+            + ("" if outcome.release_new else "  (already released: the same rows and images)")
+        )
     for warning in outcome.release_warnings:
         typer.echo(f"warning: {warning}", err=True)
     if outcome.waiting:
@@ -303,19 +363,27 @@ def _print_outcome(recipe: str, outcome, resume: str) -> None:
         typer.echo(f"\nwaiting ({outcome.waiting}); nothing is lost: run `{resume}` later to resume and finish.")
         sys.exit(5)
     if outcome.emptied_by:
-        typer.echo(f"\nno sample survived: {outcome.emptied_by} removed the last ones, so nothing was released. "
-                   f"Its parameters: `curate recipes {recipe}`; loosen one with --set "
-                   f"{outcome.emptied_by}.<field>=... and resume: `{resume}`.")
+        typer.echo(
+            f"\nno sample survived: {outcome.emptied_by} removed the last ones, so nothing was released. "
+            f"Its parameters: `curate recipes {recipe}`; loosen one with --set "
+            f"{outcome.emptied_by}.<field>=... and resume: `{resume}`."
+        )
 
 
 @app.command()
 def report(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the per-stage stats as JSON.")] = False,
-    html: Annotated[bool, typer.Option("--html", help="Write the HTML report (<run>/report/html/index.html: the "
-                                                      "funnel, drops with thumbnails and evidence, near-duplicate "
-                                                      "groups, categories, samples with filters, review, costs) "
-                                                      "and print its path.")] = False,
+    html: Annotated[
+        bool,
+        typer.Option(
+            "--html",
+            help="Write the HTML report (<run>/report/html/index.html: the "
+            "funnel, drops with thumbnails and evidence, near-duplicate "
+            "groups, categories, samples with filters, review, costs) "
+            "and print its path.",
+        ),
+    ] = False,
     out: OutOption = Path("outputs"),
 ) -> None:
     """Print a run's funnel (items in, removed by each stage with the reason, out), then the kept items per
@@ -378,11 +446,13 @@ class _EvalGroup(_DefaultSubcommand):
 
 
 release_app = typer.Typer(
-    cls=_ReleaseGroup, no_args_is_help=True,
+    cls=_ReleaseGroup,
+    no_args_is_help=True,
     help="Write a versioned release of a run, verify one, or diff two.\n\n"
-         "curate release RUN [--version X.Y.Z] [--split NAME=FRACTION ...] [--max-shard-mb N] [--strict-licenses] "
-         "writes one (short for `curate release write RUN ...`; spell `write` out for a run named verify or diff); "
-         "`curate release write --help` explains each option.")
+    "curate release RUN [--version X.Y.Z] [--split NAME=FRACTION ...] [--max-shard-mb N] [--strict-licenses] "
+    "writes one (short for `curate release write RUN ...`; spell `write` out for a run named verify or diff); "
+    "`curate release write --help` explains each option.",
+)
 app.add_typer(release_app, name="release")
 
 
@@ -403,14 +473,21 @@ def _parse_splits(entries: list[str]) -> dict[str, float]:
 def release(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
     version: Annotated[Optional[str], typer.Option(help="Semantic version; default: the next free one.")] = None,
-    strict_licenses: Annotated[bool, typer.Option(help="Refuse sources whose licenses conflict or are unknown.")]
-    = False,
-    split: Annotated[Optional[list[str]], typer.Option(
-        metavar="NAME=FRACTION", help="Instead of the recipe's splits, e.g. --split test=0.9 --split "
-                                      "validation=0.1. A sample's split depends on its id only, so it stays put "
-                                      "across versions.")] = None,
-    max_shard_mb: Annotated[Optional[float], typer.Option(help="Cut parquet files at about this size "
-                                                               "(default: the recipe's, 500).")] = None,
+    strict_licenses: Annotated[
+        bool, typer.Option(help="Refuse sources whose licenses conflict or are unknown.")
+    ] = False,
+    split: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            metavar="NAME=FRACTION",
+            help="Instead of the recipe's splits, e.g. --split test=0.9 --split "
+            "validation=0.1. A sample's split depends on its id only, so it stays put "
+            "across versions.",
+        ),
+    ] = None,
+    max_shard_mb: Annotated[
+        Optional[float], typer.Option(help="Cut parquet files at about this size (default: the recipe's, 500).")
+    ] = None,
     name: ReleaseNameOption = None,
     out: OutOption = Path("outputs"),
 ) -> None:
@@ -428,8 +505,9 @@ def release(
     typer.echo(str(_write_release(resolve_run_dir(run_ref, out), out, version, strict_licenses, overrides).folder))
 
 
-def _write_release(run_dir: Path, out: Path, version: str | None = None, strict_licenses: bool = False,
-                   overrides: dict | None = None):
+def _write_release(
+    run_dir: Path, out: Path, version: str | None = None, strict_licenses: bool = False, overrides: dict | None = None
+):
     """A release with a progress bar on the terminal, then what a user must know: the version it is (new or the
     one already holding this content) and every license warning."""
     from rich.console import Console
@@ -438,45 +516,68 @@ def _write_release(run_dir: Path, out: Path, version: str | None = None, strict_
     from benchcurate.curation.release.licenses import license_warnings
     from benchcurate.curation.release.writer import release
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), transient=True,
-                  console=Console(stderr=True)) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        transient=True,
+        console=Console(stderr=True),
+    ) as bar:
         task = bar.add_task("writing the release", total=None)
         released = release(run_dir, out.resolve(), version, strict_licenses, overrides, lambda: bar.advance(task))
     manifest = released.manifest
     if not released.new:
-        typer.echo(f"already released as {manifest.name} {released.version} (the same rows and images); no new "
-                   f"version written", err=True)
+        typer.echo(
+            f"already released as {manifest.name} {released.version} (the same rows and images); no new "
+            f"version written",
+            err=True,
+        )
     for warning in license_warnings(manifest):
         typer.echo(f"warning: {warning}", err=True)
     return released
 
 
 eval_app = typer.Typer(
-    cls=_EvalGroup, no_args_is_help=True,
+    cls=_EvalGroup,
+    no_args_is_help=True,
     help="Score a model on a release the way the release's paper did, or check the judge against people.\n\n"
-         "curate eval RELEASE --model NAME [--base-url URL] --judge-model NAME [--judge-base-url URL] [--limit N] "
-         "is short for `curate eval run ...` (`curate eval run --help` explains each option); `curate eval "
-         "agreement RESULTS --review RUN` compares the judge with a run's reviewers. The protocol follows the "
-         "release's recipe: multiverse (checklist x quality, --history oracle|self), convbench (three history "
-         "settings, pairwise or --grading direct), probench (pairwise against the baseline, both orders, ELO and "
-         "Bradley-Terry), alignmmbench (1-10 with the task's rules, spread over rewrites). Needs OpenAI-protocol "
-         "servers (OPENAI_API_KEY for api.openai.com): the offline backend never fabricates scores.")
+    "curate eval RELEASE --model NAME [--base-url URL] --judge-model NAME [--judge-base-url URL] [--limit N] "
+    "is short for `curate eval run ...` (`curate eval run --help` explains each option); `curate eval "
+    "agreement RESULTS --review RUN` compares the judge with a run's reviewers. The protocol follows the "
+    "release's recipe: multiverse (checklist x quality, --history oracle|self), convbench (three history "
+    "settings, pairwise or --grading direct), probench (pairwise against the baseline, both orders, ELO and "
+    "Bradley-Terry), alignmmbench (1-10 with the task's rules, spread over rewrites). Needs OpenAI-protocol "
+    "servers (OPENAI_API_KEY for api.openai.com): the offline backend never fabricates scores.",
+)
 app.add_typer(eval_app, name="eval")
 
 
 EVAL_FLAGS = [  # EvalOptions' fields as flags: name, description and default come from the model
-    Flag("candidate.model", "--model", required=True), Flag("judge.model", "--judge-model", required=True),
-    Flag("candidate.base_url", "--base-url"), Flag("judge.base_url", "--judge-base-url"), Flag("history"),
-    Flag("grading"), Flag("baseline.model", "--baseline-model"), Flag("baseline.base_url", "--baseline-base-url"),
-    Flag("limit"), Flag("split"), Flag("concurrency"), Flag("max_cost_usd", "--max-cost"),
+    Flag("candidate.model", "--model", required=True),
+    Flag("judge.model", "--judge-model", required=True),
+    Flag("candidate.base_url", "--base-url"),
+    Flag("judge.base_url", "--judge-base-url"),
+    Flag("history"),
+    Flag("grading"),
+    Flag("baseline.model", "--baseline-model"),
+    Flag("baseline.base_url", "--baseline-base-url"),
+    Flag("limit"),
+    Flag("split"),
+    Flag("concurrency"),
+    Flag("max_cost_usd", "--max-cost"),
     Flag("prices", "--price", reads=list[str], parse=lambda pairs: parse_prices(pairs), metavar="MODEL=IN,OUT"),
-    Flag("predictions", reads=Path), Flag("refresh_cache", boolean="--refresh-cache"),
-    Flag("batch", boolean="--batch"), Flag("batch_wait_seconds", "--batch-wait"), Flag("out", reads=Path)]
+    Flag("predictions", reads=Path),
+    Flag("refresh_cache", boolean="--refresh-cache"),
+    Flag("batch", boolean="--batch"),
+    Flag("batch_wait_seconds", "--batch-wait"),
+    Flag("out", reads=Path),
+]
 
 
 def eval_run(
-    release_folder: Annotated[Path, typer.Argument(metavar="RELEASE", help="A release folder "
-                                                                            "(outputs/releases/<name>/<version>).")],
+    release_folder: Annotated[
+        Path, typer.Argument(metavar="RELEASE", help="A release folder (outputs/releases/<name>/<version>).")
+    ],
     **given,
 ) -> None:
     """Evaluate a model on a release with the protocol of the release's recipe. The release is verified first
@@ -520,10 +621,16 @@ eval_app.command("run")(with_flags(eval_run, EvalOptions, EVAL_FLAGS))
 
 eval_review_app = typer.Typer(
     help="The judge's calls of an eval as a Label Studio project, for people to make the same calls: push, then "
-         "pull; `curate eval agreement RESULTS` compares them with the judge.", no_args_is_help=True)
+    "pull; `curate eval agreement RESULTS` compares them with the judge.",
+    no_args_is_help=True,
+)
 eval_app.add_typer(eval_review_app, name="review")
-ResultsFolder = Annotated[Path, typer.Argument(metavar="RESULTS", help="A folder `curate eval` wrote (outputs/evals/"
-                                                                       "<release>/<version>/<model>/<setting>).")]
+ResultsFolder = Annotated[
+    Path,
+    typer.Argument(
+        metavar="RESULTS", help="A folder `curate eval` wrote (outputs/evals/<release>/<version>/<model>/<setting>)."
+    ),
+]
 
 
 @eval_review_app.command("push")
@@ -551,8 +658,12 @@ def eval_review_pull(results: ResultsFolder, ls_data: LsData = Path("outputs/lab
 @eval_app.command("agreement")
 def eval_agreement(
     results: ResultsFolder,
-    review: Annotated[Optional[Path], typer.Option(
-        help="Where the human labels were pulled (a folder holding review/labels.jsonl); default RESULTS.")] = None,
+    review: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="Where the human labels were pulled (a folder holding review/labels.jsonl); default RESULTS."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="The report as JSON.")] = False,
 ) -> None:
     """Percent agreement and Cohen's kappa between the judge and the people who made the same calls (their
@@ -579,8 +690,12 @@ def release_verify(folder: Annotated[Path, typer.Argument(help="A release folder
 @release_app.command("report")
 def release_report(
     folder: Annotated[Path, typer.Argument(help="A release folder, wherever it was copied.")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Folder for the pages (default: beside the release, "
-                                                              "<version>.report; never inside it).")] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out", help="Folder for the pages (default: beside the release, <version>.report; never inside it)."
+        ),
+    ] = None,
 ) -> None:
     """The run report's pages for a release, for those who receive only the release: the funnel from its
     manifest, kept items per category, costs and timing, and every sample of every split with filters."""
@@ -618,12 +733,21 @@ HARNESSES = ("lmms-eval", "vlmevalkit")
 
 @app.command()
 def export(
-    benchmark: Annotated[str, typer.Argument(
-        help="A seed benchmark's format (multiverse, convbench, alignmmbench: from a run) or a harness "
-             "(lmms-eval, vlmevalkit: from a release folder).")],
-    source: Annotated[str, typer.Argument(
-        metavar="RUN|RELEASE|RESULTS", help="Run id (under --out) or run folder; for a harness, a release folder; "
-                                            "for convbench, also the results folder of a ConvBench eval.")],
+    benchmark: Annotated[
+        str,
+        typer.Argument(
+            help="A seed benchmark's format (multiverse, convbench, alignmmbench: from a run) or a harness "
+            "(lmms-eval, vlmevalkit: from a release folder)."
+        ),
+    ],
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN|RELEASE|RESULTS",
+            help="Run id (under --out) or run folder; for a harness, a release folder; "
+            "for convbench, also the results folder of a ConvBench eval.",
+        ),
+    ],
     to: Annotated[Path, typer.Option("--to", help="Folder to write into.")],
     split: Annotated[str, typer.Option(help="Harness exports: the release split.")] = "test",
     out: OutOption = Path("outputs"),
@@ -645,15 +769,19 @@ def export(
             typer.echo(f"{path}\nput it in $LMUData (default ~/LMUData) and run VLMEvalKit with --data {path.stem}")
         else:
             task = lmms_eval.export_lmms_eval(Path(source), to, split)
-            typer.echo(f"{task.folder}\nrun: lmms-eval --tasks {task.name} --include_path {task.folder} ... "
-                       f"(see {task.folder / 'README.md'})")
+            typer.echo(
+                f"{task.folder}\nrun: lmms-eval --tasks {task.name} --include_path {task.folder} ... "
+                f"(see {task.folder / 'README.md'})"
+            )
         return
     if benchmark == "convbench" and (Path(source) / "results.json").is_file():
         from benchcurate.curation.evaluation.exports.convbench import export_convbench_answers
 
         parts = export_convbench_answers(Path(source), to)
-        typer.echo(f"{len(parts)} part(s) -> {to}\nrun ConvBench's scripts from each part's ConvBenchEval/ (see "
-                   f"{to / 'README.md'}: they hard-code an API key and URL, the one change they need)")
+        typer.echo(
+            f"{len(parts)} part(s) -> {to}\nrun ConvBench's scripts from each part's ConvBenchEval/ (see "
+            f"{to / 'README.md'}: they hard-code an API key and URL, the one change they need)"
+        )
         return
     from benchcurate.curation.release.writer import final_samples
     from benchcurate.curation.report.run import resolve_run_dir
@@ -668,8 +796,12 @@ def export(
 def publish(
     folder: Annotated[Path, typer.Argument(help="A release folder.")],
     repo: Annotated[str, typer.Option(help="Hugging Face dataset repo, ORG/NAME.")],
-    upload: Annotated[bool, typer.Option("--upload", help="Upload for real (HF_TOKEN from the environment); "
-                                                          "without it, only the plan is shown.")] = False,
+    upload: Annotated[
+        bool,
+        typer.Option(
+            "--upload", help="Upload for real (HF_TOKEN from the environment); without it, only the plan is shown."
+        ),
+    ] = False,
 ) -> None:
     """Publish a release to the Hugging Face Hub: its files on main, tagged v<version>. Without --upload (the
     default) it checks the folder and prints what would be uploaded. HF_TOKEN (a write token) comes from the
@@ -684,17 +816,21 @@ def publish(
     upload_plan = plan(folder, repo)
     for name, size in upload_plan.files:
         typer.echo(f"  {size:>12,}  {name}")
-    typer.echo(f"{len(upload_plan.files)} files, {upload_plan.total_bytes:,} bytes -> dataset {upload_plan.repo}, "
-               f"tag {upload_plan.tag}; files of the repo that this version lacks are deleted in the same commit "
-               f"(earlier versions stay under their tags)")
+    typer.echo(
+        f"{len(upload_plan.files)} files, {upload_plan.total_bytes:,} bytes -> dataset {upload_plan.repo}, "
+        f"tag {upload_plan.tag}; files of the repo that this version lacks are deleted in the same commit "
+        f"(earlier versions stay under their tags)"
+    )
     if not upload:
         typer.echo("dry run: nothing uploaded (add --upload, with HF_TOKEN set)")
         return
     import signal
 
     def stop(*_: object) -> NoReturn:  # at once: a KeyboardInterrupt would wait for huggingface_hub's upload threads
-        _interrupted(f"nothing is tagged unless the upload finished; run the same command again (files already on "
-                     f"the Hub are not sent again; if {upload_plan.tag} was tagged, it says so)")
+        _interrupted(
+            f"nothing is tagged unless the upload finished; run the same command again (files already on "
+            f"the Hub are not sent again; if {upload_plan.tag} was tagged, it says so)"
+        )
 
     previous = signal.signal(signal.SIGINT, stop)
     try:
@@ -702,21 +838,32 @@ def publish(
     finally:
         signal.signal(signal.SIGINT, previous)
     if published.already:
-        typer.echo(f"{upload_plan.tag} is already published in {upload_plan.repo} with exactly these files (commit "
-                   f"{published.commit[:12]}; checked against the Hub's listing): nothing sent\n{published.url}")
+        typer.echo(
+            f"{upload_plan.tag} is already published in {upload_plan.repo} with exactly these files (commit "
+            f"{published.commit[:12]}; checked against the Hub's listing): nothing sent\n{published.url}"
+        )
         return
     if published.problems:
-        raise UserError(f"{upload_plan.tag} was published (commit {published.commit[:12]}) but the Hub's copy "
-                        f"differs from {folder}: {'; '.join(published.problems[:5])}")
-    typer.echo(f"published {upload_plan.tag}: {published.url} (commit {published.commit[:12]}; every file checked "
-               f"against the Hub's listing)\nload it: datasets.load_dataset(\"{upload_plan.repo}\", "
-               f"revision=\"{upload_plan.tag}\")")
+        raise UserError(
+            f"{upload_plan.tag} was published (commit {published.commit[:12]}) but the Hub's copy "
+            f"differs from {folder}: {'; '.join(published.problems[:5])}"
+        )
+    typer.echo(
+        f"published {upload_plan.tag}: {published.url} (commit {published.commit[:12]}; every file checked "
+        f'against the Hub\'s listing)\nload it: datasets.load_dataset("{upload_plan.repo}", '
+        f'revision="{upload_plan.tag}")'
+    )
 
 
 @app.command()
 def stats(
-    source: Annotated[str, typer.Argument(metavar="SAMPLES", help="A samples JSONL (from `curate import` or a "
-                                                                   "stage's kept.jsonl), or a run id or folder.")],
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="SAMPLES",
+            help="A samples JSONL (from `curate import` or a stage's kept.jsonl), or a run id or folder.",
+        ),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
     out: OutOption = Path("outputs"),
 ) -> None:
@@ -740,18 +887,38 @@ def stats(
 @app.command("import")
 def import_(
     source: Annotated[str, typer.Argument(help="multiverse, convbench, probench or alignmmbench.")],
-    path: Annotated[Path, typer.Argument(help="MultiVerse: the HF dataset folder or a JSONL; ConvBench: the .xlsx; "
-                                              "ProBench and AlignMMBench: the JSONL.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="MultiVerse: the HF dataset folder or a JSONL; ConvBench: the .xlsx; "
+            "ProBench and AlignMMBench: the JSONL."
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", help="JSONL to write, one canonical sample per line.")],
-    images: Annotated[Optional[Path], typer.Option(help="Folder the rows' image paths are relative to (default: "
-                                                        "next to the input; ConvBench: visit_bench_images/).")] = None,
-    license_id: Annotated[Optional[str], typer.Option("--license", help="SPDX id of the samples' text: "
-                                                                         "questions, answers, annotations (default: "
-                                                                         "the benchmark's published license).")] = None,
-    image_license: Annotated[Optional[str], typer.Option(help="SPDX id of the pictures, when one license covers "
-                                                              "them all (default: unknown: a benchmark's license "
-                                                              "rarely covers the images it took from elsewhere).")]
-    = None,
+    images: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="Folder the rows' image paths are relative to (default: "
+            "next to the input; ConvBench: visit_bench_images/)."
+        ),
+    ] = None,
+    license_id: Annotated[
+        Optional[str],
+        typer.Option(
+            "--license",
+            help="SPDX id of the samples' text: "
+            "questions, answers, annotations (default: "
+            "the benchmark's published license).",
+        ),
+    ] = None,
+    image_license: Annotated[
+        Optional[str],
+        typer.Option(
+            help="SPDX id of the pictures, when one license covers "
+            "them all (default: unknown: a benchmark's license "
+            "rarely covers the images it took from elsewhere)."
+        ),
+    ] = None,
 ) -> None:
     """Map a released benchmark into canonical samples, to extend it or deduplicate against it.
 
@@ -759,17 +926,30 @@ def import_(
     into <out>-images/. Rows whose image file is missing are imported without it and counted."""
     from benchcurate.curation.importers import import_file
 
-    summary = import_file(source, path, out, license_id, images,
-                          progress=lambda done: typer.echo(f"  {done} rows", err=True) if done % 10_000 == 0 else None,
-                          image_license=image_license)
-    typer.echo(f"imported {summary.imported} samples into {out}"
-               + (f" ({summary.without_image} without an image file; looked for the first at "
-                  f"{summary.first_missing}: pass --images FOLDER where the images are)" if summary.without_image
-                  else ""))
+    summary = import_file(
+        source,
+        path,
+        out,
+        license_id,
+        images,
+        progress=lambda done: typer.echo(f"  {done} rows", err=True) if done % 10_000 == 0 else None,
+        image_license=image_license,
+    )
+    typer.echo(
+        f"imported {summary.imported} samples into {out}"
+        + (
+            f" ({summary.without_image} without an image file; looked for the first at "
+            f"{summary.first_missing}: pass --images FOLDER where the images are)"
+            if summary.without_image
+            else ""
+        )
+    )
     if summary.rejected:
         reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.rejected.items()))
-        typer.echo(f"could not map {sum(summary.rejected.values())} rows ({reasons}); see "
-                   f"{out.with_name(out.stem + '.rejected.jsonl')}")
+        typer.echo(
+            f"could not map {sum(summary.rejected.values())} rows ({reasons}); see "
+            f"{out.with_name(out.stem + '.rejected.jsonl')}"
+        )
 
 
 def _text_rows(path: Path, field: str, group_by: str | None = None) -> tuple[list[str], list[str], list[str]]:
@@ -783,8 +963,12 @@ def _text_rows(path: Path, field: str, group_by: str | None = None) -> tuple[lis
     for number, row in enumerate(read_jsonl(path)):
         value = row.get(field) if isinstance(row, dict) else None
         if isinstance(value, list):
-            value = "\n".join(str(part.get("value") or part.get("utterance") or part.get("text") or "")
-                              if isinstance(part, dict) else str(part) for part in value)
+            value = "\n".join(
+                str(part.get("value") or part.get("utterance") or part.get("text") or "")
+                if isinstance(part, dict)
+                else str(part)
+                for part in value
+            )
         if value is None:
             raise UserError(f"{path} row {number} has no field '{field}'; name the text field with --field")
         ids.append(str(row.get("id", number)))
@@ -798,13 +982,24 @@ def text_dups(
     path: TextFile,
     out: Annotated[Path, typer.Option("--out", help="JSONL of groups: {kept, dropped: [{id, jaccard}]}.")],
     field: TextField = "question",
-    threshold: Annotated[float, typer.Option(help="Jaccard of the shingle sets (words and word pairs) at which texts "
-                                                  "are near copies: 0.8 reads as 80% the same.")] = 0.8,
+    threshold: Annotated[
+        float,
+        typer.Option(
+            help="Jaccard of the shingle sets (words and word pairs) at which texts "
+            "are near copies: 0.8 reads as 80% the same."
+        ),
+    ] = 0.8,
     num_perm: Annotated[int, typer.Option(help="MinHash permutations.")] = 128,
-    reference: Annotated[Optional[Path], typer.Option(help="JSONL whose texts are kept over ours (same field).")] = None,
-    group_by: Annotated[Optional[str], typer.Option(
-        help="Compare only rows with the same value of this field (e.g. image_path: a question about an image is "
-             "an item only with its image, so one prompt over many images is not a copy).")] = None,
+    reference: Annotated[
+        Optional[Path], typer.Option(help="JSONL whose texts are kept over ours (same field).")
+    ] = None,
+    group_by: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Compare only rows with the same value of this field (e.g. image_path: a question about an image is "
+            "an item only with its image, so one prompt over many images is not a copy)."
+        ),
+    ] = None,
 ) -> None:
     """Near-duplicate groups by MinHash over the words and word pairs of each text (characters and character
     pairs for Chinese/Japanese/Korean) after NFKC, case and white-space normalisation; candidates are confirmed by
@@ -814,16 +1009,23 @@ def text_dups(
 
     ids, texts, scopes = _text_rows(path, field, group_by)
     ref_ids, ref_texts, ref_scopes = _text_rows(reference, field, group_by) if reference else ([], [], [])
-    groups, counts = near_duplicate_groups(texts, MinHashParams(threshold=threshold, num_perm=num_perm),
-                                           None, ref_texts, scopes if group_by else None,
-                                           ref_scopes if group_by else None)
+    groups, counts = near_duplicate_groups(
+        texts,
+        MinHashParams(threshold=threshold, num_perm=num_perm),
+        None,
+        ref_texts,
+        scopes if group_by else None,
+        ref_scopes if group_by else None,
+    )
     rows = group_rows(groups, ids, ref_ids)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
     dropped = sum(len(row["dropped"]) for row in rows)
-    typer.echo(f"{counts['texts']} texts, {len(rows)} groups, {dropped} near copies to drop "
-               f"({counts['candidate_pairs']} candidate pairs, {counts['bands']} bands x {counts['rows_per_band']} "
-               f"rows) -> {out}")
+    typer.echo(
+        f"{counts['texts']} texts, {len(rows)} groups, {dropped} near copies to drop "
+        f"({counts['candidate_pairs']} candidate pairs, {counts['bands']} bands x {counts['rows_per_band']} "
+        f"rows) -> {out}"
+    )
 
 
 @text_app.command("lang")
@@ -854,16 +1056,19 @@ def text_lang(
 @prefect_app.command("up")
 def prefect_up(
     out: OutOption = Path("outputs"),
-    idle_minutes: Annotated[float, typer.Option(help="Stop after this many minutes with no request (0: never).")]
-    = 60.0,
+    idle_minutes: Annotated[
+        float, typer.Option(help="Stop after this many minutes with no request (0: never).")
+    ] = 60.0,
     port: Annotated[Optional[int], typer.Option(help="Port on 127.0.0.1 (default: a free one).")] = None,
 ) -> None:
     """Start the output folder's local Prefect server (API and UI) unless it runs; print its address."""
     from benchcurate.flows.prefect_server import api_url, ensure, server_folder
 
     record, started = ensure(out, idle_minutes, port)
-    typer.echo(f"{'started' if started else 'already running'}: Prefect at {record.url} (pid {record.pid}, "
-               f"data {server_folder(out)})\nexport PREFECT_API_URL={api_url(record)}")
+    typer.echo(
+        f"{'started' if started else 'already running'}: Prefect at {record.url} (pid {record.pid}, "
+        f"data {server_folder(out)})\nexport PREFECT_API_URL={api_url(record)}"
+    )
 
 
 @prefect_app.command("down")
@@ -882,8 +1087,10 @@ def prefect_status(out: OutOption = Path("outputs")) -> None:
     record = status(out)
     if record is None:
         stale = local_server(out).running()
-        typer.echo(f"{'not answering' if stale else 'not running'} (data {out.resolve() / 'prefect'}); "
-                   f"`curate run` starts it, or `curate prefect up`")
+        typer.echo(
+            f"{'not answering' if stale else 'not running'} (data {out.resolve() / 'prefect'}); "
+            f"`curate run` starts it, or `curate prefect up`"
+        )
         raise typer.Exit(1)
     typer.echo(f"healthy: Prefect at {record.url} (pid {record.pid})\nexport PREFECT_API_URL={api_url(record)}")
 
@@ -892,8 +1099,9 @@ def prefect_status(out: OutOption = Path("outputs")) -> None:
 def ls_up(
     data: LsData = Path("outputs/label-studio"),
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8080,
-    files: Annotated[Optional[Path], typer.Option(help="Folder Label Studio may serve images from "
-                                                       "(default: <data>/files).")] = None,
+    files: Annotated[
+        Optional[Path], typer.Option(help="Folder Label Studio may serve images from (default: <data>/files).")
+    ] = None,
 ) -> None:
     """Start Label Studio 1.23.2 (its own venv, SQLite, headless, signup closed) and wait until it is healthy.
 
@@ -924,8 +1132,10 @@ def ls_status(data: LsData = Path("outputs/label-studio")) -> None:
     if info.pid is None:
         typer.echo(f"not running (data {info.data_dir}); start it with `curate ls up`")
         raise typer.Exit(1)
-    typer.echo(f"{'healthy' if info.healthy else 'not answering'}: Label Studio {info.version or '?'} at {info.url} "
-               f"(pid {info.pid}, data {info.data_dir})")
+    typer.echo(
+        f"{'healthy' if info.healthy else 'not answering'}: Label Studio {info.version or '?'} at {info.url} "
+        f"(pid {info.pid}, data {info.data_dir})"
+    )
     if not info.healthy:
         raise typer.Exit(3)
 
@@ -933,9 +1143,14 @@ def ls_status(data: LsData = Path("outputs/label-studio")) -> None:
 @ls_user_app.command("add")
 def ls_user_add(
     email: Annotated[str, typer.Argument(help="The person's email; they log in with it.")],
-    role: Annotated[str, typer.Option(help="annotator: reviews samples through Label Studio's queue; adjudicator: "
-                                           "settles ties and differing edits (phase 2), never on a sample they "
-                                           "reviewed.")] = "annotator",
+    role: Annotated[
+        str,
+        typer.Option(
+            help="annotator: reviews samples through Label Studio's queue; adjudicator: "
+            "settles ties and differing edits (phase 2), never on a sample they "
+            "reviewed."
+        ),
+    ] = "annotator",
     ls_data: LsData = Path("outputs/label-studio"),
 ) -> None:
     """Create a person who can log in to Label Studio at once, with a password from CURATE_REVIEWER_PASSWORD or
@@ -948,8 +1163,10 @@ def ls_user_add(
     connection = connect(ls_data)
     added = add_user(connection, email, role)
     what = "created" if added.created else "already there; role set"
-    typer.echo(f"{added.person.email}: {what}, {added.person.role} (user {added.person.id}); log in at "
-               f"{connection.url}/user/login/")
+    typer.echo(
+        f"{added.person.email}: {what}, {added.person.role} (user {added.person.id}); log in at "
+        f"{connection.url}/user/login/"
+    )
     if added.password:
         typer.echo(f"password (shown once, not stored; pass it on privately): {added.password}")
 
@@ -969,11 +1186,22 @@ def review_push(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (under --out) or run folder.")],
     out: OutOption = Path("outputs"),
     ls_data: LsData = Path("outputs/label-studio"),
-    phase: Annotated[int, typer.Option(min=1, max=2, help="2: send what the last pull left open (ties, differing "
-                                                          "edits) to an adjudicator, who sees every reviewer's "
-                                                          "answer beside their name.")] = 1,
-    everything: Annotated[bool, typer.Option("--all", help="With --phase 2: also every sample the reviewers "
-                                                           "settled, for the adjudicator to judge again.")] = False,
+    phase: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=2,
+            help="2: send what the last pull left open (ties, differing "
+            "edits) to an adjudicator, who sees every reviewer's "
+            "answer beside their name.",
+        ),
+    ] = 1,
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="With --phase 2: also every sample the reviewers settled, for the adjudicator to judge again."
+        ),
+    ] = False,
 ) -> None:
     """Push the samples entering the run's review stage as tasks (one project per round; a re-push adds nothing
     twice). Each task goes to conversation_review.reviewers distinct people (default 2) through Label Studio's
@@ -1000,12 +1228,15 @@ def review_pull(
 
     result = pull(resolve_run_dir(run_ref, out), connect(ls_data))
     record = result.record
-    typer.echo(f"annotations {result.annotations}: counted {result.counted}, not counted {len(record.rejected)}; "
-               f"{counts_line(record)}")
+    typer.echo(
+        f"annotations {result.annotations}: counted {result.counted}, not counted {len(record.rejected)}; "
+        f"{counts_line(record)}"
+    )
     for kind, figures in record.agreement.items():
         typer.echo(agreement_line(kind, figures))
-    typer.echo(f"next: {next_step(record)}\nrecord: {result.path} (`curate review status {record.run_id}` for "
-               f"each reviewer)")
+    typer.echo(
+        f"next: {next_step(record)}\nrecord: {result.path} (`curate review status {record.run_id}` for each reviewer)"
+    )
 
 
 @review_app.command("status")
@@ -1023,8 +1254,10 @@ def review_status(
     run_dir = resolve_run_dir(run_ref, out)
     record = read_record(run_dir)
     if record is None:
-        raise UserError(f"run {run_dir.name} has no review pulled yet; `curate review push {run_dir.name}`, "
-                        f"annotate, then `curate review pull {run_dir.name}`")
+        raise UserError(
+            f"run {run_dir.name} has no review pulled yet; `curate review push {run_dir.name}`, "
+            f"annotate, then `curate review pull {run_dir.name}`"
+        )
     typer.echo(status_text(record))
 
 
@@ -1041,12 +1274,22 @@ def images_hash(
     paths: Annotated[list[str], typer.Argument(help="Image files and folders (searched recursively).")],
     out: Annotated[Path, typer.Option("--out", help="JSONL file to write, one row per file.")],
     jobs: Annotated[int, typer.Option(help="Threads decoding files (default: one per core).")] = 0,
-    draft_side_px: Annotated[int, typer.Option(help="Hash a reduced picture, no side below this (JPEGs decoded at "
-                                                    "reduced scale, others box-averaged); 0 = full size.")] = 256,
+    draft_side_px: Annotated[
+        int,
+        typer.Option(
+            help="Hash a reduced picture, no side below this (JPEGs decoded at "
+            "reduced scale, others box-averaged); 0 = full size."
+        ),
+    ] = 256,
     max_pixels: Annotated[int, typer.Option(help="Larger images are reported as image_too_large.")] = 89_478_485,
-    likeness: Annotated[bool, typer.Option(help="Also the hashes `images dups` matches mirror images, quarter turns "
-                                                "and added borders with (and crops, with --match-crops): about 10% "
-                                                "more time.")] = False,
+    likeness: Annotated[
+        bool,
+        typer.Option(
+            help="Also the hashes `images dups` matches mirror images, quarter turns "
+            "and added borders with (and crops, with --match-crops): about 10% "
+            "more time."
+        ),
+    ] = False,
 ) -> None:
     """Hash images: one row per file with path, sha256, 64-bit pHash (16 hex digits), width, height, error."""
     import os
@@ -1075,14 +1318,26 @@ def images_dups(
     hashes: Annotated[Path, typer.Argument(help="A hashes file from `curate images hash`.")],
     out: Annotated[Path, typer.Option("--out", help="JSONL file of groups of two or more.")],
     threshold: Annotated[int, typer.Option(help="Largest pHash Hamming distance of candidates (0-32).")] = 8,
-    reference: Annotated[Optional[Path], typer.Option(
-        help="A hashes file of images to check against (earlier releases, other benchmarks).")] = None,
-    verify: Annotated[bool, typer.Option(help="Compare each candidate pair on thumbnails (decoded from the files) "
-                                              "and keep apart pictures that differ in one region.")] = True,
-    match_crops: Annotated[bool, typer.Option(help="Also match pictures with a few percent cut from a side (needs "
-                                                   "a hashes file made with --likeness).")] = False,
-    keep_rule: Annotated[str, typer.Option(help="least_processed or largest: which file of a group is kept.")]
-    = "least_processed",
+    reference: Annotated[
+        Optional[Path],
+        typer.Option(help="A hashes file of images to check against (earlier releases, other benchmarks)."),
+    ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            help="Compare each candidate pair on thumbnails (decoded from the files) "
+            "and keep apart pictures that differ in one region."
+        ),
+    ] = True,
+    match_crops: Annotated[
+        bool,
+        typer.Option(
+            help="Also match pictures with a few percent cut from a side (needs a hashes file made with --likeness)."
+        ),
+    ] = False,
+    keep_rule: Annotated[
+        str, typer.Option(help="least_processed or largest: which file of a group is kept.")
+    ] = "least_processed",
     jobs: Annotated[int, typer.Option(help="Worker processes for the search.")] = 1,
 ) -> None:
     """Group near-duplicates as image_near_dedup does: candidates within the threshold (exactly; mirror images,
@@ -1096,8 +1351,9 @@ def images_dups(
     if not 0 <= threshold <= 32:
         raise UserError(f"--threshold must be between 0 and 32, not {threshold}")
     try:
-        cfg = NearDedupConfig(max_hamming_distance=threshold, verify=verify, match_crops=match_crops,
-                              keep_rule=keep_rule)
+        cfg = NearDedupConfig(
+            max_hamming_distance=threshold, verify=verify, match_crops=match_crops, keep_rule=keep_rule
+        )
     except ValidationError as error:
         raise UserError(f"{error.errors()[0]['loc'][0]}: {error.errors()[0]['msg']}") from None
     table = read_hashes(hashes)
@@ -1136,8 +1392,11 @@ def serve(
     from benchcurate.flows.prefect_server import prefect_server_for
 
     with prefect_server_for(out, "local", say=lambda line: typer.echo(line, err=True)) as url:
-        typer.echo(f"serving curate/<recipe> deployments on {url}; start runs with:\n  PREFECT_API_URL={url} "
-                   f"prefect deployment run curate/multiverse", err=True)
+        typer.echo(
+            f"serving curate/<recipe> deployments on {url}; start runs with:\n  PREFECT_API_URL={url} "
+            f"prefect deployment run curate/multiverse",
+            err=True,
+        )
         from benchcurate.flows.deployments import serve_all
 
         serve_all(out, limit)
@@ -1175,8 +1434,11 @@ def _version(shown: bool) -> None:
 
 
 @app.callback()
-def _options(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                   help="Print the version and exit.")] = False) -> None:
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Curate reviewed, versioned multimodal benchmarks from images."""
 
 

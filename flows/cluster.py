@@ -20,8 +20,10 @@ def _client(address: str, seconds: float):
     try:
         return Client(address, timeout=seconds, set_as_default=False)
     except (OSError, TimeoutError) as error:
-        raise BackendUnavailable(f"no Dask scheduler answers at {address} within {seconds:g} s ({type(error).__name__}"
-                                 f"); start it (`dask scheduler`) or fix --dask-address") from None
+        raise BackendUnavailable(
+            f"no Dask scheduler answers at {address} within {seconds:g} s ({type(error).__name__}"
+            f"); start it (`dask scheduler`) or fix --dask-address"
+        ) from None
 
 
 def wait_for_workers(address: str, seconds: float) -> int:
@@ -31,8 +33,10 @@ def wait_for_workers(address: str, seconds: float) -> int:
         client.wait_for_workers(1, timeout=seconds)
         return len(client.scheduler_info()["workers"])
     except TimeoutError:
-        raise BackendUnavailable(f"the Dask scheduler at {address} has no worker (waited {seconds:g} s); start "
-                                 f"workers (`dask worker {address}`)") from None
+        raise BackendUnavailable(
+            f"the Dask scheduler at {address} has no worker (waited {seconds:g} s); start "
+            f"workers (`dask worker {address}`)"
+        ) from None
     finally:
         client.close()
 
@@ -61,8 +65,11 @@ def watch_workers(address: str, on_gone: Callable[[str], None], grace: float) ->
                 fine = time.monotonic()
             elif time.monotonic() - fine >= grace:
                 client.close(timeout=2)
-                on_gone(f"the Dask cluster at {address} has had no worker for {grace:g} s"
-                        if count == 0 else f"the Dask scheduler at {address} has not answered for {grace:g} s")
+                on_gone(
+                    f"the Dask cluster at {address} has had no worker for {grace:g} s"
+                    if count == 0
+                    else f"the Dask scheduler at {address} has not answered for {grace:g} s"
+                )
                 return
         client.close(timeout=2)
 

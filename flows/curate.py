@@ -104,11 +104,16 @@ def _push_for_review(run_dir: Path, out: Path, recipe: str, logger) -> str:
         message = f"review not pushed: {error}; push later with `curate review push {run_dir.name}`"
         logger.warning(message)
         return message
-    create_link_artifact(key=f"review-{recipe}".replace("_", "-"), link=result.url, link_text="Review in Label Studio",
-                         description=f"Label Studio project of run {run_dir.name}: annotate, then `curate review "
-                                     f"pull {run_dir.name}`")
-    message = (f"review round pushed ({result.pushed} new, {result.already} already there): {result.url}; "
-               f"annotate, then `curate review pull {run_dir.name}` and rerun with --run-id {run_dir.name}")
+    create_link_artifact(
+        key=f"review-{recipe}".replace("_", "-"),
+        link=result.url,
+        link_text="Review in Label Studio",
+        description=f"Label Studio project of run {run_dir.name}: annotate, then `curate review pull {run_dir.name}`",
+    )
+    message = (
+        f"review round pushed ({result.pushed} new, {result.already} already there): {result.url}; "
+        f"annotate, then `curate review pull {run_dir.name}` and rerun with --run-id {run_dir.name}"
+    )
     logger.info(message)
     return message
 
@@ -133,6 +138,7 @@ def _stage(run_dir: Path, index: int, progress: Progress | None = None) -> Stage
 def _dask_runner(address: str):
     require("dask", "--dask-address")
     from prefect_dask import DaskTaskRunner
+
     return DaskTaskRunner(address=address)
 
 
@@ -148,16 +154,18 @@ def _stages_on_dask(run_dir: str) -> None:
 
 
 @flow(name="curate", description="Curate a benchmark from images with a recipe's stages; release the result.")
-def curate(recipe: RecipeName = "multiverse", options: RunOptions | None = None, out_dir: str = "outputs"
-           ) -> RunOutcome:
+def curate(
+    recipe: RecipeName = "multiverse", options: RunOptions | None = None, out_dir: str = "outputs"
+) -> RunOutcome:
     """Run `recipe` with `options` (RunOptions: the flags of `curate run`); runs and releases go under `out_dir`.
 
     With `options.dask_address` the stages run through Prefect's Dask task runner, and CPU-bound stages (hashing,
     MinHash signatures, offline scoring) spread their items over that cluster's workers."""
     logger = get_run_logger()
     options = with_implied_demo(options or RunOptions())
-    options = options.model_copy(update={"run_id": options.run_id or default_run_id(recipe),
-                                         "allowed_roots": _confined(options, deployment.id)})
+    options = options.model_copy(
+        update={"run_id": options.run_id or default_run_id(recipe), "allowed_roots": _confined(options, deployment.id)}
+    )
     out = Path(out_dir).resolve()
     store = RunStore(out / "runs" / options.run_id)
     with _stored_redacted(), store.lock():
@@ -176,15 +184,22 @@ def _curate(recipe: str, options: RunOptions, out: Path, store: RunStore, logger
     previous = existing_run(out, options.run_id)
     config = resolve_run(recipe, options, out)
     store.save_config(config)
-    logger.info("run %s in %s (backend: %s)%s", config.run_id, store.root, config.recipe.backend.kind,
-                " on the bundled demo corpus" if config.demo else "")
+    logger.info(
+        "run %s in %s (backend: %s)%s",
+        config.run_id,
+        store.root,
+        config.recipe.backend.kind,
+        " on the bundled demo corpus" if config.demo else "",
+    )
     if previous is not None:
         changed = changed_stages(previous, config)
         options_changed = option_changes(previous.options, config.options)
-        logger.info("resuming run %s with the settings it started with%s: finished stages are skipped%s",
-                    config.run_id, f" except {'; '.join(options_changed)}" if options_changed else "",
-                    f"; changed since last time: {', '.join(changed)} (they and later stages run again)"
-                    if changed else "")
+        logger.info(
+            "resuming run %s with the settings it started with%s: finished stages are skipped%s",
+            config.run_id,
+            f" except {'; '.join(options_changed)}" if options_changed else "",
+            f"; changed since last time: {', '.join(changed)} (they and later stages run again)" if changed else "",
+        )
     if config.demo:
         build_demo_corpus(out / DEMO_CORPUS_DIRNAME)
     check_backend(store.root)
@@ -201,16 +216,23 @@ def _curate(recipe: str, options: RunOptions, out: Path, store: RunStore, logger
     report = load_report(store.root)
     outcome = RunOutcome(run_id=config.run_id, run_dir=str(store.root), demo=config.demo)
     if report.waiting:
-        review = _push_for_review(store.root, out, recipe, logger) if report.waiting.startswith(
-            "conversation_review:") else None
+        review = (
+            _push_for_review(store.root, out, recipe, logger)
+            if report.waiting.startswith("conversation_review:")
+            else None
+        )
         logger.warning("run %s is waiting: %s", config.run_id, report.waiting)
         return outcome.model_copy(update={"waiting": report.waiting, "review": review})
     display.begin("report")
     _publish_artifacts(recipe, config.run_id, report, store.root)
     page = write_html_report(store.root, options.jobs or os.cpu_count() or 1)
     display.end("report", str(page))
-    create_link_artifact(key=f"report-{recipe}".replace("_", "-"), link=page.as_uri(),
-                         link_text=f"Report of run {config.run_id}", description="The run's HTML report")
+    create_link_artifact(
+        key=f"report-{recipe}".replace("_", "-"),
+        link=page.as_uri(),
+        link_text=f"Report of run {config.run_id}",
+        description="The run's HTML report",
+    )
     outcome = outcome.model_copy(update={"report": str(page)})
     emptied_by = next((stats.stage for stats in report.stages if stats.kept == 0), None)
     if emptied_by is not None:
@@ -228,21 +250,27 @@ def _release(outcome: RunOutcome, run_dir: Path, out: Path, display, logger) -> 
 
     released = release(run_dir, out, on_row=lambda: display.advance(1))
     manifest = released.manifest
-    said = (f"written: {manifest.name} {released.version}" if released.new else
-            f"already released as {manifest.name} {released.version} (the same rows and images); no new version")
+    said = (
+        f"written: {manifest.name} {released.version}"
+        if released.new
+        else f"already released as {manifest.name} {released.version} (the same rows and images); no new version"
+    )
     display.end("release", f"{said} ({released.folder})")
     warnings = license_warnings(manifest)
     for warning in warnings:
         logger.warning("release %s %s: %s", manifest.name, released.version, warning)
-    return outcome.model_copy(update={"release_dir": str(released.folder), "release_new": released.new,
-                                      "release_warnings": warnings})
+    return outcome.model_copy(
+        update={"release_dir": str(released.folder), "release_new": released.new, "release_warnings": warnings}
+    )
 
 
 def _publish_artifacts(recipe: str, run_id: str, report, run_dir: Path) -> None:
     """The funnel and the label histograms (with their plots inline) as the flow run's artifacts."""
-    create_markdown_artifact(key=_artifact_key(recipe), description=f"Funnel of run {run_id}",
-                             markdown=f"# Funnel of run `{run_id}`\n\nBackend: "
-                                      f"{', '.join(report.backends)}\n\n{funnel_markdown(report)}\n")
+    create_markdown_artifact(
+        key=_artifact_key(recipe),
+        description=f"Funnel of run {run_id}",
+        markdown=f"# Funnel of run `{run_id}`\n\nBackend: {', '.join(report.backends)}\n\n{funnel_markdown(report)}\n",
+    )
     written = write_label_report(report, run_dir)
     for histogram in histograms(report):
         plot = next(path for path in written if path.name == f"labels_{histogram.kind}.png")
@@ -251,4 +279,5 @@ def _publish_artifacts(recipe: str, run_id: str, report, run_dir: Path) -> None:
             key=f"labels-{recipe}-{histogram.kind}".replace("_", "-"),
             description=f"Kept items per {LABEL_TITLES[histogram.kind]}, run {run_id}",
             markdown=f"# Kept items per {LABEL_TITLES[histogram.kind]}, run `{run_id}`\n\n"
-                     f"{histogram_markdown(histogram, limit=40)}\n\n{picture}\n")
+            f"{histogram_markdown(histogram, limit=40)}\n\n{picture}\n",
+        )

@@ -24,13 +24,13 @@ from benchcurate.curation.core.errors import UserError
 
 @dataclass(frozen=True)
 class Flag:
-    path: str                                  # the field, or field.subfield of a nested model
-    name: str | None = None                    # the flag, default --<field-name-with-dashes>
-    reads: Any = None                          # what the command line reads; default: the field's own type
+    path: str  # the field, or field.subfield of a nested model
+    name: str | None = None  # the flag, default --<field-name-with-dashes>
+    reads: Any = None  # what the command line reads; default: the field's own type
     parse: Callable[[Any], Any] | None = None  # the typed value -> the field's value
     metavar: str | None = None
     required: bool = False
-    boolean: str | None = None                 # a bool flag's spelling, e.g. "--batch/--no-batch" or "--demo"
+    boolean: str | None = None  # a bool flag's spelling, e.g. "--batch/--no-batch" or "--demo"
 
     @property
     def parameter(self) -> str:
@@ -42,8 +42,9 @@ def field_of(model: type[BaseModel], path: str):
     owner, *rest = path.split(".")
     info = model.model_fields[owner]
     for part in rest:
-        nested = next(arg for arg in _arguments(info.annotation) if isinstance(arg, type) and
-                      issubclass(arg, BaseModel))
+        nested = next(
+            arg for arg in _arguments(info.annotation) if isinstance(arg, type) and issubclass(arg, BaseModel)
+        )
         info = nested.model_fields[part]
     return info
 
@@ -54,8 +55,11 @@ def _arguments(annotation) -> tuple:
 
 def _plain(annotation):
     """The type a field holds, without None; a Literal is read as text and checked by the model."""
-    options = [arg for arg in _arguments(annotation) if arg is not type(None)] \
-        if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union else [annotation]
+    options = (
+        [arg for arg in _arguments(annotation) if arg is not type(None)]
+        if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
+        else [annotation]
+    )
     found = options[0] if len(options) == 1 else str
     return str if typing.get_origin(found) is Literal else found
 
@@ -64,8 +68,9 @@ def help_text(model: type[BaseModel], path: str) -> str:
     """The field's description as a sentence (a nested field's: its owner's, then its own), with the model's
     default where it has a plain one."""
     parts = path.split(".")
-    described = [(field_of(model, ".".join(parts[:size])).description or "").strip() for size in
-                 range(1, len(parts) + 1)]
+    described = [
+        (field_of(model, ".".join(parts[:size])).description or "").strip() for size in range(1, len(parts) + 1)
+    ]
     text = ": ".join(part for part in described if part)
     text = text[:1].upper() + text[1:]
     text += "" if not text or text.endswith(".") else "."
@@ -97,8 +102,14 @@ def parameters(model: type[BaseModel], flags: list[Flag]) -> list[inspect.Parame
         else:
             annotation, default = Optional[reads], None  # typer reads Optional; None: not given
         option = typer.Option(*names, help=help_text(model, flag.path), metavar=flag.metavar, show_default=False)
-        found.append(inspect.Parameter(flag.parameter, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                       annotation=Annotated[annotation, option]))
+        found.append(
+            inspect.Parameter(
+                flag.parameter,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=default,
+                annotation=Annotated[annotation, option],
+            )
+        )
     return found
 
 
@@ -127,12 +138,17 @@ def values(flags: list[Flag], given: dict[str, Any]) -> dict[str, Any]:
 def with_flags(function: Callable, model: type[BaseModel], flags: list[Flag]) -> Callable:
     """`function` (its own parameters, then **options) with the flags of `model` in its signature, for typer."""
     hints = typing.get_type_hints(function, include_extras=True)  # the annotations as objects, not strings
-    own = [parameter.replace(annotation=hints.get(parameter.name, parameter.annotation))
-           for parameter in inspect.signature(function).parameters.values()
-           if parameter.kind is not inspect.Parameter.VAR_KEYWORD]
+    own = [
+        parameter.replace(annotation=hints.get(parameter.name, parameter.annotation))
+        for parameter in inspect.signature(function).parameters.values()
+        if parameter.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
     positional = [parameter for parameter in own if parameter.default is inspect.Parameter.empty]
-    keyword = [parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY) for parameter in own
-               if parameter.default is not inspect.Parameter.empty]
+    keyword = [
+        parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for parameter in own
+        if parameter.default is not inspect.Parameter.empty
+    ]
     function.__signature__ = inspect.Signature([*positional, *parameters(model, flags), *keyword])
     return function
 
@@ -142,13 +158,18 @@ def validated(model: type[BaseModel], flags: list[Flag], fields: dict[str, Any])
     try:
         return model.model_validate(fields)
     except ValidationError as error:
-        named = {tuple(flag.path.split(".")): (flag.boolean or flag.name or "--" + flag.path.split(".")[-1]
-                                                .replace("_", "-")).split("/")[0] for flag in flags}
+        named = {
+            tuple(flag.path.split(".")): (
+                flag.boolean or flag.name or "--" + flag.path.split(".")[-1].replace("_", "-")
+            ).split("/")[0]
+            for flag in flags
+        }
         lines = []
         for entry in error.errors(include_url=False):
             where = tuple(str(part) for part in entry["loc"])
-            flag = next((named[where[:size]] for size in range(len(where), 0, -1) if where[:size] in named),
-                        ".".join(where))
+            flag = next(
+                (named[where[:size]] for size in range(len(where), 0, -1) if where[:size] in named), ".".join(where)
+            )
             text = entry["msg"].removeprefix("Value error, ")
             lines.append(f"{flag}: {text[:1].lower()}{text[1:]}" if flag else text)
         raise UserError("; ".join(lines)) from error

@@ -55,9 +55,13 @@ def api_url(record: ServerRecord) -> str:
 def server_env(folder: Path) -> dict[str, str]:
     """The server's own settings: everything under its folder, nothing under HOME, no telemetry."""
     home = folder / "home"
-    return {"PREFECT_HOME": str(home), "PREFECT_PROFILES_PATH": str(home / "profiles.toml"),
-            "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{folder / 'prefect.db'}",
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_TELEMETRY_ENABLE_RESOURCE_METRICS": "false"}
+    return {
+        "PREFECT_HOME": str(home),
+        "PREFECT_PROFILES_PATH": str(home / "profiles.toml"),
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{folder / 'prefect.db'}",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_TELEMETRY_ENABLE_RESOURCE_METRICS": "false",
+    }
 
 
 @contextmanager
@@ -81,8 +85,9 @@ def status(out_dir: Path) -> ServerRecord | None:
     return record if record is not None and healthy(record) else None
 
 
-def ensure(out_dir: Path, idle_minutes: float = DEFAULT_IDLE_MINUTES, port: int | None = None,
-           say=lambda line: None) -> tuple[ServerRecord, bool]:
+def ensure(
+    out_dir: Path, idle_minutes: float = DEFAULT_IDLE_MINUTES, port: int | None = None, say=lambda line: None
+) -> tuple[ServerRecord, bool]:
     """(the folder's server, whether it was started now): reused when it answers, else started and waited for."""
     server = local_server(out_dir)
     with _locked(server.folder):
@@ -92,8 +97,17 @@ def ensure(out_dir: Path, idle_minutes: float = DEFAULT_IDLE_MINUTES, port: int 
         server.stop()  # a recorded server of ours that no longer answers
         port = port or free_port()
         log = server.folder / "server.log"
-        command = [sys.executable, "-m", MARKER, "--folder", str(server.folder), "--port", str(port),
-                   "--idle-minutes", str(idle_minutes)]
+        command = [
+            sys.executable,
+            "-m",
+            MARKER,
+            "--folder",
+            str(server.folder),
+            "--port",
+            str(port),
+            "--idle-minutes",
+            str(idle_minutes),
+        ]
         say(f"starting a local Prefect server for {out_dir} on 127.0.0.1:{port} (once; later runs reuse it)")
         env = {name: value for name, value in without_secrets(os.environ).items() if name != "PREFECT_API_URL"}
         process = server.start(command, port, {**env, **server_env(server.folder)}, log, private=True)
@@ -108,8 +122,19 @@ def temporary(say=lambda line: None) -> ServerRecord:
     folder = Path(tempfile.mkdtemp(prefix="curate-prefect-"))
     server = LocalServer(folder, "server", MARKER)
     port, log = free_port(), folder / "server.log"
-    command = [sys.executable, "-m", MARKER, "--folder", str(folder), "--port", str(port), "--idle-minutes", "0",
-               "--parent", str(os.getpid())]
+    command = [
+        sys.executable,
+        "-m",
+        MARKER,
+        "--folder",
+        str(folder),
+        "--port",
+        str(port),
+        "--idle-minutes",
+        "0",
+        "--parent",
+        str(os.getpid()),
+    ]
     say(f"starting a temporary Prefect server on 127.0.0.1:{port} for this command")
     env = {name: value for name, value in without_secrets(os.environ).items() if name != "PREFECT_API_URL"}
     process = server.start(command, port, env, log, private=True)
@@ -125,8 +150,13 @@ def temporary(say=lambda line: None) -> ServerRecord:
 GONE_AFTER_SECONDS = 15.0  # a server that has not answered for this long is taken for gone (not a blip)
 
 
-def watch(url: str, on_gone: Callable[[], None], record: ServerRecord | None = None,
-          interval: float = 1.0, grace: float = GONE_AFTER_SECONDS) -> threading.Event:
+def watch(
+    url: str,
+    on_gone: Callable[[], None],
+    record: ServerRecord | None = None,
+    interval: float = 1.0,
+    grace: float = GONE_AFTER_SECONDS,
+) -> threading.Event:
     """Call `on_gone` once (from a daemon thread) when the server stops: at once when the process of our own
     server (`record`) has ended, after `grace` seconds without an answer otherwise. Prefect's client would retry
     every call for over a minute and then fail with tracebacks. Set the returned event to stop watching."""
@@ -160,8 +190,9 @@ def healthy_url(url: str, timeout: float = 2.0) -> bool:
 
 
 @contextmanager
-def prefect_server_for(out_dir: Path, choice: str = "local", say=lambda line: None,
-                       on_gone: Callable[[str], None] | None = None) -> Iterator[str]:
+def prefect_server_for(
+    out_dir: Path, choice: str = "local", say=lambda line: None, on_gone: Callable[[str], None] | None = None
+) -> Iterator[str]:
     """This process's Prefect server for the block (yields its API URL): the one Prefect's own settings name
     (PREFECT_API_URL in the environment or .env, the active profile, prefect.toml, pyproject.toml), checked to
     answer; else the output folder's local server (`local`, started when it does not run) or a server for this
@@ -180,9 +211,11 @@ def prefect_server_for(out_dir: Path, choice: str = "local", say=lambda line: No
             with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=5):
                 pass
         except OSError as error:
-            raise UserError(f"no Prefect server answers at {url} (Prefect's PREFECT_API_URL setting: environment, "
-                            f"profile, prefect.toml or .env) ({error}); start it, or remove the setting to use the "
-                            f"output folder's local server") from error
+            raise UserError(
+                f"no Prefect server answers at {url} (Prefect's PREFECT_API_URL setting: environment, "
+                f"profile, prefect.toml or .env) ({error}); start it, or remove the setting to use the "
+                f"output folder's local server"
+            ) from error
         with _watched(url, None, on_gone):
             yield url
         return
@@ -210,7 +243,8 @@ def unreachable(error: BaseException, url: str) -> bool:
         seen.add(id(error))
         names = {f"{cls.__module__.split('.')[0]}.{cls.__name__}" for cls in type(error).__mro__}
         if names & {"httpx.TransportError", "httpcore.ConnectError", "httpcore.ReadError"} or isinstance(
-                error, ConnectionError):
+            error, ConnectionError
+        ):
             request = getattr(error, "_request", None)
             return request is None or str(request.url).startswith(url.rstrip("/"))
         error = error.__cause__ or error.__context__
@@ -253,8 +287,7 @@ def _serve(folder: Path, port: int, idle_minutes: float, parent: int | None) -> 
     from prefect.server.api.server import create_app
 
     tracker = _IdleTracker(create_app(final=True))
-    server = uvicorn.Server(uvicorn.Config(tracker, host="127.0.0.1", port=port, lifespan="on",
-                                           log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(tracker, host="127.0.0.1", port=port, lifespan="on", log_level="warning"))
 
     def stop_when_idle_or_orphaned() -> None:
         while not server.started and not server.should_exit:  # start-up (migrations) is not idleness
@@ -288,8 +321,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--folder", type=Path, required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--idle-minutes", type=float, default=DEFAULT_IDLE_MINUTES)
-    parser.add_argument("--parent", type=int, help="a temporary server: stop when this process ends, and keep "
-                                                   "Prefect's own database settings")
+    parser.add_argument(
+        "--parent",
+        type=int,
+        help="a temporary server: stop when this process ends, and keep Prefect's own database settings",
+    )
     args = parser.parse_args(argv)
     os.environ.pop("PREFECT_API_URL", None)  # this process is the server, not a client of one
     if args.parent is None:

@@ -35,8 +35,14 @@ class BarProgress:
         self._open(f"{index + 1:>2}. {stage:<26}", total)
 
     def _open(self, label: str, total: int | None) -> None:
-        self._bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                             console=self.console, transient=True)
+        self._bar = Progress(
+            TextColumn(label),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
         self._bar.start()
         self._task = self._bar.add_task(label, total=total)
 
@@ -117,7 +123,8 @@ def _quiet_task_logs_on_console() -> None:
 
     for handler in logging.getLogger().handlers:
         if isinstance(handler, PrefectConsoleHandler) and not any(
-                isinstance(existing, _NoTaskChatter) for existing in handler.filters):
+            isinstance(existing, _NoTaskChatter) for existing in handler.filters
+        ):
             handler.addFilter(_NoTaskChatter())
 
 

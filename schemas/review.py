@@ -20,8 +20,10 @@ class ReviewerAnswers(Strict):
     reviewer: str = Field(description="label-studio-user-<id>")
     annotation_id: int
     choices: dict[str, str] = Field(default_factory=dict, description="judgement key -> answer")
-    texts: dict[str, str] = Field(default_factory=dict, description="text field -> text as typed (outer blank "
-                                                                   "space removed); absent or empty: left alone")
+    texts: dict[str, str] = Field(
+        default_factory=dict,
+        description="text field -> text as typed (outer blank space removed); absent or empty: left alone",
+    )
     notes: str | None = None
 
 
@@ -43,8 +45,7 @@ class QuestionOutcome(Strict):
 
 class TextOutcome(Strict):
     draft: str
-    versions: dict[str, str] = Field(description="reviewer -> their text, for those whose text differs from the "
-                                                 "draft")
+    versions: dict[str, str] = Field(description="reviewer -> their text, for those whose text differs from the draft")
     value: str | None = Field(description="what the release gets; None while two different edits wait")
     by: Literal["edit", "adjudication", "open"]
 
@@ -64,8 +65,9 @@ class SampleOutcome(Strict):
 
     def open_keys(self) -> list[str]:
         """Questions and texts an adjudicator still has to settle."""
-        return ([key for key, outcome in self.questions.items() if outcome.by == "open"]
-                + [key for key, outcome in self.texts.items() if outcome.by == "open"])
+        return [key for key, outcome in self.questions.items() if outcome.by == "open"] + [
+            key for key, outcome in self.texts.items() if outcome.by == "open"
+        ]
 
 
 class AgreementFigures(Strict):
@@ -107,8 +109,10 @@ class ReviewRecord(Strict):
     samples: dict[str, SampleOutcome] = Field(description="every pushed sample, by id")
     agreement: dict[str, AgreementFigures] = Field(description="natural, correct, needs_image, rewrite, check")
     reviewers: dict[str, ReviewerSummary] = Field(description="per person (label-studio-user-<id>)")
-    names: dict[str, str] = Field(default_factory=dict, description="label-studio-user-<id> -> email; for the "
-                                                                    "curator's pages, never copied into a release")
+    names: dict[str, str] = Field(
+        default_factory=dict,
+        description="label-studio-user-<id> -> email; for the curator's pages, never copied into a release",
+    )
     rejected: list[RejectedAnnotation] = Field(default_factory=list)
 
     def count(self, status: str) -> int:

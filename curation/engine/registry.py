@@ -68,8 +68,10 @@ class Registry(Mapping[str, Stage]):
             module, _, attribute = self.locations[name].partition(":")
             stage = getattr(importlib.import_module(module), attribute)
             if not isinstance(stage, Stage) or stage.name != name:
-                raise UserError(f"{self.locations[name]} is not the stage {name!r}; fix the stage table or the "
-                                f"entry point in the group {ENTRY_POINT_GROUP}")
+                raise UserError(
+                    f"{self.locations[name]} is not the stage {name!r}; fix the stage table or the "
+                    f"entry point in the group {ENTRY_POINT_GROUP}"
+                )
             self._loaded[name] = stage
         return self._loaded[name]
 

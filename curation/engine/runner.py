@@ -62,13 +62,14 @@ from benchcurate.schemas.store import StageState
 
 LABEL_KINDS = ("image_main", "task_main")  # counted per stage for the category histograms
 THREADS_PER_REQUEST_SLOT = 2  # measured in bench/model_layer.py: 1 per slot leaves the server under-fed
-MODEL_WINDOW_ITEMS = 1024     # items started ahead of the oldest unfinished one: > a backoff's worth of replies
-CHUNK_ITEMS = 256          # items read, processed and written at a time
-PROCESS_CHUNK_ITEMS = 32   # items per task sent to a worker process or Dask worker
-PROCESS_MIN_ITEMS = 256   # below this, a stage meant for processes runs here (worker start-up costs more)
+MODEL_WINDOW_ITEMS = 1024  # items started ahead of the oldest unfinished one: > a backoff's worth of replies
+CHUNK_ITEMS = 256  # items read, processed and written at a time
+PROCESS_CHUNK_ITEMS = 32  # items per task sent to a worker process or Dask worker
+PROCESS_MIN_ITEMS = 256  # below this, a stage meant for processes runs here (worker start-up costs more)
 
 
 # --- planning a stage ----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class StageRun:
@@ -93,7 +94,6 @@ class StageRun:
         return sealed(self.output_dir)
 
 
-
 def _prompt_hashes(stage: Stage, config: StageConfig) -> dict[str, str]:
     version = getattr(config, "prompt_version", 1)
     return {prompt_id: load_prompt(prompt_id, version).sha256 for prompt_id in stage.prompts}
@@ -103,8 +103,10 @@ def plan_stage(store: RunStore, run: RunConfig, index: int, registry: Registry =
     stage, config = stage_config(run, index, registry)
     if index == 0:
         if not isinstance(stage, SourceStage):
-            raise UserError(f"the first stage of recipe '{run.recipe.name}' must be a source stage such as "
-                            f"image_ingest, not {stage.name}")
+            raise UserError(
+                f"the first stage of recipe '{run.recipe.name}' must be a source stage such as "
+                f"image_ingest, not {stage.name}"
+            )
         input_digest = stage.describe_input(config)
     else:
         previous = store.done_output(index - 1)
@@ -112,18 +114,31 @@ def plan_stage(store: RunStore, run: RunConfig, index: int, registry: Registry =
             raise RuntimeError(f"stage {index + 1} ({stage.name}) cannot start: stage {index} is not complete")
         input_digest = previous.output_sha256
     outside = stage.outside_input(config, store.root) if stage.outside_input else None
-    common = {"stage": stage.name, "version": stage.version, "input": input_digest, "outside": outside,
-              "backend": backend_identity(run.recipe.backend) if stage.uses_model else None,
-              "prompts": _prompt_hashes(stage, config)}
+    common = {
+        "stage": stage.name,
+        "version": stage.version,
+        "input": input_digest,
+        "outside": outside,
+        "backend": backend_identity(run.recipe.backend) if stage.uses_model else None,
+        "prompts": _prompt_hashes(stage, config),
+    }
     work_key = None
     if isinstance(stage, ItemStage | TransformStage):
         work_key = sha256_json({**common, "config": config.scoring_part()})[:16]
     key = sha256_json({**common, "config": config.model_dump(mode="json")})[:16]
-    return StageRun(index=index, stage=stage, config=config, input_digest=input_digest, key=key,
-                    work_key=work_key, folder=store.stage_folder(index, stage.name))
+    return StageRun(
+        index=index,
+        stage=stage,
+        config=config,
+        input_digest=input_digest,
+        key=key,
+        work_key=work_key,
+        folder=store.stage_folder(index, stage.name),
+    )
 
 
 # --- executing a stage ---------------------------------------------------------------------------
+
 
 class StageWriter:
     """Streams kept, dropped and decisions into a partial folder; `commit` makes it the stage's output."""
@@ -133,8 +148,10 @@ class StageWriter:
         self.partial = run.output_dir.with_name(run.output_dir.name + ".partial")
         shutil.rmtree(self.partial, ignore_errors=True)
         self.partial.mkdir(parents=True)
-        self._files = {name: open(self.partial / f"{name}.jsonl", "w", encoding="utf-8")  # noqa: SIM115 - closed by commit/abort
-                       for name in ("kept", "dropped", "decisions")}
+        self._files = {
+            name: open(self.partial / f"{name}.jsonl", "w", encoding="utf-8")  # noqa: SIM115 - closed by commit/abort
+            for name in ("kept", "dropped", "decisions")
+        }
         self.items_in = 0
         self.by_reason: Counter[str] = Counter()
         self.kept = 0
@@ -142,23 +159,29 @@ class StageWriter:
         self.labels: dict[str, Counter[str]] = {kind: Counter() for kind in LABEL_KINDS}
         self.started = time.monotonic()
 
-    def write(self, item: Sample, verdict: Verdict, scores: Scores | None = None, counts_as_input: bool = True
-              ) -> None:
+    def write(self, item: Sample, verdict: Verdict, scores: Scores | None = None, counts_as_input: bool = True) -> None:
         stage = self.run.stage
         if isinstance(verdict, Drop) and verdict.reason not in stage.reasons + GENERIC_REASONS:
-            raise ValueError(f"stage {stage.name} dropped with undeclared reason '{verdict.reason}'; add it to "
-                             f"the stage's reasons")
+            raise ValueError(
+                f"stage {stage.name} dropped with undeclared reason '{verdict.reason}'; add it to the stage's reasons"
+            )
         generation = scores.generation if scores else None
         if generation is not None:
             self.backends.add(generation.backend)
         decision = Decision(
-            item_id=item.id, stage=stage.name, stage_key=self.run.key, kept=isinstance(verdict, Keep),
+            item_id=item.id,
+            stage=stage.name,
+            stage_key=self.run.key,
+            kept=isinstance(verdict, Keep),
             reason=verdict.reason if isinstance(verdict, Drop) else None,
-            scores=scores.values if scores else {}, detail=verdict.detail if isinstance(verdict, Drop) else {},
-            backend=generation.backend if generation else None, model=generation.model if generation else None,
+            scores=scores.values if scores else {},
+            detail=verdict.detail if isinstance(verdict, Drop) else {},
+            backend=generation.backend if generation else None,
+            model=generation.model if generation else None,
             prompt_id=generation.prompt_id if generation else None,
             prompt_version=generation.prompt_version if generation else None,
-            prompt_sha256=generation.prompt_sha256 if generation else None)
+            prompt_sha256=generation.prompt_sha256 if generation else None,
+        )
         self.items_in += counts_as_input
         if isinstance(verdict, Keep):
             self.kept += 1
@@ -175,13 +198,25 @@ class StageWriter:
         for handle in self._files.values():
             handle.close()
         stats = StageStats(
-            stage=self.run.stage.name, index=self.run.index, key=self.run.key, kind=self.run.stage.kind,
-            items_in=self.items_in, kept=self.kept, dropped=sum(self.by_reason.values()),
-            by_reason=dict(sorted(self.by_reason.items())), seconds=round(time.monotonic() - self.started, 3),
-            backends=sorted(self.backends), usage=usage or {}, config=self.run.config.model_dump(mode="json"),
-            kept_by_label={kind: dict(sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])))
-                           for kind, counts in self.labels.items() if counts},
-            summary=summary or {})
+            stage=self.run.stage.name,
+            index=self.run.index,
+            key=self.run.key,
+            kind=self.run.stage.kind,
+            items_in=self.items_in,
+            kept=self.kept,
+            dropped=sum(self.by_reason.values()),
+            by_reason=dict(sorted(self.by_reason.items())),
+            seconds=round(time.monotonic() - self.started, 3),
+            backends=sorted(self.backends),
+            usage=usage or {},
+            config=self.run.config.model_dump(mode="json"),
+            kept_by_label={
+                kind: dict(sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])))
+                for kind, counts in self.labels.items()
+                if counts
+            },
+            summary=summary or {},
+        )
         write_json_atomic(self.partial / "stats.json", stats.model_dump(mode="json"))
         seal(self.partial)
         shutil.rmtree(self.run.output_dir, ignore_errors=True)
@@ -189,8 +224,7 @@ class StageWriter:
         return stats
 
 
-def _execution_plan(stage: Stage, run_config: RunConfig, backend: ModelBackend, items: int
-                    ) -> tuple[str, int, int]:
+def _execution_plan(stage: Stage, run_config: RunConfig, backend: ModelBackend, items: int) -> tuple[str, int, int]:
     """(mode, workers, items per chunk) for a stage over `items` inputs.
 
     Model stages wait on a server, so they run in threads; with the offline backend the same stages are CPU work
@@ -231,19 +265,29 @@ def _collect_deferred(run: StageRun, source: Path, store: RunStore, registry: Re
                 pass
 
     with ctx.backend.deferring() as pending:
-        for _ in ordered_map(attempt, chunked(rows(source), 1), "threads", THREADS_PER_REQUEST_SLOT * max(1, ctx.backend.concurrency),
-                             MODEL_WINDOW_ITEMS):
+        for _ in ordered_map(
+            attempt,
+            chunked(rows(source), 1),
+            "threads",
+            THREADS_PER_REQUEST_SLOT * max(1, ctx.backend.concurrency),
+            MODEL_WINDOW_ITEMS,
+        ):
             pass
         return list(pending.values())
 
 
-def _run_batches(run: StageRun, source: Path, store: RunStore, run_config: RunConfig,
-                 registry: Registry) -> dict[str, ModelUsage]:
+def _run_batches(
+    run: StageRun, source: Path, store: RunStore, run_config: RunConfig, registry: Registry
+) -> dict[str, ModelUsage]:
     """Fill the reply cache through the Batch API, resubmitting failed lines; raises StageWaiting if not done."""
     backend = CONTEXTS.get(str(store.root), run.index, registry)[2].backend
     spec = run_config.recipe.backend
-    jobs = BatchJobs(backend, run.folder / f"batch-{run.work_key}", wait_seconds=spec.batch_wait_seconds,
-                     poll_seconds=spec.batch_poll_seconds)
+    jobs = BatchJobs(
+        backend,
+        run.folder / f"batch-{run.work_key}",
+        wait_seconds=spec.batch_wait_seconds,
+        poll_seconds=spec.batch_poll_seconds,
+    )
     usage: dict[str, ModelUsage] = {}
     for _ in range(MAX_SUBMISSIONS):
         pending = _collect_deferred(run, source, store, registry)
@@ -253,8 +297,15 @@ def _run_batches(run: StageRun, source: Path, store: RunStore, run_config: RunCo
     return usage
 
 
-def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunConfig, backend: ModelBackend,
-                  progress: Progress, registry: Registry) -> Path:
+def _compute_work(
+    run: StageRun,
+    source: Path,
+    store: RunStore,
+    run_config: RunConfig,
+    backend: ModelBackend,
+    progress: Progress,
+    registry: Registry,
+) -> Path:
     """Phase one of item and transform stages: scores or generated items per input, stored by work key."""
     work_dir = run.work_dir
     assert work_dir is not None
@@ -276,17 +327,20 @@ def _compute_work(run: StageRun, source: Path, store: RunStore, run_config: RunC
         for records in ordered_map(function, chunked(rows(source), chunk_items), mode, workers, window):
             for record in records:
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-                usage = add_usage(usage, {model: ModelUsage.model_validate(spent)
-                                          for model, spent in record.get("usage", {}).items()})
+                usage = add_usage(
+                    usage, {model: ModelUsage.model_validate(spent) for model, spent in record.get("usage", {}).items()}
+                )
                 if "error" in record:
                     failed += 1
                     first_error = first_error or record["error"]
             total += len(records)
             progress.advance(len(records))
     if total and failed == total:
-        raise StageFailed(f"{stage.name}: all {total} items failed, so nothing was recorded as done (first error: "
-                          f"{first_error['reason']}: {json.dumps(first_error['detail'])[:300]}); fix the cause and "
-                          f"rerun with the same --run-id")
+        raise StageFailed(
+            f"{stage.name}: all {total} items failed, so nothing was recorded as done (first error: "
+            f"{first_error['reason']}: {json.dumps(first_error['detail'])[:300]}); fix the cause and "
+            f"rerun with the same --run-id"
+        )
     write_json_atomic(partial / "usage.json", {model: spent.model_dump(mode="json") for model, spent in usage.items()})
     seal(partial)
     shutil.rmtree(work_dir, ignore_errors=True)
@@ -302,7 +356,9 @@ def work_usage(work_file: Path) -> dict[str, ModelUsage]:
 
 def _new_generation(before: Sample, after: Sample) -> Scores | None:
     """What a transform generated, and with which backend, read off the producer entries it added."""
-    added = [generation for name, generation in after.generated_by.items() if before.generated_by.get(name) != generation]
+    added = [
+        generation for name, generation in after.generated_by.items() if before.generated_by.get(name) != generation
+    ]
     return Scores(values={}, generation=added[0]) if added else None
 
 
@@ -329,8 +385,9 @@ def _decide_items(run: StageRun, source: Path, work_file: Path, writer: StageWri
             writer.write(item, Drop(reason="stage_error", detail={"message": "generated nothing"}))
 
 
-def _run_set_stage(stage: SetStage, config: StageConfig, source: Path, ctx: StageContext, writer: StageWriter,
-                   progress: Progress) -> None:
+def _run_set_stage(
+    stage: SetStage, config: StageConfig, source: Path, ctx: StageContext, writer: StageWriter, progress: Progress
+) -> None:
     """With a view: decide on the views (a few hundred bytes per item), then stream the items from the input
     past the verdicts. Without: the stage gets every item in memory (only stages that see a sampled set)."""
     if stage.view is None:
@@ -362,11 +419,24 @@ def _check_count(stage: Stage, results: list, expected: int, what: str) -> None:
         raise RuntimeError(f"{stage.name} returned {len(results)} {what} for {expected} items")
 
 
-def execute_stage(store: RunStore, run_config: RunConfig, run: StageRun, backend: ModelBackend, cache: Cache,
-                  progress: Progress, registry: Registry = STAGES) -> StageStats:
+def execute_stage(
+    store: RunStore,
+    run_config: RunConfig,
+    run: StageRun,
+    backend: ModelBackend,
+    cache: Cache,
+    progress: Progress,
+    registry: Registry = STAGES,
+) -> StageStats:
     stage = run.stage
-    ctx = StageContext(run_dir=store.root, stage=stage.name, run_seed=run_config.recipe.seed, backend=backend,
-                       cache=cache, progress=progress.advance)
+    ctx = StageContext(
+        run_dir=store.root,
+        stage=stage.name,
+        run_seed=run_config.recipe.seed,
+        backend=backend,
+        cache=cache,
+        progress=progress.advance,
+    )
     writer = StageWriter(run)
     if isinstance(stage, SourceStage):
         progress.start(stage.name, run.index, None)
@@ -384,8 +454,9 @@ def execute_stage(store: RunStore, run_config: RunConfig, run: StageRun, backend
     return writer.commit(work_usage(work_file))
 
 
-def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache: Cache | None = None,
-              registry: Registry = STAGES) -> StageStats | None:
+def run_stage(
+    run_dir: Path, index: int, progress: Progress | None = None, cache: Cache | None = None, registry: Registry = STAGES
+) -> StageStats | None:
     """Run (or skip, when its output exists) stage `index` of the run in `run_dir`; record it in state.json.
 
     Returns None when the stage is waiting for batches: state.json says so, and a rerun resumes polling."""
@@ -403,14 +474,22 @@ def run_stage(run_dir: Path, index: int, progress: Progress | None = None, cache
             try:
                 stats = execute_stage(store, run_config, run, backend, cache, progress, registry)
             except StageWaiting as waiting:
-                store.record_stage(StageState(index=index, stage=run.stage.name, key=run.key, status="waiting",
-                                              detail=str(waiting)))
+                store.record_stage(
+                    StageState(index=index, stage=run.stage.name, key=run.key, status="waiting", detail=str(waiting))
+                )
                 progress.finish_waiting(run.stage.name, str(waiting))
                 return None
             skipped = False
-        store.record_stage(StageState(index=index, stage=run.stage.name, key=run.key, status="done",
-                                      output_dir=str(run.output_dir),
-                                      output_sha256=sha256_file(run.output_dir / "kept.jsonl")))
+        store.record_stage(
+            StageState(
+                index=index,
+                stage=run.stage.name,
+                key=run.key,
+                status="done",
+                output_dir=str(run.output_dir),
+                output_sha256=sha256_file(run.output_dir / "kept.jsonl"),
+            )
+        )
     progress.finish(stats, skipped)
     return stats
 

@@ -41,8 +41,11 @@ class StageConfig(BaseModel):
     @classmethod
     def decision_fields(cls) -> set[str]:
         """Fields that only `decide` reads: changing them replays decisions from stored scores."""
-        return {name for name, info in cls.model_fields.items()
-                if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("decision")}
+        return {
+            name
+            for name, info in cls.model_fields.items()
+            if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("decision")
+        }
 
     def scoring_part(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude=self.decision_fields())
@@ -72,11 +75,22 @@ class StageContext:
         """A generator that depends only on the run seed, the stage and `parts` (e.g. an item id)."""
         return derive_rng(self.run_seed, self.stage, *parts)
 
-    def ask(self, prompt_id: str, prompt_version: int, item: Sample, variables: dict[str, str] | None = None,
-            model: str | None = None) -> ModelResult:
+    def ask(
+        self,
+        prompt_id: str,
+        prompt_version: int,
+        item: Sample,
+        variables: dict[str, str] | None = None,
+        model: str | None = None,
+    ) -> ModelResult:
         """One model call about `item`'s images, seeded by the item so a rerun asks the same question."""
-        request = ModelRequest(prompt=load_prompt(prompt_id, prompt_version), variables=variables or {},
-                               images=tuple(item.images), seed=self.seed_for(item.id), model=model)
+        request = ModelRequest(
+            prompt=load_prompt(prompt_id, prompt_version),
+            variables=variables or {},
+            images=tuple(item.images),
+            seed=self.seed_for(item.id),
+            model=model,
+        )
         return self.backend.complete(request)
 
 
@@ -92,10 +106,10 @@ class ModelStageConfig(StageConfig):
 class StageBase:
     name: str
     config: type[StageConfig]
-    reasons: tuple[str, ...] = ()       # every drop reason the stage may give
+    reasons: tuple[str, ...] = ()  # every drop reason the stage may give
     uses_model: bool = False
-    prompts: tuple[str, ...] = ()       # prompt ids; the config's `prompt_version` pins their version
-    version: int = 1                    # bump when the stage's logic changes, so old outputs are not reused
+    prompts: tuple[str, ...] = ()  # prompt ids; the config's `prompt_version` pins their version
+    version: int = 1  # bump when the stage's logic changes, so old outputs are not reused
     # how the runner spreads items: None means threads for model stages (I/O bound), else one at a time;
     # "processes" for CPU-bound stages (worker processes, or a Dask cluster when the run has one)
     parallel: Literal["serial", "threads", "processes"] | None = None
@@ -146,8 +160,9 @@ class SetStage(StageBase):
 
     def __post_init__(self) -> None:
         if self.view is not None and self.relabel is not None and self.select is not keep_all:
-            raise ValueError(f"{self.name}: with a view, select would see the views before relabelling; split the "
-                             f"stage in two")
+            raise ValueError(
+                f"{self.name}: with a view, select would see the views before relabelling; split the stage in two"
+            )
 
     def views(self, items: Iterable[Sample], cfg: Any) -> list:
         return [self.view(item, cfg) for item in items] if self.view is not None else list(items)
@@ -157,8 +172,11 @@ class SetStage(StageBase):
         views = self.views(items, cfg)
         if self.relabel is not None:
             changed = self.relabel(views, cfg, ctx)
-            items = changed if self.view is None else [apply_update(item, update, self.name)
-                                                       for item, update in zip(items, changed, strict=True)]
+            items = (
+                changed
+                if self.view is None
+                else [apply_update(item, update, self.name) for item, update in zip(items, changed, strict=True)]
+            )
             views = self.views(items, cfg)
         return items, self.select(views, cfg, ctx)
 
@@ -173,11 +191,13 @@ class TransformStage(StageBase):
 Stage = SourceStage | ItemStage | SetStage | TransformStage
 
 
-def model_transform(name: str, config: type[StageConfig], generate: Callable, prompt: str,
-                    check: Callable | None = None, *reasons: str) -> TransformStage:
+def model_transform(
+    name: str, config: type[StageConfig], generate: Callable, prompt: str, check: Callable | None = None, *reasons: str
+) -> TransformStage:
     """A transform stage whose `generate` asks one prompt (the common case of the generation stages)."""
-    return TransformStage(name=name, config=config, generate=generate, check=check, reasons=reasons, uses_model=True,
-                          prompts=(prompt,))
+    return TransformStage(
+        name=name, config=config, generate=generate, check=check, reasons=reasons, uses_model=True, prompts=(prompt,)
+    )
 
 
 def record_scores(item: Sample, scores: Scores, stage: str) -> Sample:

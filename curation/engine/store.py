@@ -69,8 +69,11 @@ DONE = "DONE"
 def seal(folder: Path) -> None:
     """Mark a finished output folder: DONE lists the sha256 of every file in it, written last and whole (a kill
     while writing it leaves no DONE, so the stage is redone rather than read from a torn list)."""
-    digests = {path.name: sha256_file(path) for path in sorted(folder.iterdir()) if path.is_file()
-               and path.name != DONE and not path.name.endswith(".partial")}
+    digests = {
+        path.name: sha256_file(path)
+        for path in sorted(folder.iterdir())
+        if path.is_file() and path.name != DONE and not path.name.endswith(".partial")
+    }
     partial = folder / f"{DONE}.partial"
     partial.write_text(json.dumps(digests, indent=1) + "\n", encoding="utf-8")
     os.replace(partial, folder / DONE)
@@ -85,8 +88,11 @@ def changed_since_sealed(folder: Path) -> list[str]:
     digests (written before outputs were sealed) vouches for nothing more than completion."""
     text = (folder / DONE).read_text(encoding="utf-8").strip()
     digests = json.loads(text) if text else {}
-    return [name for name, digest in digests.items()
-            if not (folder / name).is_file() or sha256_file(folder / name) != digest]
+    return [
+        name
+        for name, digest in digests.items()
+        if not (folder / name).is_file() or sha256_file(folder / name) != digest
+    ]
 
 
 def _outcome_settings(config: RunConfig) -> dict:
@@ -143,8 +149,9 @@ class RunStore:
 
     def load_config(self) -> RunConfig:
         if not self.config_path.exists():
-            raise UserError(f"{self.root} is not a run folder (no run.json); pass a run id under outputs/runs "
-                            f"or a run folder")
+            raise UserError(
+                f"{self.root} is not a run folder (no run.json); pass a run id under outputs/runs or a run folder"
+            )
         return RunConfig.model_validate_json(self.config_path.read_text(encoding="utf-8"))
 
     def save_config(self, config: RunConfig) -> None:
@@ -162,18 +169,21 @@ class RunStore:
 
     def record_stage(self, entry: StageState) -> None:
         """Set the entry's stage as the chain's latest; later entries are dropped until they re-validate."""
-        stages = self.chain()[:entry.index]
+        stages = self.chain()[: entry.index]
         if len(stages) != entry.index:
             raise RuntimeError(f"state.json has no entry for stage {entry.index - 1}; run the stages in order")
-        write_json_atomic(self.state_path, RunState(stages=[*stages, entry]).model_dump(mode="json",
-                                                                                       exclude_none=True))
+        write_json_atomic(self.state_path, RunState(stages=[*stages, entry]).model_dump(mode="json", exclude_none=True))
 
     def lock(self) -> contextlib.AbstractContextManager[None]:
         """Hold the run for one process: a second `curate run` (or deployment run) of the same run id fails at
         once with one line instead of reading the first one's half-written files."""
         self.make()
-        return held(self.root / "lock", lambda holder: f"run {self.root.name} is being run by {holder}; wait for "
-                                                       f"it to end, or use another --run-id")
+        return held(
+            self.root / "lock",
+            lambda holder: (
+                f"run {self.root.name} is being run by {holder}; wait for it to end, or use another --run-id"
+            ),
+        )
 
     def stage_folder(self, index: int, name: str) -> Path:
         return self.root / "stages" / f"{index + 1:02d}_{name}"
@@ -192,8 +202,10 @@ class RunStore:
             raise RuntimeError(f"stage {index + 1} of run {self.root.name} is not complete")
         path = Path(entry.output_dir) / "kept.jsonl"
         if entry.output_sha256 and (not path.is_file() or sha256_file(path) != entry.output_sha256):
-            raise UserError(f"stage {entry.stage}'s stored output ({path}) changed since it was written; rerun "
-                            f"`curate run {self.load_config().recipe.name} --run-id {self.root.name}` to redo it")
+            raise UserError(
+                f"stage {entry.stage}'s stored output ({path}) changed since it was written; rerun "
+                f"`curate run {self.load_config().recipe.name} --run-id {self.root.name}` to redo it"
+            )
         return path
 
     def last_kept_path(self) -> Path | None:

@@ -58,9 +58,13 @@ def _error_record(item: Sample, error: Exception) -> dict:
         return {"item_id": item.id, "error": {"reason": "model_request_rejected", "detail": {"error": str(error)}}}
     if isinstance(error, ModelReplyTooLarge):
         return {"item_id": item.id, "error": {"reason": "model_reply_too_large", "detail": {"error": str(error)}}}
-    return {"item_id": item.id, "error": {"reason": "stage_error",
-                                          "detail": {"error_type": type(error).__name__,
-                                                     "message": redact(str(error))}}}
+    return {
+        "item_id": item.id,
+        "error": {
+            "reason": "stage_error",
+            "detail": {"error_type": type(error).__name__, "message": redact(str(error))},
+        },
+    }
 
 
 def guarded(work, item: Sample) -> dict:
@@ -105,11 +109,20 @@ class ProcessContexts:
         if key not in self._contexts:
             run_config = store.load_config()
             stage, config = stage_config(run_config, index, registry)
-            backend = make_backend(run_config.recipe.backend, request_cache(run_config, store),
-                                   self.budget(run_dir, run_config))
-            self._contexts[key] = (stage, config, StageContext(
-                run_dir=store.root, stage=stage.name, run_seed=run_config.recipe.seed, backend=backend,
-                cache=Cache(store.cache_path)))
+            backend = make_backend(
+                run_config.recipe.backend, request_cache(run_config, store), self.budget(run_dir, run_config)
+            )
+            self._contexts[key] = (
+                stage,
+                config,
+                StageContext(
+                    run_dir=store.root,
+                    stage=stage.name,
+                    run_seed=run_config.recipe.seed,
+                    backend=backend,
+                    cache=Cache(store.cache_path),
+                ),
+            )
         return self._contexts[key]
 
 

@@ -55,22 +55,40 @@ class AlignMMBenchProtocol:
         items = turn_items(row, self.name)  # the seed question (variant 0), then its kept rewrites
         task = items[0].extra.get("task") if items else None
         groups = {"task": task, "category": row.get("main_task_category")}
-        made = [Judgment(sample_id=row["index"], turn=1, setting=variant_key(item.variant), question=item.question,
-                         groups=groups) for item in items]
+        made = [
+            Judgment(
+                sample_id=row["index"], turn=1, setting=variant_key(item.variant), question=item.question, groups=groups
+            )
+            for item in items
+        ]
         if not items or not items[0].reference:
-            judgment = Judgment(sample_id=row["index"], turn=1, setting=variant_key(0),
-                                question=items[0].question if items else "", groups=groups)
+            judgment = Judgment(
+                sample_id=row["index"],
+                turn=1,
+                setting=variant_key(0),
+                question=items[0].question if items else "",
+                groups=groups,
+            )
             judgment.failure, judgment.detail = "incomplete_sample", "no question with a reference answer"
             return [judgment]
         given = [ChatTurn(role, text) for role, text in items[0].history]
         for judgment, item in zip(made, items, strict=True):
             try:
                 judgment.answer = ask.answer(item.question, given, judgment.setting)
-                reply = ask.judge_call(PROMPT, {
-                    "history": amb_history(item.history), "question": item.question, "task": task or "unlabelled",
-                    "reference": item.reference, "answer": judgment.answer,
-                    "rules": amb_rule(load_prompt(PROMPT, PROMPT_VERSION).parts, task)},
-                    read_amb_rating, judgment.setting, with_image=False)
+                reply = ask.judge_call(
+                    PROMPT,
+                    {
+                        "history": amb_history(item.history),
+                        "question": item.question,
+                        "task": task or "unlabelled",
+                        "reference": item.reference,
+                        "answer": judgment.answer,
+                        "rules": amb_rule(load_prompt(PROMPT, PROMPT_VERSION).parts, task),
+                    },
+                    read_amb_rating,
+                    judgment.setting,
+                    with_image=False,
+                )
             except EvalFailed as error:
                 failed(judgment, error)
                 continue
@@ -82,8 +100,11 @@ class AlignMMBenchProtocol:
         per_sample, scored = scored_by_sample(judgments)
         if not scored:
             return Aggregate(None)
-        spreads = {sample: amb_spread([j.scores["rating"] for j in found]) for sample, found in per_sample.items()
-                   if len(found) > 1}
+        spreads = {
+            sample: amb_spread([j.scores["rating"] for j in found])
+            for sample, found in per_sample.items()
+            if len(found) > 1
+        }
         tasks = {sample: found[0].groups.get("task") for sample, found in per_sample.items()}
         per_task = by_group((j.groups.get("task"), j.scores["rating"]) for j in scored)
         sub_scores = {
@@ -99,9 +120,11 @@ class AlignMMBenchProtocol:
                 "spread_mean_range_per_task": by_group((tasks[sample], s["range"]) for sample, s in spreads.items()),
             },
         }
-        return Aggregate(rounded(task_means_mean(scored)), sub_scores,
-                         bootstrap(list(per_sample.values()), lambda drawn: task_means_mean(
-                             j for group in drawn for j in group)))
+        return Aggregate(
+            rounded(task_means_mean(scored)),
+            sub_scores,
+            bootstrap(list(per_sample.values()), lambda drawn: task_means_mean(j for group in drawn for j in group)),
+        )
 
 
 def variant_key(variant: int) -> str:

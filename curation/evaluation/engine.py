@@ -65,7 +65,9 @@ from benchcurate.schemas import BackendSpec, ModelUsage
 from benchcurate.schemas.evaluation import Endpoint, EvalOptions, EvalResults, Judgment
 
 LEADERBOARD = "LEADERBOARD.md"
-MAX_BATCH_ROUNDS = 64  # a round per call a sample waits for (MultiVerse: 3 per turn); more means a reply that never parses
+MAX_BATCH_ROUNDS = (
+    64  # a round per call a sample waits for (MultiVerse: 3 per turn); more means a reply that never parses
+)
 DRAIN_SECONDS = 1.5  # after Ctrl-C, how long replies already on their way may still arrive and be stored
 
 
@@ -84,10 +86,16 @@ def protocols() -> dict[str, EvalProtocol]:
 def backend_for(endpoint: Endpoint, options: EvalOptions, cache: Cache, budget: Budget):
     from benchcurate.curation.models.openai_backend import OpenAIBackend
 
-    spec = BackendSpec(kind="openai", model=endpoint.model, base_url=endpoint.base_url,
-                       concurrency=options.concurrency, max_output_tokens=options.max_output_tokens,
-                       max_cost_usd=options.max_cost_usd, prices=options.prices,
-                       refresh_token=datetime.now(UTC).isoformat() if options.refresh_cache else None)
+    spec = BackendSpec(
+        kind="openai",
+        model=endpoint.model,
+        base_url=endpoint.base_url,
+        concurrency=options.concurrency,
+        max_output_tokens=options.max_output_tokens,
+        max_cost_usd=options.max_cost_usd,
+        prices=options.prices,
+        refresh_token=datetime.now(UTC).isoformat() if options.refresh_cache else None,
+    )
     check_budget_settings(spec)  # --max-cost needs every model's price, before anything is asked
     return OpenAIBackend(spec, cache=cache, budget=budget)
 
@@ -95,17 +103,30 @@ def backend_for(endpoint: Endpoint, options: EvalOptions, cache: Cache, budget: 
 def protocol_for(release: Release) -> EvalProtocol:
     found = protocols().get(release.recipe)
     if found is None:
-        raise UserError(f"release {release.name} was made by recipe '{release.recipe}', which has no evaluation "
-                        f"protocol (available: {', '.join(protocols())})")
+        raise UserError(
+            f"release {release.name} was made by recipe '{release.recipe}', which has no evaluation "
+            f"protocol (available: {', '.join(protocols())})"
+        )
     return found
 
 
-def results_folder(out_root: Path, release: Release, protocol: EvalProtocol, options: EvalOptions,
-                   predictions_sha256: str | None = None) -> Path:
+def results_folder(
+    out_root: Path,
+    release: Release,
+    protocol: EvalProtocol,
+    options: EvalOptions,
+    predictions_sha256: str | None = None,
+) -> Path:
     """`<out>/<release>/<version>/<model>/<setting folder>`, inside `out_root` whatever the names say."""
-    folder = (out_root / release.name / release.version / folder_name(options.candidate.model)
-              / setting_folder(options.split, protocol.setting(options), options.judge.model, options.limit,
-                               predictions_sha256))
+    folder = (
+        out_root
+        / release.name
+        / release.version
+        / folder_name(options.candidate.model)
+        / setting_folder(
+            options.split, protocol.setting(options), options.judge.model, options.limit, predictions_sha256
+        )
+    )
     if not folder.resolve().is_relative_to(out_root):
         raise UserError(f"refusing to write results outside --out {out_root} ({folder})")
     return folder
@@ -134,25 +155,41 @@ def evaluate(options: EvalOptions, on_sample: Callable[[], None] = lambda: None)
     if answers_file is not None and not answers_file.is_file():
         raise UserError(f"--predictions {answers_file}: no such file")
     folder = results_folder(out_root, release, protocol, options, answers_file and sha256_file(answers_file))
-    with held(folder / ".lock", lambda holder: f"another curate eval is writing {folder} ({holder}); wait for it "
-                                               f"to end (a second one would pay for the same calls)"):
+    with held(
+        folder / ".lock",
+        lambda holder: (
+            f"another curate eval is writing {folder} ({holder}); wait for it "
+            f"to end (a second one would pay for the same calls)"
+        ),
+    ):
         release = verified(release)
         predictions = load_predictions(answers_file, release, options, protocol) if answers_file else None
         rows_in_split = split_size(release, options.split)
         cache = Cache(out_root / "cache" / "replies.sqlite")
         budget = Budget(options.max_cost_usd)
-        endpoints = {**({} if predictions else {"candidate": options.candidate}), "judge": options.judge,
-                     **({"baseline": options.baseline} if options.baseline else {})}
+        endpoints = {
+            **({} if predictions else {"candidate": options.candidate}),
+            "judge": options.judge,
+            **({"baseline": options.baseline} if options.baseline else {}),
+        }
         backends = {role: backend_for(endpoint, options, cache, budget) for role, endpoint in endpoints.items()}
         for backend in backends.values():
             backend.check()
-        judgments, usage, samples = score_samples(release, protocol, options, backends, predictions,
-                                                  out_root / "cache" / "images",
-                                                  out_root / "batches" / folder.relative_to(out_root), on_sample)
+        judgments, usage, samples = score_samples(
+            release,
+            protocol,
+            options,
+            backends,
+            predictions,
+            out_root / "cache" / "images",
+            out_root / "batches" / folder.relative_to(out_root),
+            on_sample,
+        )
         if not samples:
             raise UserError(f"release {release.name} {release.version} has no rows in split '{options.split}'")
-        results = write_results(release, protocol, options, stated, judgments, usage, samples, folder,
-                                rows_in_split, predictions)
+        results = write_results(
+            release, protocol, options, stated, judgments, usage, samples, folder, rows_in_split, predictions
+        )
     if not results.turns_judged:
         raise NothingScored(folder, nothing_scored(results))
     return folder
@@ -160,21 +197,37 @@ def evaluate(options: EvalOptions, on_sample: Callable[[], None] = lambda: None)
 
 def nothing_scored(results: EvalResults) -> str:
     failed = ", ".join(f"{name} {count}" for name, count in sorted(results.failures.items(), key=lambda x: -x[1]))
-    return (f"nothing could be scored: every judged turn failed ({failed or 'no turn was asked'}); the raw replies "
-            f"and reasons are in judgments.jsonl")
+    return (
+        f"nothing could be scored: every judged turn failed ({failed or 'no turn was asked'}); the raw replies "
+        f"and reasons are in judgments.jsonl"
+    )
 
 
-def score_samples(release: Release, protocol: EvalProtocol, options: EvalOptions, backends: dict, predictions,
-                  images: Path, batches: Path, on_sample: Callable[[], None]
-                  ) -> tuple[list[Judgment], dict[str, ModelUsage], int]:
+def score_samples(
+    release: Release,
+    protocol: EvalProtocol,
+    options: EvalOptions,
+    backends: dict,
+    predictions,
+    images: Path,
+    batches: Path,
+    on_sample: Callable[[], None],
+) -> tuple[list[Judgment], dict[str, ModelUsage], int]:
     """Every sample of the split judged (samples side by side on threads, 4 x concurrency in flight; with --batch,
     the reply cache filled through the Batch API first, its records under `batches`); the judgments in sample
     order, the usage, the number of samples."""
+
     def one(batch: list[dict]) -> tuple[list[Judgment], dict[str, ModelUsage]]:
         (row,) = batch
         with collecting() as usage:
-            ask = Asker(backends.get("candidate"), backends["judge"], (image_file(row["image"], images),),
-                        row["index"], backends.get("baseline"), predictions)
+            ask = Asker(
+                backends.get("candidate"),
+                backends["judge"],
+                (image_file(row["image"], images),),
+                row["index"],
+                backends.get("baseline"),
+                predictions,
+            )
             try:
                 found = protocol.judge_sample(row, ask, options)
             except DeferredToBatch:  # collecting a batch round: the sample goes on in the next round
@@ -183,8 +236,7 @@ def score_samples(release: Release, protocol: EvalProtocol, options: EvalOptions
 
     def each_sample() -> Iterator[tuple[list[Judgment], dict[str, ModelUsage]]]:
         window = 4 * options.concurrency  # samples in flight: enough that every request slot stays busy
-        yield from ordered_map(one, chunked(rows(release, options.split, options.limit), 1), "threads", window,
-                               window)
+        yield from ordered_map(one, chunked(rows(release, options.split, options.limit), 1), "threads", window, window)
 
     batch_usage = fill_by_batch(each_sample, backends, options, batches) if options.batch else {}
     judgments: list[Judgment] = []
@@ -230,8 +282,9 @@ def stopping_on_interrupt(backends: list) -> Iterator[None]:
                 backend.wait_idle(signalled[0] + DRAIN_SECONDS)
 
 
-def fill_by_batch(each_sample: Callable[[], Iterator], backends: dict, options: EvalOptions, folder: Path
-                  ) -> dict[str, ModelUsage]:
+def fill_by_batch(
+    each_sample: Callable[[], Iterator], backends: dict, options: EvalOptions, folder: Path
+) -> dict[str, ModelUsage]:
     """Fill the reply cache through the Batch API, a round at a time: each round runs every sample with requests
     deferred (a sample goes as far as its cached replies take it), submits what they asked for, and polls; a turn
     waits for its answer, so a MultiVerse turn takes three rounds. Raises StageWaiting when a round is not back
@@ -239,8 +292,12 @@ def fill_by_batch(each_sample: Callable[[], Iterator], backends: dict, options: 
     from benchcurate.curation.models.batch import BatchJobs
 
     usage: dict[str, ModelUsage] = {}
-    jobs = {role: BatchJobs(backend, folder / role, wait_seconds=options.batch_wait_seconds,
-                            poll_seconds=options.batch_poll_seconds) for role, backend in backends.items()}
+    jobs = {
+        role: BatchJobs(
+            backend, folder / role, wait_seconds=options.batch_wait_seconds, poll_seconds=options.batch_poll_seconds
+        )
+        for role, backend in backends.items()
+    }
     asked_before: set[str] = set()
     for _ in range(MAX_BATCH_ROUNDS):
         with contextlib.ExitStack() as stack:
@@ -258,9 +315,18 @@ def fill_by_batch(each_sample: Callable[[], Iterator], backends: dict, options: 
     return usage
 
 
-def write_results(release: Release, protocol: EvalProtocol, options: EvalOptions, stated: dict[str, str | None],
-                  judgments: list[Judgment], usage: dict[str, ModelUsage], samples: int, folder: Path,
-                  rows_in_split: int | None = None, predictions=None) -> EvalResults:
+def write_results(
+    release: Release,
+    protocol: EvalProtocol,
+    options: EvalOptions,
+    stated: dict[str, str | None],
+    judgments: list[Judgment],
+    usage: dict[str, ModelUsage],
+    samples: int,
+    folder: Path,
+    rows_in_split: int | None = None,
+    predictions=None,
+) -> EvalResults:
     """judgments.jsonl and results.json in `folder`, then the version's leaderboard."""
     unanswered = sum(1 for judgment in judgments if judgment.failure == NOT_IN_PREDICTIONS)
     judgments = [judgment for judgment in judgments if judgment.failure != NOT_IN_PREDICTIONS]
@@ -271,21 +337,43 @@ def write_results(release: Release, protocol: EvalProtocol, options: EvalOptions
             failures[judgment.failure] = failures.get(judgment.failure, 0) + 1
     costs = [spent.cost_usd for spent in usage.values() if spent.calls]
     if predictions is not None:
-        stated = {**stated, "history": f"{stated['history']}; answers from {predictions.record.harness} "
-                                       f"predictions, whose model saw {predictions.record.history}"}
+        stated = {
+            **stated,
+            "history": f"{stated['history']}; answers from {predictions.record.harness} "
+            f"predictions, whose model saw {predictions.record.history}",
+        }
     results = EvalResults(
-        release=release.name, version=release.version, recipe=release.recipe, protocol=protocol.name,
-        model=options.candidate.model, judge_model=options.judge.model, split=options.split,
-        setting=protocol.setting(options), limit=options.limit, rows_in_split=rows_in_split,
-        predictions=predictions.record if predictions is not None else None, **stated, score=aggregate.score,
-        score_name=protocol.score_name, interval=aggregate.interval, sub_scores=aggregate.sub_scores,
-        samples=samples, turns_judged=sum(1 for judgment in judgments if not judgment.failure), failures=failures,
-        unanswered=unanswered, warnings=aggregate.warnings, usage=usage,
+        release=release.name,
+        version=release.version,
+        recipe=release.recipe,
+        protocol=protocol.name,
+        model=options.candidate.model,
+        judge_model=options.judge.model,
+        split=options.split,
+        setting=protocol.setting(options),
+        limit=options.limit,
+        rows_in_split=rows_in_split,
+        predictions=predictions.record if predictions is not None else None,
+        **stated,
+        score=aggregate.score,
+        score_name=protocol.score_name,
+        interval=aggregate.interval,
+        sub_scores=aggregate.sub_scores,
+        samples=samples,
+        turns_judged=sum(1 for judgment in judgments if not judgment.failure),
+        failures=failures,
+        unanswered=unanswered,
+        warnings=aggregate.warnings,
+        usage=usage,
         cost_usd=None if any(cost is None for cost in costs) else round(sum(costs), 6),
-        prompts={f"{prompt_id}@{PROMPT_VERSION}": load_prompt(prompt_id, PROMPT_VERSION).sha256
-                 for prompt_id in (ANSWER_PROMPT, *protocol.prompts)},
-        release_checksums_sha256=release.checksums_sha256, release_folder=str(release.folder),
-        created_at=datetime.now(UTC))
+        prompts={
+            f"{prompt_id}@{PROMPT_VERSION}": load_prompt(prompt_id, PROMPT_VERSION).sha256
+            for prompt_id in (ANSWER_PROMPT, *protocol.prompts)
+        },
+        release_checksums_sha256=release.checksums_sha256,
+        release_folder=str(release.folder),
+        created_at=datetime.now(UTC),
+    )
     partial = folder / "judgments.jsonl.partial"
     partial.write_text("".join(judgment.model_dump_json() + "\n" for judgment in judgments), encoding="utf-8")
     partial.replace(folder / "judgments.jsonl")
@@ -300,8 +388,10 @@ def write_results(release: Release, protocol: EvalProtocol, options: EvalOptions
 def read_results(folder: Path) -> EvalResults:
     path = folder / "results.json"
     if not path.is_file():
-        raise UserError(f"{folder} holds no results.json; give a folder `curate eval` wrote "
-                        f"(<out>/<release>/<version>/<model>/<setting>)")
+        raise UserError(
+            f"{folder} holds no results.json; give a folder `curate eval` wrote "
+            f"(<out>/<release>/<version>/<model>/<setting>)"
+        )
     return EvalResults.model_validate_json(path.read_text(encoding="utf-8"))
 
 
@@ -323,8 +413,9 @@ def table_key(result: EvalResults) -> tuple[str, str, str]:
     return result.split, result.setting, result.judge_model
 
 
-def across_models(protocol: EvalProtocol, version_folder: Path,
-                  current: tuple[Path, EvalResults, list[Judgment]] | None = None) -> dict[Path, dict]:
+def across_models(
+    protocol: EvalProtocol, version_folder: Path, current: tuple[Path, EvalResults, list[Judgment]] | None = None
+) -> dict[Path, dict]:
     """Scores that need every run of a comparable setting at once (ProBench's style control), per results folder:
     for the runs comparable with `current` (a run being written: its folder, results and judgments), else for
     every run of the version."""
@@ -340,9 +431,11 @@ def across_models(protocol: EvalProtocol, version_folder: Path,
     return {folder: found for group in runs.values() for folder, found in fit(group).items()}
 
 
-LEADERBOARD_NOTE = ("One table per setting that changes the number. Only complete runs are ranked (every sample of "
-                    "the split scored, no turn failed); partial runs (--limit, failed turns, settings a harness did "
-                    "not run) and failed ones follow, unranked.")
+LEADERBOARD_NOTE = (
+    "One table per setting that changes the number. Only complete runs are ranked (every sample of "
+    "the split scored, no turn failed); partial runs (--limit, failed turns, settings a harness did "
+    "not run) and failed ones follow, unranked."
+)
 STATUS_NOTE = {"complete": "", "partial": "partial", "failed": "failed: nothing scored"}
 
 
@@ -370,8 +463,19 @@ def leaderboard_table(runs: list[tuple[Path, EvalResults]], extra: dict[Path, di
     order = {"complete": 0, "partial": 1, "failed": 2}
     runs = sorted(runs, key=lambda run: (order[run[1].status], -(run[1].score or 0.0), run[1].model))
     styled = any(folder in extra for folder, _ in runs)
-    columns = ["#", "model", "score", "95% interval", *(["style-controlled"] if styled else []), "status", "samples",
-               "turns judged", "failures", "answers", "cost (USD)"]
+    columns = [
+        "#",
+        "model",
+        "score",
+        "95% interval",
+        *(["style-controlled"] if styled else []),
+        "status",
+        "samples",
+        "turns judged",
+        "failures",
+        "answers",
+        "cost (USD)",
+    ]
     rows, notes = [], []
     rank = 0
     for folder, result in runs:
@@ -385,17 +489,36 @@ def leaderboard_table(runs: list[tuple[Path, EvalResults]], extra: dict[Path, di
         status = STATUS_NOTE[result.status] or "complete"
         if result.status == "partial" and result.rows_in_split and result.samples < result.rows_in_split:
             status = f"partial: {result.samples} of {result.rows_in_split} samples"
-        answers = (f"{result.predictions.harness} predictions" if result.predictions else "model server")
+        answers = f"{result.predictions.harness} predictions" if result.predictions else "model server"
         style = []
         if styled:
             rating = extra.get(folder, {}).get("bradley_terry_style_controlled", {})
             style = [f"{rating['value']:.2f}" if rating.get("value") is not None else "not identifiable"]
-        rows.append((rank if complete else "-", result.model, score, interval, *style, status, result.samples,
-                     result.turns_judged, sum(result.failures.values()), answers, cost))
+        rows.append(
+            (
+                rank if complete else "-",
+                result.model,
+                score,
+                interval,
+                *style,
+                status,
+                result.samples,
+                result.turns_judged,
+                sum(result.failures.values()),
+                answers,
+                cost,
+            )
+        )
         notes += [f"- {result.model}: {warning}" for warning in result.warnings]
     if styled:
-        reason = next((rating.get("note") for found in extra.values()
-                       if (rating := found.get("bradley_terry_style_controlled", {})).get("value") is None), None)
+        reason = next(
+            (
+                rating.get("note")
+                for found in extra.values()
+                if (rating := found.get("bradley_terry_style_controlled", {})).get("value") is None
+            ),
+            None,
+        )
         if reason:
             notes.append(f"- style-controlled: {reason}")
     right = ("#", "score", "style-controlled", "samples", "turns judged", "failures", "cost (USD)")
@@ -404,18 +527,25 @@ def leaderboard_table(runs: list[tuple[Path, EvalResults]], extra: dict[Path, di
 
 def results_text(folder: Path) -> str:
     result = read_results(folder)
-    lines = [f"{result.protocol} protocol on {result.release} {result.version}: {result.model} judged by "
-             f"{result.judge_model} (history: {result.history}"
-             + (f"; grading: {result.grading}" if result.grading else "")
-             + (f"; against: {result.baseline}" if result.baseline else "") + ")",
-             f"{result.score_name}: {'-' if result.score is None else f'{result.score:.2f}'}"
-             + (f" (95% interval {result.interval.low:.2f} - {result.interval.high:.2f})" if result.interval else "")]
+    lines = [
+        f"{result.protocol} protocol on {result.release} {result.version}: {result.model} judged by "
+        f"{result.judge_model} (history: {result.history}"
+        + (f"; grading: {result.grading}" if result.grading else "")
+        + (f"; against: {result.baseline}" if result.baseline else "")
+        + ")",
+        f"{result.score_name}: {'-' if result.score is None else f'{result.score:.2f}'}"
+        + (f" (95% interval {result.interval.low:.2f} - {result.interval.high:.2f})" if result.interval else ""),
+    ]
     for name, value in result.sub_scores.items():
         lines.append(f"  {name}: {_short(value)}")
-    lines.append(f"samples {result.samples}" + (f" of {result.rows_in_split}" if result.rows_in_split else "")
-                 + f", turns judged {result.turns_judged}" + (f", failures {result.failures}" if result.failures else "")
-                 + (f", not in the predictions {result.unanswered}" if result.unanswered else "")
-                 + f" ({result.status})")
+    lines.append(
+        f"samples {result.samples}"
+        + (f" of {result.rows_in_split}" if result.rows_in_split else "")
+        + f", turns judged {result.turns_judged}"
+        + (f", failures {result.failures}" if result.failures else "")
+        + (f", not in the predictions {result.unanswered}" if result.unanswered else "")
+        + f" ({result.status})"
+    )
     lines += [f"warning: {warning}" for warning in result.warnings]
     return "\n".join(lines)
 

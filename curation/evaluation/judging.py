@@ -74,8 +74,11 @@ def last_verdict(text: str, pattern: re.Pattern, json_keys: tuple[str, ...] = ()
     text = own_words(text)
     objects = json_objects(text) if json_keys else []
     found = [(start, value) for start, _, obj in objects if (value := _json_value(obj, json_keys)) is not None]
-    found += [(match.start(), match.group(1)) for match in pattern.finditer(text)
-              if not any(start <= match.start() < end for start, end, _ in objects)]
+    found += [
+        (match.start(), match.group(1))
+        for match in pattern.finditer(text)
+        if not any(start <= match.start() < end for start, end, _ in objects)
+    ]
     return max(found)[1] if found else None
 
 
@@ -111,6 +114,7 @@ def history_lines(history: Iterable[tuple[str, str]]) -> str:
 
 # --- a release row as questions ------------------------------------------------------------------------------------
 
+
 class TurnItem(NamedTuple):
     """One question of a release row as a single-turn harness sees it: the earlier turns given as the gold history
     (MultiVerse's Oracle, ConvBench's references, ProBench's baseline answers, AlignMMBench's given history), the
@@ -138,11 +142,11 @@ def turn_items(row: dict, recipe: str) -> list[TurnItem]:
             continue
         following = turns[k + 1] if k + 1 < len(turns) and turns[k + 1]["speaker"] == "assistant" else None
         reference = turn.get("reference") or (following["utterance"] if following else None)
-        extra = {name: turn[name] for name in ("checklist", "focus_points", "level", "task_category")
-                 if turn.get(name)}
+        extra = {name: turn[name] for name in ("checklist", "focus_points", "level", "task_category") if turn.get(name)}
         extra |= {name: row[name] for name in ("caption", "language", "track") if row.get(name)}
-        items.append(TurnItem(row["index"], len(items) + 1, 0, turn["utterance"], tuple(history), reference,
-                              category, extra))
+        items.append(
+            TurnItem(row["index"], len(items) + 1, 0, turn["utterance"], tuple(history), reference, category, extra)
+        )
         history += [("user", turn["utterance"])] + ([("assistant", reference)] if reference else [])
     return items
 
@@ -151,13 +155,17 @@ def _variants(row: dict, category: str | None) -> list[TurnItem]:
     question = next((turn for turn in row.get("conversation") or [] if turn["speaker"] == "user"), None)
     if question is None:
         return []
-    history = tuple(("user" if turn["speaker"] == "user" else "assistant", turn["utterance"])
-                    for turn in row.get("history") or [])
-    texts = [question["utterance"]] + [rewrite["text"] for rewrite in row.get("rewrites") or []
-                                       if rewrite.get("status") != "rejected"]
+    history = tuple(
+        ("user" if turn["speaker"] == "user" else "assistant", turn["utterance"]) for turn in row.get("history") or []
+    )
+    texts = [question["utterance"]] + [
+        rewrite["text"] for rewrite in row.get("rewrites") or [] if rewrite.get("status") != "rejected"
+    ]
     extra = {"task": row.get("sub_task_category") or question.get("task_category"), "language": row.get("language")}
-    return [TurnItem(row["index"], 1, k, text, history, question.get("reference"), category, extra)
-            for k, text in enumerate(texts)]
+    return [
+        TurnItem(row["index"], 1, k, text, history, question.get("reference"), category, extra)
+        for k, text in enumerate(texts)
+    ]
 
 
 def flattened_question(history: Iterable[tuple[str, str]], question: str) -> str:
@@ -171,12 +179,14 @@ def flattened_question(history: Iterable[tuple[str, str]], question: str) -> str
 MV_NO_HISTORY = "(none: this is the first turn)"
 # a key in straight or curly quotes (or none), then the number, maybe in brackets or quotes: {"score": 7},
 # {“score”: 7}, "score": "[7]", Score: 7/10
-MV_SCORE = re.compile(rf"(?<![A-Za-z])[{QUOTES}]?score[{QUOTES}]?\s*[:=\uff1a]\s*[{QUOTES}\[*]*\s*({NUMBER})",
-                      re.IGNORECASE)
+MV_SCORE = re.compile(
+    rf"(?<![A-Za-z])[{QUOTES}]?score[{QUOTES}]?\s*[:=\uff1a]\s*[{QUOTES}\[*]*\s*({NUMBER})", re.IGNORECASE
+)
 # one checklist answer per line: Q1: Yes, <Q1>: <Yes>, **Q1.** No, 1) yes, - Q2 - No
 MV_CHECKLIST_LINE = re.compile(
     rf"^[ \t*#\-\u2022<\[(]*Q?\s*(\d+)\s*[>\])]?[ \t*]*[:.)\-\u2013\uff1a][ \t*]*[<\[{QUOTES}]*\s*(yes|no)\b",
-    re.IGNORECASE | re.MULTILINE)
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 def read_quality(text: str) -> int:
@@ -204,20 +214,24 @@ def read_checklist(text: str, count: int) -> list[bool]:
     text = own_words(text)
     objects = json_objects(text)
     blocks = [(start, answers) for start, _, found in objects if (answers := _json_answers(found))]
-    lines = [(match.start(), int(match.group(1)), match.group(2).lower() == "yes")
-             for match in MV_CHECKLIST_LINE.finditer(text)
-             if not any(start <= match.start() < end for start, end, _ in objects)]
+    lines = [
+        (match.start(), int(match.group(1)), match.group(2).lower() == "yes")
+        for match in MV_CHECKLIST_LINE.finditer(text)
+        if not any(start <= match.start() < end for start, end, _ in objects)
+    ]
     starts = [k for k, (_, number, _) in enumerate(lines) if number == 1] or ([0] if lines else [])
     if starts:
         answers: dict[int, bool] = {}
-        for _, number, verdict in lines[starts[-1]:]:
+        for _, number, verdict in lines[starts[-1] :]:
             answers.setdefault(number, verdict)
         blocks.append((lines[starts[-1]][0], answers))
     final = max(blocks, key=lambda block: block[0])[1] if blocks else {}
     missing = [number for number in range(1, count + 1) if number not in final]
     if missing:
-        raise ValueError(f"no Yes/No line for question(s) {', '.join(f'Q{n}' for n in missing)} "
-                         f"(one line per question, e.g. 'Q1: Yes')")
+        raise ValueError(
+            f"no Yes/No line for question(s) {', '.join(f'Q{n}' for n in missing)} "
+            f"(one line per question, e.g. 'Q1: Yes')"
+        )
     return [final[number] for number in range(1, count + 1)]
 
 
@@ -232,20 +246,34 @@ def mv_checklist(questions: list[str]) -> str:
 def mv_turn_scores(ticks: list[bool], quality: int) -> dict[str, float]:
     """Checklist completion (%), quality rescaled to 10-100, and their product: the turn's score (0-100)."""
     completion = sum(ticks) / len(ticks)
-    return {"checklist_completion": round(100 * completion, 4), "quality": 10.0 * quality,
-            "score": round(completion * 10.0 * quality, 4)}
+    return {
+        "checklist_completion": round(100 * completion, 4),
+        "quality": 10.0 * quality,
+        "score": round(completion * 10.0 * quality, 4),
+    }
 
 
 # --- ConvBench (Sec. 4-5, App. E) -----------------------------------------------------------------------------------
 
 CB_SETTINGS = {"own": 0, "perception": 1, "perception_reasoning": 2}  # leading turns given as the reference
-CB_SCORE_NAMES = {("own", 1): "S1", ("own", 2): "S2", ("own", 3): "S3", ("own", 0): "S0",
-                  ("perception", 2): "S^2", ("perception", 3): "S^3", ("perception", 0): "S^0",
-                  ("perception_reasoning", 3): "S~3", ("perception_reasoning", 0): "S~0"}
+CB_SCORE_NAMES = {
+    ("own", 1): "S1",
+    ("own", 2): "S2",
+    ("own", 3): "S3",
+    ("own", 0): "S0",
+    ("perception", 2): "S^2",
+    ("perception", 3): "S^3",
+    ("perception", 0): "S^0",
+    ("perception_reasoning", 3): "S~3",
+    ("perception_reasoning", 0): "S~0",
+}
 CB_ORDINALS = ("first", "second", "third")
 CB_LEVELS = ("perception", "reasoning", "creation")
-CB_VERDICT = re.compile(r"Response\W{0,3}([AB])\W{0,3}is\s+(?:the\s+)?better|Final\s+Answer\s*[:\uff1a]\s*"
-                        r"(?:Response\s+)?\W{0,2}([AB])\b", re.IGNORECASE)
+CB_VERDICT = re.compile(
+    r"Response\W{0,3}([AB])\W{0,3}is\s+(?:the\s+)?better|Final\s+Answer\s*[:\uff1a]\s*"
+    r"(?:Response\s+)?\W{0,2}([AB])\b",
+    re.IGNORECASE,
+)
 # "Rating: 7", "Rating:{7}", "Final Rating: 7", "Rating for the third turn response: 6", "Rating (1-10): [[7]]"
 CB_RATING = re.compile(rf"Rating\b[^:\uff1a\n]{{0,60}}[:\uff1a]\s*[\[{{(*{QUOTES}]*\s*({NUMBER})", re.IGNORECASE)
 CB_PAPER_AGREEMENT = 81.83  # ConvBench's human-judge agreement for its ChatGPT judge (CB-N L37, L224)
@@ -283,8 +311,11 @@ def cb_focus(points: list[str], turn: int) -> str:
     """The creation turn's focus points, shown to the judge of that turn only."""
     if not points or turn != 3:
         return ""
-    return "\nPoints to check in the third turn's answer:\n" + "\n".join(
-        f"{k}. {point}" for k, point in enumerate(points, 1)) + "\n"
+    return (
+        "\nPoints to check in the third turn's answer:\n"
+        + "\n".join(f"{k}. {point}" for k, point in enumerate(points, 1))
+        + "\n"
+    )
 
 
 def cb_evaluations(evaluations: list[tuple[int, str]], given: int) -> str:
@@ -335,8 +366,9 @@ def expected(rating: float, other: float, scale: float = ELO_SCALE) -> float:
     return 1.0 / (1.0 + 10 ** ((other - rating) / scale))
 
 
-def online_elo(battles: Iterable[Battle], k: float = ELO_K, scale: float = ELO_SCALE, start: float = ELO_START
-               ) -> dict[Hashable, float]:
+def online_elo(
+    battles: Iterable[Battle], k: float = ELO_K, scale: float = ELO_SCALE, start: float = ELO_START
+) -> dict[Hashable, float]:
     """The classic sequential update (ProBench's equations): after each battle, r += K * (s - P(win)). A battle of
     weight w is played w times (a whole number; arena-hard-auto's way of counting a clear verdict), not once with
     w times the step. The result depends on the battles' order."""
@@ -360,13 +392,18 @@ PB_BASELINE_RATING = 1114.0  # gpt-4o-2024-05-13 in ProBench's tables
 PB_VERDICTS = {"A>>B": 2, "A>B": 1, "A=B": 0, "B>A": -1, "B>>A": -2}
 PB_VERDICT = re.compile(r"\[\[\s*(A\s*>>\s*B|A\s*>\s*B|A\s*=\s*B|B\s*>\s*A|B\s*>>\s*A)\s*\]\]")
 PB_ORDERS = ("model_first", "baseline_first")
-PB_LANGUAGE_RULE = ("\n     The answer must be in the same language as the user's instruction, unless the user asked "
-                    "otherwise.")
+PB_LANGUAGE_RULE = (
+    "\n     The answer must be in the same language as the user's instruction, unless the user asked otherwise."
+)
 MODEL, BASELINE = "model", "baseline"
 STRONG_WEIGHT = 3.0  # a clear verdict (>>) counts as three battles (arena-hard-auto; ProBench does not say)
 # a verdict from the model's side (its margin) as a battle against the baseline
-PB_BATTLES = {margin: Battle(MODEL, BASELINE, 0.5 if margin == 0 else float(margin > 0),
-                             STRONG_WEIGHT if abs(margin) == 2 else 1.0) for margin in (-2, -1, 0, 1, 2)}
+PB_BATTLES = {
+    margin: Battle(
+        MODEL, BASELINE, 0.5 if margin == 0 else float(margin > 0), STRONG_WEIGHT if abs(margin) == 2 else 1.0
+    )
+    for margin in (-2, -1, 0, 1, 2)
+}
 PB_PRIOR = 0.5  # tied battles added between the two, so a model that wins (or loses) everything has a finite rating
 
 
@@ -386,14 +423,20 @@ def pb_margin(verdict: str, order: str) -> int:
 
 def pb_exchange(questions: list[str], first: list[str], second: list[str]) -> str:
     """The request and both answers, in ProBench's layout: tags per part, a <turnN> block per round."""
+
     def one(question: str, a: str, b: str) -> str:
-        return (f"Instruction:\n<inst>\n{question}\n</inst>\n\nAssistant A's answer:\n<a>\n{a}\n</a>\n\n"
-                f"Assistant B's answer:\n<b>\n{b}\n</b>")
+        return (
+            f"Instruction:\n<inst>\n{question}\n</inst>\n\nAssistant A's answer:\n<a>\n{a}\n</a>\n\n"
+            f"Assistant B's answer:\n<b>\n{b}\n</b>"
+        )
+
     if len(questions) == 1:
         return one(questions[0], first[0], second[0])
     blocks = [f"<turn{n}>\n{one(q, a, b)}\n</turn{n}>" for n, (q, a, b) in enumerate(zip(questions, first, second), 1)]
-    return ("A conversation of several rounds; judge the two assistants over all rounds together (later "
-            "instructions build on earlier answers).\n\n" + "\n\n".join(blocks))
+    return (
+        "A conversation of several rounds; judge the two assistants over all rounds together (later "
+        "instructions build on earlier answers).\n\n" + "\n\n".join(blocks)
+    )
 
 
 Tally = tuple[float, float, float, int]  # (model's weighted wins, baseline's, summed win shares, verdicts)
@@ -458,30 +501,56 @@ _BOLD = re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")
 def pb_style(model_answers: list[str], baseline_answers: list[str]) -> dict[str, float]:
     """The model's answers against the baseline's on each style feature, as (model - baseline) / (model +
     baseline), from -1 to 1 (0 when both have none): words, markdown headers, list items, bold spans."""
+
     def counts(answers: list[str]) -> tuple[int, ...]:
         text = "\n".join(answers)
         return len(text.split()), len(_HEADER.findall(text)), len(_LIST.findall(text)), len(_BOLD.findall(text))
-    return {name: (a - b) / (a + b) if a + b else 0.0
-            for name, a, b in zip(PB_STYLE, counts(model_answers), counts(baseline_answers))}
+
+    return {
+        name: (a - b) / (a + b) if a + b else 0.0
+        for name, a, b in zip(PB_STYLE, counts(model_answers), counts(baseline_answers))
+    }
 
 
 # --- AlignMMBench (Sec. 4, App. E) ----------------------------------------------------------------------------------
 
-AMB_RATING = re.compile(rf"(?<![A-Za-z])[{QUOTES}]?(?:Rating|评分)[{QUOTES}]?\s*[:=：]\s*[{QUOTES}\[*]*\s*({NUMBER})",
-                        re.IGNORECASE)
+AMB_RATING = re.compile(
+    rf"(?<![A-Za-z])[{QUOTES}]?(?:Rating|评分)[{QUOTES}]?\s*[:=：]\s*[{QUOTES}\[*]*\s*({NUMBER})", re.IGNORECASE
+)
 # the task names of AlignMMBench's released file and of our recipe, to the judge's rule that applies
-AMB_TASK_ALIASES = {"描述": "Description", "推理": "Reasoning", "识别": "Recognition", "计数": "Counting",
-                    "图表": "Chart", "对比": "Comparison", "创作": "Writing", "写作": "Writing", "智力": "Problem",
-                    "梗图": "Meme", "梗图理解": "Meme", "世界知识": "Knowledge", "知识": "Knowledge",
-                    "OCR理解": "OCR", "多轮对话": "Coherence", "连贯": "Coherence", "不连贯": "Incoherence",
-                    "对话上下文": "Coherence", "Dialogue Context": "Coherence", "Descrpition": "Description"}
+AMB_TASK_ALIASES = {
+    "描述": "Description",
+    "推理": "Reasoning",
+    "识别": "Recognition",
+    "计数": "Counting",
+    "图表": "Chart",
+    "对比": "Comparison",
+    "创作": "Writing",
+    "写作": "Writing",
+    "智力": "Problem",
+    "梗图": "Meme",
+    "梗图理解": "Meme",
+    "世界知识": "Knowledge",
+    "知识": "Knowledge",
+    "OCR理解": "OCR",
+    "多轮对话": "Coherence",
+    "连贯": "Coherence",
+    "不连贯": "Incoherence",
+    "对话上下文": "Coherence",
+    "Dialogue Context": "Coherence",
+    "Descrpition": "Description",
+}
 AMB_TASK_ALIASES |= {f"{name}类": task for name, task in list(AMB_TASK_ALIASES.items()) if name[0] >= "\u4e00"}
 
 
 def read_amb_rating(text: str) -> int:
     """The whole-number Rating 1-10 from a reply such as {"Rating": 7, "Reason": "..."}."""
-    return read_grade(text, AMB_RATING, 'no "Rating": <1-10> in the reply (reply with {"Rating": ..., "Reason": ...})',
-                      ("rating", "评分"))
+    return read_grade(
+        text,
+        AMB_RATING,
+        'no "Rating": <1-10> in the reply (reply with {"Rating": ..., "Reason": ...})',
+        ("rating", "评分"),
+    )
 
 
 def amb_rule(parts: dict[str, str], task: str | None) -> str:

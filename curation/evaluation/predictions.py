@@ -36,8 +36,10 @@ from benchcurate.schemas.evaluation import EvalOptions
 from benchcurate.schemas.evaluation import Predictions as PredictionsRecord
 
 OWN_HISTORY = {"lmms-eval": {"convbench", "probench"}, "vlmevalkit": set()}  # the rest: the gold history
-HISTORY_TEXT = {"gold": "the release's earlier turns (its gold history) written out before each question",
-                "own": "its own earlier answers before each question"}
+HISTORY_TEXT = {
+    "gold": "the release's earlier turns (its gold history) written out before each question",
+    "own": "its own earlier answers before each question",
+}
 Key = tuple[str, int, int]  # sample id, turn, variant
 Found = dict[Key, tuple[str | None, str | None]]  # -> (the answer, None when it failed; the question it answered)
 
@@ -60,8 +62,10 @@ def load_predictions(path: Path, release: Release, options: EvalOptions, protoco
     harness = harness_of(path)
     history = "own" if release.recipe in OWN_HISTORY[harness] else "gold"
     if release.recipe == "multiverse" and (options.history or "oracle") != "oracle":
-        raise UserError(f"--history {options.history}: the {harness} predictions were answered with the gold history "
-                        f"(MultiVerse's Oracle setting); drop --history or run the model with curate eval")
+        raise UserError(
+            f"--history {options.history}: the {harness} predictions were answered with the gold history "
+            f"(MultiVerse's Oracle setting); drop --history or run the model with curate eval"
+        )
     items = {row["index"]: turn_items(row, release.recipe) for row in rows(release, options.split)}
     found = read_lmms_eval(path, items, release.recipe) if harness == "lmms-eval" else read_vlmevalkit(path)
     answers, other = {}, []
@@ -73,14 +77,26 @@ def load_predictions(path: Path, release: Release, options: EvalOptions, protoco
             elif (sample_id, item.turn, item.variant) in found:
                 answers[(sample_id, protocol.answer_key(item, history))] = answer
     if other:
-        raise UserError(f"{len(other)} answers in {path} are to other questions than release {release.name} "
-                        f"{release.version}'s (first: {other[0]}): they were made on another release or version")
+        raise UserError(
+            f"{len(other)} answers in {path} are to other questions than release {release.name} "
+            f"{release.version}'s (first: {other[0]}): they were made on another release or version"
+        )
     if not answers:
-        raise UserError(f"none of the {len(found)} answers in {path} belongs to a question of release "
-                        f"{release.name} {release.version} split '{options.split}': export the harness's task from "
-                        f"this release (curate export {harness} {release.folder})")
-    return Predictions(PredictionsRecord(harness=harness, file=str(path), sha256=sha256_file(path),
-                                         history=HISTORY_TEXT[history], answers=len(answers)), answers)
+        raise UserError(
+            f"none of the {len(found)} answers in {path} belongs to a question of release "
+            f"{release.name} {release.version} split '{options.split}': export the harness's task from "
+            f"this release (curate export {harness} {release.folder})"
+        )
+    return Predictions(
+        PredictionsRecord(
+            harness=harness,
+            file=str(path),
+            sha256=sha256_file(path),
+            history=HISTORY_TEXT[history],
+            answers=len(answers),
+        ),
+        answers,
+    )
 
 
 def harness_of(path: Path) -> str:
@@ -88,8 +104,10 @@ def harness_of(path: Path) -> str:
         return "lmms-eval"
     if path.suffix in (".xlsx", ".tsv"):
         return "vlmevalkit"
-    raise UserError(f"--predictions {path}: give lmms-eval's --log_samples JSONL (*_samples_<task>.jsonl) or "
-                    f"VLMEvalKit's prediction file (<model>_<dataset>.xlsx or .tsv)")
+    raise UserError(
+        f"--predictions {path}: give lmms-eval's --log_samples JSONL (*_samples_<task>.jsonl) or "
+        f"VLMEvalKit's prediction file (<model>_<dataset>.xlsx or .tsv)"
+    )
 
 
 def read_lmms_eval(path: Path, items: dict[str, list], recipe: str) -> Found:
@@ -112,8 +130,10 @@ def read_lmms_eval(path: Path, items: dict[str, list], recipe: str) -> Found:
         doc = sample.get("doc") or {}
         asked = [item.question for item in turn_items(doc, recipe)] if doc.get("conversation") else []
         for k, (item, answer) in enumerate(zip(items.get(sample_id, []), answers)):
-            found[(sample_id, item.turn, item.variant)] = (None if answer.startswith(FAILED_REQUEST) else answer,
-                                                           asked[k] if k < len(asked) else None)
+            found[(sample_id, item.turn, item.variant)] = (
+                None if answer.startswith(FAILED_REQUEST) else answer,
+                asked[k] if k < len(asked) else None,
+            )
     return found
 
 
@@ -130,10 +150,15 @@ def read_vlmevalkit(path: Path) -> Found:
     header = [str(name) for name in next(table, [])]
     missing = [name for name in ("sample_id", "turn", "variant", "prediction") if name not in header]
     if missing:
-        raise UserError(f"{path} has no column {', '.join(missing)}: give the prediction file VLMEvalKit wrote for "
-                        f"a TSV of `curate export vlmevalkit` (its sample_id, turn and variant columns come back)")
-    column = {name: header.index(name) for name in ("sample_id", "turn", "variant", "prediction", "raw_question")
-              if name in header}
+        raise UserError(
+            f"{path} has no column {', '.join(missing)}: give the prediction file VLMEvalKit wrote for "
+            f"a TSV of `curate export vlmevalkit` (its sample_id, turn and variant columns come back)"
+        )
+    column = {
+        name: header.index(name)
+        for name in ("sample_id", "turn", "variant", "prediction", "raw_question")
+        if name in header
+    }
     found: Found = {}
     for values in table:
         cell = {name: values[index] if index < len(values) else None for name, index in column.items()}
@@ -141,7 +166,9 @@ def read_vlmevalkit(path: Path) -> Found:
             continue
         answer, asked = cell["prediction"], cell.get("raw_question")
         found[(str(cell["sample_id"]), int(float(cell["turn"])), int(float(cell["variant"])))] = (
-            None if answer in (None, "") else str(answer), None if asked is None else str(asked))
+            None if answer in (None, "") else str(answer),
+            None if asked is None else str(asked),
+        )
     return found
 
 

@@ -72,8 +72,13 @@ def style_controlled(runs: dict[object, list[Judgment]], rounds: int = STYLE_ROU
     logistic Bradley-Terry with one strength per run (the baseline's fixed at 0, so at 1114) and the battles'
     style differences, scaled by their spread, as covariates; each run's rating at the baseline's style, with a
     bootstrap 95% interval over samples, or why there is none."""
-    scored = {key: found for key, found in ((key, [j for j in found if not j.failure and "margin" in j.scores])
-                                            for key, found in runs.items()) if found}
+    scored = {
+        key: found
+        for key, found in (
+            (key, [j for j in found if not j.failure and "margin" in j.scores]) for key, found in runs.items()
+        )
+        if found
+    }
     keys = list(scored)
     rows = [(k, j) for k, key in enumerate(keys) for j in scored[key]]
     design, problem = style_design(rows, len(keys))
@@ -84,13 +89,18 @@ def style_controlled(runs: dict[object, list[Judgment]], rounds: int = STYLE_ROU
     for index, (_, judgment) in enumerate(rows):
         by_sample[judgment.sample_id].append(index)
     drawn = bootstrap_fits(design, rows, len(keys), list(by_sample.values()), rounds)
-    note = (f"one fit over {len(keys)} models against the same baseline; the rating is the model's strength at the "
-            f"baseline's style")
+    note = (
+        f"one fit over {len(keys)} models against the same baseline; the rating is the model's strength at the "
+        f"baseline's style"
+    )
     found = {}
     for k, key in enumerate(keys):
         interval = percentile_interval([values[k] for values in drawn])
-        found[key] = {"value": rounded(float(values[k]), 2), "note": note,
-                      "interval": [round(interval.low, 2), round(interval.high, 2)] if interval else None}
+        found[key] = {
+            "value": rounded(float(values[k]), 2),
+            "note": note,
+            "interval": [round(interval.low, 2), round(interval.high, 2)] if interval else None,
+        }
     return found
 
 
@@ -100,8 +110,10 @@ def style_design(rows: list[tuple[int, Judgment]], players: int):
     import numpy as np
 
     if players < MIN_STYLE_MODELS:
-        return None, (f"not identifiable: strength and style separate only across models, and {players} model(s) "
-                      f"were evaluated with this judge and baseline (at least {MIN_STYLE_MODELS} are needed)")
+        return None, (
+            f"not identifiable: strength and style separate only across models, and {players} model(s) "
+            f"were evaluated with this judge and baseline (at least {MIN_STYLE_MODELS} are needed)"
+        )
     style = np.array([[j.scores.get(f"style_{name}", 0.0) for name in PB_STYLE] for _, j in rows])
     spread = style.std(axis=0)
     design = np.hstack([np.eye(players)[[k for k, _ in rows]], style[:, spread > 0] / spread[spread > 0]])
@@ -118,9 +130,11 @@ def style_fit(design, rows: list[tuple[int, Judgment]], players: int, chosen=Non
     chosen = np.arange(len(rows)) if chosen is None else chosen
     battles = [PB_BATTLES[int(rows[index][1].scores["margin"])] for index in chosen]
     prior = np.hstack([np.eye(players), np.zeros((players, design.shape[1] - players))])
-    beta = logistic_fit(np.vstack([design[chosen], prior]),
-                        np.array([battle.outcome for battle in battles] + [0.5] * players),
-                        np.array([battle.weight for battle in battles] + [PB_PRIOR] * players))
+    beta = logistic_fit(
+        np.vstack([design[chosen], prior]),
+        np.array([battle.outcome for battle in battles] + [0.5] * players),
+        np.array([battle.weight for battle in battles] + [PB_PRIOR] * players),
+    )
     return PB_BASELINE_RATING + ELO_SCALE * beta[:players] / math.log(10)
 
 
@@ -140,8 +154,11 @@ def position_preference(judgments: list[Judgment]) -> dict:
     decisive = [judgment for judgment in judgments if judgment.scores["margin"] != 0]
     first = sum(1 for j in decisive if (j.scores["margin"] > 0) == (j.setting == "model_first"))
     count = len(decisive)
-    return {"decisive_verdicts": count, "first_position_chosen_percent": rounded(100 * first / count, 2) if count
-            else None, "z": rounded((first - count / 2) / math.sqrt(count / 4), 2) if count else None}
+    return {
+        "decisive_verdicts": count,
+        "first_position_chosen_percent": rounded(100 * first / count, 2) if count else None,
+        "z": rounded((first - count / 2) / math.sqrt(count / 4), 2) if count else None,
+    }
 
 
 def position_warning(preference: dict) -> list[str]:
@@ -150,9 +167,11 @@ def position_warning(preference: dict) -> list[str]:
         return []
     side = "first" if z > 0 else "second"
     share = preference["first_position_chosen_percent"] if z > 0 else 100 - preference["first_position_chosen_percent"]
-    warning = (f"the judge favours the answer shown {side}: it chose it in {share:.0f}% of "
-               f"{preference['decisive_verdicts']} decisive verdicts (p < 0.01); judging in both orders cancels this "
-               f"in the scores, but the verdicts say less than their number suggests and the intervals are too narrow")
+    warning = (
+        f"the judge favours the answer shown {side}: it chose it in {share:.0f}% of "
+        f"{preference['decisive_verdicts']} decisive verdicts (p < 0.01); judging in both orders cancels this "
+        f"in the scores, but the verdicts say less than their number suggests and the intervals are too narrow"
+    )
     return [warning]
 
 
@@ -176,9 +195,10 @@ class ProBenchProtocol:
 
     def settings(self, options: EvalOptions) -> dict[str, str | None]:
         refuse_options(options, self.name, {"baseline"})
-        return {"history": "own (the model's earlier answers)",
-                "baseline": f"model {options.baseline.model}" if options.baseline else "the release's baseline "
-                                                                                         "answers"}
+        return {
+            "history": "own (the model's earlier answers)",
+            "baseline": f"model {options.baseline.model}" if options.baseline else "the release's baseline answers",
+        }
 
     def setting(self, options: EvalOptions) -> str:
         return f"baseline-{folder_name(options.baseline.model)}" if options.baseline else "baseline-release"
@@ -194,19 +214,34 @@ class ProBenchProtocol:
         questions, stored = [item.question for item in items], [item.reference for item in items]
         challenge = row.get("challenge") or {}
         hard = max(challenge.values(), default=None)
-        groups = {"task_field": row.get("main_task_category"), "image_field": row.get("image_main_category"),
-                  "language": row.get("language"), "track": row.get("track"), "rounds": rounds_bucket(len(questions)),
-                  "challenge": None if hard is None else ("hard" if hard >= HARD_CHALLENGE else "easy")}
-        made = [Judgment(sample_id=row["index"], turn=0, setting=order, question=questions[-1] if questions else "",
-                         groups=groups) for order in PB_ORDERS]
+        groups = {
+            "task_field": row.get("main_task_category"),
+            "image_field": row.get("image_main_category"),
+            "language": row.get("language"),
+            "track": row.get("track"),
+            "rounds": rounds_bucket(len(questions)),
+            "challenge": None if hard is None else ("hard" if hard >= HARD_CHALLENGE else "easy"),
+        }
+        made = [
+            Judgment(
+                sample_id=row["index"],
+                turn=0,
+                setting=order,
+                question=questions[-1] if questions else "",
+                groups=groups,
+            )
+            for order in PB_ORDERS
+        ]
         try:
             if not questions:
                 raise EvalFailed("incomplete_sample", "no user turn")
             mine = self._answers(questions, ask, "model")
             theirs = self._answers(questions, ask, "baseline") if options.baseline else stored
             if any(not answer for answer in theirs):
-                raise EvalFailed("incomplete_sample", "a user turn has no baseline answer in the release (pass "
-                                                      "--baseline-model to have a model answer)")
+                raise EvalFailed(
+                    "incomplete_sample",
+                    "a user turn has no baseline answer in the release (pass --baseline-model to have a model answer)",
+                )
         except EvalFailed as error:
             return [failed(judgment, error) for judgment in made]
         rule = PB_LANGUAGE_RULE if row.get("track") == "multi-linguistic" else ""
@@ -214,14 +249,20 @@ class ProBenchProtocol:
             judgment.answer = mine[-1]
             first, second = (mine, theirs) if judgment.setting == "model_first" else (theirs, mine)
             try:
-                reply = ask.judge_call("judge_pb_pairwise", {"exchange": pb_exchange(questions, first, second),
-                                                             "language_rule": rule}, read_pb_verdict, judgment.setting)
+                reply = ask.judge_call(
+                    "judge_pb_pairwise",
+                    {"exchange": pb_exchange(questions, first, second), "language_rule": rule},
+                    read_pb_verdict,
+                    judgment.setting,
+                )
             except EvalFailed as error:
                 failed(judgment, error)
                 continue
             judgment.judge["pairwise"] = reply.record()
-            judgment.scores = {"margin": float(pb_margin(reply.parsed, judgment.setting)),
-                               **{f"style_{name}": value for name, value in pb_style(mine, theirs).items()}}
+            judgment.scores = {
+                "margin": float(pb_margin(reply.parsed, judgment.setting)),
+                **{f"style_{name}": value for name, value in pb_style(mine, theirs).items()},
+            }
         return made
 
     @staticmethod
@@ -243,30 +284,42 @@ class ProBenchProtocol:
         preference = position_preference(scored)
         sub_scores = {
             "win_rate": rated(pb_win_rate, tallies),
-            "elo_online": {"value": rounded(pb_online_elo(groups), 2),
-                           "interval": [found.low, found.high] if (found := percentile_interval(orders)) else None,
-                           "note": f"median and 2.5-97.5 percentiles over {len(orders)} orders of the battles"},
+            "elo_online": {
+                "value": rounded(pb_online_elo(groups), 2),
+                "interval": [found.low, found.high] if (found := percentile_interval(orders)) else None,
+                "note": f"median and 2.5-97.5 percentiles over {len(orders)} orders of the battles",
+            },
             "bradley_terry": rated(pb_bradley_terry, tallies),
             "bradley_terry_style_controlled": style_controlled({"model": scored})["model"],
-            "verdicts_from_the_models_side": {name: sum(group.count(margin) for group in groups)
-                                              for name, margin in PB_VERDICTS.items()},
-            "ours": {"order_consistency": order_consistency(groups), "position_preference": preference,
-                     "note": "our checks of the judge, not measures of the paper"},
+            "verdicts_from_the_models_side": {
+                name: sum(group.count(margin) for group in groups) for name, margin in PB_VERDICTS.items()
+            },
+            "ours": {
+                "order_consistency": order_consistency(groups),
+                "position_preference": preference,
+                "note": "our checks of the judge, not measures of the paper",
+            },
         }
         for field in ("task_field", "image_field", "language", "rounds", "track", "challenge"):
             sub_scores[f"by_{field}"] = breakdown(scored, field)
         headline = sub_scores["bradley_terry"]
         interval = headline["interval"]
-        return Aggregate(headline["value"], sub_scores,
-                         Interval(low=interval[0], high=interval[1]) if interval else None,
-                         position_warning(preference))
+        return Aggregate(
+            headline["value"],
+            sub_scores,
+            Interval(low=interval[0], high=interval[1]) if interval else None,
+            position_warning(preference),
+        )
 
 
 def rated(statistic, groups: list, rounds: int = BOOTSTRAP_ROUNDS, note: str | None = None) -> dict:
     """A statistic of the samples' groups, with its bootstrap 95% interval over samples."""
     interval = bootstrap(groups, statistic, rounds)
-    return {"value": rounded(statistic(groups), 2), "interval": [interval.low, interval.high] if interval else None,
-            **({"note": note} if note else {})}
+    return {
+        "value": rounded(statistic(groups), 2),
+        "interval": [interval.low, interval.high] if interval else None,
+        **({"note": note} if note else {}),
+    }
 
 
 def order_consistency(groups: list[tuple[int, ...]]) -> float | None:
@@ -285,8 +338,11 @@ def breakdown(judgments: list[Judgment], field: str) -> dict[str, dict]:
     out = {}
     for name, samples in sorted(found.items()):
         tallies = [pb_tally(margins(group)) for group in samples.values()]
-        out[name] = {"samples": len(samples), "win_rate": rated(pb_win_rate, tallies),
-                     "bradley_terry": rated(pb_bradley_terry, tallies)}
+        out[name] = {
+            "samples": len(samples),
+            "win_rate": rated(pb_win_rate, tallies),
+            "bradley_terry": rated(pb_bradley_terry, tallies),
+        }
     return out
 
 

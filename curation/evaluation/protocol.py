@@ -32,8 +32,11 @@ class EvalFailed(Exception):
 
 
 def call_failure(error: Exception) -> str:
-    return {ModelOutputInvalid: "unreadable_reply", ModelRequestRejected: "request_rejected",
-            ModelReplyTooLarge: "reply_too_large"}[type(error)]
+    return {
+        ModelOutputInvalid: "unreadable_reply",
+        ModelRequestRejected: "request_rejected",
+        ModelReplyTooLarge: "reply_too_large",
+    }[type(error)]
 
 
 @dataclass(frozen=True)
@@ -71,21 +74,39 @@ class Asker:
             return self.predictions.answer(self.sample_id, key)
         backend = self.baseline if who == "baseline" else self.candidate
         try:
-            return backend.complete(ModelRequest(
-                prompt=load_prompt(ANSWER_PROMPT, PROMPT_VERSION), variables={"question": question},
-                images=self.images, seed=self.seed(f"{who}\0{key}"), history=tuple(history))).value.text
+            return backend.complete(
+                ModelRequest(
+                    prompt=load_prompt(ANSWER_PROMPT, PROMPT_VERSION),
+                    variables={"question": question},
+                    images=self.images,
+                    seed=self.seed(f"{who}\0{key}"),
+                    history=tuple(history),
+                )
+            ).value.text
         except CALL_FAILURES as error:
             raise EvalFailed(f"{who}_{call_failure(error)}", str(error), getattr(error, "raw", None)) from error
 
-    def judge_call(self, prompt_id: str, variables: dict[str, str], parse: Callable[[str], object], key: str,
-                   with_image: bool = True) -> JudgeReply:
+    def judge_call(
+        self,
+        prompt_id: str,
+        variables: dict[str, str],
+        parse: Callable[[str], object],
+        key: str,
+        with_image: bool = True,
+    ) -> JudgeReply:
         """The judge's reply to one prompt, read by `parse` (a reply it cannot read is asked for once more);
         EvalFailed when the judge failed twice."""
         prompt = load_prompt(prompt_id, PROMPT_VERSION)
         try:
-            result = self.judge.complete(ModelRequest(
-                prompt=prompt, variables=variables, images=self.images if with_image else (),
-                seed=self.seed(f"{prompt_id}\0{key}"), parse=parse))
+            result = self.judge.complete(
+                ModelRequest(
+                    prompt=prompt,
+                    variables=variables,
+                    images=self.images if with_image else (),
+                    seed=self.seed(f"{prompt_id}\0{key}"),
+                    parse=parse,
+                )
+            )
             return JudgeReply(result.raw or "", result.parsed, prompt.render(variables).user)
         except CALL_FAILURES as error:
             raise EvalFailed(f"judge_{call_failure(error)}", str(error), getattr(error, "raw", None)) from error
@@ -135,11 +156,9 @@ class EvalProtocol(Protocol):
         find their place."""
         ...
 
-    def judge_sample(self, row: dict, ask: Asker, options: EvalOptions) -> list[Judgment]:
-        ...
+    def judge_sample(self, row: dict, ask: Asker, options: EvalOptions) -> list[Judgment]: ...
 
-    def aggregate(self, judgments: list[Judgment]) -> Aggregate:
-        ...
+    def aggregate(self, judgments: list[Judgment]) -> Aggregate: ...
 
 
 def refuse_options(options: EvalOptions, protocol: str, allowed: set[str]) -> None:
@@ -147,8 +166,10 @@ def refuse_options(options: EvalOptions, protocol: str, allowed: set[str]) -> No
     flags = {"history": "--history", "grading": "--grading", "baseline": "--baseline-model"}
     for name, flag in flags.items():
         if name not in allowed and getattr(options, name) is not None:
-            raise UserError(f"{flag} does not apply to a {protocol} release (it applies to: "
-                            f"{', '.join(sorted(owner for owner, names in FLAG_OWNERS.items() if name in names))})")
+            raise UserError(
+                f"{flag} does not apply to a {protocol} release (it applies to: "
+                f"{', '.join(sorted(owner for owner, names in FLAG_OWNERS.items() if name in names))})"
+            )
 
 
 FLAG_OWNERS = {"multiverse": {"history"}, "convbench": {"grading"}, "probench": {"baseline"}, "alignmmbench": set()}
@@ -157,5 +178,3 @@ FLAG_OWNERS = {"multiverse": {"history"}, "convbench": {"grading"}, "probench": 
 def folder_name(model: str) -> str:
     """A model name as one path component (`org/model:tag` -> `org_model_tag`)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("._") or "model"
-
-

@@ -18,8 +18,12 @@ from benchcurate.curation.importers.common import ImageStore, Imported
 
 
 def importers() -> dict[str, Callable[..., Iterator[Imported]]]:
-    return {"multiverse": multiverse.read, "convbench": convbench.read, "probench": probench.read,
-            "alignmmbench": alignmmbench.read}
+    return {
+        "multiverse": multiverse.read,
+        "convbench": convbench.read,
+        "probench": probench.read,
+        "alignmmbench": alignmmbench.read,
+    }
 
 
 @dataclass
@@ -27,16 +31,23 @@ class ImportSummary:
     imported: int = 0
     without_image: int = 0
     rejected: dict[str, int] | None = None
-    first_missing: str | None = None   # where the first image not found was looked for
+    first_missing: str | None = None  # where the first image not found was looked for
 
 
-def import_file(source: str, path: Path, out: Path, license_id: str | None = None, images: Path | None = None,
-                progress: Callable[[int], None] = lambda done: None, image_license: str | None = None
-                ) -> ImportSummary:
+def import_file(
+    source: str,
+    path: Path,
+    out: Path,
+    license_id: str | None = None,
+    images: Path | None = None,
+    progress: Callable[[int], None] = lambda done: None,
+    image_license: str | None = None,
+) -> ImportSummary:
     """Write canonical samples to `out` (JSONL) and unmappable rows, with their reason, to `<out>.rejected.jsonl`."""
     import json
 
     from benchcurate.curation.core.errors import UserError
+
     readers = importers()
     if source not in readers:
         raise UserError(f"unknown source '{source}'; choose one of: {', '.join(readers)}")
@@ -60,8 +71,9 @@ def import_file(source: str, path: Path, out: Path, license_id: str | None = Non
                 missing = row.sample.scores.get("import", {}).get("missing_images")
                 summary.first_missing = summary.first_missing or (missing.split("; ")[0] if missing else None)
             else:
-                rejected.write(json.dumps({"row": row.row, "reason": row.reason, "detail": row.detail},
-                                          ensure_ascii=False) + "\n")
+                rejected.write(
+                    json.dumps({"row": row.row, "reason": row.reason, "detail": row.detail}, ensure_ascii=False) + "\n"
+                )
                 summary.rejected[row.reason] = summary.rejected.get(row.reason, 0) + 1
             progress(done)
     partial.replace(out)

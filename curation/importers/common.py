@@ -16,9 +16,9 @@ UNKNOWN_LICENSE = "unknown"  # what a picture carries when nobody stated its ter
 
 @dataclass(frozen=True)
 class Imported:
-    row: str                       # where in the input: file and row number or id
+    row: str  # where in the input: file and row number or id
     sample: Sample | None = None
-    reason: str | None = None      # why the row could not be mapped
+    reason: str | None = None  # why the row could not be mapped
     detail: str = ""
 
 
@@ -52,6 +52,7 @@ def jsonl_rows(path: Path) -> Iterator[tuple[str, object]]:
     """(where, parsed line) per non-empty line; a line that is not JSON comes as its ValueError, one that is not
     UTF-8 is a UserError naming it (as every other command reading a JSONL says it)."""
     import json
+
     for number, line in jsonl_lines(path):
         try:
             yield f"{path.name}:{number}", json.loads(text(path, number, line))
@@ -61,8 +62,7 @@ def jsonl_rows(path: Path) -> Iterator[tuple[str, object]]:
             yield f"{path.name}:{number}", ValueError("the line nests too deeply to read")
 
 
-def read_jsonl(path: Path, images: Path | None, to_sample: Callable[[str, dict, Path], Imported]
-               ) -> Iterator[Imported]:
+def read_jsonl(path: Path, images: Path | None, to_sample: Callable[[str, dict, Path], Imported]) -> Iterator[Imported]:
     """The loop of the JSONL formats: each line parsed and mapped; what cannot be is a malformed row."""
     base = images or path.parent
     for where, line in jsonl_rows(path):
@@ -93,13 +93,20 @@ def speaker(value: object) -> str | None:
     return SPEAKERS.get(str(value).strip().casefold())
 
 
-def make_sample(source: str, source_id: str, license_id: str, images: list[ImageRef], missing: list[str],
-                text_for_id: str, **fields) -> Sample:
+def make_sample(
+    source: str, source_id: str, license_id: str, images: list[ImageRef], missing: list[str], text_for_id: str, **fields
+) -> Sample:
     """A canonical sample with a stable id: from the image content, or the text when no image is at hand.
     `license_id` is the benchmark's, which covers its text (questions, answers, annotations); its pictures keep
     their own sources' terms, unknown unless the import is told (`image_license`)."""
     content = images[0].sha256 if images else hashlib.sha256(text_for_id.encode()).hexdigest()
     scores = {"import": {"missing_images": "; ".join(missing)}} if missing else {}
-    return Sample(id=sample_id(source, source_id, content), images=images, scores=scores,
-                  provenance=Provenance(source_dataset=source, source_id=source_id, license=UNKNOWN_LICENSE,
-                                        text_license=license_id), **fields)
+    return Sample(
+        id=sample_id(source, source_id, content),
+        images=images,
+        scores=scores,
+        provenance=Provenance(
+            source_dataset=source, source_id=source_id, license=UNKNOWN_LICENSE, text_license=license_id
+        ),
+        **fields,
+    )

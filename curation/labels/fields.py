@@ -43,27 +43,44 @@ def score(item: Sample, cfg: FieldConfig, ctx: StageContext) -> Scores:
     """Two calls; the decision records the first prompt's version, the scores the second's hash."""
     question = question_of(item)
     text = question or NO_QUESTION
-    first = ctx.ask("field_classify", cfg.prompt_version, item, model=cfg.model, variables={
-        "image_fields": _menu("image_fields"), "task_fields": _menu("task_fields"), "question": text})
+    first = ctx.ask(
+        "field_classify",
+        cfg.prompt_version,
+        item,
+        model=cfg.model,
+        variables={"image_fields": _menu("image_fields"), "task_fields": _menu("task_fields"), "question": text},
+    )
     fields = first.value
     image_field = _chosen(fields.image_field, fields.proposed_image_field)
     task_field = _chosen(fields.question_field, fields.proposed_question_field) if question else None
-    second = ctx.ask("subfield_classify", cfg.prompt_version, item, model=cfg.model, variables={
-        "image_field": image_field or "Other", "image_subfields": _subfields("image_fields", image_field),
-        "question_field": task_field or "(no question)", "question": text,
-        "question_subfields": _subfields("task_fields", task_field) if question else "- (no question)"})
+    second = ctx.ask(
+        "subfield_classify",
+        cfg.prompt_version,
+        item,
+        model=cfg.model,
+        variables={
+            "image_field": image_field or "Other",
+            "image_subfields": _subfields("image_fields", image_field),
+            "question_field": task_field or "(no question)",
+            "question": text,
+            "question_subfields": _subfields("task_fields", task_field) if question else "- (no question)",
+        },
+    )
     subfields = second.value
-    return Scores(values={
-        "image_field": image_field,
-        "image_subfield": " ".join(subfields.image_subfield.split()) or None,
-        "image_field_proposed": fields.image_field in OTHER_NAMES,
-        "task_field": task_field,
-        "task_subfield": (" ".join((subfields.question_subfield or "").split()) or None) if question else None,
-        "task_field_proposed": question is not None and fields.question_field in OTHER_NAMES,
-        "image_reasoning": fields.image_reasoning,
-        "question_reasoning": fields.question_reasoning if question else None,
-        "subfield_prompt_sha256": second.generation.prompt_sha256,
-    }, generation=first.generation)
+    return Scores(
+        values={
+            "image_field": image_field,
+            "image_subfield": " ".join(subfields.image_subfield.split()) or None,
+            "image_field_proposed": fields.image_field in OTHER_NAMES,
+            "task_field": task_field,
+            "task_subfield": (" ".join((subfields.question_subfield or "").split()) or None) if question else None,
+            "task_field_proposed": question is not None and fields.question_field in OTHER_NAMES,
+            "image_reasoning": fields.image_reasoning,
+            "question_reasoning": fields.question_reasoning if question else None,
+            "subfield_prompt_sha256": second.generation.prompt_sha256,
+        },
+        generation=first.generation,
+    )
 
 
 def decide(scores: Scores, cfg: FieldConfig) -> Verdict:
@@ -77,9 +94,18 @@ def apply(item: Sample, scores: Scores, cfg: FieldConfig) -> Sample:
     labels = {"image_main": values["image_field"], "image_sub": values["image_subfield"]}
     if values["task_field"] is not None:
         labels |= {"task_main": values["task_field"], "task_sub": values["task_subfield"]}
-    return item.model_copy(update={"categories": Categories.model_validate(
-        item.categories.model_copy(update=labels).model_dump())})
+    return item.model_copy(
+        update={"categories": Categories.model_validate(item.categories.model_copy(update=labels).model_dump())}
+    )
 
 
-STAGE = ItemStage(name="field_classify", config=FieldConfig, score=score, decide=decide, apply=apply,
-                  reasons=("field_missing",), uses_model=True, prompts=("field_classify", "subfield_classify"))
+STAGE = ItemStage(
+    name="field_classify",
+    config=FieldConfig,
+    score=score,
+    decide=decide,
+    apply=apply,
+    reasons=("field_missing",),
+    uses_model=True,
+    prompts=("field_classify", "subfield_classify"),
+)

@@ -87,8 +87,9 @@ def relabel(items: list[dict[str, str | None]], cfg: NormaliseConfig, ctx: Stage
     summary: dict[str, dict] = {}
     for kind in cfg.labels:
         main_field, sub_field = LABEL_FIELDS[kind]
-        mains = canonical_names(Counter(row[main_field] for row in updated if row[main_field]), synonyms,
-                                seeded_names(kind))
+        mains = canonical_names(
+            Counter(row[main_field] for row in updated if row[main_field]), synonyms, seeded_names(kind)
+        )
         subs_by_main: dict[str, Counter[str]] = defaultdict(Counter)
         for row in updated:
             if row[main_field]:
@@ -107,13 +108,19 @@ def relabel(items: list[dict[str, str | None]], cfg: NormaliseConfig, ctx: Stage
                     row[name] = new
         summary[kind] = {
             "merged": {name: target for name, target in sorted(mains.items()) if name != target},
-            "sub_merged": {main: {name: target for name, target in sorted(mapping.items()) if name != target}
-                           for main, mapping in sorted(subs.items()) if any(k != v for k, v in mapping.items())},
-            "categories_before": len(mains), "categories_after": len(set(mains.values())),
+            "sub_merged": {
+                main: {name: target for name, target in sorted(mapping.items()) if name != target}
+                for main, mapping in sorted(subs.items())
+                if any(k != v for k, v in mapping.items())
+            },
+            "categories_before": len(mains),
+            "categories_after": len(set(mains.values())),
         }
     ctx.summary.update(summary)
-    return [{"categories": Categories.model_validate(row), "scores": changes} if changes else None
-            for row, changes in zip(updated, raw, strict=True)]
+    return [
+        {"categories": Categories.model_validate(row), "scores": changes} if changes else None
+        for row, changes in zip(updated, raw, strict=True)
+    ]
 
 
 class TaskNormaliseConfig(NormaliseConfig):

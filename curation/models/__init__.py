@@ -10,8 +10,10 @@ def make_backend(spec: BackendSpec, cache: Cache | None = None, budget: Budget |
     """The backend the spec names; a paid backend runs only when asked for, never because a key is set."""
     if spec.kind == "offline":
         from benchcurate.curation.models.offline import OfflineBackend
+
         return OfflineBackend(cache)
     from benchcurate.curation.models.openai_backend import OpenAIBackend
+
     return OpenAIBackend(spec, cache=cache, budget=budget)
 
 

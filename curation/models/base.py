@@ -64,5 +64,10 @@ class ModelBackend(Protocol):
 
 
 def generation_for(backend: ModelBackend, prompt: Prompt, model: str | None = None) -> Generation:
-    return Generation(backend=backend.label, model=model or backend.model, prompt_id=prompt.id,
-                      prompt_version=prompt.version, prompt_sha256=prompt.sha256)
+    return Generation(
+        backend=backend.label,
+        model=model or backend.model,
+        prompt_id=prompt.id,
+        prompt_version=prompt.version,
+        prompt_sha256=prompt.sha256,
+    )

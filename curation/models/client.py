@@ -44,8 +44,14 @@ class MalformedReply(Exception):
     """A 200 whose body is not a chat completion: asked again."""
 
 
-GAVE_UP = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, openai.APITimeoutError,
-           openai.ConflictError, MalformedReply)
+GAVE_UP = (
+    openai.RateLimitError,
+    openai.InternalServerError,
+    openai.APIConnectionError,
+    openai.APITimeoutError,
+    openai.ConflictError,
+    MalformedReply,
+)
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 DEFAULT_PAUSE_SECONDS = 1.0
 
@@ -82,11 +88,14 @@ def parse_completion(content: bytes, attempts: int) -> ChatReply:
         completion = json.loads(content)
         message = completion["choices"][0]["message"]
         usage = completion.get("usage") or {}
-        return ChatReply(content=message.get("content") or "", input_tokens=int(usage.get("prompt_tokens") or 0),
-                         output_tokens=int(usage.get("completion_tokens") or 0), attempts=attempts)
+        return ChatReply(
+            content=message.get("content") or "",
+            input_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+            attempts=attempts,
+        )
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
-        raise MalformedReply(f"not a chat completion ({type(error).__name__}: {error}): "
-                             f"{content[:200]!r}") from error
+        raise MalformedReply(f"not a chat completion ({type(error).__name__}: {error}): {content[:200]!r}") from error
 
 
 class _Loop:
@@ -127,12 +136,19 @@ class ChatClient:
         self._client, self._semaphore = self._loop.run(self._start(api_key, concurrency, timeout_seconds))
         self.slots = threading.BoundedSemaphore(concurrency)
 
-    async def _start(self, api_key: str, concurrency: int, timeout_seconds: float
-                     ) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
-        http = openai.DefaultAsyncHttpx2Client(event_hooks={"request": [self._on_request],
-                                                            "response": [self._on_response]})
-        sdk = openai.AsyncOpenAI(base_url=self._url, api_key=api_key, timeout=timeout_seconds,
-                                 max_retries=self.max_attempts - 1, http_client=http)
+    async def _start(
+        self, api_key: str, concurrency: int, timeout_seconds: float
+    ) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+        http = openai.DefaultAsyncHttpx2Client(
+            event_hooks={"request": [self._on_request], "response": [self._on_response]}
+        )
+        sdk = openai.AsyncOpenAI(
+            base_url=self._url,
+            api_key=api_key,
+            timeout=timeout_seconds,
+            max_retries=self.max_attempts - 1,
+            http_client=http,
+        )
         return sdk, asyncio.Semaphore(concurrency)
 
     def create(self, body: dict) -> ChatReply:
@@ -169,8 +185,9 @@ class ChatClient:
             try:
                 response = await self._client.post("/chat/completions", body=body, cast_to=httpx2.Response)
             except openai.AuthenticationError as error:
-                raise UserError(f"the server at {self.base_url} rejected the API key (HTTP 401); check "
-                                f"OPENAI_API_KEY") from error
+                raise UserError(
+                    f"the server at {self.base_url} rejected the API key (HTTP 401); check OPENAI_API_KEY"
+                ) from error
             except GAVE_UP:
                 raise
             except openai.APIStatusError as error:  # 400, 403, 404, 422: this request, not the server
@@ -188,13 +205,14 @@ class ChatClient:
                 except MalformedReply:
                     if round_ == self.max_attempts - 1:
                         raise
-                    await asyncio.sleep(random.uniform(0, min(8.0, 0.5 * 2 ** round_)))
+                    await asyncio.sleep(random.uniform(0, min(8.0, 0.5 * 2**round_)))
         except GAVE_UP as error:
             attempts += 0 if isinstance(error, MalformedReply) else self.max_attempts  # the SDK used all of its own
             raise BackendUnavailable(
                 f"model server at {self.base_url} still failing after {attempts} attempts "
                 f"({type(error).__name__}: {error}); rerun with the same --run-id to resume: finished replies "
-                f"are cached") from None
+                f"are cached"
+            ) from None
         raise AssertionError("unreachable: the last round returns or raises")
 
 
@@ -202,12 +220,14 @@ _CLIENTS: dict[tuple, ChatClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def shared_client(base_url: str, api_key: str, *, concurrency: int, timeout_seconds: float,
-                  max_attempts: int) -> ChatClient:
+def shared_client(
+    base_url: str, api_key: str, *, concurrency: int, timeout_seconds: float, max_attempts: int
+) -> ChatClient:
     """The process's client for this server and key: one concurrency limit for every caller."""
     key = (base_url, hashlib.sha256(api_key.encode()).hexdigest(), concurrency, timeout_seconds, max_attempts)
     with _CLIENTS_LOCK:
         if key not in _CLIENTS:
-            _CLIENTS[key] = ChatClient(base_url, api_key, concurrency=concurrency, timeout_seconds=timeout_seconds,
-                                       max_attempts=max_attempts)
+            _CLIENTS[key] = ChatClient(
+                base_url, api_key, concurrency=concurrency, timeout_seconds=timeout_seconds, max_attempts=max_attempts
+            )
         return _CLIENTS[key]

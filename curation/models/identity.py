@@ -38,6 +38,7 @@ def set_aside_credentials(url: str | None) -> str | None:
         os.environ[URL_CREDENTIALS_ENV] = userinfo
     return clean
 
+
 OFFLINE_LABEL = "offline-heuristic"
 HEURISTICS_VERSION = "heuristics-v2"
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -51,9 +52,15 @@ def resolved_base_url(spec: BackendSpec) -> str:
 def backend_identity(spec: BackendSpec) -> dict[str, str]:
     if spec.kind == "offline":
         return {"backend": OFFLINE_LABEL, "model": HEURISTICS_VERSION}
-    identity = {"backend": "openai", "model": spec.model or "", "base_url": resolved_base_url(spec),
-                "image_max_side_px": str(spec.image_max_side_px), "temperature": str(spec.temperature),
-                "max_output_tokens": str(spec.max_output_tokens), "image_transport": spec.image_transport}
+    identity = {
+        "backend": "openai",
+        "model": spec.model or "",
+        "base_url": resolved_base_url(spec),
+        "image_max_side_px": str(spec.image_max_side_px),
+        "temperature": str(spec.temperature),
+        "max_output_tokens": str(spec.max_output_tokens),
+        "image_transport": spec.image_transport,
+    }
     if spec.refresh_token:  # --refresh-cache: new answers, so new stage outputs
         identity["refresh_token"] = spec.refresh_token
     return identity

@@ -50,16 +50,20 @@ class Prompt:
         missing = self.variables - set(variables)
         if missing:
             raise ValueError(f"prompt {self.id} v{self.version} needs values for {sorted(missing)}")
-        return RenderedPrompt(string.Template(self.system).substitute(variables),
-                              string.Template(self.user).substitute(variables))
+        return RenderedPrompt(
+            string.Template(self.system).substitute(variables), string.Template(self.user).substitute(variables)
+        )
 
 
 def available_versions(prompt_id: str) -> list[int]:
     folder = resources.files("benchcurate.prompts") / prompt_id
     if not folder.is_dir():
         return []
-    return sorted(int(entry.name[1:-5]) for entry in folder.iterdir()
-                  if entry.name.startswith("v") and entry.name.endswith(".yaml"))
+    return sorted(
+        int(entry.name[1:-5])
+        for entry in folder.iterdir()
+        if entry.name.startswith("v") and entry.name.endswith(".yaml")
+    )
 
 
 @cache
@@ -67,8 +71,10 @@ def load_prompt(prompt_id: str, version: int) -> Prompt:
     path = resources.files("benchcurate.prompts") / prompt_id / f"v{version}.yaml"
     if not path.is_file():
         known = available_versions(prompt_id)
-        raise UserError(f"no prompt '{prompt_id}' version {version} (available: {known or 'none'}); "
-                        f"pin an existing version in the recipe")
+        raise UserError(
+            f"no prompt '{prompt_id}' version {version} (available: {known or 'none'}); "
+            f"pin an existing version in the recipe"
+        )
     raw = path.read_bytes()
     data = yaml.safe_load(raw)
     schema = getattr(replies, data["output_schema"], None)
@@ -76,6 +82,14 @@ def load_prompt(prompt_id: str, version: int) -> Prompt:
         raise ValueError(f"prompt {prompt_id} v{version} names unknown output_schema {data['output_schema']!r}")
     if data["id"] != prompt_id or data["version"] != version:
         raise ValueError(f"prompt file {prompt_id}/v{version}.yaml declares id={data['id']} version={data['version']}")
-    return Prompt(id=prompt_id, version=version, sha256=hashlib.sha256(raw).hexdigest(), system=data["system"],
-                  user=data["user"], output_schema=schema, source=data["source"],
-                  example_inputs=dict(data.get("example_inputs") or {}), parts=dict(data.get("parts") or {}))
+    return Prompt(
+        id=prompt_id,
+        version=version,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        system=data["system"],
+        user=data["user"],
+        output_schema=schema,
+        source=data["source"],
+        example_inputs=dict(data.get("example_inputs") or {}),
+        parts=dict(data.get("parts") or {}),
+    )

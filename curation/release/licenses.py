@@ -28,8 +28,11 @@ def conditions(license_id: str) -> set[str] | None:
     upper = license_id.upper()
     if upper.startswith("CC-BY"):
         parts = set(upper.split("-"))
-        return {"attribution"} | ({"share-alike"} if "SA" in parts else set()) | (
-            {"non-commercial"} if "NC" in parts else set())
+        return (
+            {"attribution"}
+            | ({"share-alike"} if "SA" in parts else set())
+            | ({"non-commercial"} if "NC" in parts else set())
+        )
     return None
 
 
@@ -38,7 +41,7 @@ class ReleaseTerms:
     conditions: list[str]
     sources_by_license: dict[str, list[str]]
     conflicts: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)   # licenses whose conditions nobody can say
+    unknown: list[str] = field(default_factory=list)  # licenses whose conditions nobody can say
 
     @property
     def summary(self) -> str:
@@ -66,8 +69,10 @@ def release_terms(samples: list[Sample]) -> ReleaseTerms:
     known = {license_id: conditions(license_id) for license_id in sources}
     for license_id, terms in sorted(known.items()):
         if terms is None:
-            conflicts.append(f"license '{license_id}' of {', '.join(sorted(sources[license_id]))} is unknown: the "
-                             f"release cannot state terms for it")
+            conflicts.append(
+                f"license '{license_id}' of {', '.join(sorted(sources[license_id]))} is unknown: the "
+                f"release cannot state terms for it"
+            )
         else:
             found |= terms
     share_alike = sorted(lic for lic, terms in known.items() if terms and "share-alike" in terms)
@@ -75,12 +80,17 @@ def release_terms(samples: list[Sample]) -> ReleaseTerms:
     for sa in share_alike:
         for nc in non_commercial:
             if sa != nc:
-                conflicts.append(f"{sa} ({', '.join(sorted(sources[sa]))}) requires derivatives under {sa}, which "
-                                 f"{nc} ({', '.join(sorted(sources[nc]))}) does not allow")
+                conflicts.append(
+                    f"{sa} ({', '.join(sorted(sources[sa]))}) requires derivatives under {sa}, which "
+                    f"{nc} ({', '.join(sorted(sources[nc]))}) does not allow"
+                )
     order = ["attribution", "share-alike", "non-commercial"]
-    return ReleaseTerms(conditions=[name for name in order if name in found],
-                        sources_by_license={lic: sorted(names) for lic, names in sorted(sources.items())},
-                        conflicts=conflicts, unknown=sorted(lic for lic, terms in known.items() if terms is None))
+    return ReleaseTerms(
+        conditions=[name for name in order if name in found],
+        sources_by_license={lic: sorted(names) for lic, names in sorted(sources.items())},
+        conflicts=conflicts,
+        unknown=sorted(lic for lic, terms in known.items() if terms is None),
+    )
 
 
 def license_warnings(manifest: ReleaseManifest) -> list[str]:

@@ -40,27 +40,45 @@ def release_samples(folder: Path, images: Path) -> tuple[ReleaseManifest, list[S
 def _sample_of(row: dict, picture: ImageRef | None) -> Sample:
     """A release row as the sample it was released from (the fields the pages show), whatever the recipe's
     columns."""
+
     def turn(value: dict) -> Turn:
-        return Turn(speaker=value.get("speaker") or "user", utterance=value.get("utterance") or "",
-                    level=value.get("level"), reference=value.get("reference"),
-                    focus_points=value.get("focus_points") or [],
-                    checklist=[ChecklistItem(**{name: check.get(name) or "" for name in
-                                                ("question", "main_criteria", "sub_criteria")})
-                               for check in value.get("checklist") or []])
-    challenge = {part: row[f"challenge_{part}"] for part in ("textual", "image", "reasoning")
-                 if row.get(f"challenge_{part}") is not None}
+        return Turn(
+            speaker=value.get("speaker") or "user",
+            utterance=value.get("utterance") or "",
+            level=value.get("level"),
+            reference=value.get("reference"),
+            focus_points=value.get("focus_points") or [],
+            checklist=[
+                ChecklistItem(**{name: check.get(name) or "" for name in ("question", "main_criteria", "sub_criteria")})
+                for check in value.get("checklist") or []
+            ],
+        )
+
+    challenge = {
+        part: row[f"challenge_{part}"]
+        for part in ("textual", "image", "reasoning")
+        if row.get(f"challenge_{part}") is not None
+    }
     return Sample(
-        id=str(row.get("index") or row.get("id") or ""), images=[picture] if picture else [],
-        provenance=Provenance(source_dataset=row.get("source_dataset") or "-", source_id=row.get("source_id") or "-",
-                              license=row.get("image_license") or row.get("license") or "-",
-                              text_license=row.get("text_license") or "-"),
+        id=str(row.get("index") or row.get("id") or ""),
+        images=[picture] if picture else [],
+        provenance=Provenance(
+            source_dataset=row.get("source_dataset") or "-",
+            source_id=row.get("source_id") or "-",
+            license=row.get("image_license") or row.get("license") or "-",
+            text_license=row.get("text_license") or "-",
+        ),
         persona=Persona(character=row["character"], scenario=row.get("scenario") or "", goal=row.get("goal") or "")
-        if row.get("character") else None,
-        caption=row.get("caption"), conversation=[turn(value) for value in row.get("conversation") or []],
+        if row.get("character")
+        else None,
+        caption=row.get("caption"),
+        conversation=[turn(value) for value in row.get("conversation") or []],
         rewrites=[Rewrite(text=text, status="kept") for text in row.get("rewrites") or [] if isinstance(text, str)],
         categories=Categories(image_main=row.get("image_main_category") or row.get("category")),
-        language=row.get("language"), challenge=Challenge(**challenge) if len(challenge) == 3 else None,
-        review=ReviewState(status=row.get("review_status") or "pending"))
+        language=row.get("language"),
+        challenge=Challenge(**challenge) if len(challenge) == 3 else None,
+        review=ReviewState(status=row.get("review_status") or "pending"),
+    )
 
 
 def release_report_folder(folder: Path) -> Path:
@@ -76,9 +94,21 @@ def write_release_report(folder: Path, out: Path | None = None, workers: int = 2
     out = out or release_report_folder(folder)
     with tempfile.TemporaryDirectory(prefix="release-images-") as images:  # only the thumbnails are kept
         manifest, samples = release_samples(folder, Path(images))
-        view = RunView(report=SimpleNamespace(stages=manifest.funnel), samples=samples,
-                       agreement=manifest.review.agreement if manifest.review else {})
-        return write_site(out, view, run_id=f"{manifest.name} {manifest.version} (run {manifest.run_id})",
-                           recipe=manifest.recipe, backends=manifest.backends, stages=manifest.funnel,
-                           total_stages=len(manifest.funnel), complete=True, waiting=None, workers=workers,
-                           what="release")
+        view = RunView(
+            report=SimpleNamespace(stages=manifest.funnel),
+            samples=samples,
+            agreement=manifest.review.agreement if manifest.review else {},
+        )
+        return write_site(
+            out,
+            view,
+            run_id=f"{manifest.name} {manifest.version} (run {manifest.run_id})",
+            recipe=manifest.recipe,
+            backends=manifest.backends,
+            stages=manifest.funnel,
+            total_stages=len(manifest.funnel),
+            complete=True,
+            waiting=None,
+            workers=workers,
+            what="release",
+        )

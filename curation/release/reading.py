@@ -47,17 +47,23 @@ def open_release(folder: Path) -> Release:
     written under them). Not verified: `verified` checks every file."""
     folder = folder.expanduser().resolve()
     if not (folder / "manifest.json").is_file() or not (folder / CHECKSUM_FILE).is_file():
-        raise UserError(f"{folder} is not a release folder (it needs manifest.json and {CHECKSUM_FILE}); give "
-                        f"outputs/releases/<name>/<version>")
+        raise UserError(
+            f"{folder} is not a release folder (it needs manifest.json and {CHECKSUM_FILE}); give "
+            f"outputs/releases/<name>/<version>"
+        )
     try:
         manifest = ReleaseManifest.model_validate_json((folder / "manifest.json").read_text(encoding="utf-8"))
     except ValueError as error:
-        raise UserError(f"{folder / 'manifest.json'} is not a release manifest ({str(error).splitlines()[0]}); "
-                        f"`curate release verify {folder}` says more") from None
+        raise UserError(
+            f"{folder / 'manifest.json'} is not a release manifest ({str(error).splitlines()[0]}); "
+            f"`curate release verify {folder}` says more"
+        ) from None
     for field, value in (("name", manifest.name), ("version", manifest.version)):
         if not PLAIN_NAME.fullmatch(value) or len(value) > 100:
-            raise UserError(f"the release's manifest.json gives {field} {value!r}, which is not a plain folder name "
-                            f"(letters, digits, '.', '_', '-'); refusing to write results under it")
+            raise UserError(
+                f"the release's manifest.json gives {field} {value!r}, which is not a plain folder name "
+                f"(letters, digits, '.', '_', '-'); refusing to write results under it"
+            )
     return Release(folder, manifest, sha256_file(folder / CHECKSUM_FILE))
 
 
@@ -66,9 +72,11 @@ def verified(release: Release) -> Release:
     UserError when anything differs. The checksum recorded is taken now, with the files as they were checked."""
     problems = verify(release.folder)
     if problems:
-        raise UserError(f"release {release.folder} does not verify ({len(problems)} problem(s), first: "
-                        f"{problems[0]}); refusing to score or export it: `curate release verify "
-                        f"{release.folder}` lists them")
+        raise UserError(
+            f"release {release.folder} does not verify ({len(problems)} problem(s), first: "
+            f"{problems[0]}); refusing to score or export it: `curate release verify "
+            f"{release.folder}` lists them"
+        )
     return Release(release.folder, release.manifest, sha256_file(release.folder / CHECKSUM_FILE))
 
 
@@ -83,8 +91,10 @@ def split_files(release: Release, split: str) -> list[Path]:
     """The split's parquet files in order; UserError naming the splits there are when it has none."""
     paths = sorted(path for path in (release.folder / "data").glob("*.parquet") if split_of(path) == split)
     if not paths:
-        raise UserError(f"release {release.name} {release.version} has no split '{split}' (it has: "
-                        f"{', '.join(release.manifest.splits)}); pass --split")
+        raise UserError(
+            f"release {release.name} {release.version} has no split '{split}' (it has: "
+            f"{', '.join(release.manifest.splits)}); pass --split"
+        )
     return paths
 
 

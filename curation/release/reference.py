@@ -56,11 +56,14 @@ def release_reference(location: str) -> ReleaseReference:
         label, identity = folder.name, sha256_file(folder / CHECKSUM_FILE)
     if (str(folder), identity) not in _verified:
         # a Hub snapshot folder may also hold the repo's .gitattributes (another tool downloaded it): the Hub's
-        problems = [problem for problem in verify(folder)
-                    if not (is_hub(location) and problem.endswith(": .gitattributes"))]
+        problems = [
+            problem for problem in verify(folder) if not (is_hub(location) and problem.endswith(": .gitattributes"))
+        ]
         if problems:
-            raise UserError(f"reference {location} does not verify ({problems[0]}"
-                            f"{' ...' if len(problems) > 1 else ''}); use an intact release")
+            raise UserError(
+                f"reference {location} does not verify ({problems[0]}"
+                f"{' ...' if len(problems) > 1 else ''}); use an intact release"
+            )
         _verified.add((str(folder), identity))
     return ReleaseReference(folder, label, identity)
 
@@ -75,6 +78,7 @@ def _download(location: str) -> tuple[Path, str, str]:
     from huggingface_hub import snapshot_download
 
     with hub_failures("reading the reference", f"{repo}@{revision}", writing=False):
-        path = Path(snapshot_download(repo, repo_type="dataset", revision=revision,
-                                      ignore_patterns=[".gitattributes"]))  # the Hub's file, not the release's
+        path = Path(
+            snapshot_download(repo, repo_type="dataset", revision=revision, ignore_patterns=[".gitattributes"])
+        )  # the Hub's file, not the release's
     return path, f"{repo}@{revision}", path.name  # snapshots/<commit>

@@ -15,9 +15,9 @@ from benchcurate.schemas import RunConfig, StageStats
 @dataclass(frozen=True)
 class RunReport:
     config: RunConfig
-    stages: list[StageStats]          # the current chain, in order, as far as it got
+    stages: list[StageStats]  # the current chain, in order, as far as it got
     total_stages: int
-    waiting: str | None = None        # the stage waiting for batches, and on what
+    waiting: str | None = None  # the stage waiting for batches, and on what
 
     @property
     def complete(self) -> bool:
@@ -36,8 +36,10 @@ def resolve_run_dir(run: str, out_dir: Path) -> Path:
     by_id = out_dir / "runs" / run
     if RunStore(by_id).exists():
         return by_id.resolve()
-    raise UserError(f"no run '{run}': pass a run folder or a run id found under {out_dir / 'runs'} "
-                    f"(use --out if your outputs live elsewhere)")
+    raise UserError(
+        f"no run '{run}': pass a run folder or a run id found under {out_dir / 'runs'} "
+        f"(use --out if your outputs live elsewhere)"
+    )
 
 
 def load_report(run_dir: Path) -> RunReport:
@@ -84,36 +86,49 @@ def _share(part: int, whole: int) -> str:
 
 def funnel_markdown(report: RunReport) -> str:
     usage = _with_usage(report)
-    lines = ["| # | stage | in | removed | % | reasons | out |" + (" model calls | tokens in/out | cost USD |" if usage
-                                                                  else ""),
-             "|---|---|---:|---:|---:|---|---:|" + ("---:|---:|---:|" if usage else "")]
+    lines = [
+        "| # | stage | in | removed | % | reasons | out |"
+        + (" model calls | tokens in/out | cost USD |" if usage else ""),
+        "|---|---|---:|---:|---:|---|---:|" + ("---:|---:|---:|" if usage else ""),
+    ]
     for number, ((stage, items_in, removed, reasons, out), stats) in enumerate(
-            zip(funnel_rows(report), report.stages), start=1):
+        zip(funnel_rows(report), report.stages), start=1
+    ):
         extra = "".join(f" {cell} |" for cell in _usage(stats)) if usage else ""
-        lines.append(f"| {number} | {stage} | {items_in} | {removed} | {_share(removed, items_in)} | {reasons} | {out} |"
-                     + extra)
+        lines.append(
+            f"| {number} | {stage} | {items_in} | {removed} | {_share(removed, items_in)} | {reasons} | {out} |" + extra
+        )
     return "\n".join(lines)
 
 
 def text_table(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
     """Rows as aligned lines; columns in `right` are right-aligned."""
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    return ["  ".join(cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row))
-            for row in rows]
+    return [
+        "  ".join(cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row))
+        for row in rows
+    ]
 
 
 def funnel_text(report: RunReport) -> str:
     usage = _with_usage(report)
-    rows = [("#", "stage", "in", "removed", "%", "reasons", "out") + (("model calls", "tokens in/out", "cost USD")
-                                                                   if usage else ())]
-    rows += [(str(number), stage, str(items_in), str(removed), _share(removed, items_in), reasons, str(out))
-             + (_usage(stats) if usage else ())
-             for number, ((stage, items_in, removed, reasons, out), stats) in enumerate(
-                 zip(funnel_rows(report), report.stages), start=1)]
+    rows = [
+        ("#", "stage", "in", "removed", "%", "reasons", "out")
+        + (("model calls", "tokens in/out", "cost USD") if usage else ())
+    ]
+    rows += [
+        (str(number), stage, str(items_in), str(removed), _share(removed, items_in), reasons, str(out))
+        + (_usage(stats) if usage else ())
+        for number, ((stage, items_in, removed, reasons, out), stats) in enumerate(
+            zip(funnel_rows(report), report.stages), start=1
+        )
+    ]
     lines = text_table(rows, right={0, 2, 3, 4, 6, 7, 8, 9})
-    header = (f"run {report.config.run_id} (recipe {report.config.recipe.name}; backend: "
-              f"{', '.join(report.backends) or report.config.recipe.backend.kind}; "
-              f"{len(report.stages)}/{report.total_stages} stages done)")
+    header = (
+        f"run {report.config.run_id} (recipe {report.config.recipe.name}; backend: "
+        f"{', '.join(report.backends) or report.config.recipe.backend.kind}; "
+        f"{len(report.stages)}/{report.total_stages} stages done)"
+    )
     footer = []
     if usage:
         costs = [u.cost_usd for stats in report.stages for u in stats.usage.values() if u.calls]
@@ -132,7 +147,7 @@ PLOT_MAX_LABELS = 40
 
 @dataclass(frozen=True)
 class Histogram:
-    kind: str                                   # image_main or task_main
+    kind: str  # image_main or task_main
     columns: list[tuple[str, dict[str, int]]]  # (after which stage, kept items per label)
 
     @property
@@ -146,8 +161,9 @@ class Histogram:
         shown = [(label, [counts.get(label, 0) for _, counts in self.columns]) for label in labels[:limit]]
         if limit is not None and len(labels) > limit:
             rest = labels[limit:]
-            shown.append((f"({len(rest)} more)", [sum(counts.get(label, 0) for label in rest)
-                                                  for _, counts in self.columns]))
+            shown.append(
+                (f"({len(rest)} more)", [sum(counts.get(label, 0) for label in rest) for _, counts in self.columns])
+            )
         return shown
 
 
@@ -167,10 +183,14 @@ def histograms(report: RunReport) -> list[Histogram]:
 
 
 def histogram_markdown(histogram: Histogram, limit: int | None = None) -> str:
-    header = "| " + LABEL_TITLES[histogram.kind] + " | " + " | ".join(f"after {stage}" for stage, _ in histogram.columns)
+    header = (
+        "| " + LABEL_TITLES[histogram.kind] + " | " + " | ".join(f"after {stage}" for stage, _ in histogram.columns)
+    )
     lines = [header + " |", "|---|" + "---:|" * len(histogram.columns)]
-    lines += [f"| {escape(label)} | " + " | ".join(str(count) for count in counts) + " |"
-              for label, counts in histogram.rows(limit)]
+    lines += [
+        f"| {escape(label)} | " + " | ".join(str(count) for count in counts) + " |"
+        for label, counts in histogram.rows(limit)
+    ]
     lines.append("| **total** | " + " | ".join(f"**{sum(counts.values())}**" for _, counts in histogram.columns) + " |")
     return "\n".join(lines)
 
@@ -184,9 +204,13 @@ def histogram_text(histogram: Histogram, limit: int | None = 25) -> str:
 
 def merged_labels(report: RunReport) -> list[tuple[str, str, str]]:
     """(kind, raw name, merged into) from every normalising stage's summary."""
-    return [(kind, raw, target) for stats in report.stages for kind, entry in stats.summary.items()
-            if isinstance(entry, dict) and isinstance(entry.get("merged"), dict)
-            for raw, target in entry["merged"].items()]
+    return [
+        (kind, raw, target)
+        for stats in report.stages
+        for kind, entry in stats.summary.items()
+        if isinstance(entry, dict) and isinstance(entry.get("merged"), dict)
+        for raw, target in entry["merged"].items()
+    ]
 
 
 def plot_histogram(histogram: Histogram, path: Path, config_dir: Path | None = None) -> Path:
@@ -195,9 +219,11 @@ def plot_histogram(histogram: Histogram, path: Path, config_dir: Path | None = N
     matplotlib keeps a font cache; unless MPLCONFIGDIR says otherwise it goes to `config_dir` (the output
     folder's cache), not the user's home."""
     import os
+
     if config_dir is not None:
         os.environ.setdefault("MPLCONFIGDIR", str(config_dir))
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
@@ -205,8 +231,9 @@ def plot_histogram(histogram: Histogram, path: Path, config_dir: Path | None = N
     rows = histogram.rows(PLOT_MAX_LABELS)
     names = [label for label, _ in rows][::-1]
     panels = len(histogram.columns)
-    figure, axes = plt.subplots(1, panels, sharey=True, squeeze=False,
-                                figsize=(2.2 + 2.6 * panels, 1.2 + 0.24 * len(names)))
+    figure, axes = plt.subplots(
+        1, panels, sharey=True, squeeze=False, figsize=(2.2 + 2.6 * panels, 1.2 + 0.24 * len(names))
+    )
     for column, ((stage, counts), axis) in enumerate(zip(histogram.columns, axes[0], strict=True)):
         values = [row_counts[column] for _, row_counts in rows][::-1]
         bars = axis.barh(range(len(names)), values, color="#4c72b0")
@@ -232,17 +259,30 @@ def write_label_report(report: RunReport, run_dir: Path) -> list[Path]:
     written = []
     merged = merged_labels(report)
     for histogram in histograms(report):
-        text = [f"# Kept items per {LABEL_TITLES[histogram.kind]}, run {report.config.run_id}", "",
-                histogram_markdown(histogram), ""]
+        text = [
+            f"# Kept items per {LABEL_TITLES[histogram.kind]}, run {report.config.run_id}",
+            "",
+            histogram_markdown(histogram),
+            "",
+        ]
         kind = histogram.kind.split("_")[0]
         rows = [(raw, target) for label_kind, raw, target in merged if label_kind == kind]
         if rows:
-            text += ["Merged names (category_normalise):", "", "| name | merged into |", "|---|---|",
-                     *(f"| {escape(raw)} | {escape(target)} |" for raw, target in rows), ""]
+            text += [
+                "Merged names (category_normalise):",
+                "",
+                "| name | merged into |",
+                "|---|---|",
+                *(f"| {escape(raw)} | {escape(target)} |" for raw, target in rows),
+                "",
+            ]
         markdown = folder / f"labels_{histogram.kind}.md"
         folder.mkdir(parents=True, exist_ok=True)
         markdown.write_text("\n".join(text), encoding="utf-8")
         written.append(markdown)
-        written.append(plot_histogram(histogram, folder / f"labels_{histogram.kind}.png",
-                                      run_dir.parent.parent / "cache" / "matplotlib"))
+        written.append(
+            plot_histogram(
+                histogram, folder / f"labels_{histogram.kind}.png", run_dir.parent.parent / "cache" / "matplotlib"
+            )
+        )
     return written

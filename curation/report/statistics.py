@@ -84,27 +84,37 @@ def dataset_statistics(samples: Iterable[Sample]) -> DatasetStatistics:
             if label:
                 categories.setdefault(kind, Counter())[label] += 1
     return DatasetStatistics(
-        dialogues=len(turns), turns_total=sum(turns), turns_per_dialogue=spread(turns),
-        question_length=spread(map(length, questions)), answer_length=spread(map(length, answers)),
+        dialogues=len(turns),
+        turns_total=sum(turns),
+        turns_per_dialogue=spread(turns),
+        question_length=spread(map(length, questions)),
+        answer_length=spread(map(length, answers)),
         question_mtld=spread(value for value in map(mtld, questions) if value is not None),
         answer_mtld=spread(value for value in map(mtld, answers) if value is not None),
-        unique_checklist_items=len(checklist_items), unique_main_criteria=len(main_criteria),
+        unique_checklist_items=len(checklist_items),
+        unique_main_criteria=len(main_criteria),
         unique_sub_criteria=len(sub_criteria),
-        categories={kind: dict(sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])))
-                    for kind, counts in sorted(categories.items())})
+        categories={
+            kind: dict(sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])))
+            for kind, counts in sorted(categories.items())
+        },
+    )
 
 
 def statistics_markdown(stats: DatasetStatistics) -> str:
     def pair(value: Spread) -> str:
         return "-" if value.average is None else f"{value.average:g} / {value.maximum:g}"
 
-    rows = [("dialogues", str(stats.dialogues)), ("turns (total)", str(stats.turns_total)),
-            ("turns per dialogue (avg / max)", pair(stats.turns_per_dialogue)),
-            ("question length (avg / max)", pair(stats.question_length)),
-            ("answer length (avg / max)", pair(stats.answer_length)),
-            ("MTLD of questions (avg / max)", pair(stats.question_mtld)),
-            ("MTLD of answers (avg / max)", pair(stats.answer_mtld)),
-            ("unique checklist items", str(stats.unique_checklist_items)),
-            ("unique main / sub criteria", f"{stats.unique_main_criteria} / {stats.unique_sub_criteria}")]
+    rows = [
+        ("dialogues", str(stats.dialogues)),
+        ("turns (total)", str(stats.turns_total)),
+        ("turns per dialogue (avg / max)", pair(stats.turns_per_dialogue)),
+        ("question length (avg / max)", pair(stats.question_length)),
+        ("answer length (avg / max)", pair(stats.answer_length)),
+        ("MTLD of questions (avg / max)", pair(stats.question_mtld)),
+        ("MTLD of answers (avg / max)", pair(stats.answer_mtld)),
+        ("unique checklist items", str(stats.unique_checklist_items)),
+        ("unique main / sub criteria", f"{stats.unique_main_criteria} / {stats.unique_sub_criteria}"),
+    ]
     rows += [(f"{kind.replace('_', ' ')} categories", str(len(counts))) for kind, counts in stats.categories.items()]
     return f"{table(rows, ['statistic', 'value'], right=('value',))}\n\nLengths in {stats.length_unit}."

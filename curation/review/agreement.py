@@ -39,8 +39,10 @@ def fleiss_kappa(ratings: Mapping[str, Sequence[Hashable]]) -> float | None:
     categories = sorted({value for values in items for value in values}, key=str)
     total = sum(len(values) for values in items)
     shares = {category: sum(values.count(category) for values in items) / total for category in categories}
-    observed = sum((sum(c * c for c in Counter(values).values()) - len(values)) / (len(values) * (len(values) - 1))
-                   for values in items) / len(items)
+    observed = sum(
+        (sum(c * c for c in Counter(values).values()) - len(values)) / (len(values) * (len(values) - 1))
+        for values in items
+    ) / len(items)
     expected = sum(share * share for share in shares.values())
     return None if expected == 1 else (observed - expected) / (1 - expected)
 
@@ -59,11 +61,20 @@ def figures(ratings: Mapping[str, Sequence[Hashable]]) -> AgreementFigures:
     """Percent agreement and Fleiss' kappa of one kind of judgement, with the reason when kappa has no value."""
     rated = [values for values in ratings.values() if len(values) >= 2]
     seen = {value for values in rated for value in values}
-    undefined = (f"undefined: every answer was {next(iter(seen))!r}" if len(seen) == 1 else
-                 "no sample has two answers yet" if not rated else None)
-    return AgreementFigures(items_with_two_or_more=len(rated), answers=sum(len(values) for values in rated),
-                            percent=percent_agreement(ratings), fleiss_kappa=fleiss_kappa(ratings),
-                            kappa_undefined=undefined)
+    undefined = (
+        f"undefined: every answer was {next(iter(seen))!r}"
+        if len(seen) == 1
+        else "no sample has two answers yet"
+        if not rated
+        else None
+    )
+    return AgreementFigures(
+        items_with_two_or_more=len(rated),
+        answers=sum(len(values) for values in rated),
+        percent=percent_agreement(ratings),
+        fleiss_kappa=fleiss_kappa(ratings),
+        kappa_undefined=undefined,
+    )
 
 
 def majority(values: Sequence[Hashable]) -> Hashable | None:

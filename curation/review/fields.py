@@ -71,19 +71,29 @@ def criteria_labels(sample: Sample) -> dict[str, str]:
     references = any(turn.reference for turn in sample.conversation)
     answers = any(turn.speaker == "assistant" for turn in sample.conversation)
     single = len(user_turns(sample)) == 1
-    correct = ("Are the reference answers correct (with your edits)?" if references else
-               "Are the assistant's answers correct?" if answers else "Is the request clear and answerable?")
-    return {"natural": "Is the question natural: would a real user ask it like this?" if single else
-                       "Is the conversation natural: would a real user talk like this?",
-            "correct": correct,
-            "needs_image": "Does answering need the image (not answerable from the text alone)?"}
+    correct = (
+        "Are the reference answers correct (with your edits)?"
+        if references
+        else "Are the assistant's answers correct?"
+        if answers
+        else "Is the request clear and answerable?"
+    )
+    return {
+        "natural": "Is the question natural: would a real user ask it like this?"
+        if single
+        else "Is the conversation natural: would a real user talk like this?",
+        "correct": correct,
+        "needs_image": "Does answering need the image (not answerable from the text alone)?",
+    }
 
 
 def review_fields(sample: Sample) -> ReviewFields:
     labels = criteria_labels(sample)
     questions = [Question(name, KINDS["criteria"], labels[name]) for name in CRITERIA]
-    questions += [Question(f"rewrite_{i}", KINDS["rewrite"], f"Rewrite {i + 1}: {rewrite.text}")
-                  for i, rewrite in enumerate(sample.rewrites)]
+    questions += [
+        Question(f"rewrite_{i}", KINDS["rewrite"], f"Rewrite {i + 1}: {rewrite.text}")
+        for i, rewrite in enumerate(sample.rewrites)
+    ]
     texts = [TextField("caption", sample.caption, "Caption")] if sample.caption else []
     additions = []
     for t, position in enumerate(user_turns(sample)):

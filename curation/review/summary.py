@@ -13,8 +13,7 @@ SHOWN = 10  # rejected annotations and pending samples listed by name; the rest 
 def agreement_line(kind: str, figures: AgreementFigures) -> str:
     percent = "-" if figures.percent is None else f"{figures.percent:.0%}"
     kappa = f"{figures.fleiss_kappa:.2f}" if figures.fleiss_kappa is not None else (figures.kappa_undefined or "-")
-    return (f"  {kind}: agreement {percent}, Fleiss kappa {kappa} ({figures.items_with_two_or_more} with 2+ "
-            f"answers)")
+    return f"  {kind}: agreement {percent}, Fleiss kappa {kappa} ({figures.items_with_two_or_more} with 2+ answers)"
 
 
 def person(record: ReviewRecord, reviewer: str) -> str:
@@ -23,8 +22,10 @@ def person(record: ReviewRecord, reviewer: str) -> str:
 
 
 def counts_line(record: ReviewRecord) -> str:
-    return (f"samples {len(record.samples)}: accepted {record.count('accepted')}, rejected "
-            f"{record.count('rejected')}, pending {record.count('pending')}")
+    return (
+        f"samples {len(record.samples)}: accepted {record.count('accepted')}, rejected "
+        f"{record.count('rejected')}, pending {record.count('pending')}"
+    )
 
 
 def next_step(record: ReviewRecord) -> str | None:
@@ -35,29 +36,42 @@ def next_step(record: ReviewRecord) -> str | None:
     adjudicate = sum(len(outcome.answers) >= record.reviewers_required for outcome in pending)
     steps = []
     if len(pending) > adjudicate:
-        steps.append(f"{len(pending) - adjudicate} wait for reviewers (Label Studio's queue, then `curate review pull "
-                     f"{record.run_id}`)")
+        steps.append(
+            f"{len(pending) - adjudicate} wait for reviewers (Label Studio's queue, then `curate review pull "
+            f"{record.run_id}`)"
+        )
     if adjudicate:
-        steps.append(f"{adjudicate} wait for an adjudicator (`curate review push {record.run_id} --phase 2`, then "
-                     f"pull)")
+        steps.append(
+            f"{adjudicate} wait for an adjudicator (`curate review push {record.run_id} --phase 2`, then pull)"
+        )
     return "; ".join(steps)
 
 
 def status_text(record: ReviewRecord) -> str:
-    lines = [f"{record.project} (round {record.round}), pulled {record.pulled_at:%Y-%m-%d %H:%M} UTC; each sample "
-             f"needs {record.reviewers_required} reviewer(s)", counts_line(record), "agreement:"]
+    lines = [
+        f"{record.project} (round {record.round}), pulled {record.pulled_at:%Y-%m-%d %H:%M} UTC; each sample "
+        f"needs {record.reviewers_required} reviewer(s)",
+        counts_line(record),
+        "agreement:",
+    ]
     lines += [agreement_line(kind, figures) for kind, figures in record.agreement.items()] or ["  -"]
     lines.append("reviewers (agrees: with the decision, the majority or the adjudicator on a tie):")
     for reviewer, summary in record.reviewers.items():
-        agrees = f"{summary.agreed} of {summary.compared}" + (f" ({summary.share:.0%})" if summary.share is not None
-                                                                 else "")
+        agrees = f"{summary.agreed} of {summary.compared}" + (
+            f" ({summary.share:.0%})" if summary.share is not None else ""
+        )
         adjudicated = f", {summary.adjudications} adjudicated" if summary.adjudications else ""
-        lines.append(f"  {person(record, reviewer)}: {summary.annotations} samples, {summary.answers} answers, agrees "
-                     f"{agrees}, {summary.edits} texts edited{adjudicated}")
+        lines.append(
+            f"  {person(record, reviewer)}: {summary.annotations} samples, {summary.answers} answers, agrees "
+            f"{agrees}, {summary.edits} texts edited{adjudicated}"
+        )
     if record.rejected:
         lines.append(f"not counted ({len(record.rejected)}):")
-        lines += [f"  annotation {entry.annotation_id} (sample {entry.sample_id}, {person(record, entry.reviewer)}): "
-                  f"{entry.problem}" for entry in record.rejected[:SHOWN]]
+        lines += [
+            f"  annotation {entry.annotation_id} (sample {entry.sample_id}, {person(record, entry.reviewer)}): "
+            f"{entry.problem}"
+            for entry in record.rejected[:SHOWN]
+        ]
     pending = [(sample_id, outcome) for sample_id, outcome in record.samples.items() if outcome.status == "pending"]
     if pending:
         lines.append(f"pending ({len(pending)}):")
@@ -74,6 +88,9 @@ def review_summary(run_dir: Path) -> ReviewSummary | None:
     if record is None:
         return None
     people = {person for outcome in record.samples.values() for person in outcome.reviewers}
-    return ReviewSummary(reviewers_per_sample=record.reviewers_required, people=len(people),
-                         adjudicated_samples=sum(outcome.phase == 2 for outcome in record.samples.values()),
-                         agreement=record.agreement)
+    return ReviewSummary(
+        reviewers_per_sample=record.reviewers_required,
+        people=len(people),
+        adjudicated_samples=sum(outcome.phase == 2 for outcome in record.samples.values()),
+        agreement=record.agreement,
+    )

@@ -17,9 +17,12 @@ def clear_for_export(folder: Path, ours: set[str]) -> None:
         return
     if not folder.is_dir():
         raise UserError(f"{folder} exists and is not a folder; give another --to")
-    strangers = sorted(path.name for path in folder.iterdir()
-                       if not any(fnmatchcase(path.name, pattern) for pattern in ours))
+    strangers = sorted(
+        path.name for path in folder.iterdir() if not any(fnmatchcase(path.name, pattern) for pattern in ours)
+    )
     if strangers:
-        raise UserError(f"{folder} holds files this export does not write ({', '.join(strangers[:3])}"
-                        f"{', ...' if len(strangers) > 3 else ''}); refusing to delete them: give an empty or new --to")
+        raise UserError(
+            f"{folder} holds files this export does not write ({', '.join(strangers[:3])}"
+            f"{', ...' if len(strangers) > 3 else ''}); refusing to delete them: give an empty or new --to"
+        )
     shutil.rmtree(folder)

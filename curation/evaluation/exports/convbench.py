@@ -28,8 +28,11 @@ from benchcurate.curation.release.reading import open_release, rows, verified
 
 SCRIPT_ROWS = 577  # TEST_SUM in ConvBench's scripts
 SCRIPT_POSITIONS = 578  # their summary loop reads pairwise.npy up to row 578
-ANSWERS = {"own": ("first", "second", "third"), "perception": ("second", "third"),
-           "perception_reasoning": ("third",)}  # what each script reads from its answer files
+ANSWERS = {
+    "own": ("first", "second", "third"),
+    "perception": ("second", "third"),
+    "perception_reasoning": ("third",),
+}  # what each script reads from its answer files
 SUBFOLDER = {setting: str(given) for setting, given in CB_SETTINGS.items()}  # work_dirs/<model>/<0|1|2>/
 
 
@@ -37,17 +40,21 @@ def export_convbench_answers(results_folder: Path, to: Path, rows_per_part: int 
     """The parts written under `to` (refused when `to` holds anything else)."""
     results = read_results(results_folder)
     if results.protocol != "convbench":
-        raise UserError(f"{results_folder} holds a {results.protocol} eval; `curate export convbench RESULTS` "
-                        f"takes the results folder of a ConvBench eval")
+        raise UserError(
+            f"{results_folder} holds a {results.protocol} eval; `curate export convbench RESULTS` "
+            f"takes the results folder of a ConvBench eval"
+        )
     release = verified(open_release(Path(results.release_folder or "")))
     if release.checksums_sha256 != results.release_checksums_sha256:
-        raise UserError(f"the release at {release.folder} is not the one {results_folder} scored (its SHA256SUMS "
-                        f"differs); point results.json's release_folder at the release that was scored")
+        raise UserError(
+            f"the release at {release.folder} is not the one {results_folder} scored (its SHA256SUMS "
+            f"differs); point results.json's release_folder at the release that was scored"
+        )
     answers = answers_by_sample(results_folder)
     model = folder_name(results.model)
     clear_for_export(to, {"README.md", "rows.tsv", "part-*"})
     data = list(rows(release, results.split))
-    parts = [data[start:start + rows_per_part] for start in range(0, len(data), rows_per_part)]
+    parts = [data[start : start + rows_per_part] for start in range(0, len(data), rows_per_part)]
     lines = ["part\trow\tID\tsample_id\tanswers"]
     for number, part in enumerate(parts, 1):
         lines += write_part(part, answers, to / f"part-{number}", model, number)
@@ -91,13 +98,22 @@ def write_answers(settings: dict[str, dict[int, str]], model_folder: Path, row_n
     written = []
     for setting, ordinals in ANSWERS.items():
         given = settings.get(setting, {})
-        turns = {ordinal: given.get(turn) for turn, ordinal in enumerate(("first", "second", "third"), 1)
-                 if ordinal in ordinals}
+        turns = {
+            ordinal: given.get(turn)
+            for turn, ordinal in enumerate(("first", "second", "third"), 1)
+            if ordinal in ordinals
+        }
         if all(answer is not None for answer in turns.values()):
             path = model_folder / SUBFOLDER[setting] / f"{row_number}.yaml"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(yaml.safe_dump({f"{ordinal}_turn_answer": answer for ordinal, answer in turns.items()},
-                                           allow_unicode=True, sort_keys=False), encoding="utf-8")
+            path.write_text(
+                yaml.safe_dump(
+                    {f"{ordinal}_turn_answer": answer for ordinal, answer in turns.items()},
+                    allow_unicode=True,
+                    sort_keys=False,
+                ),
+                encoding="utf-8",
+            )
             written.append(setting)
     return written
 
@@ -112,8 +128,10 @@ def write_image(row: dict, folder: Path) -> str:
 
 
 def readme(model: str, model_folder: str, sizes: list[int]) -> str:
-    parts = "\n".join(f"- `part-{k}`: {size} conversations; its rates are the printed ones x 577 / {size}"
-                      for k, size in enumerate(sizes, 1))
+    parts = "\n".join(
+        f"- `part-{k}`: {size} conversations; its rates are the printed ones x 577 / {size}"
+        for k, size in enumerate(sizes, 1)
+    )
     return f"""# {model} on a ConvBench release, for ConvBench's own evaluation scripts
 
 Written by `curate export convbench RESULTS`. Each part is laid out as the scripts of

@@ -27,8 +27,25 @@ from benchcurate.curation.core.spreadsheet import inert
 from benchcurate.curation.evaluation.judging import flattened_question, turn_items
 from benchcurate.curation.release.reading import open_release, rows, verified
 
-COLUMNS = ["index", "image", "image_path", "question", "answer", "category", "sample_id", "turn", "variant",
-           "raw_question", "history", "checklist", "focus_points", "caption", "language", "track", "task"]
+COLUMNS = [
+    "index",
+    "image",
+    "image_path",
+    "question",
+    "answer",
+    "category",
+    "sample_id",
+    "turn",
+    "variant",
+    "raw_question",
+    "history",
+    "checklist",
+    "focus_points",
+    "caption",
+    "language",
+    "track",
+    "task",
+]
 JUDGE_FIELDS = COLUMNS[11:]
 
 
@@ -53,14 +70,26 @@ def export_vlmevalkit(release_folder: Path, to: Path, split: str = "test") -> Pa
             for item in turn_items(row, release.recipe):
                 shown = first_row_of.setdefault(digest, index)
                 image = base64.b64encode(row["image"]["bytes"]).decode() if shown == index else str(shown)
-                cells = {"index": index, "image": image, "image_path": f"{digest[:16]}{suffix}",
-                         "question": flattened_question(item.history, item.question), "answer": item.reference or "",
-                         "category": item.category or "", "sample_id": item.sample_id, "turn": item.turn,
-                         "variant": item.variant, "raw_question": item.question,
-                         "history": json.dumps([{"role": r, "text": t} for r, t in item.history], ensure_ascii=False),
-                         **{name: _cell(item.extra.get(name)) for name in JUDGE_FIELDS}}
-                writer.writerow({name: inert(value) if isinstance(value, str) and name != "image" else value
-                                 for name, value in cells.items()})  # base64 is never a formula, and must stay exact
+                cells = {
+                    "index": index,
+                    "image": image,
+                    "image_path": f"{digest[:16]}{suffix}",
+                    "question": flattened_question(item.history, item.question),
+                    "answer": item.reference or "",
+                    "category": item.category or "",
+                    "sample_id": item.sample_id,
+                    "turn": item.turn,
+                    "variant": item.variant,
+                    "raw_question": item.question,
+                    "history": json.dumps([{"role": r, "text": t} for r, t in item.history], ensure_ascii=False),
+                    **{name: _cell(item.extra.get(name)) for name in JUDGE_FIELDS},
+                }
+                writer.writerow(
+                    {
+                        name: inert(value) if isinstance(value, str) and name != "image" else value
+                        for name, value in cells.items()
+                    }
+                )  # base64 is never a formula, and must stay exact
                 index += 1
     partial.replace(path)
     return path
