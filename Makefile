@@ -24,11 +24,12 @@ PW := .ls/pw/node_modules/playwright-core/package.json
 
 .PHONY: demo test bench-quick clean constraints ls browser lmms-eval
 
-# The demo needs the core and the plots extra; the tests every extra (pyproject.toml says what each adds).
+# The demo installs every user-facing extra (`all`: review, dask, plots, xlsx), so each walkthrough in the README
+# and docs/ runs as written after it; the tests add the test and bench extras (pyproject.toml says what each adds).
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(PIP) -e '.[plots]'
+	$(PIP) -e '.[all]'
 	@touch $@
 
 $(TEST_STAMP): $(STAMP)

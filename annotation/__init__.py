@@ -1,5 +1,3 @@
-"""Label Studio integration: labeling configs, push, pull, local server. Only this package talks to Label Studio.
-
-Not built yet (the human-review issue); until then the flow's review stage runs in `auto` mode, which accepts
-every item and records that no person reviewed it.
-"""
+"""Label Studio integration, the only package that talks to it: the local server (`server.py`), the people
+(`team.py`), review rounds (`review.py`: push, pull; `page.py`: what reviewers see) and the judge's calls redone by
+people (`judge_review.py`). What a pull decides is `curation/review/policy.py`."""

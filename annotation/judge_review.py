@@ -16,11 +16,11 @@ from html import escape
 from pathlib import Path
 
 from benchcurate.annotation.review import Connection, image_url, import_in_batches, talking_to
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.engine.store import write_json_atomic
 from benchcurate.curation.evaluation.agreement import LABELS, REVIEW_DIR, JudgeItem, judge_items
 from benchcurate.curation.evaluation.engine import read_results
-from benchcurate.curation.evaluation.release import image_file, open_release, rows
-from benchcurate.curation.store import write_json_atomic
+from benchcurate.curation.release.reading import image_file, open_release, rows
 
 
 @dataclass
@@ -41,10 +41,12 @@ def load_state(results_folder: Path) -> JudgeRoundState:
 def labeling_config(scale: tuple[str, ...], with_image: bool) -> str:
     image = '<Image name="image" value="$image" maxWidth="520px"/>' if with_image else ""
     choices = "".join(f'<Choice value="{escape(value)}"/>' for value in scale)
-    return ('<View><Header value="Make the judge\'s call: below is exactly what the judge was shown."/>'
-            f'{image}<Text name="shown" value="$shown"/>'
-            f'<Choices name="verdict" toName="shown" choice="single" showInline="true" required="true">{choices}'
-            '</Choices></View>')
+    return (
+        '<View><Header value="Make the judge\'s call: below is exactly what the judge was shown."/>'
+        f'{image}<Text name="shown" value="$shown"/>'
+        f'<Choices name="verdict" toName="shown" choice="single" showInline="true" required="true">{choices}'
+        "</Choices></View>"
+    )
 
 
 @dataclass
@@ -69,13 +71,17 @@ def _push(results_folder: Path, connection: Connection) -> JudgePush:
     folder = f"judge-{results.release}-{results.version}-{results_folder.name}"
     if state.project_id is None:
         about = f"{results.model} on {results.release} {results.version}, judged by {results.judge_model}"
-        project = client.projects.create(title=f"judge review: {about}"[:50], description=about,
-                                         label_config=labeling_config(items[0].scale, items[0].with_image))
+        project = client.projects.create(
+            title=f"judge review: {about}"[:50],
+            description=about,
+            label_config=labeling_config(items[0].scale, items[0].with_image),
+        )
         state.project_id = project.id
         if connection.files_root is not None and items[0].with_image:
             (connection.files_root / folder).mkdir(parents=True, exist_ok=True)
-            client.import_storage.local.create(project=project.id, path=str(connection.files_root / folder),
-                                               title="images", use_blob_urls=True)
+            client.import_storage.local.create(
+                project=project.id, path=str(connection.files_root / folder), title="images", use_blob_urls=True
+            )
         _save(results_folder, state)
     existing = {task.data.get("item_id"): task.id for task in client.tasks.list(project=state.project_id)}
     state.pushed.update({item_id: task_id for item_id, task_id in existing.items() if item_id})
@@ -102,8 +108,10 @@ def _images(results, sample_ids: set[str], results_folder: Path) -> dict:
     if not sample_ids:
         return {}
     if not results.release_folder or not Path(results.release_folder).is_dir():
-        raise UserError(f"the release this eval read ({results.release_folder}) is not there any more; the "
-                        f"judge saw the images, so the people must too")
+        raise UserError(
+            f"the release this eval read ({results.release_folder}) is not there any more; the "
+            f"judge saw the images, so the people must too"
+        )
     release = open_release(Path(results.release_folder))
     found = {}
     for row in rows(release, "test" if "test" in release.manifest.splits else next(iter(release.manifest.splits))):
@@ -132,8 +140,10 @@ def pull(results_folder: Path, connection: Connection) -> JudgePull:
 def _pull(results_folder: Path, connection: Connection) -> JudgePull:
     state = load_state(results_folder)
     if state.project_id is None:
-        raise UserError(f"the judge's calls of {results_folder} were not pushed; run `curate eval review push "
-                        f"{results_folder}` first")
+        raise UserError(
+            f"the judge's calls of {results_folder} were not pushed; run `curate eval review push "
+            f"{results_folder}` first"
+        )
     _, items = judge_items(results_folder)
     scales = {item.item_id: item.scale for item in items}
     latest: dict[tuple[str, object], dict] = {}
@@ -143,13 +153,21 @@ def _pull(results_folder: Path, connection: Connection) -> JudgePull:
         for annotation in task.annotations or []:
             if annotation.get("was_cancelled"):
                 continue
-            chosen = [value for entry in annotation.get("result") or [] if entry.get("from_name") == "verdict"
-                      for value in (entry.get("value") or {}).get("choices") or []]
+            chosen = [
+                value
+                for entry in annotation.get("result") or []
+                if entry.get("from_name") == "verdict"
+                for value in (entry.get("value") or {}).get("choices") or []
+            ]
             if len(chosen) != 1 or chosen[0] not in scales.get(item_id, ()):
                 rejected += 1
                 continue
-            record = {"item_id": item_id, "reviewer": annotation.get("completed_by"), "label": chosen[0],
-                      "updated_at": annotation.get("updated_at")}
+            record = {
+                "item_id": item_id,
+                "reviewer": annotation.get("completed_by"),
+                "label": chosen[0],
+                "updated_at": annotation.get("updated_at"),
+            }
             key = (item_id, record["reviewer"])
             if key not in latest or (record["updated_at"] or "") >= (latest[key]["updated_at"] or ""):
                 latest[key] = record

@@ -1,22 +1,25 @@
-"""Conversation review rounds in Label Studio: push a run's conversations, pull the judgements back.
+"""Conversation review rounds in Label Studio: push a run's samples, pull what people answered.
+
+This module only talks to Label Studio and writes files; what the answers decide is
+`curation/review/policy.py`, what the page shows is `annotation/page.py`.
 
 Push (`curate review push RUN`): the samples entering the run's `conversation_review` stage become tasks of one
-project per round (`<run id> review round N`), each carrying its sample id, so a re-push adds nothing twice.
-Images are copied into the local server's files folder and served by a LocalFiles storage; for a server of
-your own (LABEL_STUDIO_URL) small images are embedded instead. Tasks go in batches of 500.
+project per round (`<run id> review round N`), each carrying its sample id, so a re-push adds nothing twice. The
+project's overlap (`maximum_annotations`) is `conversation_review.reviewers` with every task in the overlap
+cohort, so Label Studio's own queue ("Label All Tasks") hands each task to that many distinct people and a
+person never gets a task twice; the queue shows each person only their own annotation. The drafts are one
+prediction per task that each reviewer accepts or edits. Images are copied into the local server's files
+folder and served by a LocalFiles storage; for a server of your own (LABEL_STUDIO_URL) small images are embedded
+instead. Tasks go in batches of 500.
 
-Phase 2 (`curate review push RUN --phase 2 [--all]`): the samples phase 1 left tied (or all of them) go to a
-second project with every phase-1 judgement shown as a prediction; there the adjudicator's majority decides.
+Phase 2 (`curate review push RUN --phase 2 [--all]`): the samples whose ties or differing edits wait for an
+adjudicator (or, with --all, every sample the reviewers settled) go to a second project, one person each, that
+shows every reviewer's answer beside their name and pre-selects nothing.
 
-Drafts (ConvBench): a sample's caption, per-turn references and focus points appear as editable boxes filled
-with the model's drafts (predictions); the latest reviewer's edit of each is applied. Checklists (MultiVerse):
-each item can be kept, deleted or rewritten, and new items added per user turn (`question | main | sub`).
-
-Pull (`curate review pull RUN`): every non-cancelled annotation of the round's project, checked against the
-labeling config (all three criteria answered yes or no; an invalid one is reported in `review/rejected.jsonl`
-and not used), one per reviewer and task (the latest). Per criterion: percent agreement and Fleiss' kappa
-(`review/agreement.json`); per sample the majority decides, a tie leaves it pending for a second phase
-(`review/outcomes.json`), which the `conversation_review` stage applies in `human` mode.
+Pull (`curate review pull RUN`): every annotation of both projects, as fetched, into `review/annotations.jsonl`;
+each checked against what its sample holds (an invalid one, one changed by another person than its author, or a
+copy of another's, is listed with the reason and not counted); then the policy, and its record
+(`review/record.json`, `schemas.review.ReviewRecord`), which the `conversation_review` stage applies.
 """
 
 from __future__ import annotations
@@ -25,83 +28,30 @@ import base64
 import json
 import os
 import shutil
-from collections import defaultdict
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchcurate.curation.errors import BackendUnavailable, UserError
-from benchcurate.curation.extras import require
-from benchcurate.curation.review.agreement import fleiss_kappa, majority, percent_agreement
-from benchcurate.curation.store import RunStore, write_json_atomic
+from benchcurate.annotation.page import PHASE2_CONFIG, phase1_config, phase1_task, phase2_task, sections_for
+from benchcurate.curation.core.errors import BackendUnavailable, UserError
+from benchcurate.curation.core.extras import require
+from benchcurate.curation.engine.store import RunStore, write_json_atomic
+from benchcurate.curation.review.conversation_review import RECORD, read_record
+from benchcurate.curation.review.fields import ReviewFields, review_fields
+from benchcurate.curation.review.policy import RoundInput, Settled, Submitted, decide_round
 from benchcurate.schemas import Sample
+from benchcurate.schemas.review import Adjudication, RejectedAnnotation, ReviewerAnswers, ReviewRecord
 
-CRITERIA = {"natural": ("Is the conversation natural and realistic?", "unnatural"),
-            "correct": ("Are the assistant's answers correct?", "incorrect"),
-            "needs_image": ("Does answering need the image?", "answerable_without_image")}
 BATCH = 500
 EMBED_MAX_BYTES = 300_000
 REVIEW_DIR = "review"
+ADJUDICATOR = "adjudicator"
 
 
-SECTIONS = ("rewrites", "drafts", "checklists")
-
-
-def sections_for(samples: list[Sample]) -> tuple[str, ...]:
-    """The review kinds a round needs beyond the conversation judgement, from what its samples hold."""
-    found = {"rewrites": any(s.rewrites for s in samples),
-             "drafts": any(s.caption or any(t.reference or t.focus_points for t in s.conversation) for s in samples),
-             "checklists": any(t.checklist for s in samples for t in s.conversation)}
-    return tuple(name for name in SECTIONS if found[name])
-
-
-def labeling_config(sections: tuple[str, ...] = SECTIONS) -> str:
-    """Always: the image, the dialogue in bubbles (Paragraphs: the Chat tag is Enterprise-only), three required
-    yes/no criteria and notes (MultiVerse). Then per kind in `sections`: keep/reject per paraphrase rewrite
-    (AlignMMBench), editable drafts of caption, references and focus points (ConvBench), and keep, delete,
-    rewrite or add per checklist item (MultiVerse). Within a kind, a sample without such content shows nothing."""
-    choices = "\n".join(
-        f'  <Header value="{question}"/>\n'
-        f'  <Choices name="{name}" toName="dialogue" choice="single" showInline="true" required="true">'
-        f'<Choice value="yes"/><Choice value="no"/></Choices>' for name, (question, _) in CRITERIA.items())
-    rewrites = ('  <Repeater on="$rewrites" indexFlag="{{idx}}">\n'
-                '    <Text name="rewrite_{{idx}}" value="$rewrites[{{idx}}].label"/>\n'
-                '    <Choices name="keep_{{idx}}" toName="rewrite_{{idx}}" choice="single" showInline="true" '
-                'required="true"><Choice value="keep"/><Choice value="reject"/></Choices>\n  </Repeater>')
-    # ConvBench drafts, pre-filled from predictions and edited in place; lists of zero or one entry so that
-    # samples without a caption or focus points show no box
-    drafts = ('  <Repeater on="$captions" indexFlag="{{idx}}">\n'
-              '    <Header value="Caption (the judge sees only this: it must hold every fact the answers need)"/>\n'
-              '    <Text name="caption_for_{{idx}}" value="$captions[{{idx}}].label"/>\n'
-              '    <TextArea name="caption_{{idx}}" toName="caption_for_{{idx}}" rows="4" editable="true" '
-              'maxSubmissions="1"/>\n  </Repeater>\n'
-              '  <Repeater on="$references" indexFlag="{{idx}}">\n'
-              '    <Text name="turn_{{idx}}" value="$references[{{idx}}].question"/>\n'
-              '    <TextArea name="reference_{{idx}}" toName="turn_{{idx}}" rows="3" editable="true" '
-              'maxSubmissions="1"/>\n  </Repeater>\n'
-              '  <Repeater on="$focus" indexFlag="{{idx}}">\n'
-              '    <Text name="focus_for_{{idx}}" value="$focus[{{idx}}].label"/>\n'
-              '    <TextArea name="focus_{{idx}}" toName="focus_for_{{idx}}" rows="4" editable="true" '
-              'maxSubmissions="1"/>\n  </Repeater>')
-    checklist = ('  <Repeater on="$checklist" indexFlag="{{idx}}">\n'
-                 '    <Text name="item_{{idx}}" value="$checklist[{{idx}}].label"/>\n'
-                 '    <Choices name="check_{{idx}}" toName="item_{{idx}}" choice="single" showInline="true">'
-                 '<Choice value="keep"/><Choice value="delete"/></Choices>\n'
-                 '    <TextArea name="checkedit_{{idx}}" toName="item_{{idx}}" rows="1" editable="true" '
-                 'maxSubmissions="1" placeholder="Rewrite the question (empty: unchanged)"/>\n  </Repeater>\n'
-                 '  <Repeater on="$checklist_turns" indexFlag="{{idx}}">\n'
-                 '    <Text name="turn_items_{{idx}}" value="$checklist_turns[{{idx}}].label"/>\n'
-                 '    <TextArea name="checkadd_{{idx}}" toName="turn_items_{{idx}}" rows="2" editable="true" '
-                 'placeholder="New items, one per line: question | main criterion | sub-criterion"/>\n'
-                 '  </Repeater>')
-    return (f'<View>\n  <Header value="Sample $sample_id"/>\n  <Image name="image" value="$image" maxWidth="520px"/>\n'
-            f'  <Paragraphs name="dialogue" value="$dialogue" layout="dialogue" nameKey="author" textKey="text"/>\n'
-            f'{choices}\n  <TextArea name="notes" toName="dialogue" rows="3" editable="true" '
-            f'placeholder="What is wrong, if anything"/>\n'
-            + "".join(f"{part}\n" for name, part in (("rewrites", rewrites), ("drafts", drafts),
-                                                      ("checklists", checklist)) if name in sections)
-            + "</View>")
+def reviewer_id(user_id: object) -> str:
+    return f"label-studio-user-{user_id}"
 
 
 @dataclass
@@ -112,25 +62,60 @@ class Connection:
 
     def client(self):
         from label_studio_sdk import LabelStudio
+
         return LabelStudio(base_url=self.url, api_key=self.token, timeout=120)
 
 
+def _detail(body: object) -> str:
+    """Label Studio's own reason from an error body, short (never the request, so no token)."""
+    if isinstance(body, dict):
+        body = body.get("detail") or body.get("message") or body.get("validation_errors") or ""
+    return " ".join(str(body or "").split())[:160]
+
+
 @contextmanager
-def talking_to(connection: Connection, what: str):
-    """Connection failures become one clear error; what was recorded before them stays recorded."""
+def talking_to(connection: Connection, what: str) -> Iterator[None]:
+    """Label Studio down or failing (no answer, HTTP 5xx) is one BackendUnavailable line with what to do; a
+    refused token or a missing project is a UserError; what was recorded before stays recorded."""
     import httpx
     from label_studio_sdk.core.api_error import ApiError
+
     try:
         yield
     except httpx.TransportError as error:
-        raise BackendUnavailable(f"Label Studio at {connection.url} stopped answering during {what} "
-                                 f"({type(error).__name__}); nothing half-done was applied: rerun the same command "
-                                 f"when it is back") from error
-    except ApiError as error:
-        if error.status_code == 401:
-            raise UserError(f"Label Studio at {connection.url} rejected the API token (HTTP 401); check "
-                            f"LABEL_STUDIO_API_KEY") from error
-        raise
+        raise BackendUnavailable(
+            f"Label Studio at {connection.url} stopped answering during {what} "
+            f"({type(error).__name__}); nothing half-done was applied: rerun the same command "
+            f"when it is back (`curate ls status`)"
+        ) from error
+    except (ApiError, httpx.HTTPStatusError) as error:
+        status = error.status_code if isinstance(error, ApiError) else error.response.status_code
+        body = error.body if isinstance(error, ApiError) else _json_or_text(error.response)
+        reason = f" ({_detail(body)})" if _detail(body) else ""
+        if status == 401:
+            raise UserError(
+                f"Label Studio at {connection.url} rejected the API token (HTTP 401); check LABEL_STUDIO_API_KEY"
+            ) from error
+        if status == 404:
+            raise UserError(
+                f"Label Studio at {connection.url} has no such object during {what} (HTTP 404"
+                f"{reason}); was the project deleted? Remove review/state.json to push a new "
+                f"round"
+            ) from error
+        if status >= 500 or status in (408, 429):
+            raise BackendUnavailable(
+                f"Label Studio at {connection.url} failed during {what} (HTTP {status}"
+                f"{reason}); nothing half-done was applied: look at its log (`curate ls "
+                f"status` names it), then rerun the same command"
+            ) from error
+        raise UserError(f"Label Studio at {connection.url} refused {what} (HTTP {status}{reason})") from error
+
+
+def _json_or_text(response) -> object:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
 
 
 def connect(ls_data: Path) -> Connection:
@@ -142,11 +127,17 @@ def connect(ls_data: Path) -> Connection:
             raise UserError("LABEL_STUDIO_URL is set but LABEL_STUDIO_API_KEY is not; set the server's API token")
         return Connection(url.rstrip("/"), token, None)
     from benchcurate.annotation.server import admin_token, status
+
     info = status(ls_data.resolve())
     if not info.healthy:
-        raise BackendUnavailable(f"no Label Studio answering for {ls_data}; start one with `curate ls up` (or set "
-                                 f"LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY)")
+        raise BackendUnavailable(
+            f"no Label Studio answering for {ls_data}; start one with `curate ls up` (or set "
+            f"LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY)"
+        )
     return Connection(info.url, token or admin_token(info.data_dir)[0], info.data_dir / "files")
+
+
+# --- the round's state ---------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -154,8 +145,8 @@ class RoundState:
     project_id: int | None = None
     title: str = ""
     round: int = 1
-    pushed: dict[str, int] = field(default_factory=dict)   # sample id -> task id
-    phase2_project_id: int | None = None                    # adjudication of ties (or of everything) by others
+    pushed: dict[str, int] = field(default_factory=dict)  # sample id -> task id
+    phase2_project_id: int | None = None  # adjudication of open questions by others
     phase2_pushed: dict[str, int] = field(default_factory=dict)
 
 
@@ -168,22 +159,39 @@ def load_state(run_dir: Path) -> RoundState:
     return RoundState(**json.loads(path.read_text(encoding="utf-8"))) if path.exists() else RoundState()
 
 
+def _save_state(run_dir: Path, state: RoundState) -> None:
+    _state_path(run_dir).parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(_state_path(run_dir), asdict(state))
+
+
+def review_stage(run_dir: Path) -> tuple[int, dict]:
+    """(index, config) of the run's conversation_review stage."""
+    recipe = RunStore(run_dir).load_config().recipe
+    names = [spec.stage for spec in recipe.stages]
+    if "conversation_review" not in names:
+        raise UserError(f"recipe {recipe.name} has no conversation_review stage")
+    index = names.index("conversation_review")
+    return index, recipe.stages[index].config
+
+
+def reviewers_required(run_dir: Path) -> int:
+    return int(review_stage(run_dir)[1].get("reviewers", 2))
+
+
 def review_input(run_dir: Path) -> list[Sample]:
     """The samples entering the run's conversation_review stage (its previous stage must be done)."""
     store = RunStore(run_dir)
-    names = [spec.stage for spec in store.load_config().recipe.stages]
-    if "conversation_review" not in names:
-        raise UserError(f"recipe {store.load_config().recipe.name} has no conversation_review stage")
-    index = names.index("conversation_review")
+    index, _ = review_stage(run_dir)
     if store.done_output(index - 1) is None:
-        raise UserError(f"run {run_dir.name} has not reached review yet (stage {index} of {len(names)}); finish "
-                        f"the earlier stages with `curate run ... --run-id {run_dir.name}`")
+        stages = len(store.load_config().recipe.stages)
+        raise UserError(
+            f"run {run_dir.name} has not reached review yet (stage {index} of {stages}); finish "
+            f"the earlier stages with `curate run ... --run-id {run_dir.name}`"
+        )
     return list(store.kept(index - 1))
 
 
-def _image_url(sample: Sample, connection: Connection, run_id: str) -> str:
-    image = sample.images[0]
-    return image_url(Path(image.path), image.sha256, image.format, connection, run_id)
+# --- push ----------------------------------------------------------------------------------------------------
 
 
 def image_url(path: Path, sha256: str, image_format: str | None, connection: Connection, folder: str) -> str:
@@ -197,41 +205,17 @@ def image_url(path: Path, sha256: str, image_format: str | None, connection: Con
         return f"/data/local-files/?d={folder}/{target.name}"
     data = path.read_bytes()
     if len(data) > EMBED_MAX_BYTES:
-        raise UserError(f"image {path} is {len(data)} bytes; with a server of your own, serve images from its "
-                        f"local-files root or cloud storage (embedding is limited to {EMBED_MAX_BYTES} bytes)")
+        raise UserError(
+            f"image {path} is {len(data)} bytes; with a server of your own, serve images from its "
+            f"local-files root or cloud storage (embedding is limited to {EMBED_MAX_BYTES} bytes)"
+        )
     kind = (image_format or "png").lower()
     return f"data:image/{kind};base64,{base64.b64encode(data).decode()}"
 
 
-def task_for(sample: Sample, image_url: str, run_id: str = "") -> dict:
-    turns = [*sample.history, *sample.conversation]
-    referenced = [turn for turn in sample.conversation if turn.speaker == "user" and turn.reference]
-    focus = next((turn.focus_points for turn in sample.conversation if turn.focus_points), [])
-    data = {"sample_id": sample.id, "image": image_url,
-            "dialogue": [{"author": turn.speaker, "text": turn.utterance} for turn in turns],
-            "rewrites": [{"text": rewrite.text, "label": f"Rewrite {number} - does it ask exactly what the question "
-                                                          f"asks? {rewrite.text}"}
-                         for number, rewrite in enumerate(sample.rewrites, 1)],
-            "captions": [{"label": "Caption"}] if sample.caption else [],
-            "references": [{"question": f"Reference answer to: {turn.utterance}"} for turn in referenced],
-            "focus": [{"label": "Focus points of the last turn, one per line"}] if focus else []}
-    user_turns = [turn for turn in sample.conversation if turn.speaker == "user"]
-    data["checklist"] = [{"label": f"Turn {number}: {item.question} ({item.main_criteria} / {item.sub_criteria})"}
-                         for number, turn in enumerate(user_turns, 1) for item in turn.checklist]
-    data["checklist_turns"] = [{"label": f"Add items for turn {number}"} for number, turn in enumerate(user_turns, 1)
-                               if turn.checklist]
-    drafts = ([("caption_0", "caption_for_0", sample.caption)] if sample.caption else [])
-    drafts += [(f"reference_{index}", f"turn_{index}", turn.reference) for index, turn in enumerate(referenced)]
-    drafts += [("focus_0", "focus_for_0", "\n".join(focus))] if focus else []
-    task = {"data": data, "meta": {"sample_id": sample.id}}
-    if drafts:  # the model's drafts, shown pre-filled for the reviewer to correct
-        producer = next((sample.generated_by[name] for name in ("reference", "caption", "focus_points")
-                         if name in sample.generated_by), None)
-        tag = f"{run_id}/{producer.backend}/{producer.model}" if producer else f"{run_id}/imported"
-        task["predictions"] = [{"model_version": tag, "result": [
-            {"from_name": name, "to_name": target, "type": "textarea", "value": {"text": [text]}}
-            for name, target, text in drafts]}]
-    return task
+def _sample_image(sample: Sample, connection: Connection, run_id: str) -> str:
+    image = sample.images[0]
+    return image_url(Path(image.path), image.sha256, image.format, connection, run_id)
 
 
 @dataclass
@@ -242,33 +226,27 @@ class PushResult:
 
 
 def push(run_dir: Path, connection: Connection, phase: int = 1, everything: bool = False) -> PushResult:
-    """Phase 1: every sample entering review. Phase 2: the samples phase 1 left pending (ties), or all that phase 1
-    decided when `everything`, with each phase-1 judgement shown as a prediction for the adjudicator."""
+    """Phase 1: every sample entering review. Phase 2: the samples with open questions after the last pull, or
+    every sample the reviewers settled when `everything`."""
     with talking_to(connection, "the push"):
         return _push(run_dir, connection, phase, everything)
 
 
-def _phase1_predictions(run_dir: Path) -> dict[str, list[dict]]:
-    """Phase-1 judgements per sample as Label Studio predictions (one per reviewer)."""
-    path = run_dir / REVIEW_DIR / "annotations.jsonl"
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
-    predictions: dict[str, list[dict]] = defaultdict(list)
-    targets = {"caption": "caption_for_0", "focus": "focus_for_0"}
-    prefixes = {"reference": "turn_", "check": "item_", "checkedit": "item_", "checkadd": "turn_items_"}
-    for row in rows:
-        result = []
-        for name, value in row["criteria"].items():
-            if name.startswith(EDITABLE):
-                kind, index = name.rsplit("_", 1)
-                to_name = targets.get(kind, f"{prefixes.get(kind, 'turn_')}{index}")
-                result.append({"from_name": name, "to_name": to_name, "type": "choices", "value": {"choices": [value]}}
-                              if kind == "check" else {"from_name": name, "to_name": to_name, "type": "textarea",
-                                                       "value": {"text": [value]}})
-            else:
-                result.append({"from_name": name, "to_name": "dialogue" if name in CRITERIA else f"rewrite_{name[5:]}",
-                               "type": "choices", "value": {"choices": [value]}})
-        predictions[row["sample_id"]].append({"model_version": f"phase1-reviewer-{row['reviewer']}", "result": result})
-    return predictions
+def _project_settings(phase: int, reviewers: int) -> dict:
+    """Overlap through Label Studio's queue: each task to `reviewers` distinct people (one adjudicator in phase
+    2); drafts shown as predictions in phase 1 only; no skipping and no empty submits (a skip would use up a
+    place of the overlap)."""
+    return {
+        "maximum_annotations": reviewers if phase == 1 else 1,
+        "overlap_cohort_percentage": 100,
+        "show_overlap_first": False,
+        "sampling": "Sequential sampling",
+        "show_collab_predictions": phase == 1,
+        "reveal_preannotations_interactively": False,
+        "show_skip_button": False,
+        "enable_empty_annotation": False,
+        "show_instruction": False,
+    }
 
 
 def _push(run_dir: Path, connection: Connection, phase: int, everything: bool) -> PushResult:
@@ -276,222 +254,331 @@ def _push(run_dir: Path, connection: Connection, phase: int, everything: bool) -
     client = connection.client()
     state = load_state(run_dir)
     run_id = run_dir.name
-    predictions: dict[str, list[dict]] = {}
+    reviewers = reviewers_required(run_dir)
+    open_questions: dict[str, list[dict]] = {}
     if phase == 2:
-        outcomes_path = run_dir / REVIEW_DIR / "outcomes.json"
-        if state.project_id is None or not outcomes_path.exists():
+        record = read_record(run_dir)
+        if state.project_id is None or record is None:
             raise UserError(f"phase 2 adjudicates phase 1: push and pull run {run_id} first")
-        outcomes = json.loads(outcomes_path.read_text(encoding="utf-8"))
-        wanted = {sample_id for sample_id, outcome in outcomes.items()
-                  if everything or outcome["status"] == "pending"}
-        samples = [sample for sample in samples if sample.id in wanted]
-        predictions = _phase1_predictions(run_dir)
+        open_questions = questions_to_settle(record, {s.id: review_fields(s) for s in samples}, everything)
+        samples = [sample for sample in samples if sample.id in open_questions]
     project_field, pushed = ("project_id", state.pushed) if phase == 1 else ("phase2_project_id", state.phase2_pushed)
+    settings = _project_settings(phase, reviewers)
     if getattr(state, project_field) is None:
         title = f"{run_id} review round {state.round}" + (" phase 2" if phase == 2 else "")
-        project = client.projects.create(title=title, label_config=labeling_config(sections_for(samples)))
+        config = phase1_config(sections_for(samples)) if phase == 1 else PHASE2_CONFIG
+        project = client.projects.create(title=title, label_config=config, **settings)
         setattr(state, project_field, project.id)
         state.title = state.title or title
         if connection.files_root is not None:
             (connection.files_root / run_id).mkdir(parents=True, exist_ok=True)
-            client.import_storage.local.create(project=project.id, path=str(connection.files_root / run_id),
-                                               title="images", use_blob_urls=True)
+            client.import_storage.local.create(
+                project=project.id, path=str(connection.files_root / run_id), title="images", use_blob_urls=True
+            )
         _save_state(run_dir, state)
     project_id = getattr(state, project_field)
+    if client.projects.get(project_id).maximum_annotations != settings["maximum_annotations"]:
+        client.projects.update(project_id, maximum_annotations=settings["maximum_annotations"])
     existing = {task.data.get("sample_id"): task.id for task in client.tasks.list(project=project_id)}
     pushed.update({sample_id: task_id for sample_id, task_id in existing.items() if sample_id})
     new = [sample for sample in samples if sample.id not in pushed]
+    names = people(client)[0] if phase == 2 else {}
+    order = {sample.id: number for number, sample in enumerate(samples, 1)}
 
     def saved(batch: list[Sample], task_ids: list[int]) -> None:
         pushed.update({sample.id: task_id for sample, task_id in zip(batch, task_ids)})
         _save_state(run_dir, state)
 
     def to_task(sample: Sample) -> dict:
-        task = task_for(sample, _image_url(sample, connection, run_id), run_id)
-        return {**task, "predictions": predictions[sample.id]} if predictions.get(sample.id) else task
+        image = _sample_image(sample, connection, run_id)
+        if phase == 1:
+            return phase1_task(sample, image, order[sample.id], len(samples), f"{run_id} drafts")
+        return phase2_task(sample, image, open_questions[sample.id], names, order[sample.id], len(samples))
 
     import_in_batches(client, project_id, new, to_task, saved)
     return PushResult(url=f"{connection.url}/projects/{project_id}", pushed=len(new), already=len(samples) - len(new))
 
 
-def import_in_batches(client, project_id: int, items: list, to_task, done, batch_size: int = BATCH,
-                      attempts: int = 3) -> None:
+def questions_to_settle(
+    record: ReviewRecord, fields: dict[str, ReviewFields], everything: bool
+) -> dict[str, list[dict]]:
+    """Per sample, what phase 2 asks: its open questions and differing texts, or (`everything`) every judgement
+    of a sample the reviewers settled, each with who answered what."""
+    found: dict[str, list[dict]] = {}
+    for sample_id, outcome in record.samples.items():
+        if sample_id not in fields or len(outcome.answers) < record.reviewers_required:
+            continue  # gone from the run, or still short of reviewers
+        keys = (
+            [key for key in outcome.questions if not key.startswith("check_")]
+            if everything and outcome.status != "pending"
+            else outcome.open_keys()
+        )
+        entries = []
+        for key in keys:
+            if key in outcome.questions:
+                question = fields[sample_id].question(key)
+                entries.append(
+                    {
+                        "key": key,
+                        "kind": "question",
+                        "label": question.label if question else key,
+                        "answers": outcome.questions[key].answers,
+                    }
+                )
+            else:
+                text = outcome.texts[key]
+                field_ = fields[sample_id].text(key)
+                entries.append(
+                    {
+                        "key": key,
+                        "kind": "text",
+                        "label": field_.label if field_ else key,
+                        "answers": text.versions,
+                        "draft": text.draft,
+                    }
+                )
+        if entries:
+            found[sample_id] = entries
+    return found
+
+
+def import_in_batches(
+    client, project_id: int, items: list, to_task, done, batch_size: int = BATCH, attempts: int = 3
+) -> None:
     """Import tasks `batch_size` at a time (well inside the 250K-task / 200 MB limit of one request); a batch
     that times out is retried; `done(batch, task_ids)` records each batch as soon as it is in."""
     for start in range(0, len(items), batch_size):
-        batch = items[start:start + batch_size]
+        batch = items[start : start + batch_size]
         for attempt in range(attempts):
             try:
-                reply = client.projects.import_tasks(project_id, return_task_ids=True,
-                                                     request=[to_task(item) for item in batch])
+                reply = client.projects.import_tasks(
+                    project_id, return_task_ids=True, request=[to_task(item) for item in batch]
+                )
                 break
-            except Exception as error:  # noqa: BLE001 - httpx timeouts and server errors surface as several types
+            except Exception as error:  # httpx timeouts and server errors surface as several types
                 if attempt == attempts - 1 or "timeout" not in type(error).__name__.lower() + str(error).lower():
                     raise
         done(batch, list(reply.task_ids or []))
 
 
-def _save_state(run_dir: Path, state: RoundState) -> None:
-    _state_path(run_dir).parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(_state_path(run_dir), state.__dict__)
+# --- pull ----------------------------------------------------------------------------------------------------
 
 
-def _single_choice(value: dict, allowed: tuple[str, ...]) -> str | None:
-    chosen = value.get("choices") or []
-    return chosen[0] if len(chosen) == 1 and chosen[0] in allowed else None
+def people(client) -> tuple[dict[str, str], frozenset[str] | None]:
+    """(reviewer id -> email, the adjudicators or None when nobody has that role), from Label Studio's users
+    (`curate ls user add` keeps the role in the user's last name)."""
+    users = list(client.users.list())
+    adjudicators = frozenset(reviewer_id(user.id) for user in users if (user.last_name or "") == ADJUDICATOR)
+    return {reviewer_id(user.id): user.email for user in users}, adjudicators or None
 
 
-EDITABLE = ("caption_", "reference_", "focus_", "check_", "checkedit_", "checkadd_")
+def fetch_annotations(client, project_id: int, phase: int) -> list[dict]:
+    """Every annotation of the project as Label Studio holds it, with its task's sample id and phase-2 mapping."""
+    rows = []
+    for task in client.tasks.list(project=project_id, fields="all"):
+        for annotation in task.annotations or []:
+            rows.append(
+                {
+                    "phase": phase,
+                    "task_id": task.id,
+                    "sample_id": task.data.get("sample_id"),
+                    "settle": task.data.get("settle") if phase == 2 else None,
+                    **{
+                        key: annotation.get(key)
+                        for key in (
+                            "id",
+                            "completed_by",
+                            "updated_by",
+                            "was_cancelled",
+                            "parent_annotation",
+                            "result",
+                            "created_at",
+                            "updated_at",
+                        )
+                    },
+                }
+            )
+    return sorted(rows, key=lambda row: (row["phase"], row["task_id"], row["id"]))
 
 
-def parse_annotation(result: list[dict], rewrites: int = 0, references: int = 0, checklist: int = 0,
-                     checklist_turns: int = 0) -> tuple[dict[str, str] | None, str | None, str]:
-    """(answers, notes, problem): the three yes/no criteria, keep/reject for each of the task's `rewrites`
-    (as `keep_<i>`), edited drafts (`caption_0`, `reference_<i>` for i < `references`, `focus_0`: text), and the
-    notes; or the reason the result is invalid."""
-    answers: dict[str, str] = {}
+def _text(value: dict) -> str:
+    return "\n".join(str(part) for part in value.get("text") or []).strip()
+
+
+def parse_answers(
+    result: list[dict], fields: ReviewFields, reviewer: str, annotation_id: int
+) -> tuple[ReviewerAnswers | None, str]:
+    """A phase-1 result as one person's answers, checked against what the sample holds; or the problem."""
+    choices: dict[str, str] = {}
+    texts: dict[str, str] = {}
     notes = None
     for region in result or []:
         name, value = str(region.get("from_name")), region.get("value") or {}
-        if name.startswith(EDITABLE) and not name.startswith(("caption_for_", "focus_for_")):
-            kind, index = name.rsplit("_", 1)
-            limit = {"reference": references, "check": checklist, "checkedit": checklist,
-                     "checkadd": checklist_turns}.get(kind, 1)
-            if not index.isdigit() or int(index) >= limit:
-                return None, None, f"{name}: no such field in this task"
-            if kind == "check":
-                chosen = _single_choice(value, ("keep", "delete"))
-                if chosen is None:
-                    return None, None, f"{name}: expected keep or delete, got {value.get('choices')}"
-                answers[name] = chosen
-            else:
-                answers[name] = "\n".join(value.get("text") or []).strip()
-            continue
-        if name in CRITERIA or name.startswith("keep_"):
-            allowed = ("yes", "no") if name in CRITERIA else ("keep", "reject")
-            chosen = _single_choice(value, allowed)
-            if chosen is None or (name.startswith("keep_") and not (name[5:].isdigit() and int(name[5:]) < rewrites)):
-                return None, None, f"{name}: expected one of {'/'.join(allowed)} for an existing field, got " \
-                                   f"{value.get('choices')}"
-            answers[name] = chosen
+        question, text_field = fields.question(name), fields.text(name)
+        if question is not None:
+            chosen = value.get("choices") or []
+            answer = {"rewrite": "keep"}.get(chosen[0], chosen[0]) if len(chosen) == 1 else None
+            if answer not in question.answers:
+                return None, f"{name}: expected one of {'/'.join(question.answers)}, got {chosen}"
+            choices[name] = answer
+        elif text_field is not None or name in fields.additions:
+            texts[name] = _text(value)
         elif name == "notes":
-            notes = " ".join(value.get("text") or []).strip() or None
+            notes = _text(value) or None
         else:
-            return None, None, f"unknown field {name!r}"
-    missing = [name for name in [*CRITERIA, *(f"keep_{index}" for index in range(rewrites))] if name not in answers]
-    return (None, None, f"not answered: {', '.join(missing)}") if missing else (answers, notes, "")
+            return None, f"{name}: no such field in this sample"
+    missing = [
+        question.key for question in fields.questions if question.default is None and question.key not in choices
+    ]
+    if missing:
+        return None, f"not answered: {', '.join(missing)}"
+    return ReviewerAnswers(
+        reviewer=reviewer,
+        annotation_id=annotation_id,
+        choices=choices,
+        texts={key: text for key, text in texts.items() if text},
+        notes=notes,
+    ), ""
 
 
-def read_annotations(client, project_id: int, by_task: dict[int, str]) -> tuple[dict, list[dict], int]:
-    """(latest valid annotation per sample and reviewer, invalid ones with the problem, non-cancelled seen)."""
-    latest: dict[tuple[str, int], dict] = {}
-    rejected: list[dict] = []
-    seen = 0
-    for task in client.tasks.list(project=project_id, fields="all"):
-        sample_id = task.data.get("sample_id") or by_task.get(task.id)
-        for annotation in task.annotations or []:
-            if annotation.get("was_cancelled"):
-                continue
-            seen += 1
-            answers, notes, problem = parse_annotation(
-                annotation.get("result"), len(task.data.get("rewrites") or []), len(task.data.get("references") or []),
-                len(task.data.get("checklist") or []), len(task.data.get("checklist_turns") or []))
-            record = {"sample_id": sample_id, "task_id": task.id, "annotation_id": annotation["id"],
-                      "reviewer": annotation.get("completed_by"), "updated_at": annotation.get("updated_at")}
-            if problem:
-                rejected.append({**record, "problem": problem})
-                continue
-            key = (sample_id, record["reviewer"])
-            if key not in latest or (record["updated_at"] or "") >= (latest[key]["updated_at"] or ""):
-                latest[key] = {**record, "criteria": answers, "notes": notes}
-    return latest, rejected, seen
+def parse_settlement(
+    result: list[dict], settle: list[dict], adjudicator: str, annotation_id: int
+) -> tuple[list[Adjudication], str]:
+    """A phase-2 result as the adjudicator's answers: per open question the chosen option (its answer), or for a
+    text the final text typed, which wins over the option."""
+    chosen: dict[int, str] = {}
+    typed: dict[int, str] = {}
+    for region in result or []:
+        name, value = str(region.get("from_name")), region.get("value") or {}
+        kind, _, index = name.partition("_")
+        if kind not in ("settle", "own") or not index.isdigit() or int(index) >= len(settle or []):
+            return [], f"{name}: no such question in this task"
+        if kind == "settle":
+            options = value.get("choices") or []
+            if len(options) != 1 or options[0] not in settle[int(index)]["answers"]:
+                return [], f"{name}: expected one of the options shown, got {options}"
+            chosen[int(index)] = settle[int(index)]["answers"][options[0]]
+        elif _text(value):
+            typed[int(index)] = _text(value)
+    missing = [settle[index]["key"] for index in range(len(settle or [])) if index not in chosen and index not in typed]
+    if missing:
+        return [], f"not answered: {', '.join(missing)}"
+    return [
+        Adjudication(
+            key=entry["key"],
+            adjudicator=adjudicator,
+            annotation_id=annotation_id,
+            answer=typed.get(index, chosen.get(index, "")),
+        )
+        for index, entry in enumerate(settle)
+    ], ""
+
+
+def _authorship_problem(row: dict, authors: dict[int, object]) -> str:
+    """Why an annotation is not its author's own work: changed by another person, or copied from another's."""
+    author, editor = row["completed_by"], row["updated_by"]
+    if author is None:
+        return "no author"
+    if editor is not None and editor != author:
+        return (
+            f"written or last changed by {reviewer_id(editor)}, not by its author {reviewer_id(author)}; it does "
+            f"not count: delete it in Label Studio so the queue hands the task out again"
+        )
+    parent = row.get("parent_annotation")
+    if parent is not None and authors.get(parent) not in (None, author):
+        return f"copied from annotation {parent} of {reviewer_id(authors[parent])}; not an independent answer"
+    return ""
+
+
+def parse_round(
+    rows: list[dict], fields: dict[str, ReviewFields]
+) -> tuple[list[Submitted], list[Settled], list[RejectedAnnotation]]:
+    """What each fetched annotation says, or why it does not count (cancelled ones are left out)."""
+    authors = {row["id"]: row["completed_by"] for row in rows}
+    submitted, settled, rejected = [], [], []
+    for row in rows:
+        if row["was_cancelled"]:
+            continue
+        who, sample_id = reviewer_id(row["completed_by"]), row["sample_id"]
+        problem = _authorship_problem(row, authors)
+        if not problem and sample_id not in fields:
+            problem = "its sample is not in the run's review input any more"
+        if not problem and row["phase"] == 1:
+            answers, problem = parse_answers(row["result"], fields[sample_id], who, row["id"])
+            if answers is not None:
+                submitted.append(Submitted(sample_id, row["task_id"], answers))
+        elif not problem:
+            adjudications, problem = parse_settlement(row["result"], row["settle"], who, row["id"])
+            if adjudications:
+                settled.append(Settled(sample_id, row["task_id"], adjudications))
+        if problem:
+            rejected.append(
+                RejectedAnnotation(
+                    sample_id=sample_id,
+                    task_id=row["task_id"],
+                    annotation_id=row["id"],
+                    reviewer=who,
+                    phase=row["phase"],
+                    problem=problem,
+                )
+            )
+    return submitted, settled, rejected
 
 
 @dataclass
 class PullResult:
+    record: ReviewRecord
     annotations: int
-    applied: int
-    rejected: int
-    accepted_samples: int
-    rejected_samples: int
-    pending_samples: int
-    agreement: dict
+    counted: int
+    path: Path
 
 
 def pull(run_dir: Path, connection: Connection) -> PullResult:
-    with talking_to(connection, "the pull"):
-        return _pull(run_dir, connection)
-
-
-def _pull(run_dir: Path, connection: Connection) -> PullResult:
     state = load_state(run_dir)
     if state.project_id is None:
         raise UserError(f"run {run_dir.name} has not been pushed for review; run `curate review push {run_dir.name}`")
-    client = connection.client()
-    latest, rejected, seen = read_annotations(client, state.project_id,
-                                              {task_id: sample_id for sample_id, task_id in state.pushed.items()})
-    adjudicated: dict[tuple[str, int], dict] = {}
-    if state.phase2_project_id is not None:
-        adjudicated, rejected2, seen2 = read_annotations(
-            client, state.phase2_project_id, {task_id: sample_id for sample_id, task_id in state.phase2_pushed.items()})
-        rejected, seen = rejected + rejected2, seen + seen2
+    with talking_to(connection, "the pull"):
+        client = connection.client()
+        rows = fetch_annotations(client, state.project_id, 1)
+        if state.phase2_project_id is not None:
+            rows += fetch_annotations(client, state.phase2_project_id, 2)
+        names, adjudicators = people(client)
+    involved = {reviewer_id(row["completed_by"]) for row in rows}
+    names = {person: email for person, email in names.items() if person in involved}  # nobody else's email
+    samples = review_input(run_dir)
+    fields = {sample.id: review_fields(sample) for sample in samples if sample.id in state.pushed}
+    submitted, settled, rejected = parse_round(rows, fields)
+    record = decide_round(
+        RoundInput(
+            run_id=run_dir.name,
+            project=state.title,
+            round=state.round,
+            required=reviewers_required(run_dir),
+            pulled_at=datetime.now(UTC),
+            fields=fields,
+            submitted=submitted,
+            settled=settled,
+            adjudicators=adjudicators,
+            names=names,
+            rejected=rejected,
+        )
+    )
+    return PullResult(record, len(rows), len(submitted) + len(settled), write_pull(run_dir, rows, record))
+
+
+def write_pull(run_dir: Path, rows: list[dict], record: ReviewRecord) -> Path:
+    """The annotations as fetched and the record; a record equal to the last one but for its time is not
+    rewritten, so a pull with nothing new changes nothing (and the review stage does not rerun)."""
     folder = run_dir / REVIEW_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "annotations.jsonl").write_text("".join(json.dumps(row) + "\n" for row in latest.values()),
-                                              encoding="utf-8")
-    (folder / "rejected.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rejected), encoding="utf-8")
-    votes: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    answers: dict[str, dict[str, list[list[str]]]] = defaultdict(lambda: defaultdict(list))  # who said what
-    reviewers: dict[str, list] = defaultdict(list)
-    notes: dict[str, list[str]] = defaultdict(list)
-    edits: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)  # sample -> field -> (updated_at, text)
-    for row in [*latest.values(), *adjudicated.values()]:
-        for name, text in row["criteria"].items():
-            if name.startswith(EDITABLE) and text and (name not in edits[row["sample_id"]]
-                                                       or row["updated_at"] >= edits[row["sample_id"]][name][0]):
-                edits[row["sample_id"]][name] = (row["updated_at"] or "", text)
-    for row in latest.values():
-        for name, answer in row["criteria"].items():
-            if name.startswith(EDITABLE):
-                continue
-            votes[row["sample_id"]][name].append(answer)
-            answers[row["sample_id"]][name].append([f"label-studio-user-{row['reviewer']}", answer])
-        reviewers[row["sample_id"]].append(row["reviewer"])
-        if row["notes"]:
-            notes[row["sample_id"]].append(row["notes"])
-    agreement = {name: {"percent": percent_agreement({s: v[name] for s, v in votes.items()}),
-                        "fleiss_kappa": fleiss_kappa({s: v[name] for s, v in votes.items()}),
-                        "items_with_two_or_more": sum(len(v[name]) >= 2 for v in votes.values())}
-                 for name in CRITERIA}
-    write_json_atomic(folder / "agreement.json", agreement)
-    second: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for row in adjudicated.values():
-        for name, answer in row["criteria"].items():
-            if not name.startswith(EDITABLE):
-                second[row["sample_id"]][name].append(answer)
-        reviewers[row["sample_id"]].append(row["reviewer"])
-    outcomes = {}
-    for sample_id, criteria in votes.items():
-        decided = {name: majority(values) for name, values in criteria.items()}
-        overruled = {name: majority(values) for name, values in second.get(sample_id, {}).items()}
-        decided |= {name: value for name, value in overruled.items() if value is not None}  # phase 2 decides
-        reasons = [CRITERIA[name][1] for name in CRITERIA if decided.get(name) == "no"]
-        status = "rejected" if reasons else ("pending" if None in decided.values() else "accepted")
-        rewrites = {name[5:]: {"keep": "kept", "reject": "rejected"}[value] for name, value in decided.items()
-                    if name.startswith("keep_") and value is not None}
-        outcomes[sample_id] = {"status": status, "reasons": reasons, "rewrites": rewrites,
-                               "phase": 2 if sample_id in second else 1,
-                               "edits": {name: text for name, (_, text) in sorted(edits.get(sample_id, {}).items())},
-                               "votes": {k: list(v) for k, v in criteria.items()},
-                               "answers": dict(answers[sample_id]),
-                               "reviewers": [f"label-studio-user-{r}" for r in reviewers[sample_id]],
-                               "notes": " | ".join(notes[sample_id]) or None, "project": state.title,
-                               "round": state.round, "updated_at": datetime.now(UTC).isoformat()}
-    write_json_atomic(folder / "outcomes.json", outcomes)
-    counts = defaultdict(int)
-    for outcome in outcomes.values():
-        counts[outcome["status"]] += 1
-    return PullResult(annotations=seen, applied=len(latest) + len(adjudicated), rejected=len(rejected),
-                      accepted_samples=counts["accepted"], rejected_samples=counts["rejected"],
-                      pending_samples=len(state.pushed) - counts["accepted"] - counts["rejected"],
-                      agreement=agreement)
+    partial = folder / "annotations.jsonl.partial"
+    partial.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    partial.replace(folder / "annotations.jsonl")
+    path = run_dir / RECORD
+    try:
+        last = read_record(run_dir)
+    except UserError:  # a record of an older version: replaced
+        last = None
+    if last is None or last.model_copy(update={"pulled_at": record.pulled_at}) != record:
+        write_json_atomic(path, record.model_dump(mode="json"))
+    return path

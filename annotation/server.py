@@ -25,8 +25,9 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.local_server import LocalServer, get
+from benchcurate.annotation.local_server import LocalServer, get
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.secrets import register, without_secrets
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PORT = 8080
@@ -85,7 +86,9 @@ def admin_token(data_dir: Path) -> tuple[str, bool]:
     if given:
         return given, False
     created = not path.exists()
-    return _secret_file(path, lambda: secrets.token_hex(20)), created
+    token = _secret_file(path, lambda: secrets.token_hex(20))
+    register(token)  # redacted wherever it could be echoed, like the environment's secrets
+    return token, created
 
 
 def status(data_dir: Path) -> ServerInfo:
@@ -95,10 +98,12 @@ def status(data_dir: Path) -> ServerInfo:
     version = None
     if healthy:
         body = get(f"{url}/api/version") or b""
-        version = next((part.split(b'"')[1].decode() for part in body.split(b'"release":')[1:2]), None) \
-            if b'"release":' in body else None
-    return ServerInfo(url=url, pid=record.pid if record else None, healthy=healthy, version=version,
-                      data_dir=data_dir)
+        version = (
+            next((part.split(b'"')[1].decode() for part in body.split(b'"release":')[1:2]), None)
+            if b'"release":' in body
+            else None
+        )
+    return ServerInfo(url=url, pid=record.pid if record else None, healthy=healthy, version=version, data_dir=data_dir)
 
 
 def up(data_dir: Path, port: int = DEFAULT_PORT, files_root: Path | None = None) -> tuple[ServerInfo, str | None]:
@@ -109,32 +114,49 @@ def up(data_dir: Path, port: int = DEFAULT_PORT, files_root: Path | None = None)
         return running, None
     executable = venv_dir() / "bin" / "label-studio"
     if not executable.exists():
-        raise UserError(f"no Label Studio venv at {venv_dir()}; run `make ls` (installs label-studio 1.23.2 in its "
-                        f"own venv, about 1 GB) or set CURATE_LS_VENV; or point LABEL_STUDIO_URL and "
-                        f"LABEL_STUDIO_API_KEY at your own server")
+        raise UserError(
+            f"no Label Studio venv at {venv_dir()}; run `make ls` (installs label-studio 1.23.2 in its "
+            f"own venv, about 1 GB) or set CURATE_LS_VENV; or point LABEL_STUDIO_URL and "
+            f"LABEL_STUDIO_API_KEY at your own server"
+        )
     if not _port_free(port):
         raise UserError(f"port {port} on 127.0.0.1 is taken; pass --port with a free one, or stop what uses it")
     data_dir.mkdir(parents=True, exist_ok=True)
     if not (data_dir / "label_studio.sqlite3").exists() and template_db().exists():
         shutil.copyfile(template_db(), data_dir / "label_studio.sqlite3")
     token, created = admin_token(data_dir)
-    password = os.environ.get("LABEL_STUDIO_PASSWORD") or _secret_file(data_dir / "password",
-                                                                      lambda: secrets.token_urlsafe(18))
+    password = os.environ.get("LABEL_STUDIO_PASSWORD") or _secret_file(
+        data_dir / "password", lambda: secrets.token_urlsafe(18)
+    )
+    register(password)
     files_root = (files_root or data_dir / "files").resolve()
     files_root.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir), "DJANGO_DB": "sqlite",
-           "LABEL_STUDIO_USERNAME": os.environ.get("LABEL_STUDIO_USERNAME", USERNAME),
-           "LABEL_STUDIO_PASSWORD": password, "LABEL_STUDIO_USER_TOKEN": token,
-           "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true", "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
-           "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true",
-           "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(files_root), "LATEST_VERSION_CHECK": "false",
-           "COLLECT_ANALYTICS": "false", "XDG_CONFIG_HOME": str(data_dir / "config")}
-    env.pop("LABEL_STUDIO_API_KEY", None)
+    env = {
+        **without_secrets(os.environ),
+        "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir),
+        "DJANGO_DB": "sqlite",
+        "LABEL_STUDIO_USERNAME": os.environ.get("LABEL_STUDIO_USERNAME", USERNAME),
+        "LABEL_STUDIO_PASSWORD": password,
+        "LABEL_STUDIO_USER_TOKEN": token,
+        "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
+        "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
+        "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true",
+        "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(files_root),
+        "LATEST_VERSION_CHECK": "false",
+        "COLLECT_ANALYTICS": "false",
+        "XDG_CONFIG_HOME": str(data_dir / "config"),
+    }
     log = data_dir / "server.log"
     log.unlink(missing_ok=True)
     server = local_server(data_dir)
-    process = server.start([str(executable), "start", "--no-browser", "--internal-host", "127.0.0.1", "-p",
-                            str(port)], port, env, log, cwd=data_dir, private=True)
+    process = server.start(
+        [str(executable), "start", "--no-browser", "--internal-host", "127.0.0.1", "-p", str(port)],
+        port,
+        env,
+        log,
+        cwd=data_dir,
+        private=True,
+    )
 
     def answered(body: bytes | None) -> bool:
         if "is in use" in log.read_text(encoding="utf-8", errors="replace"):

@@ -29,7 +29,7 @@ import imagehash
 import numpy as np
 from PIL import Image
 
-from benchcurate.curation.images.decode import decode_image
+from benchcurate.curation.core.decode import decode_image
 from benchcurate.curation.images.hashfile import CHUNK_FILES, hash_files
 from benchcurate.curation.images.phash import PhashConfig
 

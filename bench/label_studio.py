@@ -4,9 +4,9 @@ A fresh Label Studio 1.23.2 (`annotation.server.up`, template database) on loopb
 
 - push, ours: `annotation.review.import_in_batches` (500 tasks per request, predictions included) of 5,000
   review tasks; naive: one import request per task, timed on 500 tasks and reported per task;
-- pull, ours: `annotation.review.read_annotations` (the paged task list with annotations, validated and reduced to
-  the latest per reviewer) over 5,000 annotated tasks (imported with their annotations, so setting up does not
-  take an hour of single POSTs); naive: one `tasks.get` per task, timed on 500 tasks;
+- pull, ours: `annotation.review.fetch_annotations` and `parse_round` (the paged task list with annotations, each
+  checked against its sample's fields) over 5,000 annotated tasks (imported with their annotations, so setting up
+  does not take an hour of single POSTs); naive: one `tasks.get` per task, timed on 500 tasks;
 - server memory: resident set of the server process after each step.
 
     cd /work/main && .venv/bin/python bench/label_studio.py [--quick]
@@ -17,25 +17,32 @@ from __future__ import annotations
 import common  # first: it sets HOME etc. to a temp dir before anything else is imported
 
 from benchcurate.annotation import server
-from benchcurate.annotation.review import BATCH, CRITERIA, import_in_batches, labeling_config, read_annotations
+from benchcurate.annotation.page import phase1_config, phase1_task
+from benchcurate.annotation.review import BATCH, fetch_annotations, import_in_batches, parse_round
+from benchcurate.curation.review.fields import CRITERIA, review_fields
+from benchcurate.schemas import Turn
+from tests.factories import make_sample
 from tests.servers import free_port
 
 IMAGE = "/data/local-files/?d=bench/image.png"
 # Just over one import batch, so ours sends two requests; the naive way on a tenth as in the full run.
 QUICK_TASKS, QUICK_NAIVE = BATCH + 20, 20
 # A round of these tasks (no rewrites, drafts or checklists) gets the conversation judgement alone, as push() would
-# configure it; a section the tasks lack data for is refused at import.
-LABELING = labeling_config(())
+# configure it.
+LABELING = phase1_config(())
+
+
+def sample(index: int):
+    return make_sample(index, conversation=[
+        Turn(speaker="user" if turn % 2 == 0 else "assistant",
+             utterance=f"turn {turn} of conversation {index}: " + "words about the picture " * 6) for turn in range(8)])
 
 
 def task(index: int, with_annotation: bool = False) -> dict:
-    dialogue = [{"author": "user" if turn % 2 == 0 else "assistant",
-                 "text": f"turn {turn} of conversation {index}: " + "words about the picture " * 6}
-                for turn in range(8)]
-    result = [{"from_name": name, "to_name": "dialogue", "type": "choices", "value": {"choices": ["yes"]}}
+    row = phase1_task(sample(index), IMAGE, index + 1, 5000, "bench-run")
+    result = [{"from_name": name, "to_name": "image", "type": "choices", "value": {"choices": ["yes"]}}
               for name in CRITERIA]
-    row = {"data": {"sample_id": f"s{index:06d}", "image": IMAGE, "dialogue": dialogue},
-           "predictions": [{"model_version": "bench-run", "score": 0.5, "result": result}]}
+    row["predictions"] = [{"model_version": "bench-run", "score": 0.5, "result": result}]
     if with_annotation:
         row["annotations"] = [{"result": result, "completed_by": 1}]
     return row
@@ -55,13 +62,16 @@ def round_trip(client, n: int, naive_n: int, pid: int) -> dict:
     annotated_project = client.projects.create(title="bench pull", label_config=LABELING).id
     setup_seconds, _ = common.timed(lambda: import_in_batches(
         client, annotated_project, [task(k, True) for k in range(n)], lambda t: t, lambda b, i: None))
-    pull_seconds, (latest, rejected, seen) = common.timed(lambda: read_annotations(client, annotated_project, {}))
+    fields = {sample(k).id: review_fields(sample(k)) for k in range(n)}
+    pull_seconds, (submitted, _, rejected) = common.timed(
+        lambda: parse_round(fetch_annotations(client, annotated_project, 1), fields))
+    seen = len(submitted) + len(rejected)
     memory["after pull"] = common.tree_rss_mb(pid)
     ids = [t.id for t in client.tasks.list(project=annotated_project, fields="all")][:naive_n]
     naive_pull, _ = common.timed(lambda: [client.tasks.get(task_id) for task_id in ids])
     return {"push_seconds": push_seconds, "naive_push_seconds": naive_push, "annotated_setup_seconds": setup_seconds,
             "pull_seconds": pull_seconds, "naive_pull_seconds": naive_pull, "annotations_seen": seen,
-            "annotations_valid": len(latest), "annotations_invalid": len(rejected), "server_rss_mb": memory}
+            "annotations_valid": len(submitted), "annotations_invalid": len(rejected), "server_rss_mb": memory}
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 import common  # first: it sets HOME etc. to a temp dir before anything else is imported
 import psutil
 
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.store import RunStore
 from tests.helpers import CURATE
 from tests.servers import dask_cluster
 

@@ -78,7 +78,7 @@ def make_images(folder: Path, count: int, first_seed: int = 0) -> list[Path]:
 
 
 def image_refs(paths: list[Path]):
-    from benchcurate.curation.fingerprint import sha256_file
+    from benchcurate.curation.core.fingerprint import sha256_file
     from benchcurate.schemas import ImageRef
     refs = []
     for path in paths:
@@ -100,7 +100,7 @@ def backend_spec(base_url: str, **updates):
 
 def model_requests(refs, count: int, first_seed: int):
     from benchcurate.curation.models.base import ModelRequest
-    from benchcurate.curation.prompting import load_prompt
+    from benchcurate.curation.models.prompting import load_prompt
     prompt = load_prompt("image_quality", 1)
     return [ModelRequest(prompt=prompt, variables={}, images=(refs[n % len(refs)],), seed=first_seed + n)
             for n in range(count)]
@@ -114,7 +114,7 @@ def tiny_body(seed: int) -> dict:
 
 def model_store(work: Path, images: Path, base_url: str, run_id: str, backend: dict):
     """A multiverse run over `images` on the fake server's model, every image kept; configured, not yet run."""
-    from benchcurate.curation.store import RunStore
+    from benchcurate.curation.engine.store import RunStore
     overrides = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
                  "backend": backend}
     return RunStore(prepared_run(work, run_id, input_path=images, backend="openai", base_url=base_url,
@@ -168,7 +168,7 @@ def bench_client(cfg: dict) -> dict:
 
 
 def bench_backend(cfg: dict, work: Path) -> dict:
-    from benchcurate.curation.cache import Cache
+    from benchcurate.curation.core.cache import Cache
     from benchcurate.curation.models.openai_backend import OpenAIBackend
     n = cfg["n_backend"]
     refs = image_refs(make_images(work / "images", 64, first_seed=10_000))
@@ -191,7 +191,7 @@ def bench_stage(cfg: dict, work: Path) -> dict:
     import shutil
 
     from benchcurate.curation.models.openai_backend import REPLY_NAMESPACE
-    from benchcurate.curation.runner import THREADS_PER_REQUEST_SLOT, plan_stage, run_stage
+    from benchcurate.curation.engine.runner import THREADS_PER_REQUEST_SLOT, plan_stage, run_stage
     n = cfg["n_stage"]
     images = work / "images"
     make_images(images, n)
@@ -245,7 +245,7 @@ def bench_cpu_breakdown(cfg: dict, work: Path) -> dict:
     from openai._utils._transform import maybe_transform
     from openai.types.chat import completion_create_params
 
-    from benchcurate.curation.cache import Cache
+    from benchcurate.curation.core.cache import Cache
     from benchcurate.curation.models.client import ChatReply
     from benchcurate.curation.models.openai_backend import OpenAIBackend
     n = cfg["n_breakdown"]
@@ -359,7 +359,7 @@ class PauseMeter:
 
 def bench_failures(cfg: dict, work: Path) -> dict:
     from benchcurate.curation.models import client as client_module
-    from benchcurate.curation.runner import run_all
+    from benchcurate.curation.engine.runner import run_all
     n = cfg["n_faults"]
     images = work / "images"
     make_images(images, n, first_seed=20_000)
@@ -405,7 +405,7 @@ def fault_scheduling(cfg: dict) -> dict:
     submitted ahead of the oldest unfinished one), and with the settings before they were measured here (32
     workers, window 64)."""
     from benchcurate.curation.models.client import shared_client
-    from benchcurate.curation.parallel import ordered_map
+    from benchcurate.curation.core.parallel import ordered_map
     n = cfg["n_fault_scheduling"]
     rows = {}
     with common.FakeServerProcess(LATENCY, faults="ten_percent") as server:
@@ -422,7 +422,7 @@ def fault_scheduling(cfg: dict) -> dict:
             rows["all submitted at once (64 threads)"] = {"requests_per_second": n / seconds,
                                                           "pauses": meter.calls,
                                                           "paused_seconds": meter.paused_seconds()}
-        from benchcurate.curation.runner import MODEL_WINDOW_ITEMS, THREADS_PER_REQUEST_SLOT
+        from benchcurate.curation.engine.runner import MODEL_WINDOW_ITEMS, THREADS_PER_REQUEST_SLOT
         workers = THREADS_PER_REQUEST_SLOT * CONCURRENCY
         settings = [(f"runner's ordered_map ({workers} workers, window {MODEL_WINDOW_ITEMS})", workers,
                      MODEL_WINDOW_ITEMS),
@@ -523,9 +523,9 @@ def sigkill_and_rerun(cfg: dict, work: Path, env: dict[str, str]) -> dict:
 # ================================================================================================ 4. cache overhead
 
 def bench_cache(cfg: dict, work: Path) -> dict:
-    from benchcurate.curation.cache import Cache
-    from benchcurate.curation.fingerprint import sha256_json
-    from benchcurate.curation.images.decode import decode_image
+    from benchcurate.curation.core.cache import Cache
+    from benchcurate.curation.core.fingerprint import sha256_json
+    from benchcurate.curation.core.decode import decode_image
     from benchcurate.curation.models.openai_backend import REPLY_NAMESPACE, OpenAIBackend, strict_schema
     from benchcurate.curation.models.pricing import estimate_input_tokens
     from benchcurate.curation.models.usage import collecting

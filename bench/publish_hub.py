@@ -48,7 +48,7 @@ def releases(work: Path, count: int, shard_mb: float) -> tuple[Path, Path]:
     import pyarrow.parquet as pq
 
     from benchcurate.curation.release.writer import write_release
-    from benchcurate.curation.runner import run_all
+    from benchcurate.curation.engine.runner import run_all
     from tests.helpers import SMALL, prepared_run
 
     make_corpus(work / "images", count)

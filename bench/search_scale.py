@@ -16,10 +16,10 @@ from pathlib import Path
 import common  # first: it sets HOME etc. to a temp dir before anything else is imported
 import numpy as np
 
-from benchcurate.curation.grouping import groups_from_pairs
-from benchcurate.curation.images.hamming import brute_force_pairs, pairs_within, plan_chunks
-from benchcurate.curation.images.hashfile import duplicate_groups, read_hashes
-from benchcurate.curation.images.near_dedup import NearDedupConfig
+from benchcurate.curation.core.grouping import groups_from_pairs
+from benchcurate.curation.core.hamming import brute_force_pairs, pairs_within, plan_chunks
+from benchcurate.curation.images.hashfile import read_hashes
+from benchcurate.curation.images.near_dedup import NearDedupConfig, duplicate_groups
 from benchcurate.curation.images.phash import PhashConfig, algorithm
 from tests.helpers import CURATE
 

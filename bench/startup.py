@@ -32,8 +32,8 @@ import sys
 from pathlib import Path
 from benchcurate.curation.recipes import resolve_run, run_options
 from benchcurate.curation.release.writer import write_release
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 out, folder, run_id = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 overrides = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1}}
 config = resolve_run("multiverse", run_options(input_path=folder, run_id=run_id, overrides=overrides), out)

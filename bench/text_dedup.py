@@ -25,7 +25,7 @@ import random
 import common  # first: it sets HOME etc. to a temp dir before anything else is imported
 from datasketch import MinHash, MinHashLSH
 
-from benchcurate.curation.text import normalise
+from benchcurate.curation.core.texts import normalise
 from benchcurate.curation.text.minhash import MinHashParams, jaccard, near_duplicate_groups
 
 HAN = [chr(code) for code in range(0x4E00, 0x4E00 + 3000)]

@@ -24,17 +24,20 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchcurate.curation.local_server import LocalServer, ServerRecord, free_port
-from benchcurate.curation.parallel import die_with_parent
+from benchcurate.annotation.local_server import LocalServer, ServerRecord, free_port, process_start
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.parallel import die_with_parent
+from benchcurate.curation.core.secrets import without_secrets
 
 FOLDER = "prefect"
 MARKER = "benchcurate.flows.prefect_server"
 DEFAULT_IDLE_MINUTES = 60.0
 START_TIMEOUT_SECONDS = 90
+FOLDER_CHECK_SECONDS = 5.0  # how often the server looks whether its output folder still exists
 
 
 def server_folder(out_dir: Path) -> Path:
@@ -52,9 +55,13 @@ def api_url(record: ServerRecord) -> str:
 def server_env(folder: Path) -> dict[str, str]:
     """The server's own settings: everything under its folder, nothing under HOME, no telemetry."""
     home = folder / "home"
-    return {"PREFECT_HOME": str(home), "PREFECT_PROFILES_PATH": str(home / "profiles.toml"),
-            "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{folder / 'prefect.db'}",
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_TELEMETRY_ENABLE_RESOURCE_METRICS": "false"}
+    return {
+        "PREFECT_HOME": str(home),
+        "PREFECT_PROFILES_PATH": str(home / "profiles.toml"),
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{folder / 'prefect.db'}",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_TELEMETRY_ENABLE_RESOURCE_METRICS": "false",
+    }
 
 
 @contextmanager
@@ -67,7 +74,7 @@ def _locked(folder: Path) -> Iterator[None]:
 
 
 def healthy(record: ServerRecord) -> bool:
-    from benchcurate.curation.local_server import get
+    from benchcurate.annotation.local_server import get
 
     return get(f"{api_url(record)}/health") is not None
 
@@ -78,8 +85,9 @@ def status(out_dir: Path) -> ServerRecord | None:
     return record if record is not None and healthy(record) else None
 
 
-def ensure(out_dir: Path, idle_minutes: float = DEFAULT_IDLE_MINUTES, port: int | None = None,
-           say=lambda line: None) -> tuple[ServerRecord, bool]:
+def ensure(
+    out_dir: Path, idle_minutes: float = DEFAULT_IDLE_MINUTES, port: int | None = None, say=lambda line: None
+) -> tuple[ServerRecord, bool]:
     """(the folder's server, whether it was started now): reused when it answers, else started and waited for."""
     server = local_server(out_dir)
     with _locked(server.folder):
@@ -89,11 +97,20 @@ def ensure(out_dir: Path, idle_minutes: float = DEFAULT_IDLE_MINUTES, port: int 
         server.stop()  # a recorded server of ours that no longer answers
         port = port or free_port()
         log = server.folder / "server.log"
-        command = [sys.executable, "-m", MARKER, "--folder", str(server.folder), "--port", str(port),
-                   "--idle-minutes", str(idle_minutes)]
+        command = [
+            sys.executable,
+            "-m",
+            MARKER,
+            "--folder",
+            str(server.folder),
+            "--port",
+            str(port),
+            "--idle-minutes",
+            str(idle_minutes),
+        ]
         say(f"starting a local Prefect server for {out_dir} on 127.0.0.1:{port} (once; later runs reuse it)")
-        env = {name: value for name, value in os.environ.items() if name != "PREFECT_API_URL"}
-        process = server.start(command, port, {**env, **server_env(server.folder)}, log)
+        env = {name: value for name, value in without_secrets(os.environ).items() if name != "PREFECT_API_URL"}
+        process = server.start(command, port, {**env, **server_env(server.folder)}, log, private=True)
         record = server.record()
         server.wait_healthy(process, f"{api_url(record)}/health", log, START_TIMEOUT_SECONDS)
         return record, True
@@ -105,11 +122,22 @@ def temporary(say=lambda line: None) -> ServerRecord:
     folder = Path(tempfile.mkdtemp(prefix="curate-prefect-"))
     server = LocalServer(folder, "server", MARKER)
     port, log = free_port(), folder / "server.log"
-    command = [sys.executable, "-m", MARKER, "--folder", str(folder), "--port", str(port), "--idle-minutes", "0",
-               "--parent", str(os.getpid())]
+    command = [
+        sys.executable,
+        "-m",
+        MARKER,
+        "--folder",
+        str(folder),
+        "--port",
+        str(port),
+        "--idle-minutes",
+        "0",
+        "--parent",
+        str(os.getpid()),
+    ]
     say(f"starting a temporary Prefect server on 127.0.0.1:{port} for this command")
-    env = {name: value for name, value in os.environ.items() if name != "PREFECT_API_URL"}
-    process = server.start(command, port, env, log)
+    env = {name: value for name, value in without_secrets(os.environ).items() if name != "PREFECT_API_URL"}
+    process = server.start(command, port, env, log, private=True)
     try:
         server.wait_healthy(process, f"{api_url(server.record())}/health", log, START_TIMEOUT_SECONDS)
     except BaseException:
@@ -117,6 +145,110 @@ def temporary(say=lambda line: None) -> ServerRecord:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return server.record()
+
+
+GONE_AFTER_SECONDS = 15.0  # a server that has not answered for this long is taken for gone (not a blip)
+
+
+def watch(
+    url: str,
+    on_gone: Callable[[], None],
+    record: ServerRecord | None = None,
+    interval: float = 1.0,
+    grace: float = GONE_AFTER_SECONDS,
+) -> threading.Event:
+    """Call `on_gone` once (from a daemon thread) when the server stops: at once when the process of our own
+    server (`record`) has ended, after `grace` seconds without an answer otherwise. Prefect's client would retry
+    every call for over a minute and then fail with tracebacks. Set the returned event to stop watching."""
+    stop = threading.Event()
+
+    def ended() -> bool:
+        started = process_start(record.pid) if record is not None else ""
+        return started is None or bool(record and record.started and started != record.started)
+
+    def loop() -> None:
+        answered = time.monotonic()
+        while not stop.wait(interval):
+            if ended():
+                break
+            if healthy_url(url, timeout=interval):
+                answered = time.monotonic()
+            elif time.monotonic() - answered >= grace:
+                break
+        else:
+            return
+        on_gone()
+
+    threading.Thread(target=loop, name="prefect-server-watch", daemon=True).start()
+    return stop
+
+
+def healthy_url(url: str, timeout: float = 2.0) -> bool:
+    from benchcurate.annotation.local_server import get
+
+    return get(f"{url.rstrip('/')}/health", timeout=timeout) is not None
+
+
+@contextmanager
+def prefect_server_for(
+    out_dir: Path, choice: str = "local", say=lambda line: None, on_gone: Callable[[str], None] | None = None
+) -> Iterator[str]:
+    """This process's Prefect server for the block (yields its API URL): the one Prefect's own settings name
+    (PREFECT_API_URL in the environment or .env, the active profile, prefect.toml, pyproject.toml), checked to
+    answer; else the output folder's local server (`local`, started when it does not run) or a server for this
+    command only (`temporary`). Processes started from here (served flow runs) get the URL in the environment.
+    With `on_gone`, it is called with the URL should the server stop during the block (see `watch`)."""
+    import urllib.request
+
+    if choice not in ("local", "temporary"):
+        raise UserError(f"--prefect-server must be local or temporary, not '{choice}'")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no network here, so no telemetry
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+    url = get_current_settings().api.url
+    if url:
+        try:
+            with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=5):
+                pass
+        except OSError as error:
+            raise UserError(
+                f"no Prefect server answers at {url} (Prefect's PREFECT_API_URL setting: environment, "
+                f"profile, prefect.toml or .env) ({error}); start it, or remove the setting to use the "
+                f"output folder's local server"
+            ) from error
+        with _watched(url, None, on_gone):
+            yield url
+        return
+    record = temporary(say) if choice == "temporary" else ensure(out_dir, say=say)[0]
+    url = api_url(record)
+    os.environ["PREFECT_API_URL"] = url
+    with temporary_settings(updates={PREFECT_API_URL: url}), _watched(url, record, on_gone):
+        yield url
+
+
+@contextmanager
+def _watched(url: str, record: ServerRecord | None, on_gone: Callable[[str], None] | None) -> Iterator[None]:
+    stop = watch(url, lambda: on_gone(url), record) if on_gone is not None else None
+    try:
+        yield
+    finally:
+        if stop is not None:
+            stop.set()
+
+
+def unreachable(error: BaseException, url: str) -> bool:
+    """Whether `error` is Prefect's client failing to reach the server at `url` (it stopped, or was killed)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        names = {f"{cls.__module__.split('.')[0]}.{cls.__name__}" for cls in type(error).__mro__}
+        if names & {"httpx.TransportError", "httpcore.ConnectError", "httpcore.ReadError"} or isinstance(
+            error, ConnectionError
+        ):
+            request = getattr(error, "_request", None)
+            return request is None or str(request.url).startswith(url.rstrip("/"))
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def down(out_dir: Path) -> bool:
@@ -155,21 +287,23 @@ def _serve(folder: Path, port: int, idle_minutes: float, parent: int | None) -> 
     from prefect.server.api.server import create_app
 
     tracker = _IdleTracker(create_app(final=True))
-    server = uvicorn.Server(uvicorn.Config(tracker, host="127.0.0.1", port=port, lifespan="on",
-                                           log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(tracker, host="127.0.0.1", port=port, lifespan="on", log_level="warning"))
 
-    def stop_when_idle() -> None:
+    def stop_when_idle_or_orphaned() -> None:
         while not server.started and not server.should_exit:  # start-up (migrations) is not idleness
             time.sleep(0.2)
         tracker.last = time.monotonic()
         while not server.should_exit:
-            time.sleep(min(30.0, idle_minutes * 60 / 4))
-            if tracker.idle_seconds() >= idle_minutes * 60:
+            time.sleep(min(FOLDER_CHECK_SECONDS, idle_minutes * 60 / 4) if idle_minutes > 0 else FOLDER_CHECK_SECONDS)
+            if not (folder / "server.json").exists():  # the output folder was deleted (or the record taken away)
+                print(f"{folder} is gone: stopping", flush=True)
+                server.should_exit = True
+            elif idle_minutes > 0 and tracker.idle_seconds() >= idle_minutes * 60:
                 print(f"idle for {idle_minutes} minutes: stopping", flush=True)
                 server.should_exit = True
 
-    if idle_minutes > 0:
-        threading.Thread(target=stop_when_idle, name="idle-stop", daemon=True).start()
+    if parent is None:  # a temporary server stops with its parent instead
+        threading.Thread(target=stop_when_idle_or_orphaned, name="idle-stop", daemon=True).start()
     if parent is not None:
         die_with_parent(parent, lambda: setattr(server, "should_exit", True))
     try:
@@ -187,8 +321,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--folder", type=Path, required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--idle-minutes", type=float, default=DEFAULT_IDLE_MINUTES)
-    parser.add_argument("--parent", type=int, help="a temporary server: stop when this process ends, and keep "
-                                                   "Prefect's own database settings")
+    parser.add_argument(
+        "--parent",
+        type=int,
+        help="a temporary server: stop when this process ends, and keep Prefect's own database settings",
+    )
     args = parser.parse_args(argv)
     os.environ.pop("PREFECT_API_URL", None)  # this process is the server, not a client of one
     if args.parent is None:

@@ -10,7 +10,7 @@ from typing import Literal
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from benchcurate.curation.progress import SilentProgress
+from benchcurate.curation.engine.progress import SilentProgress
 from benchcurate.schemas import StageStats
 
 ProgressMode = Literal["auto", "bar", "log", "none"]
@@ -32,25 +32,43 @@ class BarProgress:
         self._task = None
 
     def start(self, stage: str, index: int, total: int | None) -> None:
-        self._bar = Progress(TextColumn(f"{index + 1:>2}. {stage:<26}"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), console=self.console, transient=True)
+        self._open(f"{index + 1:>2}. {stage:<26}", total)
+
+    def _open(self, label: str, total: int | None) -> None:
+        self._bar = Progress(
+            TextColumn(label),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
         self._bar.start()
-        self._task = self._bar.add_task(stage, total=total)
+        self._task = self._bar.add_task(label, total=total)
+
+    def _close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def begin(self, step: str, total: int | None = None) -> None:
+        """Work after the stages (the report, the release): a bar of its own."""
+        self._open(f"    {step:<26}", total)
+
+    def end(self, step: str, detail: str) -> None:
+        self._close()
+        self.console.print(f"    {step}: {detail}", highlight=False)
 
     def advance(self, count: int) -> None:
         if self._bar is not None:
             self._bar.advance(self._task, count)
 
     def finish(self, stats: StageStats, skipped: bool) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
+        self._close()
         self.console.print(stage_summary(stats, skipped), highlight=False)
 
     def finish_waiting(self, stage: str, detail: str) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
+        self._close()
         self.console.print(f"{stage}: waiting: {detail}", highlight=False)
 
     def warn(self, stage: str, message: str) -> None:
@@ -84,6 +102,13 @@ class LogProgress:
     def warn(self, stage: str, message: str) -> None:
         self.logger.warning("%s: %s", stage, message)
 
+    def begin(self, step: str, total: int | None = None) -> None:
+        self._stage, self._done, self._total, self._last = step, 0, total, time.monotonic()
+        self.logger.info("%s: started", step)
+
+    def end(self, step: str, detail: str) -> None:
+        self.logger.info("%s: %s", step, detail)
+
 
 class _NoTaskChatter(logging.Filter):
     """With bars on screen, per-task INFO lines ('Finished in state Completed()') only interleave with them."""
@@ -98,7 +123,8 @@ def _quiet_task_logs_on_console() -> None:
 
     for handler in logging.getLogger().handlers:
         if isinstance(handler, PrefectConsoleHandler) and not any(
-                isinstance(existing, _NoTaskChatter) for existing in handler.filters):
+            isinstance(existing, _NoTaskChatter) for existing in handler.filters
+        ):
             handler.addFilter(_NoTaskChatter())
 
 

@@ -62,12 +62,16 @@ class ModelUsage(Strict):
     output_tokens: int = 0
     cost_usd: float | None = Field(0.0, description="null when the model has no known price")
 
-    def plus(self, other: "ModelUsage") -> "ModelUsage":
+    def plus(self, other: ModelUsage) -> ModelUsage:
         cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
-        return ModelUsage(calls=self.calls + other.calls, cached_calls=self.cached_calls + other.cached_calls,
-                          batch_calls=self.batch_calls + other.batch_calls,
-                          input_tokens=self.input_tokens + other.input_tokens,
-                          output_tokens=self.output_tokens + other.output_tokens, cost_usd=cost)
+        return ModelUsage(
+            calls=self.calls + other.calls,
+            cached_calls=self.cached_calls + other.cached_calls,
+            batch_calls=self.batch_calls + other.batch_calls,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=cost,
+        )
 
 
 class StageStats(Strict):
@@ -86,6 +90,8 @@ class StageStats(Strict):
     usage: dict[str, ModelUsage] = Field(default_factory=dict, description="model -> calls, tokens, cost")
     config: dict[str, JsonValue] = Field(default_factory=dict)
     kept_by_label: dict[str, dict[str, int]] = Field(
-        default_factory=dict, description="label kind (image_main, task_main) -> label -> kept items; for histograms")
+        default_factory=dict, description="label kind (image_main, task_main) -> label -> kept items; for histograms"
+    )
     summary: dict[str, JsonValue] = Field(
-        default_factory=dict, description="what a set stage decided as a whole: weights, quotas, caps, mappings")
+        default_factory=dict, description="what a set stage decided as a whole: weights, quotas, caps, mappings"
+    )

@@ -7,6 +7,7 @@ from datetime import datetime
 from pydantic import Field, JsonValue
 
 from benchcurate.schemas.decision import StageStats
+from benchcurate.schemas.review import AgreementFigures
 from benchcurate.schemas.sample import Strict
 
 
@@ -41,6 +42,17 @@ class DatasetStatistics(Strict):
     categories: dict[str, dict[str, int]]
 
 
+class ReviewSummary(Strict):
+    """How the human review of a release's samples went (from the run's review record; no names)."""
+
+    reviewers_per_sample: int
+    people: int = Field(description="distinct reviewers and adjudicators")
+    adjudicated_samples: int
+    agreement: dict[str, AgreementFigures] = Field(
+        description="natural, correct, needs_image, rewrite, check: over every sample reviewed, released or not"
+    )
+
+
 class ReleaseManifest(Strict):
     name: str
     version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
@@ -60,12 +72,22 @@ class ReleaseManifest(Strict):
     sample_count: int
     splits: dict[str, int] = Field(description="split name -> number of samples")
     split_fractions: dict[str, float] = Field(description="the fractions the splits were drawn with")
-    licenses: dict[str, int] = Field(description="license -> number of samples")
+    licenses: dict[str, int] = Field(description="the pictures' license -> number of samples")
+    text_licenses: dict[str, int] = Field(default_factory=dict, description="the text's license -> number of samples")
     sources: dict[str, int] = Field(description="source dataset -> number of samples")
     statistics: DatasetStatistics | None = None
     review_projects: list[str] = Field(default_factory=list, description="Label Studio projects the reviews came from")
-    removed_on_request: dict[str, str] = Field(default_factory=dict, description="sample id -> reason, from the "
-                                                                                 "benchmark's REMOVALS.jsonl")
-    license_terms: dict[str, JsonValue] = Field(default_factory=dict, description="conditions the release carries "
-                                                                                   "(from its sources) and conflicts")
+    review: ReviewSummary | None = Field(None, description="agreement and reviewers of a human review")
+    removed_on_request: dict[str, str] = Field(
+        default_factory=dict, description="sample id -> reason, from the benchmark's REMOVALS.jsonl"
+    )
+    license_terms: dict[str, JsonValue] = Field(
+        default_factory=dict, description="conditions the release carries (from its sources) and conflicts"
+    )
     files: dict[str, JsonValue] = Field(default_factory=dict, description="relative path -> {bytes, sha256}")
+    content_sha256: str | None = Field(
+        None,
+        description="sha256 of what the release holds (each split's rows, "
+        "images by their sha256): a release of the same content "
+        "is this version, not a new one",
+    )

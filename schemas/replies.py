@@ -12,45 +12,110 @@ from pydantic import Field
 from benchcurate.schemas.sample import Speaker, Strict
 
 ImageCategoryName = Literal[
-    "Vehicles and Transportation", "Food and Cuisine", "People and Lifestyle", "Sports and Recreation",
-    "Animals and Wildlife", "Objects, Clothing, and Accessories", "Brands and Products",
-    "Architecture and Landmarks", "Tradition and History", "Fine Art and Illustrations",
-    "Celebrities and Public Figures", "Science and Technology", "Chemistry and Lab Equipment",
-    "Mathematics and Symbols", "Nature and Landscapes", "Healthcare and Medicine", "Programming and Coding",
-    "Web Design and User Interfaces", "Mobile and Smart Devices", "Weather and Climate", "Festivals and Events",
-    "Education and Learning", "Entertainment and Media", "Interior Design and Furniture",
-    "Natural Disasters and Environmental Hazards", "Abstract and Conceptual Art", "Business and Finance",
-    "Law and Government", "Diagrams and Schematics", "Charts and Graphs", "Documents and Paperwork",
-    "Receipts and Invoices", "Others",
+    "Vehicles and Transportation",
+    "Food and Cuisine",
+    "People and Lifestyle",
+    "Sports and Recreation",
+    "Animals and Wildlife",
+    "Objects, Clothing, and Accessories",
+    "Brands and Products",
+    "Architecture and Landmarks",
+    "Tradition and History",
+    "Fine Art and Illustrations",
+    "Celebrities and Public Figures",
+    "Science and Technology",
+    "Chemistry and Lab Equipment",
+    "Mathematics and Symbols",
+    "Nature and Landscapes",
+    "Healthcare and Medicine",
+    "Programming and Coding",
+    "Web Design and User Interfaces",
+    "Mobile and Smart Devices",
+    "Weather and Climate",
+    "Festivals and Events",
+    "Education and Learning",
+    "Entertainment and Media",
+    "Interior Design and Furniture",
+    "Natural Disasters and Environmental Hazards",
+    "Abstract and Conceptual Art",
+    "Business and Finance",
+    "Law and Government",
+    "Diagrams and Schematics",
+    "Charts and Graphs",
+    "Documents and Paperwork",
+    "Receipts and Invoices",
+    "Others",
 ]
 
 # ProBench App. B: 10 task fields and 10 image fields, plus "Other" (which proposes a new field)
 TaskFieldName = Literal[
-    "Coding", "Information Extraction", "Knowledge", "Mathematics", "Metrics", "Perception", "Planning", "Science",
-    "Creative Writing", "Arts and Humanities", "Other",
+    "Coding",
+    "Information Extraction",
+    "Knowledge",
+    "Mathematics",
+    "Metrics",
+    "Perception",
+    "Planning",
+    "Science",
+    "Creative Writing",
+    "Arts and Humanities",
+    "Other",
 ]
 ImageFieldName = Literal[
-    "Document and Text-based Images", "Medical Images", "Photographs", "Scientific and Analytical Images",
-    "Graphics and Artistic Images", "Screenshots and UI Elements", "Remote Sensing and Satellite Images",
-    "Security and Surveillance", "Engineering and Technical Drawings", "Specialized Formats", "Other",
+    "Document and Text-based Images",
+    "Medical Images",
+    "Photographs",
+    "Scientific and Analytical Images",
+    "Graphics and Artistic Images",
+    "Screenshots and UI Elements",
+    "Remote Sensing and Satellite Images",
+    "Security and Surveillance",
+    "Engineering and Technical Drawings",
+    "Specialized Formats",
+    "Other",
 ]
 
 # MultiVerse App. C.1: 8 interaction goals (their 484 sub-goals are open vocabulary)
-GoalName = Literal["Verification", "Analysis", "Exploration", "Optimization", "Calculation", "Understanding",
-                   "Research", "Creation"]
+GoalName = Literal[
+    "Verification", "Analysis", "Exploration", "Optimization", "Calculation", "Understanding", "Research", "Creation"
+]
 
 # AlignMMBench Sec. 3.1: 13 tasks in 3 categories (the two Dialogue Context tasks are not asked of single images)
 AlignTaskName = Literal[
-    "Description", "Recognition", "Counting", "OCR", "Meme", "Knowledge",
-    "Reasoning", "Chart", "Problem", "Comparison", "Writing",
+    "Description",
+    "Recognition",
+    "Counting",
+    "OCR",
+    "Meme",
+    "Knowledge",
+    "Reasoning",
+    "Chart",
+    "Problem",
+    "Comparison",
+    "Writing",
 ]
 
 ChecklistCriterion = Literal[
-    "Engagingness", "Tone & Style Appropriateness", "Contextual Understanding", "Memory", "Proactiveness",
-    "Clarity & Logical Structure", "Coherence", "Knowledge Understanding", "Factual Correctness",
-    "Specificity & Informativeness", "Cognitive Reasoning", "Creativity", "Problem-Solving Capability",
-    "Helpfulness", "Instruction Following", "Harmlessness & Ethical Awareness", "Perceptual Understanding",
-    "Fluency & Grammatical Accuracy", "Adaptability", "Multimodal Consistency",
+    "Engagingness",
+    "Tone & Style Appropriateness",
+    "Contextual Understanding",
+    "Memory",
+    "Proactiveness",
+    "Clarity & Logical Structure",
+    "Coherence",
+    "Knowledge Understanding",
+    "Factual Correctness",
+    "Specificity & Informativeness",
+    "Cognitive Reasoning",
+    "Creativity",
+    "Problem-Solving Capability",
+    "Helpfulness",
+    "Instruction Following",
+    "Harmlessness & Ethical Awareness",
+    "Perceptual Understanding",
+    "Fluency & Grammatical Accuracy",
+    "Adaptability",
+    "Multimodal Consistency",
 ]
 
 
@@ -78,19 +143,22 @@ class FieldReply(Strict):
     image_reasoning: str = Field(description="one or two sentences on what the image shows")
     image_field: ImageFieldName
     proposed_image_field: str | None = Field(description="a new field name when image_field is 'Other', else null")
-    question_reasoning: str | None = Field(description="one or two sentences on what the question asks; null "
-                                                       "when there is no question")
+    question_reasoning: str | None = Field(
+        description="one or two sentences on what the question asks; null when there is no question"
+    )
     question_field: TaskFieldName | None = Field(description="null when there is no question")
-    proposed_question_field: str | None = Field(description="a new field name when question_field is 'Other', "
-                                                            "else null")
+    proposed_question_field: str | None = Field(
+        description="a new field name when question_field is 'Other', else null"
+    )
 
 
 class SubfieldReply(Strict):
     """Step two: a sub-field inside each field chosen in step one (an existing one, or a proposed name)."""
 
     image_subfield: str = Field(description="one of the listed image sub-fields, or a short new name")
-    question_subfield: str | None = Field(description="one of the listed task sub-fields, or a short new name; "
-                                                      "null when there is no question")
+    question_subfield: str | None = Field(
+        description="one of the listed task sub-fields, or a short new name; null when there is no question"
+    )
 
 
 class CaptionReply(Strict):
@@ -126,8 +194,9 @@ class GoalTaskReply(Strict):
 
     goal: GoalName
     sub_goal: str = Field(description="a short noun phrase, e.g. 'trend verification'")
-    task: str = Field(description="the kind of work the conversation needs, as a short noun phrase, e.g. 'chart "
-                                  "analysis'")
+    task: str = Field(
+        description="the kind of work the conversation needs, as a short noun phrase, e.g. 'chart analysis'"
+    )
     sub_task: str = Field(description="a finer short noun phrase")
 
 

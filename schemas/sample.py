@@ -43,7 +43,13 @@ class Provenance(Strict):
 
     source_dataset: str
     source_id: str
-    license: str = Field(description="SPDX identifier, 'Public-Domain', or 'unknown'")
+    license: str = Field(description="the picture's license: SPDX identifier, 'Public-Domain', or 'unknown'")
+    text_license: str = Field(
+        "unknown",
+        description="the license of the sample's text (questions, answers, "
+        "references, checklists): SPDX identifier, or 'unknown' when "
+        "nobody stated it",
+    )
     attribution: str | None = None
     source_path: str | None = Field(None, description="path relative to the ingested root")
     derived_from: str | None = Field(None, description="source_id of the original when this is an edited copy")
@@ -52,7 +58,9 @@ class Provenance(Strict):
 class Generation(Strict):
     """Who produced a generated field or a score: the backend label is shown wherever the output is."""
 
-    backend: str = Field(description="'offline-heuristic' for the built-in heuristics, 'openai' for an OpenAI-protocol server")
+    backend: str = Field(
+        description="'offline-heuristic' for the built-in heuristics, 'openai' for an OpenAI-protocol server"
+    )
     model: str
     prompt_id: str | None = None
     prompt_version: int | None = None
@@ -135,6 +143,8 @@ class Sample(Strict):
     language: str | None = None
     track: str | None = None
     challenge: Challenge | None = None
-    scores: dict[str, dict[str, ScoreValue]] = Field(default_factory=dict, description="stage name -> its stored scores")
+    scores: dict[str, dict[str, ScoreValue]] = Field(
+        default_factory=dict, description="stage name -> its stored scores"
+    )
     generated_by: dict[str, Generation] = Field(default_factory=dict, description="field or stage name -> producer")
     review: ReviewState = Field(default_factory=ReviewState)

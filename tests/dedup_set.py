@@ -228,7 +228,7 @@ def keys(entries: list[Entry], pictures: list | None = None):
     """The ImageKeys the stage would see for the set's files (fingerprints as image_phash computes them); with a
     `pictures` list, as `curate images hash --likeness` computes them, each file's verification picture
     (`verify.pack` bytes) appended to it from the same decode."""
-    from benchcurate.curation.fingerprint import sha256_file
+    from benchcurate.curation.core.fingerprint import sha256_file
     from benchcurate.curation.images.near_dedup import ImageKey
     from benchcurate.curation.images.phash import PhashConfig, fingerprint
 

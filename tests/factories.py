@@ -11,7 +11,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw
 from pydantic import BaseModel
 
-from benchcurate.curation.prompting import available_versions, load_prompt
+from benchcurate.curation.models.prompting import available_versions, load_prompt
 from benchcurate.schemas import ImageRef, Provenance, Sample
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from benchcurate.curation.recipes import load_recipe, resolve_run, run_options
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.schemas import RunConfig
 from tests.factories import make_image
 
@@ -209,10 +209,43 @@ def model_run(tmp_path: Path, server, run_id: str, images: int = 4, **backend: o
                         overrides=overrides)
 
 
+def eval_releases() -> dict[str, Path]:
+    """A small real release of each recipe, written once per test session by the pipeline (offline backend) and
+    shared by every worker: tests copy one before changing it."""
+    from benchcurate.curation.release.writer import write_release
+
+    def make() -> dict[str, str]:
+        made = {}
+        for recipe in ("multiverse", "convbench", "probench", "alignmmbench"):
+            folder = _test_dir("SHARED_DIR") / "eval-releases" / recipe
+            run_dir = finished_run(folder, recipe, recipe, images=8, overrides=SMALL if recipe == "multiverse" else {})
+            made[recipe] = str(write_release(run_dir, folder / "out"))
+        return made
+    return {recipe: Path(path) for recipe, path in shared_once("eval-releases", make).items()}
+
+
 def replicated_release(release: Path, count: int, into: Path) -> Path:
     """A copy of a real release grown to `count` rows: its rows repeated in order, each copy with its own index
-    and its user turns marked "(case k)", so every row asks its own questions (the writer's parquet schema, card
-    and manifest kept; checksums redone). For evaluations at a size the pipeline would take minutes to reach."""
+    and its user turns marked "(case k)", so every row asks its own questions. For evaluations at a size the
+    pipeline would take minutes to reach."""
+    def grow(originals: list[dict]) -> list[dict]:
+        copies = []
+        for k in range(count):
+            row = json.loads(json.dumps(originals[k % len(originals)], default=lambda value: value.hex()))
+            row["image"] = originals[k % len(originals)]["image"]
+            row["index"] = f"{row['index']}-{k}"
+            for turn in row["conversation"]:
+                if turn["speaker"] == "user":
+                    turn["utterance"] = f"{turn['utterance']} (case {k})"
+            copies.append(row)
+        return copies
+    return edited_release(release, into, grow)
+
+
+def edited_release(release: Path, into: Path, edit: Callable[[list[dict]], list[dict]]) -> Path:
+    """A copy of a real release (one split) whose rows are `edit(rows)`, made as the writer makes a release: the
+    writer's parquet schema kept, the card's and manifest's counts, the manifest's file list and SHA256SUMS
+    redone, so it verifies."""
     import shutil
 
     import pyarrow as pa
@@ -224,18 +257,22 @@ def replicated_release(release: Path, count: int, into: Path) -> Path:
     shutil.copytree(release, target)
     files = sorted((target / "data").glob("*.parquet"))
     table = pa.concat_tables(pq.read_table(path) for path in files)
-    originals = table.to_pylist()
-    copies = []
-    for k in range(count):
-        row = json.loads(json.dumps(originals[k % len(originals)], default=lambda value: value.hex()))
-        row["image"] = originals[k % len(originals)]["image"]
-        row["index"] = f"{row['index']}-{k}"
-        for turn in row["conversation"]:
-            if turn["speaker"] == "user":
-                turn["utterance"] = f"{turn['utterance']} (case {k})"
-        copies.append(row)
+    rows = edit(table.to_pylist())
     for path in files:
         path.unlink()
-    pq.write_table(pa.Table.from_pylist(copies, schema=table.schema), target / "data" / files[0].name)
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), target / "data" / files[0].name)
+    split = files[0].name.split("-", 1)[0]
+    manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
+    manifest.update(sample_count=len(rows), splits={split: len(rows)})
+    card = (target / "README.md").read_text(encoding="utf-8")
+    (target / "README.md").write_text(re.sub(r"(num_examples: )\d+", rf"\g<1>{len(rows)}", card), encoding="utf-8")
+    (target / "manifest.json").unlink()
+    manifest["files"] = _checksums(target)  # every file but the manifest, then the manifest itself
+    (target / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     _checksums(target)
     return target
+
+
+def compact(text: str) -> str:
+    """Text with runs of spaces made one: a Markdown table's cells without their padding."""
+    return re.sub(r" +", " ", text)

@@ -1,5 +1,6 @@
-"""The benchmarks' quick mode, run once each so they cannot rot: every bench/*.py but common.py runs `--quick` in a
-subprocess, ends well, prints its comparison with the naive way, and leaves bench/results/ as it was."""
+"""The benchmarks' quick mode, run once each so they cannot rot: every bench/*.py but common.py and summary.py (which
+writes bench/README.md from the results) runs `--quick` in a subprocess, ends well, prints its comparison with the
+naive way, and leaves bench/results/ as it was."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests.helpers import REPO
 
 pytestmark = pytest.mark.slow
 RESULTS = REPO / "bench" / "results"
-SCRIPTS = sorted(path for path in (REPO / "bench").glob("*.py") if path.name != "common.py")
+SCRIPTS = sorted(path for path in (REPO / "bench").glob("*.py") if path.name not in ("common.py", "summary.py"))
 # What each script prints when it compared: the naive way's row, or its ratio. A new benchmark adds its line here.
 COMPARISONS = {
     "hash_throughput": ["naive", "ours_j2", "x naive (excl)"],

@@ -20,7 +20,8 @@ from pathlib import Path
 import PIL
 from PIL import Image, ImageEnhance
 
-from benchcurate.curation.fingerprint import sha256_json
+from benchcurate.curation.core.fingerprint import sha256_json
+from benchcurate.curation.core.jsonl import text_rows
 
 CORPUS_VERSION = 1
 COMPLETE_SUFFIX = ".complete"  # `<dest>.complete` beside the corpus, so ingest never sees it
@@ -48,6 +49,7 @@ def _cropped(fraction: float) -> Callable[[Image.Image], Image.Image]:
     def crop(image: Image.Image) -> Image.Image:
         dx, dy = round(image.width * fraction), round(image.height * fraction)
         return image.crop((dx, dy, image.width - dx, image.height - dy))
+
     return crop
 
 
@@ -56,15 +58,35 @@ DERIVATIONS = (
     ("photos/chelsea.png", "chelsea-small.jpg", _scaled(0.6), _save_jpeg(85), "resized to 60%, JPEG q85"),
     ("photos/coffee.png", "coffee-q40.jpg", lambda image: image, _save_jpeg(40), "re-encoded as JPEG q40"),
     ("photos/rocket.jpg", "rocket-70.png", _scaled(0.7), _save_png, "resized to 70%, PNG"),
-    ("photos/astronaut.png", "astronaut-contrast.jpg", lambda image: ImageEnhance.Contrast(image.convert("RGB"))
-     .enhance(1.15), _save_jpeg(90), "contrast +15%, JPEG q90"),
-    ("rendered/bar_chart-01.png", "bar_chart-01-bright.png", lambda image: ImageEnhance.Brightness(
-        image.convert("RGB")).enhance(1.08), _save_png, "brightness +8%"),
+    (
+        "photos/astronaut.png",
+        "astronaut-contrast.jpg",
+        lambda image: ImageEnhance.Contrast(image.convert("RGB")).enhance(1.15),
+        _save_jpeg(90),
+        "contrast +15%, JPEG q90",
+    ),
+    (
+        "rendered/bar_chart-01.png",
+        "bar_chart-01-bright.png",
+        lambda image: ImageEnhance.Brightness(image.convert("RGB")).enhance(1.08),
+        _save_png,
+        "brightness +8%",
+    ),
     ("rendered/document-01.jpg", "document-01-crop.jpg", _cropped(0.02), _save_jpeg(88), "2% border crop"),
-    ("rendered/flowchart-01.png", "flowchart-01-gray.png", lambda image: image.convert("L"), _save_png,
-     "converted to grayscale"),
-    ("rendered/ui_screenshot-01.png", "ui_screenshot-01-q75.jpg", lambda image: image, _save_jpeg(75),
-     "re-encoded as JPEG q75"),
+    (
+        "rendered/flowchart-01.png",
+        "flowchart-01-gray.png",
+        lambda image: image.convert("L"),
+        _save_png,
+        "converted to grayscale",
+    ),
+    (
+        "rendered/ui_screenshot-01.png",
+        "ui_screenshot-01-q75.jpg",
+        lambda image: image,
+        _save_jpeg(75),
+        "re-encoded as JPEG q75",
+    ),
 )
 EXACT_COPIES = ("photos/camera.png", "rendered/pie_chart-01.png", "rendered/table-01.png")
 
@@ -77,7 +99,7 @@ def data_root() -> Traversable:
 def shipped_index(folder: str) -> list[dict]:
     """The rows of a shipped folder's index (file, license, sha256, ...), in index order."""
     text = (data_root() / folder / SHIPPED[folder]).read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines()]
+    return list(text_rows(text, f"{folder}/{SHIPPED[folder]}"))
 
 
 def _copy_shipped(root: Path, folder: str) -> list[dict]:
@@ -89,16 +111,30 @@ def _copy_shipped(root: Path, folder: str) -> list[dict]:
 
 
 def _photos(root: Path) -> list[dict]:
-    return [{"path": f"photos/{entry['file']}", "source_dataset": PHOTO_SOURCE, "source_id": entry["file"],
-             "license": entry["license"], "attribution": entry["attribution"]}
-            for entry in _copy_shipped(root, "photos")]
+    return [
+        {
+            "path": f"photos/{entry['file']}",
+            "source_dataset": PHOTO_SOURCE,
+            "source_id": entry["file"],
+            "license": entry["license"],
+            "attribution": entry["attribution"],
+        }
+        for entry in _copy_shipped(root, "photos")
+    ]
 
 
 def _rendered(root: Path) -> list[dict]:
     # "demo generator" is kept from when these were drawn at run time: the manifest text is unchanged.
-    return [{"path": f"rendered/{entry['file']}", "source_dataset": RENDERED_SOURCE, "source_id": entry["file"],
-             "license": entry["license"], "attribution": f"benchcurate demo generator: {entry['description']}"}
-            for entry in _copy_shipped(root, "rendered")]
+    return [
+        {
+            "path": f"rendered/{entry['file']}",
+            "source_dataset": RENDERED_SOURCE,
+            "source_id": entry["file"],
+            "license": entry["license"],
+            "attribution": f"benchcurate demo generator: {entry['description']}",
+        }
+        for entry in _copy_shipped(root, "rendered")
+    ]
 
 
 def _derived(root: Path, originals: dict[str, dict]) -> list[dict]:
@@ -108,17 +144,31 @@ def _derived(root: Path, originals: dict[str, dict]) -> list[dict]:
         with Image.open(root / original) as opened:
             write(edit(opened), root / "derived" / name)
         source = originals[original]
-        rows.append({"path": f"derived/{name}", "source_dataset": DERIVED_SOURCE, "source_id": name,
-                     "license": source["license"], "derived_from": source["source_id"],
-                     "attribution": f"{what}; original: {source['attribution']}"})
+        rows.append(
+            {
+                "path": f"derived/{name}",
+                "source_dataset": DERIVED_SOURCE,
+                "source_id": name,
+                "license": source["license"],
+                "derived_from": source["source_id"],
+                "attribution": f"{what}; original: {source['attribution']}",
+            }
+        )
     (root / "copies").mkdir()
     for original in EXACT_COPIES:
         name = Path(original).name
         shutil.copyfile(root / original, root / "copies" / name)
         source = originals[original]
-        rows.append({"path": f"copies/{name}", "source_dataset": MIRROR_SOURCE, "source_id": name,
-                     "license": source["license"], "derived_from": source["source_id"],
-                     "attribution": f"byte-identical copy; original: {source['attribution']}"})
+        rows.append(
+            {
+                "path": f"copies/{name}",
+                "source_dataset": MIRROR_SOURCE,
+                "source_id": name,
+                "license": source["license"],
+                "derived_from": source["source_id"],
+                "attribution": f"byte-identical copy; original: {source['attribution']}",
+            }
+        )
     return rows
 
 
@@ -130,21 +180,36 @@ def _broken(root: Path) -> list[dict]:
     (folder / "empty.png").write_bytes(b"")
     (folder / "not-an-image.png").write_text("this file has a .png name but holds text\n", encoding="utf-8")
     (folder / "notes.txt").write_text("a stray text file in an image folder\n", encoding="utf-8")
-    return [{"path": f"broken/{name}", "source_dataset": RENDERED_SOURCE, "source_id": f"broken/{name}",
-             "license": OUR_LICENSE, "attribution": f"deliberately broken demo file: {what}"}
-            for name, what in (("truncated.jpg", "first 40% of a JPEG"), ("empty.png", "zero bytes"),
-                               ("not-an-image.png", "text with an image extension"),
-                               ("notes.txt", "not an image file"))]
+    return [
+        {
+            "path": f"broken/{name}",
+            "source_dataset": RENDERED_SOURCE,
+            "source_id": f"broken/{name}",
+            "license": OUR_LICENSE,
+            "attribution": f"deliberately broken demo file: {what}",
+        }
+        for name, what in (
+            ("truncated.jpg", "first 40% of a JPEG"),
+            ("empty.png", "zero bytes"),
+            ("not-an-image.png", "text with an image extension"),
+            ("notes.txt", "not an image file"),
+        )
+    ]
 
 
 def corpus_signature() -> str:
     """A hash of everything the corpus is built from, so a change to any of it rebuilds the corpus."""
-    shipped = {f"{folder}/{item.name}": hashlib.sha256(item.read_bytes()).hexdigest()
-               for folder in SHIPPED for item in (data_root() / folder).iterdir() if item.is_file()}
+    shipped = {
+        f"{folder}/{item.name}": hashlib.sha256(item.read_bytes()).hexdigest()
+        for folder in SHIPPED
+        for item in (data_root() / folder).iterdir()
+        if item.is_file()
+    }
     # This module's source stands for the derivations and broken files; Pillow re-encodes the derived files.
     code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    return sha256_json({"version": CORPUS_VERSION, "shipped": dict(sorted(shipped.items())), "code": code,
-                        "pillow": PIL.__version__})
+    return sha256_json(
+        {"version": CORPUS_VERSION, "shipped": dict(sorted(shipped.items())), "code": code, "pillow": PIL.__version__}
+    )
 
 
 def build_demo_corpus(dest: Path) -> Path:

@@ -19,8 +19,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.evaluation.engine import read_judgments, read_results
+from benchcurate.curation.evaluation.judging import CB_PAPER_AGREEMENT, PB_PAPER_AGREEMENT
 from benchcurate.curation.evaluation.statistics import agreement
 
 REVIEW_DIR = "review"  # under a results folder: the Label Studio round's state, its images, the labels pulled
@@ -28,9 +29,11 @@ LABELS = "labels.jsonl"
 MV_BANDS = ((1, 2), (3, 4), (5, 6), (7, 8), (9, 10))
 AMB_BINS = ((1, 2), (3, 5), (6, 8), (9, 10))
 PB_SCALE = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
-# the papers' human-judge agreement, for comparison (ConvBench CB-N L37; ProBench L249)
-PAPER_AGREEMENT = {"convbench": ("ConvBench, ChatGPT judge against people", 81.83),
-                   "probench": ("ProBench, GPT-4o judge against 6 annotators", 79.9)}
+# the papers' human-judge agreement, for comparison
+PAPER_AGREEMENT = {
+    "convbench": ("ConvBench, ChatGPT judge against people", CB_PAPER_AGREEMENT),
+    "probench": ("ProBench, GPT-4o judge against 6 annotators", PB_PAPER_AGREEMENT),
+}
 
 
 def band(value: int, bands: tuple[tuple[int, int], ...]) -> str:
@@ -50,9 +53,13 @@ class JudgeItem:
     judge_label: str
 
 
-SCALES = {("multiverse", "quality"): tuple(f"{a}-{b}" for a, b in MV_BANDS),
-          ("convbench", "pairwise"): ("A", "B"), ("convbench", "direct"): tuple(f"{a}-{b}" for a, b in MV_BANDS),
-          ("probench", "pairwise"): PB_SCALE, ("alignmmbench", "rating"): tuple(f"{a}-{b}" for a, b in AMB_BINS)}
+SCALES = {
+    ("multiverse", "quality"): tuple(f"{a}-{b}" for a, b in MV_BANDS),
+    ("convbench", "pairwise"): ("A", "B"),
+    ("convbench", "direct"): tuple(f"{a}-{b}" for a, b in MV_BANDS),
+    ("probench", "pairwise"): PB_SCALE,
+    ("alignmmbench", "rating"): tuple(f"{a}-{b}" for a, b in AMB_BINS),
+}
 VISION = {"multiverse", "probench"}  # recipes whose judge sees the image
 
 
@@ -75,9 +82,17 @@ def judge_items(results_folder: Path) -> tuple[str, list[JudgeItem]]:
             scale = SCALES.get((recipe, call))
             if scale is None or entry.get("shown") is None:
                 continue
-            items.append(JudgeItem(f"{judgment.sample_id}|{judgment.setting}|{judgment.turn}|{call}",
-                                   judgment.sample_id, call, str(entry["shown"]), recipe in VISION, scale,
-                                   judge_label(recipe, call, entry["read"])))
+            items.append(
+                JudgeItem(
+                    f"{judgment.sample_id}|{judgment.setting}|{judgment.turn}|{call}",
+                    judgment.sample_id,
+                    call,
+                    str(entry["shown"]),
+                    recipe in VISION,
+                    scale,
+                    judge_label(recipe, call, entry["read"]),
+                )
+            )
     return recipe, items
 
 
@@ -90,20 +105,27 @@ def agreement_report(results_folder: Path, labels: list[dict]) -> dict:
         if entry["item_id"] in judged:
             people[entry["item_id"]].append(entry["label"])
     if not people:
-        raise UserError(f"no human label matches a judge call of {results_folder}; push the judge's calls with "
-                        f"`curate eval review push {results_folder}`, annotate, then `curate eval review pull`")
+        raise UserError(
+            f"no human label matches a judge call of {results_folder}; push the judge's calls with "
+            f"`curate eval review push {results_folder}`, annotate, then `curate eval review pull`"
+        )
     majority = {}
     for item_id, found in people.items():
         ranked = Counter(found).most_common()
         if len(ranked) == 1 or ranked[0][1] > ranked[1][1]:
             majority[item_id] = ranked[0][0]
-    report = {"recipe": recipe, "items_judged": len(judged), "items_with_human_labels": len(people),
-              "human_labels": sum(map(len, people.values())),
-              "reviewers": len({entry["reviewer"] for entry in labels if entry["item_id"] in judged}),
-              "judge_vs_majority": agreement([(judged[item], label) for item, label in sorted(majority.items())]),
-              "judge_vs_each_label": agreement([(judged[item], label) for item, found in sorted(people.items())
-                                                for label in found]),
-              "scale": list(items[0].scale) if items else []}
+    report = {
+        "recipe": recipe,
+        "items_judged": len(judged),
+        "items_with_human_labels": len(people),
+        "human_labels": sum(map(len, people.values())),
+        "reviewers": len({entry["reviewer"] for entry in labels if entry["item_id"] in judged}),
+        "judge_vs_majority": agreement([(judged[item], label) for item, label in sorted(majority.items())]),
+        "judge_vs_each_label": agreement(
+            [(judged[item], label) for item, found in sorted(people.items()) for label in found]
+        ),
+        "scale": list(items[0].scale) if items else [],
+    }
     if recipe in PAPER_AGREEMENT:
         report["paper"] = {"what": PAPER_AGREEMENT[recipe][0], "percent_agreement": PAPER_AGREEMENT[recipe][1]}
     return report
@@ -113,20 +135,30 @@ def read_labels(folder: Path) -> list[dict]:
     """Human labels pulled into `folder` (a results folder, or wherever `review/labels.jsonl` was pulled to)."""
     path = folder / REVIEW_DIR / LABELS
     if not path.is_file():
-        raise UserError(f"no human labels at {path}; run `curate eval review push` and `curate eval review pull` "
-                        f"on the results folder first")
+        raise UserError(
+            f"no human labels at {path}; run `curate eval review push` and `curate eval review pull` "
+            f"on the results folder first"
+        )
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def agreement_text(report: dict) -> str:
     majority, each = report["judge_vs_majority"], report["judge_vs_each_label"]
-    lines = [(f"judge against people ({report['recipe']}): {report['items_with_human_labels']} of "
-             f"{report['items_judged']} judge calls labelled by {report['reviewers']} reviewer(s), "
-             f"{report['human_labels']} labels, scale {' / '.join(report['scale'])}"),
-             (f"  judge vs the people's majority: {majority['percent_agreement']}% agreement, Cohen's kappa "
-             f"{majority['cohen_kappa']} ({majority['items']} items without a tie)"),
-             (f"  judge vs every human label:     {each['percent_agreement']}% agreement, Cohen's kappa "
-             f"{each['cohen_kappa']} ({each['items']} labels)")]
+    lines = [
+        (
+            f"judge against people ({report['recipe']}): {report['items_with_human_labels']} of "
+            f"{report['items_judged']} judge calls labelled by {report['reviewers']} reviewer(s), "
+            f"{report['human_labels']} labels, scale {' / '.join(report['scale'])}"
+        ),
+        (
+            f"  judge vs the people's majority: {majority['percent_agreement']}% agreement, Cohen's kappa "
+            f"{majority['cohen_kappa']} ({majority['items']} items without a tie)"
+        ),
+        (
+            f"  judge vs every human label:     {each['percent_agreement']}% agreement, Cohen's kappa "
+            f"{each['cohen_kappa']} ({each['items']} labels)"
+        ),
+    ]
     if "paper" in report:
         lines.append(f"  for comparison, {report['paper']['what']}: {report['paper']['percent_agreement']}%")
     return "\n".join(lines)

@@ -14,18 +14,11 @@ the setting's turn evaluations. R2 = (S1 + S2 + S3) / 3 and R1 = (R2 + S0) / 2 (
 
 from __future__ import annotations
 
-from benchcurate.curation.evaluation.engine import (
-    Aggregate,
-    Asker,
-    EvalFailed,
-    failed,
-    refuse_options,
-    scored_by_sample,
-)
 from benchcurate.curation.evaluation.judging import (
     CB_PAPER_AGREEMENT,
     CB_SCORE_NAMES,
     CB_SETTINGS,
+    TurnItem,
     cb_evaluations,
     cb_focus,
     cb_model_is_a,
@@ -36,9 +29,22 @@ from benchcurate.curation.evaluation.judging import (
     read_cb_verdict,
     rounded,
 )
+from benchcurate.curation.evaluation.protocol import (
+    Aggregate,
+    Asker,
+    EvalFailed,
+    failed,
+    refuse_options,
+    scored_by_sample,
+)
 from benchcurate.curation.evaluation.statistics import bootstrap
 from benchcurate.curation.models.base import ChatTurn
 from benchcurate.schemas.evaluation import EvalOptions, Judgment
+
+
+def answer_key(setting: str, turn: int) -> str:
+    """How the model's answer to a turn in a setting is asked for (its seed, a harness's answer)."""
+    return f"{setting}/{turn}"
 
 
 class ConvBenchProtocol:
@@ -48,17 +54,35 @@ class ConvBenchProtocol:
 
     def settings(self, options: EvalOptions) -> dict[str, str | None]:
         refuse_options(options, self.name, {"grading"})
-        return {"history": "own, perception given, perception and reasoning given (all three settings)",
-                "grading": options.grading or "pairwise"}
+        return {
+            "history": "own, perception given, perception and reasoning given (all three settings)",
+            "grading": options.grading or "pairwise",
+        }
+
+    def setting(self, options: EvalOptions) -> str:
+        return f"grading-{options.grading or 'pairwise'}"
+
+    def answer_key(self, item: TurnItem, history: str) -> str:
+        """Shown the references of the turns before it, turn k is setting (k-1)'s first own answer: turn 1 the
+        own setting's, turn 2 with perception given, turn 3 with perception and reasoning given."""
+        if history == "own":
+            return answer_key("own", item.turn)
+        return answer_key(next(name for name, given in CB_SETTINGS.items() if given == item.turn - 1), item.turn)
 
     def judge_sample(self, row: dict, ask: Asker, options: EvalOptions) -> list[Judgment]:
         turns = [turn for turn in row["conversation"] if turn["speaker"] == "user"]
         judgments = []
         for setting, given in CB_SETTINGS.items():
-            made = [Judgment(sample_id=row["index"], turn=turn, setting=setting,
-                             question=turns[turn - 1]["utterance"] if turn and turn <= len(turns) else "(all turns)",
-                             groups={"score": CB_SCORE_NAMES[(setting, turn)]})
-                    for turn in (*range(given + 1, 4), 0)]
+            made = [
+                Judgment(
+                    sample_id=row["index"],
+                    turn=turn,
+                    setting=setting,
+                    question=turns[turn - 1]["utterance"] if turn and turn <= len(turns) else "(all turns)",
+                    groups={"score": CB_SCORE_NAMES[(setting, turn)]},
+                )
+                for turn in (*range(given + 1, 4), 0)
+            ]
             problem = self._incomplete(row, turns)
             if problem:
                 for judgment in made:
@@ -78,15 +102,19 @@ class ConvBenchProtocol:
             return "no instruction-conditioned caption (the text-only judge's image context)"
         return None
 
-    def _setting(self, row: dict, turns: list[dict], setting: str, given: int, made: list[Judgment], ask: Asker,
-                 grading: str) -> None:
+    def _setting(
+        self, row: dict, turns: list[dict], setting: str, given: int, made: list[Judgment], ask: Asker, grading: str
+    ) -> None:
         questions = [turn["utterance"] for turn in turns]
         references = [turn["reference"] for turn in turns]
         answers, history = [], []
         try:
             for number, question in enumerate(questions, 1):
-                answer = references[number - 1] if number <= given else \
-                    ask.answer(question, history, f"{setting}/{number}")
+                answer = (
+                    references[number - 1]
+                    if number <= given
+                    else ask.answer(question, history, answer_key(setting, number))
+                )
                 answers.append(answer)
                 history = [*history, ChatTurn("user", question), ChatTurn("assistant", answer)]
         except EvalFailed as error:
@@ -106,23 +134,46 @@ class ConvBenchProtocol:
                 continue
             evaluations.append((judgment.turn, reply))
 
-    def _judge(self, row: dict, turns: list[dict], questions: list[str], answers: list[str], references: list[str],
-               judgment: Judgment, evaluations: list[tuple[int, str]], ask: Asker, grading: str) -> str:
+    def _judge(
+        self,
+        row: dict,
+        turns: list[dict],
+        questions: list[str],
+        answers: list[str],
+        references: list[str],
+        judgment: Judgment,
+        evaluations: list[tuple[int, str]],
+        ask: Asker,
+        grading: str,
+    ) -> str:
         evaluation_text = cb_evaluations(evaluations, CB_SETTINGS[judgment.setting]) if judgment.turn == 0 else ""
         key = f"{grading}/{judgment.setting}/{judgment.turn}"
         mine, gold = cb_transcript(questions, answers), cb_transcript(questions, references)
-        common = {"caption": row["caption"], "focus": cb_focus(turns[2].get("focus_points") or [], judgment.turn),
-                  "evaluations": evaluation_text, "target": cb_target(judgment.turn)}
+        common = {
+            "caption": row["caption"],
+            "focus": cb_focus(turns[2].get("focus_points") or [], judgment.turn),
+            "evaluations": evaluation_text,
+            "target": cb_target(judgment.turn),
+        }
         if grading == "direct":
-            reply = ask.judge_call("judge_cb_direct", {**common, "reference": gold, "conversation": mine},
-                                   read_cb_rating, key, with_image=False)
+            reply = ask.judge_call(
+                "judge_cb_direct",
+                {**common, "reference": gold, "conversation": mine},
+                read_cb_rating,
+                key,
+                with_image=False,
+            )
             judgment.judge["direct"] = reply.record()
             judgment.scores = {"rating": float(reply.parsed)}
             return reply.raw
         first = cb_model_is_a(judgment.sample_id, judgment.setting)
-        reply = ask.judge_call("judge_cb_pairwise", {**common, "conversation_a": mine if first else gold,
-                                                     "conversation_b": gold if first else mine},
-                               read_cb_verdict, key, with_image=False)
+        reply = ask.judge_call(
+            "judge_cb_pairwise",
+            {**common, "conversation_a": mine if first else gold, "conversation_b": gold if first else mine},
+            read_cb_verdict,
+            key,
+            with_image=False,
+        )
         model_side = "A" if first else "B"
         judgment.judge["pairwise"] = reply.record(model_was=model_side)
         judgment.scores = {"win": 1.0 if reply.parsed == model_side else 0.0}
@@ -134,21 +185,38 @@ class ConvBenchProtocol:
             return Aggregate(None)
         direct = "rating" in scored[0].scores
         scores = nine_scores(scored)
-        gains = {f"{better} - {base}": rounded(scores[better] - scores[base], 2)
-                 for better, base in (("S^2", "S2"), ("S^3", "S3"), ("S~3", "S3"), ("S^0", "S0"), ("S~0", "S0"))
-                 if scores.get(better) is not None and scores.get(base) is not None}
+        gains = {
+            f"{better} - {base}": rounded(scores[better] - scores[base], 2)
+            for better, base in TABLE_1_GAINS
+            if scores.get(better) is not None and scores.get(base) is not None
+        }
         r1 = scores.get("R1")
         return Aggregate(
-            r1, {"scores": scores, "unit": "mean rating 1-10" if direct else "win rate against the reference, %",
-                 "gains_from_gold_history": gains, "paper_judge_human_agreement_percent": CB_PAPER_AGREEMENT},
-            bootstrap(list(per_sample.values()), lambda drawn: nine_scores([j for group in drawn for j in group])
-                      .get("R1")) if r1 is not None else None)
+            r1,
+            {
+                "scores": scores,
+                "unit": "mean rating 1-10" if direct else "win rate against the reference, %",
+                "gains_from_gold_history": gains,
+                "paper_judge_human_agreement_percent": CB_PAPER_AGREEMENT,
+            },
+            bootstrap(
+                list(per_sample.values()), lambda drawn: nine_scores([j for group in drawn for j in group]).get("R1")
+            )
+            if r1 is not None
+            else None,
+        )
+
+
+# Table 1's brackets: perfect perception against the model's own history, then perfect reasoning on top of it
+TABLE_1_GAINS = (("S^2", "S2"), ("S^3", "S3"), ("S^0", "S0"), ("S~3", "S^3"), ("S~0", "S^0"))
 
 
 def nine_scores(judgments: list[Judgment]) -> dict[str, float]:
     """S1 ... S~0 (percent won, or the mean rating), R2 and R1."""
-    return cb_scores((judgment.groups["score"], judgment.scores.get("rating", 100 * judgment.scores.get("win", 0.0)))
-                     for judgment in judgments)
+    return cb_scores(
+        (judgment.groups["score"], judgment.scores.get("rating", 100 * judgment.scores.get("win", 0.0)))
+        for judgment in judgments
+    )
 
 
 CONVBENCH = ConvBenchProtocol()

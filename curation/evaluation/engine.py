@@ -1,215 +1,233 @@
 """`curate eval`: score a model on a release the way the release's paper scored models.
 
 The model under test and the judge are OpenAI-protocol backends of the model layer (reply cache, retries, costs,
---max-cost), sharing one reply cache under `<out>/cache/`: every reply is stored as it arrives, so an eval that is
-interrupted and run again with the same arguments pays for no call twice. Samples are evaluated side by side on
-threads (a sample's turns in order: a turn may need the model's earlier answers).
+--max-cost, --price), sharing one reply cache under `<out>/cache/`: every reply is stored as it arrives, so an eval
+that is interrupted and run again with the same arguments pays for no call twice. Samples are evaluated side by
+side on threads (a sample's turns in order: a turn may need the model's earlier answers). Instead of a model server,
+`--predictions` gives the answers a harness produced (lmms-eval, VLMEvalKit: `predictions.py`); the judge still
+judges them here.
 
-A protocol (one per recipe, `protocols()`) turns one release row into judged turns and the judged turns into the
-paper's numbers. Results go to `<out>/<release>/<version>/<model>/`: `judgments.jsonl` (one line per judged
-sample and turn, the judge's raw replies kept), `results.json` (`score`, the paper's sub-scores, a 95% interval,
-tokens, cost, prompt hashes, the release's checksum hash), and `<out>/<release>/<version>/LEADERBOARD.md`.
+The release is verified (every file against SHA256SUMS and the manifest) before anything is asked. A protocol (one
+per recipe, `protocols()`) turns one release row into judged turns and the judged turns into the paper's numbers.
+Results go to `<out>/<release>/<version>/<model>/<setting>/`, one folder per setting that changes the number (split,
+history or grading or baseline, judge, --limit, predictions file), held by one process at a time: `judgments.jsonl`
+(one line per judged sample and turn, the judge's raw replies kept), `results.json` (`score`, the paper's
+sub-scores, a 95% interval, tokens, cost, prompt hashes, the checksum of the verified release), and
+`<out>/<release>/<version>/LEADERBOARD.md`, one table per comparable setting.
+
+Ctrl-C: no request is sent after the signal; replies already on their way are stored for up to DRAIN_SECONDS, then
+the command leaves (exit 130), and the same command later reads them from the cache.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import re
+import json
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
-from benchcurate.curation.cache import Cache
-from benchcurate.curation.errors import ModelOutputInvalid, ModelReplyTooLarge, ModelRequestRejected, UserError
-from benchcurate.curation.evaluation.release import Release, image_file, open_release, rows
-from benchcurate.curation.models.base import ChatTurn, ModelRequest
+from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.fingerprint import sha256_file
+from benchcurate.curation.core.markdown import table
+from benchcurate.curation.core.parallel import ordered_map
+from benchcurate.curation.engine.store import chunked, held, write_json_atomic
+from benchcurate.curation.evaluation.alignmmbench import ALIGNMMBENCH
+from benchcurate.curation.evaluation.convbench import CONVBENCH
+from benchcurate.curation.evaluation.multiverse import MULTIVERSE
+from benchcurate.curation.evaluation.predictions import load_predictions
+from benchcurate.curation.evaluation.probench import PROBENCH
+from benchcurate.curation.evaluation.protocol import (
+    ANSWER_PROMPT,
+    NOT_IN_PREDICTIONS,
+    PROMPT_VERSION,
+    Asker,
+    EvalProtocol,
+    folder_name,
+)
 from benchcurate.curation.models.batch import DeferredToBatch
-from benchcurate.curation.models.pricing import Budget
+from benchcurate.curation.models.pricing import Budget, check_budget_settings
+from benchcurate.curation.models.prompting import load_prompt
 from benchcurate.curation.models.usage import add_usage, collecting
-from benchcurate.curation.parallel import ordered_map
-from benchcurate.curation.prompting import load_prompt
-from benchcurate.curation.store import chunked, write_json_atomic
-from benchcurate.schemas import BackendSpec, ImageRef, ModelUsage
-from benchcurate.schemas.evaluation import Endpoint, EvalOptions, EvalResults, Interval, Judgment
+from benchcurate.curation.release.reading import (
+    Release,
+    image_file,
+    open_release,
+    rows,
+    split_size,
+    verified,
+)
+from benchcurate.schemas import BackendSpec, ModelUsage
+from benchcurate.schemas.evaluation import Endpoint, EvalOptions, EvalResults, Judgment
 
-CALL_FAILURES = (ModelOutputInvalid, ModelRequestRejected, ModelReplyTooLarge)
 LEADERBOARD = "LEADERBOARD.md"
-MAX_BATCH_ROUNDS = 64  # a round per call a sample waits for (MultiVerse: 3 per turn); more means a reply that never parses
-PROMPT_VERSION = 1  # the judge prompts' version every protocol uses; a new wording is v2, pinned here
-ANSWER_PROMPT = "eval_answer"
+MAX_BATCH_ROUNDS = (
+    64  # a round per call a sample waits for (MultiVerse: 3 per turn); more means a reply that never parses
+)
+DRAIN_SECONDS = 1.5  # after Ctrl-C, how long replies already on their way may still arrive and be stored
 
 
-class EvalFailed(Exception):
-    """A call of a protocol failed for this turn: recorded on the judgment as `failure`, never a silent zero."""
+class NothingScored(Exception):
+    """Every judged turn failed (or none was asked): the results are written, and the command says why."""
 
-    def __init__(self, failure: str, detail: str, raw: str | None = None):
-        super().__init__(detail)
-        self.failure, self.detail, self.raw = failure, detail, raw
-
-
-def call_failure(error: Exception) -> str:
-    return {ModelOutputInvalid: "unreadable_reply", ModelRequestRejected: "request_rejected",
-            ModelReplyTooLarge: "reply_too_large"}[type(error)]
-
-
-@dataclass(frozen=True)
-class JudgeReply:
-    """What a judge call gave: its raw reply, what the parser read, and the request's text (what the judge was
-    shown, kept so a person can be shown the same: `curate eval review`)."""
-
-    raw: str
-    parsed: object
-    shown: str
-
-    def record(self, **more: object) -> dict:
-        return {"raw": self.raw, "read": self.parsed, "shown": self.shown, **more}
-
-
-@dataclass
-class Asker:
-    """The calls a protocol makes for one sample: the model under test answers, the judge judges. Each call is
-    seeded by the sample id and a key naming the call, so a rerun sends the same request (and hits the cache)."""
-
-    candidate: object
-    judge: object
-    images: tuple[ImageRef, ...]
-    sample_id: str
-    baseline: object | None = None
-
-    def seed(self, key: str) -> int:
-        return int(hashlib.sha256(f"{self.sample_id}\0{key}".encode()).hexdigest()[:8], 16)
-
-    def answer(self, question: str, history: list[ChatTurn], key: str, who: str = "model") -> str:
-        """The answer of the model under test (or of the baseline model, `who="baseline"`) to `question` after
-        `history`, the image sent with the first user turn; EvalFailed when no usable answer came back."""
-        backend = self.baseline if who == "baseline" else self.candidate
-        try:
-            return backend.complete(ModelRequest(
-                prompt=load_prompt(ANSWER_PROMPT, PROMPT_VERSION), variables={"question": question},
-                images=self.images, seed=self.seed(f"{who}\0{key}"), history=tuple(history))).value.text
-        except CALL_FAILURES as error:
-            raise EvalFailed(f"{who}_{call_failure(error)}", str(error), getattr(error, "raw", None)) from error
-
-    def judge_call(self, prompt_id: str, variables: dict[str, str], parse: Callable[[str], object], key: str,
-                   with_image: bool = True) -> JudgeReply:
-        """The judge's reply to one prompt, read by `parse` (a reply it cannot read is asked for once more);
-        EvalFailed when the judge failed twice."""
-        prompt = load_prompt(prompt_id, PROMPT_VERSION)
-        try:
-            result = self.judge.complete(ModelRequest(
-                prompt=prompt, variables=variables, images=self.images if with_image else (),
-                seed=self.seed(f"{prompt_id}\0{key}"), parse=parse))
-            return JudgeReply(result.raw or "", result.parsed, prompt.render(variables).user)
-        except CALL_FAILURES as error:
-            raise EvalFailed(f"judge_{call_failure(error)}", str(error), getattr(error, "raw", None)) from error
-
-
-def scored_by_sample(judgments: list[Judgment]) -> tuple[dict[str, list[Judgment]], list[Judgment]]:
-    """The judgments that have scores, by sample and all in order (a failure counts in no mean: it is counted
-    apart)."""
-    found: dict[str, list[Judgment]] = {}
-    for judgment in judgments:
-        if not judgment.failure:
-            found.setdefault(judgment.sample_id, []).append(judgment)
-    return found, [judgment for group in found.values() for judgment in group]
-
-
-def failed(judgment: Judgment, error: EvalFailed) -> Judgment:
-    judgment.failure, judgment.detail = error.failure, error.detail
-    if error.raw is not None:
-        judgment.judge["failed"] = {"raw": error.raw, "read": None}
-    return judgment
-
-
-@dataclass
-class Aggregate:
-    score: float | None
-    sub_scores: dict = field(default_factory=dict)
-    interval: Interval | None = None
-
-
-class EvalProtocol(Protocol):
-    name: str
-    score_name: str
-    prompts: tuple[str, ...]  # the judge prompts it uses (the answer prompt is every protocol's)
-
-    def settings(self, options: EvalOptions) -> dict[str, str | None]:
-        """{history, grading, baseline} as the results file states them; UserError for options that do not apply."""
-        ...
-
-    def judge_sample(self, row: dict, ask: Asker, options: EvalOptions) -> list[Judgment]:
-        ...
-
-    def aggregate(self, judgments: list[Judgment]) -> Aggregate:
-        ...
-
-
-def refuse_options(options: EvalOptions, protocol: str, allowed: set[str]) -> None:
-    """A flag that only another recipe's protocol reads is an error here, not silently ignored."""
-    flags = {"history": "--history", "grading": "--grading", "baseline": "--baseline-model"}
-    for name, flag in flags.items():
-        if name not in allowed and getattr(options, name) is not None:
-            raise UserError(f"{flag} does not apply to a {protocol} release (it applies to: "
-                            f"{', '.join(sorted(owner for owner, names in FLAG_OWNERS.items() if name in names))})")
-
-
-FLAG_OWNERS = {"multiverse": {"history"}, "convbench": {"grading"}, "probench": {"baseline"}, "alignmmbench": set()}
+    def __init__(self, folder: Path, reason: str):
+        super().__init__(reason)
+        self.folder = folder
 
 
 def protocols() -> dict[str, EvalProtocol]:
-    from benchcurate.curation.evaluation.alignmmbench import ALIGNMMBENCH
-    from benchcurate.curation.evaluation.convbench import CONVBENCH
-    from benchcurate.curation.evaluation.multiverse import MULTIVERSE
-    from benchcurate.curation.evaluation.probench import PROBENCH
     return {"multiverse": MULTIVERSE, "convbench": CONVBENCH, "probench": PROBENCH, "alignmmbench": ALIGNMMBENCH}
-
-
-def folder_name(model: str) -> str:
-    """A model name as one path component (`org/model:tag` -> `org_model_tag`)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("._") or "model"
 
 
 def backend_for(endpoint: Endpoint, options: EvalOptions, cache: Cache, budget: Budget):
     from benchcurate.curation.models.openai_backend import OpenAIBackend
 
-    spec = BackendSpec(kind="openai", model=endpoint.model, base_url=endpoint.base_url,
-                       concurrency=options.concurrency, max_output_tokens=options.max_output_tokens,
-                       max_cost_usd=options.max_cost_usd,
-                       refresh_token=datetime.now(UTC).isoformat() if options.refresh_cache else None)
+    spec = BackendSpec(
+        kind="openai",
+        model=endpoint.model,
+        base_url=endpoint.base_url,
+        concurrency=options.concurrency,
+        max_output_tokens=options.max_output_tokens,
+        max_cost_usd=options.max_cost_usd,
+        prices=options.prices,
+        refresh_token=datetime.now(UTC).isoformat() if options.refresh_cache else None,
+    )
+    check_budget_settings(spec)  # --max-cost needs every model's price, before anything is asked
     return OpenAIBackend(spec, cache=cache, budget=budget)
 
 
 def protocol_for(release: Release) -> EvalProtocol:
     found = protocols().get(release.recipe)
     if found is None:
-        raise UserError(f"release {release.name} was made by recipe '{release.recipe}', which has no evaluation "
-                        f"protocol (available: {', '.join(protocols())})")
+        raise UserError(
+            f"release {release.name} was made by recipe '{release.recipe}', which has no evaluation "
+            f"protocol (available: {', '.join(protocols())})"
+        )
     return found
 
 
+def results_folder(
+    out_root: Path,
+    release: Release,
+    protocol: EvalProtocol,
+    options: EvalOptions,
+    predictions_sha256: str | None = None,
+) -> Path:
+    """`<out>/<release>/<version>/<model>/<setting folder>`, inside `out_root` whatever the names say."""
+    folder = (
+        out_root
+        / release.name
+        / release.version
+        / folder_name(options.candidate.model)
+        / setting_folder(
+            options.split, protocol.setting(options), options.judge.model, options.limit, predictions_sha256
+        )
+    )
+    if not folder.resolve().is_relative_to(out_root):
+        raise UserError(f"refusing to write results outside --out {out_root} ({folder})")
+    return folder
+
+
+def setting_folder(split: str, setting: str, judge: str, limit: int | None, predictions_sha256: str | None) -> str:
+    """`<split>.<setting>.judge-<judge>[.first-N][.predictions-<hash>]`: one folder for each thing that changes
+    the number."""
+    parts = [split, setting, f"judge-{folder_name(judge)}"]
+    if limit is not None:
+        parts.append(f"first-{limit}")
+    if predictions_sha256:
+        parts.append(f"predictions-{predictions_sha256[:12]}")
+    return folder_name(".".join(parts))
+
+
 def evaluate(options: EvalOptions, on_sample: Callable[[], None] = lambda: None) -> Path:
-    """Evaluate, write the results folder and the leaderboard; returns the results folder."""
+    """Evaluate, write the results folder and the leaderboard; returns the results folder. NothingScored (after
+    writing) when no turn could be scored."""
+
     release = open_release(Path(options.release))
     protocol = protocol_for(release)
     stated = protocol.settings(options)
     out_root = Path(options.out).expanduser().resolve()
-    cache = Cache(out_root / "cache" / "replies.sqlite")
-    budget = Budget(options.max_cost_usd)
-    endpoints = {"candidate": options.candidate, "judge": options.judge,
-                 **({"baseline": options.baseline} if options.baseline else {})}
-    backends = {role: backend_for(endpoint, options, cache, budget) for role, endpoint in endpoints.items()}
-    for backend in backends.values():
-        backend.check()
-    images = out_root / "cache" / "images"
+    answers_file = Path(options.predictions).expanduser().resolve() if options.predictions else None
+    if answers_file is not None and not answers_file.is_file():
+        raise UserError(f"--predictions {answers_file}: no such file")
+    folder = results_folder(out_root, release, protocol, options, answers_file and sha256_file(answers_file))
+    with held(
+        folder / ".lock",
+        lambda holder: (
+            f"another curate eval is writing {folder} ({holder}); wait for it "
+            f"to end (a second one would pay for the same calls)"
+        ),
+    ):
+        release = verified(release)
+        predictions = load_predictions(answers_file, release, options, protocol) if answers_file else None
+        rows_in_split = split_size(release, options.split)
+        cache = Cache(out_root / "cache" / "replies.sqlite")
+        budget = Budget(options.max_cost_usd)
+        endpoints = {
+            **({} if predictions else {"candidate": options.candidate}),
+            "judge": options.judge,
+            **({"baseline": options.baseline} if options.baseline else {}),
+        }
+        backends = {role: backend_for(endpoint, options, cache, budget) for role, endpoint in endpoints.items()}
+        for backend in backends.values():
+            backend.check()
+        judgments, usage, samples = score_samples(
+            release,
+            protocol,
+            options,
+            backends,
+            predictions,
+            out_root / "cache" / "images",
+            out_root / "batches" / folder.relative_to(out_root),
+            on_sample,
+        )
+        if not samples:
+            raise UserError(f"release {release.name} {release.version} has no rows in split '{options.split}'")
+        results = write_results(
+            release, protocol, options, stated, judgments, usage, samples, folder, rows_in_split, predictions
+        )
+    if not results.turns_judged:
+        raise NothingScored(folder, nothing_scored(results))
+    return folder
+
+
+def nothing_scored(results: EvalResults) -> str:
+    failed = ", ".join(f"{name} {count}" for name, count in sorted(results.failures.items(), key=lambda x: -x[1]))
+    return (
+        f"nothing could be scored: every judged turn failed ({failed or 'no turn was asked'}); the raw replies "
+        f"and reasons are in judgments.jsonl"
+    )
+
+
+def score_samples(
+    release: Release,
+    protocol: EvalProtocol,
+    options: EvalOptions,
+    backends: dict,
+    predictions,
+    images: Path,
+    batches: Path,
+    on_sample: Callable[[], None],
+) -> tuple[list[Judgment], dict[str, ModelUsage], int]:
+    """Every sample of the split judged (samples side by side on threads, 4 x concurrency in flight; with --batch,
+    the reply cache filled through the Batch API first, its records under `batches`); the judgments in sample
+    order, the usage, the number of samples."""
 
     def one(batch: list[dict]) -> tuple[list[Judgment], dict[str, ModelUsage]]:
         (row,) = batch
         with collecting() as usage:
-            ask = Asker(backends["candidate"], backends["judge"], (image_file(row["image"], images),), row["index"],
-                        backends.get("baseline"))
+            ask = Asker(
+                backends.get("candidate"),
+                backends["judge"],
+                (image_file(row["image"], images),),
+                row["index"],
+                backends.get("baseline"),
+                predictions,
+            )
             try:
                 found = protocol.judge_sample(row, ask, options)
             except DeferredToBatch:  # collecting a batch round: the sample goes on in the next round
@@ -218,26 +236,55 @@ def evaluate(options: EvalOptions, on_sample: Callable[[], None] = lambda: None)
 
     def each_sample() -> Iterator[tuple[list[Judgment], dict[str, ModelUsage]]]:
         window = 4 * options.concurrency  # samples in flight: enough that every request slot stays busy
-        yield from ordered_map(one, chunked(rows(release, options.split, options.limit), 1), "threads", window,
-                               window)
+        yield from ordered_map(one, chunked(rows(release, options.split, options.limit), 1), "threads", window, window)
 
-    batch_usage = fill_by_batch(each_sample, backends, options, out_root / "batches" / release.name /
-                                release.version / folder_name(options.candidate.model)) if options.batch else {}
+    batch_usage = fill_by_batch(each_sample, backends, options, batches) if options.batch else {}
     judgments: list[Judgment] = []
     usage: dict[str, ModelUsage] = batch_usage
     samples = 0
-    for found, spent in each_sample():
-        judgments += found
-        usage = add_usage(usage, spent)
-        samples += 1
-        on_sample()
-    if not samples:
-        raise UserError(f"release {release.name} {release.version} has no rows in split '{options.split}'")
-    return write_results(release, protocol, options, stated, judgments, usage, samples, out_root)
+    with stopping_on_interrupt(list(backends.values())):
+        for found, spent in each_sample():
+            judgments += found
+            usage = add_usage(usage, spent)
+            samples += 1
+            on_sample()
+    return judgments, usage, samples
 
 
-def fill_by_batch(each_sample: Callable[[], Iterator], backends: dict, options: EvalOptions, folder: Path
-                  ) -> dict[str, ModelUsage]:
+@contextlib.contextmanager
+def stopping_on_interrupt(backends: list) -> Iterator[None]:
+    """Ctrl-C while scoring: the backends send nothing more from the signal on, the replies in flight get up to
+    DRAIN_SECONDS to arrive and be stored, then KeyboardInterrupt goes on up (the command exits 130)."""
+    signalled: list[float] = []
+
+    def halt() -> None:
+        if not signalled:
+            signalled.append(time.monotonic())
+            for backend in backends:
+                backend.stop_sending()
+
+    def on_signal(*_: object) -> None:
+        halt()
+        raise KeyboardInterrupt
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_signal) if main else None
+    try:
+        yield
+    except KeyboardInterrupt:
+        halt()  # also when raised another way (an in-process caller)
+        raise
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+        if signalled:
+            for backend in backends:
+                backend.wait_idle(signalled[0] + DRAIN_SECONDS)
+
+
+def fill_by_batch(
+    each_sample: Callable[[], Iterator], backends: dict, options: EvalOptions, folder: Path
+) -> dict[str, ModelUsage]:
     """Fill the reply cache through the Batch API, a round at a time: each round runs every sample with requests
     deferred (a sample goes as far as its cached replies take it), submits what they asked for, and polls; a turn
     waits for its answer, so a MultiVerse turn takes three rounds. Raises StageWaiting when a round is not back
@@ -245,8 +292,12 @@ def fill_by_batch(each_sample: Callable[[], Iterator], backends: dict, options: 
     from benchcurate.curation.models.batch import BatchJobs
 
     usage: dict[str, ModelUsage] = {}
-    jobs = {role: BatchJobs(backend, folder / role, wait_seconds=options.batch_wait_seconds,
-                            poll_seconds=options.batch_poll_seconds) for role, backend in backends.items()}
+    jobs = {
+        role: BatchJobs(
+            backend, folder / role, wait_seconds=options.batch_wait_seconds, poll_seconds=options.batch_poll_seconds
+        )
+        for role, backend in backends.items()
+    }
     asked_before: set[str] = set()
     for _ in range(MAX_BATCH_ROUNDS):
         with contextlib.ExitStack() as stack:
@@ -259,43 +310,88 @@ def fill_by_batch(each_sample: Callable[[], Iterator], backends: dict, options: 
             break
         asked_before = keys
         for role, requests in wanted.items():
-            usage = add_usage(usage, jobs[role].run(requests, {"eval": folder.parent.name, "role": role}))
+            label = "/".join(folder.parts[-4:])[-500:]  # release/version/model/setting, within the API's limit
+            usage = add_usage(usage, jobs[role].run(requests, {"eval": label, "role": role}))
     return usage
 
 
-def write_results(release: Release, protocol: EvalProtocol, options: EvalOptions, stated: dict[str, str | None],
-                  judgments: list[Judgment], usage: dict[str, ModelUsage], samples: int, out_root: Path) -> Path:
-    folder = out_root / release.name / release.version / folder_name(options.candidate.model)
-    folder.mkdir(parents=True, exist_ok=True)
+def write_results(
+    release: Release,
+    protocol: EvalProtocol,
+    options: EvalOptions,
+    stated: dict[str, str | None],
+    judgments: list[Judgment],
+    usage: dict[str, ModelUsage],
+    samples: int,
+    folder: Path,
+    rows_in_split: int | None = None,
+    predictions=None,
+) -> EvalResults:
+    """judgments.jsonl and results.json in `folder`, then the version's leaderboard."""
+    unanswered = sum(1 for judgment in judgments if judgment.failure == NOT_IN_PREDICTIONS)
+    judgments = [judgment for judgment in judgments if judgment.failure != NOT_IN_PREDICTIONS]
     aggregate = protocol.aggregate(judgments)
     failures: dict[str, int] = {}
     for judgment in judgments:
         if judgment.failure:
             failures[judgment.failure] = failures.get(judgment.failure, 0) + 1
     costs = [spent.cost_usd for spent in usage.values() if spent.calls]
+    if predictions is not None:
+        stated = {
+            **stated,
+            "history": f"{stated['history']}; answers from {predictions.record.harness} "
+            f"predictions, whose model saw {predictions.record.history}",
+        }
     results = EvalResults(
-        release=release.name, version=release.version, recipe=release.recipe, protocol=protocol.name,
-        model=options.candidate.model, judge_model=options.judge.model, **stated, score=aggregate.score,
-        score_name=protocol.score_name, interval=aggregate.interval, sub_scores=aggregate.sub_scores,
-        samples=samples, turns_judged=sum(1 for judgment in judgments if not judgment.failure), failures=failures,
-        usage=usage, cost_usd=None if any(cost is None for cost in costs) else round(sum(costs), 6),
-        prompts={f"{prompt_id}@{PROMPT_VERSION}": load_prompt(prompt_id, PROMPT_VERSION).sha256
-                 for prompt_id in (ANSWER_PROMPT, *protocol.prompts)},
-        release_checksums_sha256=release.checksums_sha256, release_folder=str(release.folder),
-        created_at=datetime.now(UTC))
+        release=release.name,
+        version=release.version,
+        recipe=release.recipe,
+        protocol=protocol.name,
+        model=options.candidate.model,
+        judge_model=options.judge.model,
+        split=options.split,
+        setting=protocol.setting(options),
+        limit=options.limit,
+        rows_in_split=rows_in_split,
+        predictions=predictions.record if predictions is not None else None,
+        **stated,
+        score=aggregate.score,
+        score_name=protocol.score_name,
+        interval=aggregate.interval,
+        sub_scores=aggregate.sub_scores,
+        samples=samples,
+        turns_judged=sum(1 for judgment in judgments if not judgment.failure),
+        failures=failures,
+        unanswered=unanswered,
+        warnings=aggregate.warnings,
+        usage=usage,
+        cost_usd=None if any(cost is None for cost in costs) else round(sum(costs), 6),
+        prompts={
+            f"{prompt_id}@{PROMPT_VERSION}": load_prompt(prompt_id, PROMPT_VERSION).sha256
+            for prompt_id in (ANSWER_PROMPT, *protocol.prompts)
+        },
+        release_checksums_sha256=release.checksums_sha256,
+        release_folder=str(release.folder),
+        created_at=datetime.now(UTC),
+    )
     partial = folder / "judgments.jsonl.partial"
     partial.write_text("".join(judgment.model_dump_json() + "\n" for judgment in judgments), encoding="utf-8")
     partial.replace(folder / "judgments.jsonl")
+    across = across_models(protocol, folder.parents[1], (folder, results, judgments))
+    if folder in across:
+        results.sub_scores.update(across[folder])
     write_json_atomic(folder / "results.json", results.model_dump(mode="json"))
-    write_leaderboard(folder.parent)
-    return folder
+    write_leaderboard(folder.parents[1])
+    return results
 
 
 def read_results(folder: Path) -> EvalResults:
     path = folder / "results.json"
     if not path.is_file():
-        raise UserError(f"{folder} holds no results.json; give a folder `curate eval` wrote "
-                        f"(<out>/<release>/<version>/<model>)")
+        raise UserError(
+            f"{folder} holds no results.json; give a folder `curate eval` wrote "
+            f"(<out>/<release>/<version>/<model>/<setting>)"
+        )
     return EvalResults.model_validate_json(path.read_text(encoding="utf-8"))
 
 
@@ -305,46 +401,155 @@ def read_judgments(folder: Path) -> Iterator[Judgment]:
             yield Judgment.model_validate_json(line)
 
 
-def all_results(version_folder: Path) -> Iterator[EvalResults]:
-    for path in sorted(version_folder.glob("*/results.json")):
-        yield EvalResults.model_validate_json(path.read_text(encoding="utf-8"))
+def all_results(version_folder: Path) -> Iterator[tuple[Path, EvalResults]]:
+    """Every results folder of a release version (`<model>/<setting>/results.json`) and its results."""
+    for path in sorted(version_folder.glob("*/*/results.json")):
+        yield path.parent, EvalResults.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def table_key(result: EvalResults) -> tuple[str, str, str]:
+    """What makes two runs comparable: the same split, setting and judge (a --limit or a predictions file does
+    not change the setting; such runs are marked in the table)."""
+    return result.split, result.setting, result.judge_model
+
+
+def across_models(
+    protocol: EvalProtocol, version_folder: Path, current: tuple[Path, EvalResults, list[Judgment]] | None = None
+) -> dict[Path, dict]:
+    """Scores that need every run of a comparable setting at once (ProBench's style control), per results folder:
+    for the runs comparable with `current` (a run being written: its folder, results and judgments), else for
+    every run of the version."""
+    fit = getattr(protocol, "across_models", None)
+    if fit is None:
+        return {}
+    runs: dict[tuple, dict[Path, list[Judgment]]] = {}
+    for folder, result in all_results(version_folder):
+        if current is None or table_key(result) == table_key(current[1]):
+            runs.setdefault(table_key(result), {})[folder] = list(read_judgments(folder))
+    if current is not None:
+        runs.setdefault(table_key(current[1]), {})[current[0]] = current[2]
+    return {folder: found for group in runs.values() for folder, found in fit(group).items()}
+
+
+LEADERBOARD_NOTE = (
+    "One table per setting that changes the number. Only complete runs are ranked (every sample of "
+    "the split scored, no turn failed); partial runs (--limit, failed turns, settings a harness did "
+    "not run) and failed ones follow, unranked."
+)
+STATUS_NOTE = {"complete": "", "partial": "partial", "failed": "failed: nothing scored"}
 
 
 def write_leaderboard(version_folder: Path) -> Path:
-    """Every model evaluated on this release version, best first."""
-    found = sorted(all_results(version_folder), key=lambda r: (r.score is None, -(r.score or 0.0)))
-    first = found[0]
-    lines = [(f"# {first.release} {first.version}: leaderboard ({first.protocol} protocol, score = "
-             f"{first.score_name})"), "",
-             "| # | model | score | 95% interval | judge | history | samples | turns judged | failures | cost (USD) |",
-             "|---:|---|---:|---|---|---|---:|---:|---:|---:|"]
-    for rank, result in enumerate(found, 1):
-        interval = f"{result.interval.low:.2f} - {result.interval.high:.2f}" if result.interval else "-"
-        score = "-" if result.score is None else f"{result.score:.2f}"
-        cost = "unknown" if result.cost_usd is None else f"{result.cost_usd:.4f}"
-        lines.append(f"| {rank} | {result.model} | {score} | {interval} | {result.judge_model} | {result.history} | "
-                     f"{result.samples} | {result.turns_judged} | {sum(result.failures.values())} | {cost} |")
+    """Every run on this release version, one table per comparable setting (split, setting, judge); in each,
+    complete runs ranked best first, then partial runs (--limit, failed turns) and failed ones, unranked."""
+    found = list(all_results(version_folder))
+    first = found[0][1]
+    protocol = protocols().get(first.protocol)
+    extra = across_models(protocol, version_folder) if protocol is not None else {}
+    title = f"# {first.release} {first.version}: leaderboard ({first.protocol} protocol, score = {first.score_name})"
+    lines = [title, "", LEADERBOARD_NOTE]
+    tables: dict[tuple, list[tuple[Path, EvalResults]]] = {}
+    for folder, result in found:
+        tables.setdefault(table_key(result), []).append((folder, result))
+    for (split, setting, judge), runs in sorted(tables.items()):
+        lines += ["", f"## split {split}, {setting}, judged by {judge}", ""]
+        lines += leaderboard_table(runs, extra)
     path = version_folder / LEADERBOARD
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
+def leaderboard_table(runs: list[tuple[Path, EvalResults]], extra: dict[Path, dict]) -> list[str]:
+    order = {"complete": 0, "partial": 1, "failed": 2}
+    runs = sorted(runs, key=lambda run: (order[run[1].status], -(run[1].score or 0.0), run[1].model))
+    styled = any(folder in extra for folder, _ in runs)
+    columns = [
+        "#",
+        "model",
+        "score",
+        "95% interval",
+        *(["style-controlled"] if styled else []),
+        "status",
+        "samples",
+        "turns judged",
+        "failures",
+        "answers",
+        "cost (USD)",
+    ]
+    rows, notes = [], []
+    rank = 0
+    for folder, result in runs:
+        complete = result.status == "complete"
+        rank += complete
+        interval = f"{result.interval.low:.2f} - {result.interval.high:.2f}" if result.interval else "-"
+        if result.interval and result.interval.low == result.interval.high:
+            interval += " (zero width)"
+        score = "-" if result.score is None else f"{result.score:.2f}"
+        cost = "unknown" if result.cost_usd is None else f"{result.cost_usd:.4f}"
+        status = STATUS_NOTE[result.status] or "complete"
+        if result.status == "partial" and result.rows_in_split and result.samples < result.rows_in_split:
+            status = f"partial: {result.samples} of {result.rows_in_split} samples"
+        answers = f"{result.predictions.harness} predictions" if result.predictions else "model server"
+        style = []
+        if styled:
+            rating = extra.get(folder, {}).get("bradley_terry_style_controlled", {})
+            style = [f"{rating['value']:.2f}" if rating.get("value") is not None else "not identifiable"]
+        rows.append(
+            (
+                rank if complete else "-",
+                result.model,
+                score,
+                interval,
+                *style,
+                status,
+                result.samples,
+                result.turns_judged,
+                sum(result.failures.values()),
+                answers,
+                cost,
+            )
+        )
+        notes += [f"- {result.model}: {warning}" for warning in result.warnings]
+    if styled:
+        reason = next(
+            (
+                rating.get("note")
+                for found in extra.values()
+                if (rating := found.get("bradley_terry_style_controlled", {})).get("value") is None
+            ),
+            None,
+        )
+        if reason:
+            notes.append(f"- style-controlled: {reason}")
+    right = ("#", "score", "style-controlled", "samples", "turns judged", "failures", "cost (USD)")
+    return table(rows, columns, right).splitlines() + ([""] + notes if notes else [])
+
+
 def results_text(folder: Path) -> str:
     result = read_results(folder)
-    lines = [f"{result.protocol} protocol on {result.release} {result.version}: {result.model} judged by "
-             f"{result.judge_model} (history: {result.history}"
-             + (f"; grading: {result.grading}" if result.grading else "")
-             + (f"; against: {result.baseline}" if result.baseline else "") + ")",
-             f"{result.score_name}: {'-' if result.score is None else f'{result.score:.2f}'}"
-             + (f" (95% interval {result.interval.low:.2f} - {result.interval.high:.2f})" if result.interval else "")]
+    lines = [
+        f"{result.protocol} protocol on {result.release} {result.version}: {result.model} judged by "
+        f"{result.judge_model} (history: {result.history}"
+        + (f"; grading: {result.grading}" if result.grading else "")
+        + (f"; against: {result.baseline}" if result.baseline else "")
+        + ")",
+        f"{result.score_name}: {'-' if result.score is None else f'{result.score:.2f}'}"
+        + (f" (95% interval {result.interval.low:.2f} - {result.interval.high:.2f})" if result.interval else ""),
+    ]
     for name, value in result.sub_scores.items():
         lines.append(f"  {name}: {_short(value)}")
-    lines.append(f"samples {result.samples}, turns judged {result.turns_judged}"
-                 + (f", failures {result.failures}" if result.failures else ""))
+    lines.append(
+        f"samples {result.samples}"
+        + (f" of {result.rows_in_split}" if result.rows_in_split else "")
+        + f", turns judged {result.turns_judged}"
+        + (f", failures {result.failures}" if result.failures else "")
+        + (f", not in the predictions {result.unanswered}" if result.unanswered else "")
+        + f" ({result.status})"
+    )
+    lines += [f"warning: {warning}" for warning in result.warnings]
     return "\n".join(lines)
 
 
 def _short(value: object) -> str:
-    import json
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 300 else text[:297] + "..."

@@ -9,6 +9,7 @@ what is missing; the caller asks the judge once more, then counts a failure (nev
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 import re
@@ -19,17 +20,82 @@ from typing import NamedTuple
 
 # --- shared -------------------------------------------------------------------------------------------------------
 
+# A number as a judge may write it, taken whole (sign, decimals, exponent) so that `1e309` or `-3` is seen as
+# written and refused, rather than read as its first digit.
+NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\w)"
+QUOTES = "\"'\u201c\u201d\u2018\u2019"  # straight and curly quotes around a key or a value
 
-def read_grade(text: str, pattern: re.Pattern, missing: str, last: bool = False) -> int:
-    """A whole-number grade from 1 to 10: the first (or `last`) match of `pattern`'s group."""
-    found = pattern.findall(text)
-    if not found:
+
+class _Token(str):
+    """A number in a judge's JSON, kept as written."""
+
+
+_DECODER = json.JSONDecoder(parse_float=_Token, parse_int=_Token, parse_constant=_Token)
+
+
+def own_words(text: str) -> str:
+    """The reply without markdown quotations (lines starting with `>`): what the judge quotes is not its verdict.
+    Each removed line is blanked, not dropped, so positions in the text keep their order."""
+    return re.sub(r"^[ \t]*>.*$", "", text, flags=re.MULTILINE)
+
+
+def json_objects(text: str) -> list[tuple[int, int, dict]]:
+    """Every top-level JSON object in the text as (start, end, object); an object inside another one (a verdict
+    quoted in a `Reason`) is part of its parent, not a verdict of its own."""
+    found, index = [], 0
+    while (index := text.find("{", index)) != -1:
+        try:
+            value, end = _DECODER.raw_decode(text, index)
+        except ValueError:
+            index += 1
+            continue
+        if isinstance(value, dict):
+            found.append((index, end, value))
+        index = end
+    return found
+
+
+def _json_value(found: dict, names: tuple[str, ...]) -> str | None:
+    """The value of the first of `names` (any case) in a JSON object, as text: a one-item list or a value in
+    brackets ("[7]", as a judge may copy the format's brackets) counts as its item."""
+    for key, value in found.items():
+        if key.strip().lower() in names:
+            while isinstance(value, list) and len(value) == 1:
+                value = value[0]
+            if isinstance(value, (str, _Token)) and not isinstance(value, bool):
+                return str(value).strip().strip("[]").strip()
+            return repr(value)
+    return None
+
+
+def last_verdict(text: str, pattern: re.Pattern, json_keys: tuple[str, ...] = ()) -> str | None:
+    """The judge's final statement: the last well-formed verdict in its own words (quotations left out), from a
+    JSON object holding one of `json_keys` or a match of `pattern`'s first group outside any JSON object."""
+    text = own_words(text)
+    objects = json_objects(text) if json_keys else []
+    found = [(start, value) for start, _, obj in objects if (value := _json_value(obj, json_keys)) is not None]
+    found += [
+        (match.start(), match.group(1))
+        for match in pattern.finditer(text)
+        if not any(start <= match.start() < end for start, end, _ in objects)
+    ]
+    return max(found)[1] if found else None
+
+
+def whole_grade(raw: str, low: int = 1, high: int = 10) -> int:
+    """A whole number from `low` to `high` as written (7 or 7.0); a sign, an exponent, a fraction or a number
+    outside the scale is unreadable, never clamped."""
+    if not re.fullmatch(r"\d+(?:\.0+)?", raw) or not low <= int(float(raw)) <= high:
+        raise ValueError(f"{raw!r} is not a whole number from {low} to {high}")
+    return int(float(raw))
+
+
+def read_grade(text: str, pattern: re.Pattern, missing: str, json_keys: tuple[str, ...] = ()) -> int:
+    """A 1-10 grade from the judge's final statement (see `last_verdict`)."""
+    raw = last_verdict(text, pattern, json_keys)
+    if raw is None:
         raise ValueError(missing)
-    raw = found[-1] if last else found[0]
-    value = float(raw)
-    if not (1 <= value <= 10 and value == int(value)):
-        raise ValueError(f"{raw} is not a whole number from 1 to 10")
-    return int(value)
+    return whole_grade(raw)
 
 
 def mean(values: Iterable[float]) -> float | None:
@@ -47,6 +113,7 @@ def history_lines(history: Iterable[tuple[str, str]]) -> str:
 
 
 # --- a release row as questions ------------------------------------------------------------------------------------
+
 
 class TurnItem(NamedTuple):
     """One question of a release row as a single-turn harness sees it: the earlier turns given as the gold history
@@ -75,11 +142,11 @@ def turn_items(row: dict, recipe: str) -> list[TurnItem]:
             continue
         following = turns[k + 1] if k + 1 < len(turns) and turns[k + 1]["speaker"] == "assistant" else None
         reference = turn.get("reference") or (following["utterance"] if following else None)
-        extra = {name: turn[name] for name in ("checklist", "focus_points", "level", "task_category")
-                 if turn.get(name)}
+        extra = {name: turn[name] for name in ("checklist", "focus_points", "level", "task_category") if turn.get(name)}
         extra |= {name: row[name] for name in ("caption", "language", "track") if row.get(name)}
-        items.append(TurnItem(row["index"], len(items) + 1, 0, turn["utterance"], tuple(history), reference,
-                              category, extra))
+        items.append(
+            TurnItem(row["index"], len(items) + 1, 0, turn["utterance"], tuple(history), reference, category, extra)
+        )
         history += [("user", turn["utterance"])] + ([("assistant", reference)] if reference else [])
     return items
 
@@ -88,13 +155,17 @@ def _variants(row: dict, category: str | None) -> list[TurnItem]:
     question = next((turn for turn in row.get("conversation") or [] if turn["speaker"] == "user"), None)
     if question is None:
         return []
-    history = tuple(("user" if turn["speaker"] == "user" else "assistant", turn["utterance"])
-                    for turn in row.get("history") or [])
-    texts = [question["utterance"]] + [rewrite["text"] for rewrite in row.get("rewrites") or []
-                                       if rewrite.get("status") != "rejected"]
+    history = tuple(
+        ("user" if turn["speaker"] == "user" else "assistant", turn["utterance"]) for turn in row.get("history") or []
+    )
+    texts = [question["utterance"]] + [
+        rewrite["text"] for rewrite in row.get("rewrites") or [] if rewrite.get("status") != "rejected"
+    ]
     extra = {"task": row.get("sub_task_category") or question.get("task_category"), "language": row.get("language")}
-    return [TurnItem(row["index"], 1, k, text, history, question.get("reference"), category, extra)
-            for k, text in enumerate(texts)]
+    return [
+        TurnItem(row["index"], 1, k, text, history, question.get("reference"), category, extra)
+        for k, text in enumerate(texts)
+    ]
 
 
 def flattened_question(history: Iterable[tuple[str, str]], question: str) -> str:
@@ -106,25 +177,62 @@ def flattened_question(history: Iterable[tuple[str, str]], question: str) -> str
 # --- MultiVerse (Sec. 4, App. E) -------------------------------------------------------------------------------------
 
 MV_NO_HISTORY = "(none: this is the first turn)"
-MV_SCORE = re.compile(r"\"?score\"?\s*[:=]\s*\"?\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
-MV_CHECKLIST_LINE = re.compile(r"^\W*Q?\s*(\d+)\s*[:.)\-]\s*\**\s*(yes|no)\b", re.IGNORECASE | re.MULTILINE)
+# a key in straight or curly quotes (or none), then the number, maybe in brackets or quotes: {"score": 7},
+# {“score”: 7}, "score": "[7]", Score: 7/10
+MV_SCORE = re.compile(
+    rf"(?<![A-Za-z])[{QUOTES}]?score[{QUOTES}]?\s*[:=\uff1a]\s*[{QUOTES}\[*]*\s*({NUMBER})", re.IGNORECASE
+)
+# one checklist answer per line: Q1: Yes, <Q1>: <Yes>, **Q1.** No, 1) yes, - Q2 - No
+MV_CHECKLIST_LINE = re.compile(
+    rf"^[ \t*#\-\u2022<\[(]*Q?\s*(\d+)\s*[>\])]?[ \t*]*[:.)\-\u2013\uff1a][ \t*]*[<\[{QUOTES}]*\s*(yes|no)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 def read_quality(text: str) -> int:
-    """The 1-10 grade from a reply such as {"score": 7} (also inside a code fence or after some words)."""
-    return read_grade(text, MV_SCORE, 'no {"score": <1-10>} in the reply')
+    """The 1-10 grade from the judge's last {"score": N} (also in a code fence, curly quotes or after words)."""
+    return read_grade(text, MV_SCORE, 'no {"score": <1-10>} in the reply', ("score",))
+
+
+CHECKLIST_KEY = re.compile(r"\s*Q?\s*(\d+)\s*", re.IGNORECASE)
+
+
+def _json_answers(found: dict) -> dict[int, bool]:
+    """{"Q1": "Yes", "Q2": "No"} as {1: True, 2: False}."""
+    answers = {}
+    for key, verdict in found.items():
+        number = CHECKLIST_KEY.fullmatch(key)
+        if number and isinstance(verdict, str) and verdict.strip().lower() in ("yes", "no"):
+            answers[int(number.group(1))] = verdict.strip().lower() == "yes"
+    return answers
 
 
 def read_checklist(text: str, count: int) -> list[bool]:
-    """One Yes/No per question 1..count from lines `Q<n>: Yes`; every question must be answered."""
-    answers: dict[int, bool] = {}
-    for number, verdict in MV_CHECKLIST_LINE.findall(text):
-        answers.setdefault(int(number), verdict.lower() == "yes")
-    missing = [number for number in range(1, count + 1) if number not in answers]
+    """One Yes/No per question 1..count from the judge's final block: the lines from its last `Q1: Yes` line on,
+    or its last JSON object {"Q1": "Yes", ...}. Quoted lines and earlier blocks do not count, and a final block
+    that leaves a question out is unreadable (never completed from an earlier one)."""
+    text = own_words(text)
+    objects = json_objects(text)
+    blocks = [(start, answers) for start, _, found in objects if (answers := _json_answers(found))]
+    lines = [
+        (match.start(), int(match.group(1)), match.group(2).lower() == "yes")
+        for match in MV_CHECKLIST_LINE.finditer(text)
+        if not any(start <= match.start() < end for start, end, _ in objects)
+    ]
+    starts = [k for k, (_, number, _) in enumerate(lines) if number == 1] or ([0] if lines else [])
+    if starts:
+        answers: dict[int, bool] = {}
+        for _, number, verdict in lines[starts[-1] :]:
+            answers.setdefault(number, verdict)
+        blocks.append((lines[starts[-1]][0], answers))
+    final = max(blocks, key=lambda block: block[0])[1] if blocks else {}
+    missing = [number for number in range(1, count + 1) if number not in final]
     if missing:
-        raise ValueError(f"no Yes/No line for question(s) {', '.join(f'Q{n}' for n in missing)} "
-                         f"(one line per question, e.g. 'Q1: Yes')")
-    return [answers[number] for number in range(1, count + 1)]
+        raise ValueError(
+            f"no Yes/No line for question(s) {', '.join(f'Q{n}' for n in missing)} "
+            f"(one line per question, e.g. 'Q1: Yes')"
+        )
+    return [final[number] for number in range(1, count + 1)]
 
 
 def mv_history(history: Iterable[tuple[str, str]]) -> str:
@@ -138,34 +246,52 @@ def mv_checklist(questions: list[str]) -> str:
 def mv_turn_scores(ticks: list[bool], quality: int) -> dict[str, float]:
     """Checklist completion (%), quality rescaled to 10-100, and their product: the turn's score (0-100)."""
     completion = sum(ticks) / len(ticks)
-    return {"checklist_completion": round(100 * completion, 4), "quality": 10.0 * quality,
-            "score": round(completion * 10.0 * quality, 4)}
+    return {
+        "checklist_completion": round(100 * completion, 4),
+        "quality": 10.0 * quality,
+        "score": round(completion * 10.0 * quality, 4),
+    }
 
 
 # --- ConvBench (Sec. 4-5, App. E) -----------------------------------------------------------------------------------
 
 CB_SETTINGS = {"own": 0, "perception": 1, "perception_reasoning": 2}  # leading turns given as the reference
-CB_SCORE_NAMES = {("own", 1): "S1", ("own", 2): "S2", ("own", 3): "S3", ("own", 0): "S0",
-                  ("perception", 2): "S^2", ("perception", 3): "S^3", ("perception", 0): "S^0",
-                  ("perception_reasoning", 3): "S~3", ("perception_reasoning", 0): "S~0"}
+CB_SCORE_NAMES = {
+    ("own", 1): "S1",
+    ("own", 2): "S2",
+    ("own", 3): "S3",
+    ("own", 0): "S0",
+    ("perception", 2): "S^2",
+    ("perception", 3): "S^3",
+    ("perception", 0): "S^0",
+    ("perception_reasoning", 3): "S~3",
+    ("perception_reasoning", 0): "S~0",
+}
 CB_ORDINALS = ("first", "second", "third")
 CB_LEVELS = ("perception", "reasoning", "creation")
-CB_VERDICT = re.compile(r"Response\W{0,3}([AB])\W{0,3}is\s+(?:the\s+)?better", re.IGNORECASE)
-CB_RATING = re.compile(r"Rating\W{0,3}(\d+(?:\.\d+)?)", re.IGNORECASE)
+CB_VERDICT = re.compile(
+    r"Response\W{0,3}([AB])\W{0,3}is\s+(?:the\s+)?better|Final\s+Answer\s*[:\uff1a]\s*"
+    r"(?:Response\s+)?\W{0,2}([AB])\b",
+    re.IGNORECASE,
+)
+# "Rating: 7", "Rating:{7}", "Final Rating: 7", "Rating for the third turn response: 6", "Rating (1-10): [[7]]"
+CB_RATING = re.compile(rf"Rating\b[^:\uff1a\n]{{0,60}}[:\uff1a]\s*[\[{{(*{QUOTES}]*\s*({NUMBER})", re.IGNORECASE)
 CB_PAPER_AGREEMENT = 81.83  # ConvBench's human-judge agreement for its ChatGPT judge (CB-N L37, L224)
+PB_PAPER_AGREEMENT = 79.9  # ProBench's agreement of its GPT-4o judge with 6 annotators (PB L249)
 
 
 def read_cb_verdict(text: str) -> str:
-    """'A' or 'B' from the last 'Overall, Response X is better.'; a tie or no verdict is unreadable."""
-    found = CB_VERDICT.findall(text)
+    """'A' or 'B' from the last 'Overall, Response X is better.' (or 'Final Answer: X'); a tie or no verdict is
+    unreadable."""
+    found = [(match.start(), match.group(1) or match.group(2)) for match in CB_VERDICT.finditer(own_words(text))]
     if not found:
         raise ValueError('no "Overall, Response A is better." or "... Response B is better." (a choice is needed)')
-    return found[-1].upper()
+    return found[-1][1].upper()
 
 
 def read_cb_rating(text: str) -> int:
-    """The whole number after the last 'Rating:' (also 'Rating: {7}'), from 1 to 10."""
-    return read_grade(text, CB_RATING, 'no "Rating: X" line', last=True)
+    """The whole number after the last 'Rating:' (also 'Rating: {7}', 'Rating for the first turn: 7'), 1-10."""
+    return read_grade(text, CB_RATING, 'no "Rating: X" line')
 
 
 def cb_transcript(questions: list[str], answers: list[str]) -> str:
@@ -185,8 +311,11 @@ def cb_focus(points: list[str], turn: int) -> str:
     """The creation turn's focus points, shown to the judge of that turn only."""
     if not points or turn != 3:
         return ""
-    return "\nPoints to check in the third turn's answer:\n" + "\n".join(
-        f"{k}. {point}" for k, point in enumerate(points, 1)) + "\n"
+    return (
+        "\nPoints to check in the third turn's answer:\n"
+        + "\n".join(f"{k}. {point}" for k, point in enumerate(points, 1))
+        + "\n"
+    )
 
 
 def cb_evaluations(evaluations: list[tuple[int, str]], given: int) -> str:
@@ -237,8 +366,9 @@ def expected(rating: float, other: float, scale: float = ELO_SCALE) -> float:
     return 1.0 / (1.0 + 10 ** ((other - rating) / scale))
 
 
-def online_elo(battles: Iterable[Battle], k: float = ELO_K, scale: float = ELO_SCALE, start: float = ELO_START
-               ) -> dict[Hashable, float]:
+def online_elo(
+    battles: Iterable[Battle], k: float = ELO_K, scale: float = ELO_SCALE, start: float = ELO_START
+) -> dict[Hashable, float]:
     """The classic sequential update (ProBench's equations): after each battle, r += K * (s - P(win)). A battle of
     weight w is played w times (a whole number; arena-hard-auto's way of counting a clear verdict), not once with
     w times the step. The result depends on the battles' order."""
@@ -256,61 +386,30 @@ def two_player_rating(wins: float, anchor_wins: float, anchor_rating: float, sca
     return anchor_rating + scale * math.log10(wins / anchor_wins)
 
 
-def bradley_terry(battles: Iterable[Battle], anchor: Hashable, anchor_rating: float, scale: float = ELO_SCALE,
-                  iterations: int = 500, prior: float = 0.5) -> dict[Hashable, float]:
-    """Maximum-likelihood Bradley-Terry strengths on the ELO scale (Hunter's MM algorithm), `anchor` fixed at
-    `anchor_rating`. A tie is half a win for each side; `prior` adds that many tied battles between every pair that
-    met, so a player who won (or lost) everything gets a finite rating."""
-    wins: dict[Hashable, float] = defaultdict(float)
-    games: dict[tuple[Hashable, Hashable], float] = defaultdict(float)
-    for battle in battles:
-        wins[battle.first] += battle.weight * battle.outcome
-        wins[battle.second] += battle.weight * (1.0 - battle.outcome)
-        games[tuple(sorted((battle.first, battle.second), key=repr))] += battle.weight
-    for pair in games:
-        games[pair] += prior
-        for player in pair:
-            wins[player] += prior / 2
-    if anchor not in wins:
-        raise ValueError(f"the anchor {anchor!r} played no battle")
-    players = sorted(wins, key=repr)
-    if len(players) == 2:  # the maximum-likelihood odds of two players are their ratio of wins
-        other = next(player for player in players if player != anchor)
-        return {anchor: anchor_rating, other: two_player_rating(wins[other], wins[anchor], anchor_rating, scale)}
-    strength = {player: 1.0 for player in players}
-    for _ in range(iterations):
-        updated = {}
-        for player in players:
-            denominator = sum(count / (strength[player] + strength[other])
-                              for pair, count in games.items() if player in pair for other in pair if other != player)
-            updated[player] = wins[player] / denominator if denominator else strength[player]
-        norm = updated[anchor]
-        change = max(abs(updated[p] / norm - strength[p]) for p in players)
-        strength = {player: value / norm for player, value in updated.items()}
-        if change < 1e-10:
-            break
-    return {player: anchor_rating + scale * math.log10(value) for player, value in strength.items()}
-
-
 # --- ProBench (Sec. 2.2, App. D) ------------------------------------------------------------------------------------
 
 PB_BASELINE_RATING = 1114.0  # gpt-4o-2024-05-13 in ProBench's tables
 PB_VERDICTS = {"A>>B": 2, "A>B": 1, "A=B": 0, "B>A": -1, "B>>A": -2}
 PB_VERDICT = re.compile(r"\[\[\s*(A\s*>>\s*B|A\s*>\s*B|A\s*=\s*B|B\s*>\s*A|B\s*>>\s*A)\s*\]\]")
 PB_ORDERS = ("model_first", "baseline_first")
-PB_LANGUAGE_RULE = ("\n     The answer must be in the same language as the user's instruction, unless the user asked "
-                    "otherwise.")
+PB_LANGUAGE_RULE = (
+    "\n     The answer must be in the same language as the user's instruction, unless the user asked otherwise."
+)
 MODEL, BASELINE = "model", "baseline"
 STRONG_WEIGHT = 3.0  # a clear verdict (>>) counts as three battles (arena-hard-auto; ProBench does not say)
 # a verdict from the model's side (its margin) as a battle against the baseline
-PB_BATTLES = {margin: Battle(MODEL, BASELINE, 0.5 if margin == 0 else float(margin > 0),
-                             STRONG_WEIGHT if abs(margin) == 2 else 1.0) for margin in (-2, -1, 0, 1, 2)}
+PB_BATTLES = {
+    margin: Battle(
+        MODEL, BASELINE, 0.5 if margin == 0 else float(margin > 0), STRONG_WEIGHT if abs(margin) == 2 else 1.0
+    )
+    for margin in (-2, -1, 0, 1, 2)
+}
 PB_PRIOR = 0.5  # tied battles added between the two, so a model that wins (or loses) everything has a finite rating
 
 
 def read_pb_verdict(text: str) -> str:
-    """The last of [[A>>B]] [[A>B]] [[A=B]] [[B>A]] [[B>>A]] in the reply, spaces removed."""
-    found = PB_VERDICT.findall(text)
+    """The last of [[A>>B]] [[A>B]] [[A=B]] [[B>A]] [[B>>A]] in the judge's own words, spaces removed."""
+    found = PB_VERDICT.findall(own_words(text))
     if not found:
         raise ValueError("no verdict label: end with exactly one of [[A>>B]] [[A>B]] [[A=B]] [[B>A]] [[B>>A]]")
     return re.sub(r"\s+", "", found[-1])
@@ -324,14 +423,20 @@ def pb_margin(verdict: str, order: str) -> int:
 
 def pb_exchange(questions: list[str], first: list[str], second: list[str]) -> str:
     """The request and both answers, in ProBench's layout: tags per part, a <turnN> block per round."""
+
     def one(question: str, a: str, b: str) -> str:
-        return (f"Instruction:\n<inst>\n{question}\n</inst>\n\nAssistant A's answer:\n<a>\n{a}\n</a>\n\n"
-                f"Assistant B's answer:\n<b>\n{b}\n</b>")
+        return (
+            f"Instruction:\n<inst>\n{question}\n</inst>\n\nAssistant A's answer:\n<a>\n{a}\n</a>\n\n"
+            f"Assistant B's answer:\n<b>\n{b}\n</b>"
+        )
+
     if len(questions) == 1:
         return one(questions[0], first[0], second[0])
     blocks = [f"<turn{n}>\n{one(q, a, b)}\n</turn{n}>" for n, (q, a, b) in enumerate(zip(questions, first, second), 1)]
-    return ("A conversation of several rounds; judge the two assistants over all rounds together (later "
-            "instructions build on earlier answers).\n\n" + "\n\n".join(blocks))
+    return (
+        "A conversation of several rounds; judge the two assistants over all rounds together (later "
+        "instructions build on earlier answers).\n\n" + "\n\n".join(blocks)
+    )
 
 
 Tally = tuple[float, float, float, int]  # (model's weighted wins, baseline's, summed win shares, verdicts)
@@ -364,14 +469,27 @@ def pb_win_rate(tallies: list[Tally]) -> float | None:
     return rounded(100 * sum(t[2] for t in tallies) / verdicts) if verdicts else None
 
 
-def pb_online_elo(groups: list[tuple[int, ...]], seed: int = 0) -> float | None:
-    """Online ELO from 1000 each over the samples' battles in a drawn order, shifted so the baseline is at 1114."""
+ELO_ORDERS = 200  # orders the online ELO replays the battles in (its result depends on the order)
+
+
+def pb_online_elo_orders(groups: list[tuple[int, ...]], orders: int = ELO_ORDERS, seed: int = 0) -> list[float]:
+    """Online ELO from 1000 each over the samples' battles, once per drawn order, shifted so the baseline is at
+    1114: one rating per order."""
     drawn = [PB_BATTLES[margin] for group in groups for margin in group]
     if not drawn:
-        return None
-    random.Random(seed).shuffle(drawn)
-    ratings = online_elo(drawn)
-    return ratings[MODEL] - ratings[BASELINE] + PB_BASELINE_RATING
+        return []
+    rng, found = random.Random(seed), []
+    for _ in range(orders):
+        rng.shuffle(drawn)
+        ratings = online_elo(drawn)
+        found.append(ratings[MODEL] - ratings[BASELINE] + PB_BASELINE_RATING)
+    return found
+
+
+def pb_online_elo(groups: list[tuple[int, ...]], orders: int = ELO_ORDERS, seed: int = 0) -> float | None:
+    """The online ELO's median over `orders` battle orders (one fixed order gives one arbitrary draw)."""
+    found = pb_online_elo_orders(groups, orders, seed)
+    return statistics.median(found) if found else None
 
 
 PB_STYLE = ("length", "headers", "lists", "bold")  # arena-hard-auto's style features (ProBench's style control)
@@ -383,28 +501,56 @@ _BOLD = re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")
 def pb_style(model_answers: list[str], baseline_answers: list[str]) -> dict[str, float]:
     """The model's answers against the baseline's on each style feature, as (model - baseline) / (model +
     baseline), from -1 to 1 (0 when both have none): words, markdown headers, list items, bold spans."""
+
     def counts(answers: list[str]) -> tuple[int, ...]:
         text = "\n".join(answers)
         return len(text.split()), len(_HEADER.findall(text)), len(_LIST.findall(text)), len(_BOLD.findall(text))
-    return {name: (a - b) / (a + b) if a + b else 0.0
-            for name, a, b in zip(PB_STYLE, counts(model_answers), counts(baseline_answers))}
+
+    return {
+        name: (a - b) / (a + b) if a + b else 0.0
+        for name, a, b in zip(PB_STYLE, counts(model_answers), counts(baseline_answers))
+    }
 
 
 # --- AlignMMBench (Sec. 4, App. E) ----------------------------------------------------------------------------------
 
-AMB_RATING = re.compile(r"[\"']?Rating[\"']?\s*[:：]\s*[\"']?(\d+(?:\.\d+)?)", re.IGNORECASE)
+AMB_RATING = re.compile(
+    rf"(?<![A-Za-z])[{QUOTES}]?(?:Rating|评分)[{QUOTES}]?\s*[:=：]\s*[{QUOTES}\[*]*\s*({NUMBER})", re.IGNORECASE
+)
 # the task names of AlignMMBench's released file and of our recipe, to the judge's rule that applies
-AMB_TASK_ALIASES = {"描述": "Description", "推理": "Reasoning", "识别": "Recognition", "计数": "Counting",
-                    "图表": "Chart", "对比": "Comparison", "创作": "Writing", "写作": "Writing", "智力": "Problem",
-                    "梗图": "Meme", "梗图理解": "Meme", "世界知识": "Knowledge", "知识": "Knowledge",
-                    "OCR理解": "OCR", "多轮对话": "Coherence", "连贯": "Coherence", "不连贯": "Incoherence",
-                    "对话上下文": "Coherence", "Dialogue Context": "Coherence", "Descrpition": "Description"}
-AMB_TASK_ALIASES |= {f"{name}类": task for name, task in list(AMB_TASK_ALIASES.items()) if "\u4e00" <= name[0]}
+AMB_TASK_ALIASES = {
+    "描述": "Description",
+    "推理": "Reasoning",
+    "识别": "Recognition",
+    "计数": "Counting",
+    "图表": "Chart",
+    "对比": "Comparison",
+    "创作": "Writing",
+    "写作": "Writing",
+    "智力": "Problem",
+    "梗图": "Meme",
+    "梗图理解": "Meme",
+    "世界知识": "Knowledge",
+    "知识": "Knowledge",
+    "OCR理解": "OCR",
+    "多轮对话": "Coherence",
+    "连贯": "Coherence",
+    "不连贯": "Incoherence",
+    "对话上下文": "Coherence",
+    "Dialogue Context": "Coherence",
+    "Descrpition": "Description",
+}
+AMB_TASK_ALIASES |= {f"{name}类": task for name, task in list(AMB_TASK_ALIASES.items()) if name[0] >= "\u4e00"}
 
 
 def read_amb_rating(text: str) -> int:
     """The whole-number Rating 1-10 from a reply such as {"Rating": 7, "Reason": "..."}."""
-    return read_grade(text, AMB_RATING, 'no "Rating": <1-10> in the reply (reply with {"Rating": ..., "Reason": ...})')
+    return read_grade(
+        text,
+        AMB_RATING,
+        'no "Rating": <1-10> in the reply (reply with {"Rating": ..., "Reason": ...})',
+        ("rating", "评分"),
+    )
 
 
 def amb_rule(parts: dict[str, str], task: str | None) -> str:

@@ -11,14 +11,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from benchcurate.curation.evaluation.engine import (
-    Aggregate,
-    Asker,
-    EvalFailed,
-    failed,
-    refuse_options,
-    scored_by_sample,
-)
 from benchcurate.curation.evaluation.judging import (
     TurnItem,
     mv_checklist,
@@ -28,9 +20,22 @@ from benchcurate.curation.evaluation.judging import (
     read_quality,
     turn_items,
 )
+from benchcurate.curation.evaluation.protocol import (
+    Aggregate,
+    Asker,
+    EvalFailed,
+    failed,
+    refuse_options,
+    scored_by_sample,
+)
 from benchcurate.curation.evaluation.statistics import bootstrap_interval, by_group, mean, slope
 from benchcurate.curation.models.base import ChatTurn
 from benchcurate.schemas.evaluation import EvalOptions, Judgment
+
+
+def turn_key(mode: str, turn: int) -> str:
+    """How a turn's calls are named (their seeds, a harness's answer): the history setting and the turn."""
+    return f"{mode}/{turn}"
 
 
 class MultiverseProtocol:
@@ -42,6 +47,12 @@ class MultiverseProtocol:
         refuse_options(options, self.name, {"history"})
         return {"history": options.history or "oracle"}
 
+    def setting(self, options: EvalOptions) -> str:
+        return f"history-{options.history or 'oracle'}"
+
+    def answer_key(self, item: TurnItem, history: str) -> str:
+        return turn_key("oracle" if history == "gold" else "self", item.turn)
+
     def judge_sample(self, row: dict, ask: Asker, options: EvalOptions) -> list[Judgment]:
         history: list[ChatTurn] = []
         judgments = []
@@ -49,15 +60,24 @@ class MultiverseProtocol:
         mode = options.history or "oracle"
         items = turn_items(row, self.name)
         for item in items:
-            judgment = Judgment(sample_id=row["index"], turn=item.turn, question=item.question, groups=groups,
-                                setting=mode)
+            judgment = Judgment(
+                sample_id=row["index"], turn=item.turn, question=item.question, groups=groups, setting=mode
+            )
             judgments.append(self._turn(judgment, item, history, ask))
             own = judgment.answer if mode == "self" else item.reference
             if own is None:  # self history without the model's answer: the later turns cannot be asked
-                judgments += [Judgment(sample_id=row["index"], turn=later.turn, question=later.question,
-                                       groups=groups, setting=mode, failure="no_history",
-                                       detail=f"turn {item.turn} has no answer to build on")
-                              for later in items[item.turn:]]
+                judgments += [
+                    Judgment(
+                        sample_id=row["index"],
+                        turn=later.turn,
+                        question=later.question,
+                        groups=groups,
+                        setting=mode,
+                        failure="no_history",
+                        detail=f"turn {item.turn} has no answer to build on",
+                    )
+                    for later in items[item.turn :]
+                ]
                 break
             history = [*history, ChatTurn("user", item.question), ChatTurn("assistant", own)]
         return judgments
@@ -67,16 +87,21 @@ class MultiverseProtocol:
         if reference is None or not checklist:
             judgment.failure, judgment.detail = "incomplete_sample", "the turn has no reference answer or checklist"
             return judgment
-        key = f"{judgment.setting}/{judgment.turn}"
+        key = turn_key(judgment.setting, judgment.turn)
         try:
             judgment.answer = ask.answer(item.question, history, key)
-            variables = {"history": mv_history((turn.role, turn.text) for turn in history),
-                         "question": item.question, "reference": reference, "answer": judgment.answer,
-                         "checklist": mv_checklist([item["question"] for item in checklist])}
+            variables = {
+                "history": mv_history((turn.role, turn.text) for turn in history),
+                "question": item.question,
+                "reference": reference,
+                "answer": judgment.answer,
+                "checklist": mv_checklist([item["question"] for item in checklist]),
+            }
             quality = ask.judge_call("judge_mv_quality", variables, read_quality, key)
             judgment.judge["quality"] = quality.record()
-            ticks = ask.judge_call("judge_mv_checklist", variables,
-                                   lambda text: read_checklist(text, len(checklist)), key)
+            ticks = ask.judge_call(
+                "judge_mv_checklist", variables, lambda text: read_checklist(text, len(checklist)), key
+            )
             judgment.judge["checklist"] = ticks.record()
         except EvalFailed as error:
             return failed(judgment, error)
@@ -98,8 +123,11 @@ class MultiverseProtocol:
             "per_turn_slope": slope(turn_means),
             "per_goal": by_group((j.groups.get("goal"), j.scores["score"]) for j in scored),
         }
-        return Aggregate(round(mean(j.scores["score"] for j in scored), 4), sub_scores, bootstrap_interval(
-            {sample: [j.scores["score"] for j in found] for sample, found in per_sample.items()}))
+        return Aggregate(
+            round(mean(j.scores["score"] for j in scored), 4),
+            sub_scores,
+            bootstrap_interval({sample: [j.scores["score"] for j in found] for sample, found in per_sample.items()}),
+        )
 
 
 MULTIVERSE = MultiverseProtocol()

@@ -12,7 +12,17 @@ from typing import TypeVar
 from benchcurate.curation.evaluation.judging import mean, rounded
 from benchcurate.schemas.evaluation import Interval
 
-__all__ = ["BOOTSTRAP_ROUNDS", "agreement", "bootstrap", "bootstrap_interval", "by_group", "mean", "rounded", "slope"]
+__all__ = [
+    "BOOTSTRAP_ROUNDS",
+    "agreement",
+    "bootstrap",
+    "bootstrap_interval",
+    "by_group",
+    "mean",
+    "percentile_interval",
+    "rounded",
+    "slope",
+]
 
 BOOTSTRAP_ROUNDS = 1000
 BOOTSTRAP_SEED = 0
@@ -20,23 +30,40 @@ BOOTSTRAP_SEED = 0
 Group = TypeVar("Group")
 
 
-def bootstrap(groups: Sequence[Group], statistic: Callable[[list[Group]], float | None],
-              rounds: int = BOOTSTRAP_ROUNDS, seed: int = BOOTSTRAP_SEED) -> Interval | None:
+def bootstrap(
+    groups: Sequence[Group],
+    statistic: Callable[[list[Group]], float | None],
+    rounds: int = BOOTSTRAP_ROUNDS,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval | None:
     """95% percentile interval of `statistic` over `groups` drawn with replacement (whole samples: a sample's turns
     move together, as they are not independent). None with fewer than two groups."""
     if len(groups) < 2:
         return None
     rng = random.Random(seed)
-    values = sorted(value for value in (statistic([groups[rng.randrange(len(groups))] for _ in groups])
-                                        for _ in range(rounds)) if value is not None)
-    if len(values) < rounds // 2:
+    values = [
+        value
+        for value in (statistic([groups[rng.randrange(len(groups))] for _ in groups]) for _ in range(rounds))
+        if value is not None
+    ]
+    return percentile_interval(values) if len(values) >= rounds // 2 else None
+
+
+def percentile_interval(values: Sequence[float], method: str = "bootstrap over samples") -> Interval | None:
+    """The 2.5th and 97.5th percentiles of `values` (None when there are none)."""
+    if not values:
         return None
-    return Interval(low=round(values[int(0.025 * len(values))], 4),
-                    high=round(values[max(0, math.ceil(0.975 * len(values)) - 1)], 4))
+    ordered = sorted(values)
+    return Interval(
+        low=round(ordered[int(0.025 * len(ordered))], 4),
+        high=round(ordered[max(0, math.ceil(0.975 * len(ordered)) - 1)], 4),
+        method=method,
+    )
 
 
-def bootstrap_interval(groups: dict[str, list[float]], rounds: int = BOOTSTRAP_ROUNDS, seed: int = BOOTSTRAP_SEED
-                       ) -> Interval | None:
+def bootstrap_interval(
+    groups: dict[str, list[float]], rounds: int = BOOTSTRAP_ROUNDS, seed: int = BOOTSTRAP_SEED
+) -> Interval | None:
     """95% interval of the mean of all values, resampling whole groups."""
     members = [values for values in groups.values() if values]
     return bootstrap(members, lambda drawn: sum(map(sum, drawn)) / sum(map(len, drawn)), rounds, seed)
@@ -77,6 +104,7 @@ def logistic_fit(features, targets, weights, ridge: float = 1e-6, iterations: in
 
 
 # --- agreement ----------------------------------------------------------------------------------------------------
+
 
 def agreement(pairs: Sequence[tuple[Hashable, Hashable]]) -> dict[str, float | int | None]:
     """Percent agreement and Cohen's kappa of two raters' labels on the same items."""

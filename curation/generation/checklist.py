@@ -17,16 +17,20 @@ import re
 
 from pydantic import Field
 
-from benchcurate.curation.stage import ModelStageConfig, StageContext, TransformStage
+from benchcurate.curation.engine.stage import ModelStageConfig, StageContext, TransformStage
 from benchcurate.schemas import ChecklistItem, Drop, Keep, Sample, Verdict
 
 WORD = re.compile(r"\w+")
 
 
 class ChecklistConfig(ModelStageConfig):
-    models: list[str] | None = Field(None, min_length=1, description="drafting models, merged in this order "
-                                                                     "(paper: GPT-4o and Claude-3.5-Sonnet); "
-                                                                     "default: `model` alone")
+    models: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="drafting models, merged in this order "
+        "(paper: GPT-4o and Claude-3.5-Sonnet); "
+        "default: `model` alone",
+    )
     merge_jaccard: float = Field(0.7, gt=0, le=1, description="word 3-gram Jaccard at which two items are one")
 
 
@@ -36,7 +40,7 @@ def conversation_text(item: Sample) -> str:
 
 def _shingles(text: str) -> frozenset[tuple[str, ...]]:
     words = WORD.findall(text.casefold())
-    return frozenset(tuple(words[i:i + 3]) for i in range(max(1, len(words) - 2)))
+    return frozenset(tuple(words[i : i + 3]) for i in range(max(1, len(words) - 2)))
 
 
 def _same(first: frozenset, second: frozenset, threshold: float) -> bool:
@@ -66,16 +70,20 @@ def generate(item: Sample, cfg: ChecklistConfig, ctx: StageContext) -> list[Samp
         generations[name] = result.generation
         for entry in result.value.checklists:
             drafts_by_turn.setdefault(entry.user_turn, []).append(
-                (name, [ChecklistItem(**question.model_dump()) for question in entry.items]))
+                (name, [ChecklistItem(**question.model_dump()) for question in entry.items])
+            )
     turns, user_index = [], 0
     for turn in item.conversation:
         if turn.speaker == "user":
             user_index += 1
-            turn = turn.model_copy(update={"checklist": merge_checklists(drafts_by_turn.get(user_index, []),
-                                                                         cfg.merge_jaccard)})
+            turn = turn.model_copy(
+                update={"checklist": merge_checklists(drafts_by_turn.get(user_index, []), cfg.merge_jaccard)}
+            )
         turns.append(turn)
     produced = {"checklist": next(iter(generations.values()))}
-    produced |= {f"checklist:{name}": generation for name, generation in generations.items()} if len(generations) > 1 else {}
+    produced |= (
+        {f"checklist:{name}": generation for name, generation in generations.items()} if len(generations) > 1 else {}
+    )
     return [item.model_copy(update={"conversation": turns, "generated_by": {**item.generated_by, **produced}})]
 
 
@@ -86,5 +94,12 @@ def check(item: Sample, cfg: ChecklistConfig) -> Verdict:
     return Keep()
 
 
-STAGE = TransformStage(name="checklist_generate", config=ChecklistConfig, generate=generate, check=check,
-                       reasons=("checklist_incomplete",), uses_model=True, prompts=("checklist",))
+STAGE = TransformStage(
+    name="checklist_generate",
+    config=ChecklistConfig,
+    generate=generate,
+    check=check,
+    reasons=("checklist_incomplete",),
+    uses_model=True,
+    prompts=("checklist",),
+)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from benchcurate.curation.stage import ModelStageConfig, StageContext, decision_field, model_transform
+from benchcurate.curation.engine.stage import ModelStageConfig, StageContext, decision_field, model_transform
 from benchcurate.schemas import Drop, Keep, Sample, Turn, Verdict
 
 LEVELS = ("perception", "reasoning", "creation")
@@ -68,8 +68,13 @@ def generate_ladder(item: Sample, cfg: LadderConfig, ctx: StageContext) -> list[
 def check_ladder(item: Sample, cfg: LadderConfig) -> Verdict:
     texts = [" ".join(turn.utterance.casefold().split()) for turn in item.conversation]
     if len(texts) != 3 or not all(texts) or len(set(texts)) != 3:
-        return Drop(reason="ladder_malformed", detail={"instructions": [turn.utterance for turn in item.conversation],
-                                                       "problem": "three distinct, non-empty instructions needed"})
+        return Drop(
+            reason="ladder_malformed",
+            detail={
+                "instructions": [turn.utterance for turn in item.conversation],
+                "problem": "three distinct, non-empty instructions needed",
+            },
+        )
     return Keep()
 
 
@@ -102,9 +107,10 @@ def generate_focus_points(item: Sample, cfg: FocusPointsConfig, ctx: StageContex
     if creation.focus_points:
         return [item]
     earlier = " ".join(f"{turn.utterance} -> {turn.reference or '(no reference)'}" for turn in (perception, reasoning))
-    result = ctx.ask("focus_points", cfg.prompt_version, item, {"creation": creation.utterance, "earlier": earlier},
-                     model=cfg.model)
-    points = [" ".join(point.split()) for point in result.value.points if point.strip()][:cfg.max_focus_points]
+    result = ctx.ask(
+        "focus_points", cfg.prompt_version, item, {"creation": creation.utterance, "earlier": earlier}, model=cfg.model
+    )
+    points = [" ".join(point.split()) for point in result.value.points if point.strip()][: cfg.max_focus_points]
     updated = [perception, reasoning, creation.model_copy(update={"focus_points": points})]
     return [_with(item, "focus_points", result, conversation=updated)]
 
@@ -118,7 +124,14 @@ def check_focus_points(item: Sample, cfg: FocusPointsConfig) -> Verdict:
 
 LADDER = model_transform("ladder_generate", LadderConfig, generate_ladder, "ladder", check_ladder, "ladder_malformed")
 CAPTION = model_transform("caption_generate", LadderConfig, generate_caption, "caption")
-REFERENCE = model_transform("reference_generate", LadderConfig, generate_references, "reference", check_references,
-                            "reference_missing")
-FOCUS_POINTS = model_transform("focus_points_generate", FocusPointsConfig, generate_focus_points, "focus_points",
-                               check_focus_points, "too_few_focus_points")
+REFERENCE = model_transform(
+    "reference_generate", LadderConfig, generate_references, "reference", check_references, "reference_missing"
+)
+FOCUS_POINTS = model_transform(
+    "focus_points_generate",
+    FocusPointsConfig,
+    generate_focus_points,
+    "focus_points",
+    check_focus_points,
+    "too_few_focus_points",
+)

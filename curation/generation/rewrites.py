@@ -14,7 +14,9 @@ turn asking for the correction. Three stages:
   only, as in the paper);
 - dialogue_context_generate: for a seeded `share` of items, a child `<id>/incoherence` whose history holds a
   wrong answer and whose question asks for the correction (`incoherence_degenerate` when the wrong and the
-  corrected answers are the same text).
+  corrected answers are the same text). The child is a sample of its own: its provenance names the parent
+  (`source_id` `<parent's source_id>/incoherence`, `derived_from` the parent's), so no export gives it the
+  parent's id.
 """
 
 from __future__ import annotations
@@ -23,14 +25,14 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from benchcurate.curation.stage import ModelStageConfig, StageContext, decision_field, model_transform
+from benchcurate.curation.engine.stage import ModelStageConfig, StageContext, decision_field, model_transform
 from benchcurate.schemas import Categories, Drop, Keep, Rewrite, Sample, Turn, Verdict
 from benchcurate.schemas.replies import AlignTaskName
 
 LANGUAGES = {"zh": "Chinese (Simplified)", "en": "English"}
-CATEGORY_OF_TASK = {task: "Perception & Understanding" for task in
-                    ("Description", "Recognition", "Counting", "OCR", "Meme", "Knowledge")} | {
-                    task: "Reasoning & Analysis" for task in ("Reasoning", "Chart", "Problem", "Comparison", "Writing")}
+CATEGORY_OF_TASK = dict.fromkeys(
+    ("Description", "Recognition", "Counting", "OCR", "Meme", "Knowledge"), "Perception & Understanding"
+) | dict.fromkeys(("Reasoning", "Chart", "Problem", "Comparison", "Writing"), "Reasoning & Analysis")
 
 
 class QuestionConfig(ModelStageConfig):
@@ -59,15 +61,31 @@ def first_question(item: Sample) -> Turn | None:
 def generate_question(item: Sample, cfg: QuestionConfig, ctx: StageContext) -> list[Sample]:
     if first_question(item) is not None:
         return [item]
-    result = ctx.ask("seed_question", cfg.prompt_version, item, {
-        "tasks": ", ".join(cfg.tasks), "language": LANGUAGES[cfg.language]}, model=cfg.model)
+    result = ctx.ask(
+        "seed_question",
+        cfg.prompt_version,
+        item,
+        {"tasks": ", ".join(cfg.tasks), "language": LANGUAGES[cfg.language]},
+        model=cfg.model,
+    )
     reply = result.value
-    turn = Turn(speaker="user", utterance=reply.question.strip(), reference=reply.reference_answer.strip(),
-                task_category=reply.task)
+    turn = Turn(
+        speaker="user",
+        utterance=reply.question.strip(),
+        reference=reply.reference_answer.strip(),
+        task_category=reply.task,
+    )
     categories = item.categories.model_copy(update={"task_main": CATEGORY_OF_TASK[reply.task], "task_sub": reply.task})
-    return [item.model_copy(update={
-        "conversation": [turn], "language": cfg.language, "categories": Categories.model_validate(categories.model_dump()),
-        "generated_by": {**item.generated_by, "seed_question": result.generation}})]
+    return [
+        item.model_copy(
+            update={
+                "conversation": [turn],
+                "language": cfg.language,
+                "categories": Categories.model_validate(categories.model_dump()),
+                "generated_by": {**item.generated_by, "seed_question": result.generation},
+            }
+        )
+    ]
 
 
 def check_question(item: Sample, cfg: QuestionConfig) -> Verdict:
@@ -81,25 +99,35 @@ def generate_rewrites(item: Sample, cfg: ParaphraseConfig, ctx: StageContext) ->
     turn = first_question(item)
     if turn is None or item.history:
         return [item]
-    result = ctx.ask("paraphrase", cfg.prompt_version, item, {"question": turn.utterance, "count": str(cfg.rewrites)},
-                     model=cfg.model)
+    result = ctx.ask(
+        "paraphrase",
+        cfg.prompt_version,
+        item,
+        {"question": turn.utterance, "count": str(cfg.rewrites)},
+        model=cfg.model,
+    )
     seen = {_normalised(turn.utterance)}
     rewrites = []
-    for text in result.value.rewrites[:cfg.rewrites]:
+    for text in result.value.rewrites[: cfg.rewrites]:
         key = _normalised(text)
         if key and key not in seen:
             seen.add(key)
             rewrites.append(Rewrite(text=text.strip(), language=item.language, status="pending"))
-    return [item.model_copy(update={"rewrites": rewrites,
-                                    "generated_by": {**item.generated_by, "paraphrase": result.generation}})]
+    return [
+        item.model_copy(
+            update={"rewrites": rewrites, "generated_by": {**item.generated_by, "paraphrase": result.generation}}
+        )
+    ]
 
 
 def check_rewrites(item: Sample, cfg: ParaphraseConfig) -> Verdict:
     if item.history or first_question(item) is None:
         return Keep()
     if len(item.rewrites) < cfg.min_rewrites:
-        return Drop(reason="rewrites_degenerate", detail={"distinct_rewrites": len(item.rewrites),
-                                                          "min_rewrites": cfg.min_rewrites})
+        return Drop(
+            reason="rewrites_degenerate",
+            detail={"distinct_rewrites": len(item.rewrites), "min_rewrites": cfg.min_rewrites},
+        )
     return Keep()
 
 
@@ -108,19 +136,47 @@ def generate_dialogue(item: Sample, cfg: DialogueConfig, ctx: StageContext) -> l
         return [item]
     seed = first_question(item)
     hint = f"; you may reuse this question: {seed.utterance}" if seed else ""
-    result = ctx.ask("incoherence", cfg.prompt_version, item, {"language": LANGUAGES[cfg.language],
-                                                              "question_hint": hint}, model=cfg.model)
+    result = ctx.ask(
+        "incoherence",
+        cfg.prompt_version,
+        item,
+        {"language": LANGUAGES[cfg.language], "question_hint": hint},
+        model=cfg.model,
+    )
     reply = result.value
-    child = item.model_copy(update={
-        "id": f"{item.id}/incoherence", "parent_id": item.id, "rewrites": [], "language": cfg.language,
-        "history": [Turn(speaker="user", utterance=reply.first_question.strip()),
-                    Turn(speaker="assistant", utterance=reply.wrong_answer.strip())],
-        "conversation": [Turn(speaker="user", utterance=reply.correction_request.strip(),
-                              reference=reply.corrected_answer.strip(), task_category="Incoherence")],
-        "categories": Categories.model_validate(item.categories.model_copy(
-            update={"task_main": "Dialogue Context", "task_sub": "Incoherence"}).model_dump()),
-        "scores": {**item.scores, "dialogue_context_generate": {"what_is_wrong": reply.what_is_wrong}},
-        "generated_by": {**item.generated_by, "incoherence": result.generation}})
+    child = item.model_copy(
+        update={
+            "id": f"{item.id}/incoherence",
+            "parent_id": item.id,
+            "rewrites": [],
+            "language": cfg.language,
+            "provenance": item.provenance.model_copy(
+                update={
+                    "source_id": f"{item.provenance.source_id}/incoherence",
+                    "derived_from": item.provenance.source_id,
+                }
+            ),
+            "history": [
+                Turn(speaker="user", utterance=reply.first_question.strip()),
+                Turn(speaker="assistant", utterance=reply.wrong_answer.strip()),
+            ],
+            "conversation": [
+                Turn(
+                    speaker="user",
+                    utterance=reply.correction_request.strip(),
+                    reference=reply.corrected_answer.strip(),
+                    task_category="Incoherence",
+                )
+            ],
+            "categories": Categories.model_validate(
+                item.categories.model_copy(
+                    update={"task_main": "Dialogue Context", "task_sub": "Incoherence"}
+                ).model_dump()
+            ),
+            "scores": {**item.scores, "dialogue_context_generate": {"what_is_wrong": reply.what_is_wrong}},
+            "generated_by": {**item.generated_by, "incoherence": result.generation},
+        }
+    )
     return [item, child]
 
 
@@ -133,9 +189,17 @@ def check_dialogue(item: Sample, cfg: DialogueConfig) -> Verdict:
     return Keep()
 
 
-QUESTION = model_transform("question_generate", QuestionConfig, generate_question, "seed_question", check_question,
-                           "question_missing")
-PARAPHRASE = model_transform("paraphrase_generate", ParaphraseConfig, generate_rewrites, "paraphrase", check_rewrites,
-                             "rewrites_degenerate")
-DIALOGUE = model_transform("dialogue_context_generate", DialogueConfig, generate_dialogue, "incoherence",
-                           check_dialogue, "incoherence_degenerate")
+QUESTION = model_transform(
+    "question_generate", QuestionConfig, generate_question, "seed_question", check_question, "question_missing"
+)
+PARAPHRASE = model_transform(
+    "paraphrase_generate", ParaphraseConfig, generate_rewrites, "paraphrase", check_rewrites, "rewrites_degenerate"
+)
+DIALOGUE = model_transform(
+    "dialogue_context_generate",
+    DialogueConfig,
+    generate_dialogue,
+    "incoherence",
+    check_dialogue,
+    "incoherence_degenerate",
+)

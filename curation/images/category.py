@@ -7,7 +7,7 @@ merging synonyms is a later step.
 
 from __future__ import annotations
 
-from benchcurate.curation.stage import ItemStage, ModelStageConfig, StageContext
+from benchcurate.curation.engine.stage import ItemStage, ModelStageConfig, StageContext
 from benchcurate.schemas import Categories, Drop, Keep, Sample, Scores, Verdict
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from benchcurate.curation.grouping import pick_kept
+from benchcurate.curation.core.grouping import pick_kept
+from benchcurate.curation.engine.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.images.near_dedup import ImageKey, image_key, preference
-from benchcurate.curation.stage import SetStage, StageConfig, StageContext
 from benchcurate.schemas import Drop, Keep, Verdict
 
 

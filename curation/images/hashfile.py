@@ -25,13 +25,12 @@ from typing import BinaryIO
 import numpy as np
 from PIL import Image
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.fingerprint import sha256_bytes
-from benchcurate.curation.images.decode import IMAGE_EXTENSIONS
-from benchcurate.curation.images.hamming import cross_pairs_within
+from benchcurate.curation.core.decode import IMAGE_EXTENSIONS
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.fingerprint import sha256_bytes
+from benchcurate.curation.core.jsonl import numbered_rows
+from benchcurate.curation.core.parallel import keep_image_memory, ordered_map
 from benchcurate.curation.images.phash import PhashConfig, algorithm, fingerprint
-from benchcurate.curation.jsonl import numbered_rows
-from benchcurate.curation.parallel import keep_image_memory, ordered_map
 
 CHUNK_FILES = 4              # files per task: a slow file (a 15 MP PNG wallpaper) holds back few rows
 WINDOW_CHUNKS_PER_JOB = 16   # tasks in flight per thread, ahead of the oldest unfinished one
@@ -151,52 +150,3 @@ def read_hashes(path: Path) -> HashTable:
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{path} line {number} is not a hashes row ({error})") from error
     return HashTable(paths, np.array(hashes, dtype=np.uint64), rows)
-
-
-def keys_of(table: HashTable):
-    """The near-duplicate search's view of each row (its likeness hashes when the file has them)."""
-    from benchcurate.curation.images.near_dedup import ImageKey
-
-    found = []
-    for row in table.rows:
-        turned = row.get("phash_orientations") or ""
-        found.append(ImageKey(str(row["path"]), str(row.get("sha256") or row["path"]), row["phash"],
-                              (row.get("width") or 0) * (row.get("height") or 0), row.get("bytes") or 0, "", "",
-                              str(row["path"]), tuple(turned.split(",")) if turned else (),
-                              row.get("phash_trimmed"), row.get("phash_centre")))
-    return found
-
-
-def _distance(first: int, second: int) -> int:
-    return (int(first) ^ int(second)).bit_count()
-
-
-def duplicate_groups(table: HashTable, cfg, reference: HashTable | None = None, workers: int = 1,
-                     stored: Callable[[int], bytes | None] | None = None) -> Iterator[dict]:
-    """Reference matches first, then groups among the rest, as `image_near_dedup` makes them (`cfg`: its
-    NearDedupConfig); each file with a candidate is read from `stored` (the side file of `images hash
-    --likeness`: `stored_pictures`) or else decoded once for the verification, and the copies still tied for the
-    keep rule's marks once more at full size."""
-    from benchcurate.curation.images.near_dedup import full_size_loader, near_groups, picture_loader
-
-    matched: dict[int, list[tuple[int, int]]] = {}
-    if reference is not None and len(reference.hashes):
-        for query, ref, dist in cross_pairs_within(table.hashes, reference.hashes, cfg.max_hamming_distance,
-                                                   workers=workers):
-            matched.setdefault(int(query), []).append((int(dist), int(ref)))
-    by_reference: dict[int, list[dict]] = {}
-    for query, hits in matched.items():
-        dist, ref = min(hits)
-        by_reference.setdefault(ref, []).append({"path": table.paths[query], "distance": dist})
-    for ref in sorted(by_reference):
-        yield {"reference": reference.paths[ref], "dropped": sorted(by_reference[ref], key=lambda d: d["path"])}
-    keys = keys_of(table)
-    dropped, _ = near_groups(keys, cfg, picture_loader(keys, None, stored=stored), set(matched), workers,
-                             full_size=full_size_loader(keys))
-    groups: dict[int, list[dict]] = {}
-    for index, copy in sorted(dropped.items()):
-        groups.setdefault(copy.kept, []).append({"path": table.paths[index], "distance": copy.distance,
-                                                 "orientation": copy.orientation, "matched_on": copy.view,
-                                                 **({"verification": copy.evidence} if copy.evidence else {})})
-    for kept in sorted(groups, key=lambda index: table.paths[index]):
-        yield {"kept": table.paths[kept], "dropped": groups[kept]}

@@ -25,8 +25,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from benchcurate.curation.fingerprint import sha256_bytes, sha256_json
-from benchcurate.curation.images.decode import IMAGE_EXTENSIONS
+from benchcurate.curation.core.decode import IMAGE_EXTENSIONS
+from benchcurate.curation.core.fingerprint import sha256_bytes, sha256_json
+from benchcurate.curation.core.jsonl import read_samples
+from benchcurate.curation.engine.stage import SourceStage, StageConfig, StageContext
 from benchcurate.curation.images.sources import (
     HF_DATA_SUFFIXES,
     Entry,
@@ -36,8 +38,6 @@ from benchcurate.curation.images.sources import (
     manifest_entries,
     printable,
 )
-from benchcurate.curation.jsonl import read_samples
-from benchcurate.curation.stage import SourceStage, StageConfig, StageContext
 from benchcurate.schemas import Drop, ImageRef, Keep, Provenance, Sample, Verdict
 
 REASONS = ("hidden_file", "not_a_regular_file", "image_missing", "file_unreadable", "unsupported_extension",
@@ -50,7 +50,9 @@ class IngestConfig(StageConfig):
     input_kind: Literal["auto", "folder", "manifest", "hf_dataset", "samples"] = Field(
         "auto", description="auto: a .csv/.jsonl file is a manifest, a folder of .parquet/.arrow files a dataset")
     manifest_name: str = Field("manifest.jsonl", description="per-file provenance file at a folder's root")
-    default_license: str = Field("unknown", description="license of entries nothing else describes")
+    default_license: str = Field("unknown", description="license of the pictures nothing else describes")
+    default_text_license: str = Field("unknown", description="license of the text (seed questions, and what the "
+                                                             "run writes) where no `text_license` column says")
     source_dataset: str | None = Field(None, description="source name of undescribed entries; default: input name")
     extensions: tuple[str, ...] = Field(IMAGE_EXTENSIONS, description="lower-case file suffixes taken as images")
     exclude_paths: tuple[str, ...] = Field((), description="relative folders not to read (the output folder)")
@@ -130,7 +132,9 @@ def _provenance(entry: Entry, cfg: IngestConfig) -> Provenance:
            for name, value in entry.provenance.items() if isinstance(value, str | int | float)}
     return Provenance(source_dataset=row.get("source_dataset") or cfg.source_dataset or _input_name(cfg),
                       source_id=str(row.get("source_id") or entry.source_path),
-                      license=row.get("license") or cfg.default_license, attribution=row.get("attribution"),
+                      license=row.get("license") or cfg.default_license,
+                      text_license=row.get("text_license") or cfg.default_text_license,
+                      attribution=row.get("attribution"),
                       source_path=entry.source_path, derived_from=row.get("derived_from"))
 
 

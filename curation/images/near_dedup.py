@@ -35,25 +35,27 @@ was not verified into its group stays, and is reported in the summary as a chain
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.fingerprint import sha256_json
-from benchcurate.curation.images.decode import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
-from benchcurate.curation.images.hamming import cross_pairs_within, pairs_within
+from benchcurate.curation.core.decode import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.fingerprint import sha256_json
+from benchcurate.curation.core.hamming import cross_pairs_within, pairs_within
+from benchcurate.curation.core.texts import normalise, question_text
+from benchcurate.curation.engine.stage import SetStage, StageConfig, StageContext
+from benchcurate.curation.images.hashfile import HashTable, read_hashes
 from benchcurate.curation.images.likeness import TURNS, VIEWS
 from benchcurate.curation.images.survivor import Member, elect, provisional
 from benchcurate.curation.images.verify import COMPOSED, Picture, inverse, oriented, pack, picture, unpack
 from benchcurate.curation.images.verify import Verdict as PairVerdict
 from benchcurate.curation.images.verify import compare, likeliest_turns
-from benchcurate.curation.release.reference import is_release, release_reference, release_rows
-from benchcurate.curation.stage import SetStage, StageConfig, StageContext
-from benchcurate.curation.text import normalise, question_text
+from benchcurate.curation.release.files import release_rows
+from benchcurate.curation.release.reference import is_release, release_reference
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 MAX_TURNS = 1            # turns of a pair verified at most, the likeliest (`verify.likeliest_turns`)
@@ -127,8 +129,6 @@ def load_reference(location: str) -> tuple[list[str], np.ndarray]:
         rows = [row for row in release_rows(release.folder, ["index", "image_phash"]) if row["image_phash"]]
         return ([f"{release.label}:{row['index']}" for row in rows],
                 np.array([int(row["image_phash"], 16) for row in rows], dtype=np.uint64))
-    from benchcurate.curation.images.hashfile import read_hashes
-
     table = read_hashes(Path(location))
     return table.paths, table.hashes
 
@@ -489,3 +489,44 @@ STAGE = SetStage(name="image_near_dedup", config=NearDedupConfig, view=image_key
                  reasons=("near_duplicate", "matches_reference"), outside_input=reference_digest,
                  version=4)  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept
+
+
+def keys_of(table: HashTable) -> list[ImageKey]:
+    """The near-duplicate search's view of each row of a hashes file (its likeness hashes when the file has them)."""
+    found = []
+    for row in table.rows:
+        turned = row.get("phash_orientations") or ""
+        found.append(ImageKey(str(row["path"]), str(row.get("sha256") or row["path"]), row["phash"],
+                              (row.get("width") or 0) * (row.get("height") or 0), row.get("bytes") or 0, "", "",
+                              str(row["path"]), tuple(turned.split(",")) if turned else (),
+                              row.get("phash_trimmed"), row.get("phash_centre")))
+    return found
+
+
+def duplicate_groups(table: HashTable, cfg: NearDedupConfig, reference: HashTable | None = None, workers: int = 1,
+                     stored: Callable[[int], bytes | None] | None = None) -> Iterator[dict]:
+    """What `curate images dups` prints: reference matches first, then groups among the rest, as
+    `image_near_dedup` makes them; each file with a candidate is read from `stored` (the side file of `images
+    hash --likeness`: `hashfile.stored_pictures`) or else decoded once for the verification, and the copies
+    still tied for the keep rule's marks once more at full size."""
+    matched: dict[int, list[tuple[int, int]]] = {}
+    if reference is not None and len(reference.hashes):
+        for query, ref, dist in cross_pairs_within(table.hashes, reference.hashes, cfg.max_hamming_distance,
+                                                   workers=workers):
+            matched.setdefault(int(query), []).append((int(dist), int(ref)))
+    by_reference: dict[int, list[dict]] = {}
+    for query, hits in matched.items():
+        dist, ref = min(hits)
+        by_reference.setdefault(ref, []).append({"path": table.paths[query], "distance": dist})
+    for ref in sorted(by_reference):
+        yield {"reference": reference.paths[ref], "dropped": sorted(by_reference[ref], key=lambda d: d["path"])}
+    keys = keys_of(table)
+    dropped, _ = near_groups(keys, cfg, picture_loader(keys, None, stored=stored), set(matched), workers,
+                             full_size=full_size_loader(keys))
+    groups: dict[int, list[dict]] = {}
+    for index, copy in sorted(dropped.items()):
+        groups.setdefault(copy.kept, []).append({"path": table.paths[index], "distance": copy.distance,
+                                                 "orientation": copy.orientation, "matched_on": copy.view,
+                                                 **({"verification": copy.evidence} if copy.evidence else {})})
+    for kept in sorted(groups, key=lambda index: table.paths[index]):
+        yield {"kept": table.paths[kept], "dropped": groups[kept]}

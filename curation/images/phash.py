@@ -17,10 +17,10 @@ from pathlib import Path
 import imagehash
 from pydantic import Field
 
+from benchcurate.curation.core.decode import DECODE_REASONS, DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
+from benchcurate.curation.engine.stage import ItemStage, StageConfig, StageContext
 from benchcurate.curation.images import verify
-from benchcurate.curation.images.decode import DECODE_REASONS, DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
 from benchcurate.curation.images.likeness import likeness_hashes, phash_block
-from benchcurate.curation.stage import ItemStage, StageConfig, StageContext
 from benchcurate.schemas import Drop, Keep, Sample, Scores, Verdict
 
 CACHE_NAMESPACE = "image_phash"

@@ -6,7 +6,7 @@ only grade 5, removing 64.77%; logos, icons and rotated images get grade 1.
 
 from __future__ import annotations
 
-from benchcurate.curation.stage import ItemStage, ModelStageConfig, StageContext, decision_field
+from benchcurate.curation.engine.stage import ItemStage, ModelStageConfig, StageContext, decision_field
 from benchcurate.schemas import Drop, Keep, Sample, Scores, Verdict
 
 

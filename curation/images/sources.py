@@ -6,15 +6,14 @@ fields, or the problem that makes it unusable. `image_ingest` turns entries into
 
 from __future__ import annotations
 
-import csv
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.jsonl import jsonl_lines, numbered_rows, read_jsonl, text
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.jsonl import jsonl_lines, numbered_rows, read_jsonl, text
 
 InputKind = Literal["folder", "manifest", "hf_dataset", "samples"]
 MANIFEST_SUFFIXES = (".csv", ".jsonl")
@@ -22,7 +21,8 @@ HF_DATA_SUFFIXES = (".parquet", ".arrow")
 # manifest column names people use, mapped to ours
 COLUMN_ALIASES = {"path": "path", "file": "path", "local_path": "path", "image_path": "path", "source": "source_dataset",
                   "source_dataset": "source_dataset", "source_id": "source_id", "id": "source_id",
-                  "license": "license", "attribution": "attribution", "derived_from": "derived_from"}
+                  "license": "license", "image_license": "license", "text_license": "text_license",
+                  "attribution": "attribution", "derived_from": "derived_from"}
 
 
 NAME_MAX_BYTES = 255  # a path component longer than this cannot exist on the usual file systems
@@ -105,13 +105,14 @@ def _read_manifest_rows(path: Path) -> list[dict]:
     """Rows of a CSV or JSONL manifest with our column names; a line that is not UTF-8 or not a JSON object is a
     UserError naming it. Values are kept as given (a row with a bad value is dropped by ingest, with the reason)."""
     if path.suffix.lower() == ".csv":
-        try:
-            with open(path, newline="", encoding="utf-8") as handle:
-                raw = list(csv.DictReader(handle))
+        import pandas as pd
+
+        try:  # every value as written: no number, date or "NA" read into something else
+            raw = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8").to_dict("records")
         except UnicodeDecodeError:  # its offset counts from the decoder's last chunk: find the line instead
             raise _first_line_not_utf8(path) from None
-        except csv.Error as error:
-            raise UserError(f"{path} is not a readable CSV ({error}); fix the manifest") from None
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+            raise UserError(f"{path} is not a readable CSV ({str(error).strip()}); fix the manifest") from None
     else:
         raw = list(read_jsonl(path))
     rows = [{COLUMN_ALIASES[key.strip().lower()]: value for key, value in row.items()

@@ -35,6 +35,8 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image
 
+from benchcurate.curation.images.tones import TONE_BINS, isotonic
+
 # libjpeg's (IJG) standard luminance table at quality 50
 IJG_LUMINANCE = np.array([16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55, 14, 13, 16, 24, 40, 57, 69,
                           56, 14, 17, 22, 29, 51, 87, 80, 62, 18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81,
@@ -130,13 +132,11 @@ def prediction_error(around: np.ndarray, wanted: np.ndarray) -> float:
     centre in row 4: `_neighbourhoods`), `wanted` the target's grey levels there. A copy made from another by
     a tone change, a blur or a sharpening is predicted from it almost exactly; the other way round, what the
     edit lost (clipped or merged levels, fine detail) is missing."""
-    from benchcurate.curation.images.verify import TONE_BINS, _isotonic
-
     centre = around[4].astype(np.intp)
     bins = centre * TONE_BINS >> 8
     counts = np.bincount(bins, minlength=TONE_BINS)
     used = counts > 0
-    curve = _isotonic(np.bincount(bins, wanted, minlength=TONE_BINS)[used] / counts[used],
+    curve = isotonic(np.bincount(bins, wanted, minlength=TONE_BINS)[used] / counts[used],
                       counts[used].astype(np.float64))
     levels = np.bincount(bins, centre, minlength=TONE_BINS)[used] / counts[used]
     table = np.interp(np.arange(256), levels, curve)

@@ -41,6 +41,7 @@ from PIL import Image
 
 from benchcurate.curation.images.likeness import ORIENTATIONS, PIL_TRANSPOSE, place, trim_box
 from benchcurate.curation.images.survivor import Traits, traits
+from benchcurate.curation.images.tones import TONE_BINS, isotonic
 
 DECODE_SIDE = 256         # the picture is decoded reduced, no side under this (JPEG draft, box average otherwise)
 FINE_PIXELS = 256 * 256   # pixels of the greyscale copy kept for the verification, at most
@@ -51,7 +52,6 @@ MIN_CORRELATION = 0.9     # of the refined copies: below it the placement failed
 TRUSTED_CORRELATION = 0.97  # a placement lining the two up this well is not second-guessed by another
 SETTLED_CORRELATION = 0.995  # a first placement lining the two up this well is not refined
 WINDOW_SHARE = 0.05       # of the shorter side: the windows the leftover is averaged over
-TONE_BINS = 64            # grey-level bins of the tone curve
 RESAMPLE_SHARE = 0.7      # of the size: a picture resampled this much and back shows where resampling aliases
 COMPARE_PIXELS = FINE_PIXELS  # pixels the part both show is compared at, at most (fewer alias small print)
 CONTENT_TOLERANCE = 8     # grey levels from a border's colour that still count as border
@@ -77,7 +77,7 @@ def content_box(grey: Image.Image) -> tuple[float, float, float, float]:
 
 def picture(path: Path, max_pixels: int, data: bytes | None = None) -> Picture:
     """The Picture of one file, from one reduced decode (raises ImageDecodeError)."""
-    from benchcurate.curation.images.decode import decode_image
+    from benchcurate.curation.core.decode import decode_image
 
     data = path.read_bytes() if data is None else data
     return picture_of(decode_image(path, max_pixels, DECODE_SIDE, data, shrink_all=True), data)
@@ -326,23 +326,6 @@ def _whole(found: Picture) -> Box:
 
 # --- the local change ------------------------------------------------------------------------------------------
 
-def _isotonic(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """The non-decreasing sequence closest to `values` in weighted least squares (pool adjacent violators)."""
-    if np.all(values[1:] >= values[:-1]):
-        return values
-    means, totals, counts = [], [], []
-    for value, weight in zip(values.tolist(), weights.tolist()):
-        means.append(value)
-        totals.append(weight)
-        counts.append(1)
-        while len(means) > 1 and means[-2] > means[-1]:
-            weight = totals[-2] + totals[-1]
-            means[-2] = (means[-2] * totals[-2] + means[-1] * totals[-1]) / weight
-            totals[-2], counts[-2] = weight, counts[-2] + counts[-1]
-            del means[-1], totals[-1], counts[-1]
-    return np.repeat(means, counts)
-
-
 def tone(source: np.ndarray, target: np.ndarray) -> np.ndarray:
     """`source` (grey levels 0-255) mapped through the monotone curve that best predicts `target` from it."""
     levels = np.clip(np.rint(source), 0, 255).astype(np.intp).ravel()
@@ -352,7 +335,7 @@ def tone(source: np.ndarray, target: np.ndarray) -> np.ndarray:
     used = counts > 0
     means = sums.reshape(TONE_BINS, -1).sum(axis=1)[used] / counts[used]
     centres = (per_level * _LEVELS).reshape(TONE_BINS, -1).sum(axis=1)[used] / counts[used]
-    table = np.interp(_LEVELS, centres, _isotonic(means, counts[used].astype(np.float64)))
+    table = np.interp(_LEVELS, centres, isotonic(means, counts[used].astype(np.float64)))
     return table.astype(np.float32)[levels].reshape(source.shape)
 
 

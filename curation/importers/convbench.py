@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.extras import require
-from benchcurate.curation.importers import ImageStore, Imported, make_sample
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.extras import require
+from benchcurate.curation.importers.common import ImageStore, Imported, make_sample
 from benchcurate.schemas import Turn
 
 SOURCE = "ConvBench"
@@ -29,9 +29,10 @@ NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s*")
 def _cells(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
     require("xlsx", "reading ConvBench's spreadsheet")
     from openpyxl import load_workbook
+
     try:
         book = load_workbook(path, read_only=True, data_only=True)
-    except Exception as error:  # noqa: BLE001 - openpyxl raises several kinds for a file that is not a workbook
+    except Exception as error:  # openpyxl raises several kinds for a file that is not a workbook
         raise UserError(f"{path} is not a readable .xlsx workbook ({type(error).__name__}: {error})") from error
     sheet = book[SHEET] if SHEET in book.sheetnames else book.worksheets[0]
     rows = sheet.iter_rows(values_only=True)
@@ -53,26 +54,42 @@ def focus_points(text: str | None) -> list[str]:
     return [NUMBERED.sub("", line).strip() for line in (text or "").splitlines() if NUMBERED.sub("", line).strip()]
 
 
-def read(path: Path, store: ImageStore, license_id: str | None = None, images: Path | None = None
-         ) -> Iterator[Imported]:
+def read(
+    path: Path, store: ImageStore, license_id: str | None = None, images: Path | None = None
+) -> Iterator[Imported]:
     folder = images or path.parent / "visit_bench_images"
     for number, row in _cells(path):
         where = f"{path.name}:{number}"
         conversation_id, image_id = _text(row, "ID"), _text(row, "image_id")
         instructions = [_text(row, f"The_{ordinal}_turn_instruction") for ordinal in ORDINALS]
         if not conversation_id or not all(instructions):
-            yield Imported(row=where, reason="malformed_row",
-                           detail="needs ID and the first, second and third turn instructions")
+            yield Imported(
+                row=where, reason="malformed_row", detail="needs ID and the first, second and third turn instructions"
+            )
             continue
         found = ImageStore.from_path(folder / image_id) if image_id else None
         turns = []
         for ordinal, level, instruction in zip(ORDINALS, LEVELS, instructions, strict=True):
-            turns.append(Turn(speaker="user", utterance=instruction, level=level,
-                              task_category=_text(row, f"{ordinal.capitalize()}_turn_instruction_category"),
-                              reference=_text(row, f"{ordinal}_turn_answer"),
-                              focus_points=focus_points(_text(row, "third_turn_demands")) if level == "creation"
-                              else []))
-        yield Imported(row=where, sample=make_sample(
-            SOURCE, conversation_id, license_id or LICENSE, [found] if found else [],
-            [] if found else [str(folder / (image_id or "(no image_id)"))], "\n".join(instructions),
-            conversation=turns, caption=_text(row, "instruction-conditioned-caption")))
+            turns.append(
+                Turn(
+                    speaker="user",
+                    utterance=instruction,
+                    level=level,
+                    task_category=_text(row, f"{ordinal.capitalize()}_turn_instruction_category"),
+                    reference=_text(row, f"{ordinal}_turn_answer"),
+                    focus_points=focus_points(_text(row, "third_turn_demands")) if level == "creation" else [],
+                )
+            )
+        yield Imported(
+            row=where,
+            sample=make_sample(
+                SOURCE,
+                conversation_id,
+                license_id or LICENSE,
+                [found] if found else [],
+                [] if found else [str(folder / (image_id or "(no image_id)"))],
+                "\n".join(instructions),
+                conversation=turns,
+                caption=_text(row, "instruction-conditioned-caption"),
+            ),
+        )

@@ -14,7 +14,15 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from benchcurate.curation.images.sources import dataset_tables
-from benchcurate.curation.importers import ImageStore, Imported, jsonl_rows, make_sample, malformed, parsed, speaker
+from benchcurate.curation.importers.common import (
+    ImageStore,
+    Imported,
+    jsonl_rows,
+    make_sample,
+    malformed,
+    parsed,
+    speaker,
+)
 from benchcurate.schemas import Categories, ChecklistItem, Persona, Turn
 
 SOURCE = "MultiVerse"
@@ -47,14 +55,17 @@ def _turns(conversation: list[dict]) -> list[Turn]:
         role = speaker(entry.get("speaker"))
         if role is None:
             raise ValueError(f"utterance {position} has speaker {entry.get('speaker')!r}")
-        checklist = [ChecklistItem(question=c["question"], main_criteria=c["main_criteria"],
-                                   sub_criteria=c["sub_criteria"]) for c in entry.get("checklist") or []]
+        checklist = [
+            ChecklistItem(question=c["question"], main_criteria=c["main_criteria"], sub_criteria=c["sub_criteria"])
+            for c in entry.get("checklist") or []
+        ]
         turns.append(Turn(speaker=role, utterance=entry["utterance"], checklist=checklist))
     return turns
 
 
-def read(path: Path, store: ImageStore, license_id: str | None = None, images: Path | None = None
-         ) -> Iterator[Imported]:
+def read(
+    path: Path, store: ImageStore, license_id: str | None = None, images: Path | None = None
+) -> Iterator[Imported]:
     base = images or (path.parent if path.is_file() else path)
     for where, line in _rows(path):
         try:
@@ -64,15 +75,32 @@ def read(path: Path, store: ImageStore, license_id: str | None = None, images: P
             if not turns:
                 yield Imported(row=where, reason="no_conversation", detail="the conversation is empty")
                 continue
-            persona = Persona(character=row["character"], scenario=row["scenario"], goal=row["goal"]) \
-                if row.get("character") else None
+            persona = (
+                Persona(character=row["character"], scenario=row["scenario"], goal=row["goal"])
+                if row.get("character")
+                else None
+            )
             categories = Categories(
-                goal_main=row.get("main_goal_category"), goal_sub=row.get("sub_goal_category"),
-                task_main=row.get("main_task_category"), task_sub=row.get("sub_task_category"),
-                image_main=row.get("image_main_category"), image_sub=row.get("image_sub_category"))
-            yield Imported(row=where, sample=make_sample(
-                SOURCE, str(row.get("index", where)), license_id or LICENSE, images, missing,
-                json.dumps([t.utterance for t in turns]), persona=persona, conversation=turns,
-                categories=categories))
+                goal_main=row.get("main_goal_category"),
+                goal_sub=row.get("sub_goal_category"),
+                task_main=row.get("main_task_category"),
+                task_sub=row.get("sub_task_category"),
+                image_main=row.get("image_main_category"),
+                image_sub=row.get("image_sub_category"),
+            )
+            yield Imported(
+                row=where,
+                sample=make_sample(
+                    SOURCE,
+                    str(row.get("index", where)),
+                    license_id or LICENSE,
+                    images,
+                    missing,
+                    json.dumps([t.utterance for t in turns]),
+                    persona=persona,
+                    conversation=turns,
+                    categories=categories,
+                ),
+            )
         except (KeyError, TypeError, ValueError, ValidationError) as error:
             yield malformed(where, error)

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchcurate.curation.importers import ImageStore, Imported, make_sample, read_jsonl, speaker
+from benchcurate.curation.importers.common import ImageStore, Imported, make_sample, read_jsonl, speaker
 from benchcurate.schemas import Turn
 
 SOURCE = "ProBench"
@@ -19,8 +19,9 @@ LICENSE = "unknown"  # the release states none; pass --license
 PLACEHOLDER = "<|img|>"
 
 
-def read(path: Path, store: ImageStore, license_id: str | None = None, images: Path | None = None
-         ) -> Iterator[Imported]:
+def read(
+    path: Path, store: ImageStore, license_id: str | None = None, images: Path | None = None
+) -> Iterator[Imported]:
     return read_jsonl(path, images, lambda where, row, base: to_sample(where, row, base, license_id))
 
 
@@ -36,7 +37,16 @@ def to_sample(where: str, row: dict, base: Path, license_id: str | None) -> Impo
     paths = row.get("image") or []
     paths = [paths] if isinstance(paths, str) else paths
     refs = [(reference, ImageStore.from_path(base / reference)) for reference in paths]
-    return Imported(row=where, sample=make_sample(
-        SOURCE, str(row.get("uuid") or where), license_id or LICENSE, [ref for _, ref in refs if ref],
-        [name for name, ref in refs if ref is None], json.dumps([t.utterance for t in turns]),
-        conversation=turns, track=row.get("chat_type")))
+    return Imported(
+        row=where,
+        sample=make_sample(
+            SOURCE,
+            str(row.get("uuid") or where),
+            license_id or LICENSE,
+            [ref for _, ref in refs if ref],
+            [name for name, ref in refs if ref is None],
+            json.dumps([t.utterance for t in turns]),
+            conversation=turns,
+            track=row.get("chat_type"),
+        ),
+    )

@@ -9,7 +9,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from pydantic import BaseModel
 
 from benchcurate.curation.models.identity import OFFLINE_LABEL
-from benchcurate.curation.prompting import Prompt
+from benchcurate.curation.models.prompting import Prompt
 from benchcurate.schemas import Generation, ImageRef
 
 Reply = TypeVar("Reply", bound=BaseModel)
@@ -64,5 +64,10 @@ class ModelBackend(Protocol):
 
 
 def generation_for(backend: ModelBackend, prompt: Prompt, model: str | None = None) -> Generation:
-    return Generation(backend=backend.label, model=model or backend.model, prompt_id=prompt.id,
-                      prompt_version=prompt.version, prompt_sha256=prompt.sha256)
+    return Generation(
+        backend=backend.label,
+        model=model or backend.model,
+        prompt_id=prompt.id,
+        prompt_version=prompt.version,
+        prompt_sha256=prompt.sha256,
+    )

@@ -19,14 +19,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from benchcurate.curation.errors import BackendUnavailable, StageWaiting
+from benchcurate.curation.core.errors import BackendUnavailable, StageWaiting
 from benchcurate.curation.models.identity import with_credentials
 from benchcurate.curation.models.pricing import cost_usd, price_for
 from benchcurate.schemas import ModelUsage
 from benchcurate.schemas.replies import TextReply
 
-MAX_LINES_PER_FILE = 45_000          # the API allows 50,000
-MAX_BYTES_PER_FILE = 180_000_000     # the API allows 200 MB
+MAX_LINES_PER_FILE = 45_000  # the API allows 50,000
+MAX_BYTES_PER_FILE = 180_000_000  # the API allows 200 MB
 MAX_SUBMISSIONS = 3
 FINAL = {"completed", "failed", "expired", "cancelled"}
 
@@ -49,8 +49,10 @@ def shards(requests: list[PendingRequest]) -> list[list[str]]:
     current: list[str] = []
     size = 0
     for request in requests:
-        line = json.dumps({"custom_id": request.key, "method": "POST", "url": "/v1/chat/completions",
-                           "body": request.body}, ensure_ascii=False)
+        line = json.dumps(
+            {"custom_id": request.key, "method": "POST", "url": "/v1/chat/completions", "body": request.body},
+            ensure_ascii=False,
+        )
         if current and (len(current) >= MAX_LINES_PER_FILE or size + len(line) + 1 > MAX_BYTES_PER_FILE):
             files.append(current)
             current, size = [], 0
@@ -71,8 +73,12 @@ class BatchJobs:
         self.poll_seconds = poll_seconds
         import openai  # here, not at the top: an offline run never loads the SDK (0.4 s of imports)
 
-        self._api = openai.OpenAI(base_url=with_credentials(backend.base_url), api_key=backend._api_key,
-                                  timeout=backend.spec.timeout_seconds, max_retries=backend.spec.max_retries)
+        self._api = openai.OpenAI(
+            base_url=with_credentials(backend.base_url),
+            api_key=backend._api_key,
+            timeout=backend.spec.timeout_seconds,
+            max_retries=backend.spec.max_retries,
+        )
 
     @property
     def state_path(self) -> Path:
@@ -94,10 +100,12 @@ class BatchJobs:
         self.backend.budget.reserve(sum(request.estimated_cost_usd for request in requests))
         for number, lines in enumerate(shards(requests)):
             data = ("\n".join(lines) + "\n").encode()
-            uploaded = self._api.files.create(file=(f"requests-{len(state['batches'])}-{number}.jsonl", data),
-                                              purpose="batch")
-            batch = self._api.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
-                                             completion_window="24h", metadata=metadata)
+            uploaded = self._api.files.create(
+                file=(f"requests-{len(state['batches'])}-{number}.jsonl", data), purpose="batch"
+            )
+            batch = self._api.batches.create(
+                input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h", metadata=metadata
+            )
             keys = [json.loads(line)["custom_id"] for line in lines]
             state["batches"].append({"id": batch.id, "keys": keys, "status": batch.status, "collected": False})
             for key in keys:
@@ -127,11 +135,17 @@ class BatchJobs:
                 continue  # left uncached: the stage asks again directly, with the validation error
             tokens = body.get("usage") or {}
             model = body.get("model") or self.backend.model
-            spent = ModelUsage(batch_calls=1, input_tokens=tokens.get("prompt_tokens", 0),
-                               output_tokens=tokens.get("completion_tokens", 0),
-                               cost_usd=cost_usd(price_for(self.backend.spec.model_copy(update={"model": model})),
-                                                 tokens.get("prompt_tokens", 0), tokens.get("completion_tokens", 0),
-                                                 batch=True))
+            spent = ModelUsage(
+                batch_calls=1,
+                input_tokens=tokens.get("prompt_tokens", 0),
+                output_tokens=tokens.get("completion_tokens", 0),
+                cost_usd=cost_usd(
+                    price_for(self.backend.spec.model_copy(update={"model": model})),
+                    tokens.get("prompt_tokens", 0),
+                    tokens.get("completion_tokens", 0),
+                    batch=True,
+                ),
+            )
             usage[model] = usage.get(model, ModelUsage()).plus(spent)
             self.backend.store(row["custom_id"], content, spent)
 
@@ -142,15 +156,20 @@ class BatchJobs:
         state = self._load()
         wanted = {request.key: request for request in requests}
         in_flight = {key for entry in state["batches"] if not entry["collected"] for key in entry["keys"]}
-        fresh = [request for key, request in wanted.items() if key not in in_flight
-                 and state["submissions"].get(key, 0) < MAX_SUBMISSIONS]
+        fresh = [
+            request
+            for key, request in wanted.items()
+            if key not in in_flight and state["submissions"].get(key, 0) < MAX_SUBMISSIONS
+        ]
         try:
             if fresh:
                 self._submit(fresh, state, metadata)
             return self._poll(state, {key: request.output_schema for key, request in wanted.items()})
         except (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError) as error:
-            raise BackendUnavailable(f"batch API at {self.backend.base_url} unreachable ({type(error).__name__}); "
-                                     f"rerun with the same --run-id to resume polling") from error
+            raise BackendUnavailable(
+                f"batch API at {self.backend.base_url} unreachable ({type(error).__name__}); "
+                f"rerun with the same --run-id to resume polling"
+            ) from error
 
     def _poll(self, state: dict, schemas: dict[str, type]) -> dict[str, ModelUsage]:
         usage: dict[str, ModelUsage] = {}
@@ -168,6 +187,8 @@ class BatchJobs:
                 return usage
             if time.monotonic() >= deadline:
                 running = [entry["id"] for entry in state["batches"] if not entry["collected"]]
-                raise StageWaiting(f"{len(running)} batch(es) still running ({', '.join(running[:3])}); rerun "
-                                   f"with the same --run-id to resume polling (nothing is submitted twice)")
+                raise StageWaiting(
+                    f"{len(running)} batch(es) still running ({', '.join(running[:3])}); rerun "
+                    f"with the same --run-id to resume polling (nothing is submitted twice)"
+                )
             time.sleep(self.poll_seconds)

@@ -24,7 +24,6 @@ the HTTP, the auth header, the retries and the mapping of status codes to its ex
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 import random
@@ -32,12 +31,12 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from urllib.parse import unquote
 
 import httpx2
 import openai
 
-from benchcurate.curation.errors import BackendUnavailable, ModelRequestRejected, UserError
+from benchcurate.curation.core.errors import BackendUnavailable, ModelRequestRejected, UserError
+from benchcurate.curation.core.secrets import register
 from benchcurate.curation.models.identity import without_credentials
 
 
@@ -45,8 +44,14 @@ class MalformedReply(Exception):
     """A 200 whose body is not a chat completion: asked again."""
 
 
-GAVE_UP = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, openai.APITimeoutError,
-           openai.ConflictError, MalformedReply)
+GAVE_UP = (
+    openai.RateLimitError,
+    openai.InternalServerError,
+    openai.APIConnectionError,
+    openai.APITimeoutError,
+    openai.ConflictError,
+    MalformedReply,
+)
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 DEFAULT_PAUSE_SECONDS = 1.0
 
@@ -83,11 +88,14 @@ def parse_completion(content: bytes, attempts: int) -> ChatReply:
         completion = json.loads(content)
         message = completion["choices"][0]["message"]
         usage = completion.get("usage") or {}
-        return ChatReply(content=message.get("content") or "", input_tokens=int(usage.get("prompt_tokens") or 0),
-                         output_tokens=int(usage.get("completion_tokens") or 0), attempts=attempts)
+        return ChatReply(
+            content=message.get("content") or "",
+            input_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+            attempts=attempts,
+        )
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
-        raise MalformedReply(f"not a chat completion ({type(error).__name__}: {error}): "
-                             f"{content[:200]!r}") from error
+        raise MalformedReply(f"not a chat completion ({type(error).__name__}: {error}): {content[:200]!r}") from error
 
 
 class _Loop:
@@ -112,16 +120,6 @@ class _Loop:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
 
-def _credential_forms(userinfo: str | None) -> list[str]:
-    """The user:password of a URL as it may come back from a server: as given, its password, both unquoted, and
-    the Basic Authorization token the HTTP client sends for them (base64 of user:password)."""
-    if not userinfo:
-        return []
-    user, _, password = userinfo.partition(":")
-    plain = f"{unquote(user)}:{unquote(password)}"
-    return [userinfo, password, plain, unquote(password), base64.b64encode(plain.encode()).decode()]
-
-
 class ChatClient:
     """Chat completions with a concurrency limit, a shared pause and retries; `create` is called from any thread."""
 
@@ -129,7 +127,8 @@ class ChatClient:
         self._url = base_url  # may hold user:password (with_credentials); never printed
         self.base_url, userinfo = without_credentials(base_url)
         # what must never reach a message, a stored error or a log: a server may echo the request's headers
-        self._secrets = [secret for secret in (api_key, *_credential_forms(userinfo)) if secret and len(secret) >= 4]
+        register(api_key)
+        register(userinfo)
         self.max_attempts = max_attempts
         self.requests_sent = 0
         self._pause_until = 0.0
@@ -137,21 +136,23 @@ class ChatClient:
         self._client, self._semaphore = self._loop.run(self._start(api_key, concurrency, timeout_seconds))
         self.slots = threading.BoundedSemaphore(concurrency)
 
-    async def _start(self, api_key: str, concurrency: int, timeout_seconds: float
-                     ) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
-        http = openai.DefaultAsyncHttpx2Client(event_hooks={"request": [self._on_request],
-                                                            "response": [self._on_response]})
-        sdk = openai.AsyncOpenAI(base_url=self._url, api_key=api_key, timeout=timeout_seconds,
-                                 max_retries=self.max_attempts - 1, http_client=http)
+    async def _start(
+        self, api_key: str, concurrency: int, timeout_seconds: float
+    ) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+        http = openai.DefaultAsyncHttpx2Client(
+            event_hooks={"request": [self._on_request], "response": [self._on_response]}
+        )
+        sdk = openai.AsyncOpenAI(
+            base_url=self._url,
+            api_key=api_key,
+            timeout=timeout_seconds,
+            max_retries=self.max_attempts - 1,
+            http_client=http,
+        )
         return sdk, asyncio.Semaphore(concurrency)
 
     def create(self, body: dict) -> ChatReply:
         return self._loop.run(self._create(body))
-
-    def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "[redacted]")
-        return text
 
     async def _on_request(self, request: httpx2.Request) -> None:
         self.requests_sent += 1
@@ -184,13 +185,13 @@ class ChatClient:
             try:
                 response = await self._client.post("/chat/completions", body=body, cast_to=httpx2.Response)
             except openai.AuthenticationError as error:
-                raise UserError(f"the server at {self.base_url} rejected the API key (HTTP 401); check "
-                                f"OPENAI_API_KEY") from error
+                raise UserError(
+                    f"the server at {self.base_url} rejected the API key (HTTP 401); check OPENAI_API_KEY"
+                ) from error
             except GAVE_UP:
                 raise
             except openai.APIStatusError as error:  # 400, 403, 404, 422: this request, not the server
-                raise ModelRequestRejected(self.redact(f"HTTP {error.status_code} from {self.base_url}: "
-                                                       f"{error.message}")) from None
+                raise ModelRequestRejected(f"HTTP {error.status_code} from {self.base_url}: {error.message}") from None
         return response.content, 1 + int(response.request.headers.get("x-stainless-retry-count", "0"))
 
     async def _create(self, body: dict) -> ChatReply:
@@ -204,13 +205,14 @@ class ChatClient:
                 except MalformedReply:
                     if round_ == self.max_attempts - 1:
                         raise
-                    await asyncio.sleep(random.uniform(0, min(8.0, 0.5 * 2 ** round_)))
+                    await asyncio.sleep(random.uniform(0, min(8.0, 0.5 * 2**round_)))
         except GAVE_UP as error:
             attempts += 0 if isinstance(error, MalformedReply) else self.max_attempts  # the SDK used all of its own
-            raise BackendUnavailable(self.redact(
+            raise BackendUnavailable(
                 f"model server at {self.base_url} still failing after {attempts} attempts "
                 f"({type(error).__name__}: {error}); rerun with the same --run-id to resume: finished replies "
-                f"are cached")) from None
+                f"are cached"
+            ) from None
         raise AssertionError("unreachable: the last round returns or raises")
 
 
@@ -218,12 +220,14 @@ _CLIENTS: dict[tuple, ChatClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def shared_client(base_url: str, api_key: str, *, concurrency: int, timeout_seconds: float,
-                  max_attempts: int) -> ChatClient:
+def shared_client(
+    base_url: str, api_key: str, *, concurrency: int, timeout_seconds: float, max_attempts: int
+) -> ChatClient:
     """The process's client for this server and key: one concurrency limit for every caller."""
     key = (base_url, hashlib.sha256(api_key.encode()).hexdigest(), concurrency, timeout_seconds, max_attempts)
     with _CLIENTS_LOCK:
         if key not in _CLIENTS:
-            _CLIENTS[key] = ChatClient(base_url, api_key, concurrency=concurrency, timeout_seconds=timeout_seconds,
-                                       max_attempts=max_attempts)
+            _CLIENTS[key] = ChatClient(
+                base_url, api_key, concurrency=concurrency, timeout_seconds=timeout_seconds, max_attempts=max_attempts
+            )
         return _CLIENTS[key]

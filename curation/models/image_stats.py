@@ -10,16 +10,25 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from benchcurate.curation.cache import Cache
-from benchcurate.curation.images.decode import decode_image
+from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.core.decode import decode_image
 
-THUMB_SIDE_PX = 256        # sharpness, edges, colour
-STRUCTURE_SIDE_PX = 512    # text lines and axes need more resolution than that
+THUMB_SIDE_PX = 256  # sharpness, edges, colour
+STRUCTURE_SIDE_PX = 512  # text lines and axes need more resolution than that
 
 PALETTE = {
-    "black": (20, 20, 20), "grey": (128, 128, 128), "white": (245, 245, 245), "red": (200, 40, 40),
-    "orange": (240, 140, 30), "yellow": (235, 215, 50), "green": (60, 160, 70), "teal": (30, 150, 150),
-    "blue": (40, 90, 200), "purple": (130, 60, 170), "pink": (235, 130, 180), "brown": (130, 85, 45),
+    "black": (20, 20, 20),
+    "grey": (128, 128, 128),
+    "white": (245, 245, 245),
+    "red": (200, 40, 40),
+    "orange": (240, 140, 30),
+    "yellow": (235, 215, 50),
+    "green": (60, 160, 70),
+    "teal": (30, 150, 150),
+    "blue": (40, 90, 200),
+    "purple": (130, 60, 170),
+    "pink": (235, 130, 180),
+    "brown": (130, 85, 45),
 }
 
 
@@ -27,20 +36,20 @@ PALETTE = {
 class ImageStats:
     width: int
     height: int
-    near_white_fraction: float   # share of pixels with every channel > 235
-    flat_fraction: float         # share of pixels with no luminance gradient: high for rendered graphics
-    dark_fraction: float         # share with luminance < 80
-    contrast: float              # luminance standard deviation, 0-255
-    sharpness: float             # mean absolute Laplacian of the thumbnail's luminance
-    edge_density: float          # share of pixels with a strong gradient
-    entropy_bits: float          # luminance histogram entropy, 0-8
-    colourfulness: float         # Hasler and Suesstrunk's metric
-    strong_colour_share: float   # share of clearly saturated, not dark pixels (bars, slices, banners)
-    tinted_share: float          # share of pixels with any visible tint, pastel included (diagram fills)
-    palette_size: int            # quantised colours covering >= 0.5% of pixels each
-    text_row_bands: int          # alternations between inked and blank rows (text lines give many)
-    axis_lines: bool             # a long line across the lower half and one down the left part (chart axes)
-    top_bar: bool                # a band across the top mostly of one saturated or dark colour (app chrome)
+    near_white_fraction: float  # share of pixels with every channel > 235
+    flat_fraction: float  # share of pixels with no luminance gradient: high for rendered graphics
+    dark_fraction: float  # share with luminance < 80
+    contrast: float  # luminance standard deviation, 0-255
+    sharpness: float  # mean absolute Laplacian of the thumbnail's luminance
+    edge_density: float  # share of pixels with a strong gradient
+    entropy_bits: float  # luminance histogram entropy, 0-8
+    colourfulness: float  # Hasler and Suesstrunk's metric
+    strong_colour_share: float  # share of clearly saturated, not dark pixels (bars, slices, banners)
+    tinted_share: float  # share of pixels with any visible tint, pastel included (diagram fills)
+    palette_size: int  # quantised colours covering >= 0.5% of pixels each
+    text_row_bands: int  # alternations between inked and blank rows (text lines give many)
+    axis_lines: bool  # a long line across the lower half and one down the left part (chart axes)
+    top_bar: bool  # a band across the top mostly of one saturated or dark colour (app chrome)
     grayscale: bool
     dominant_colours: tuple[str, ...]
 
@@ -86,14 +95,16 @@ def _ink(lum: np.ndarray) -> np.ndarray:
 
 def _text_row_bands(ink: np.ndarray) -> int:
     height, width = ink.shape
-    inner = ink[height // 16: height - height // 16, width // 16: width - width // 16]  # borders are not lines of text
+    inner = ink[
+        height // 16 : height - height // 16, width // 16 : width - width // 16
+    ]  # borders are not lines of text
     rows = inner.mean(axis=1) > 0.01
     return int(np.count_nonzero(rows[1:] != rows[:-1]))
 
 
 def _axis_lines(ink: np.ndarray) -> bool:
     height, width = ink.shape
-    horizontal = (ink[height // 2:].mean(axis=1) > 0.5).any()
+    horizontal = (ink[height // 2 :].mean(axis=1) > 0.5).any()
     vertical = (ink[:, : width * 35 // 100].mean(axis=0) > 0.5).any()
     return bool(horizontal and vertical)
 
@@ -102,8 +113,10 @@ def _colour_shares(rgb: np.ndarray) -> tuple[float, float]:
     """(strong colour share, tinted share): saturated and not dark pixels, and pixels with any visible tint."""
     brightest = _channel_max(rgb)
     saturation = (brightest - _channel_min(rgb)) / np.maximum(brightest, 1)
-    return (float(((saturation > 0.45) & (brightest > 80)).mean()),
-            float(((saturation > 0.12) & (brightest > 120)).mean()))
+    return (
+        float(((saturation > 0.45) & (brightest > 80)).mean()),
+        float(((saturation > 0.12) & (brightest > 120)).mean()),
+    )
 
 
 def _channel_max(rgb: np.ndarray) -> np.ndarray:
@@ -146,12 +159,22 @@ def compute_stats(image: Image.Image) -> ImageStats:
     palette_size, dominant = _palette(rgb)
     strong_colour_share, tinted_share = _colour_shares(rgb)
     return ImageStats(
-        width=image.width, height=image.height,
-        near_white_fraction=float(near_white.mean()), flat_fraction=float((gradient < 1).mean()),
-        dark_fraction=float((lum < 80).mean()), strong_colour_share=strong_colour_share, tinted_share=tinted_share,
-        contrast=float(lum.std()), sharpness=float(laplacian.mean()), edge_density=float((gradient > 40).mean()),
-        entropy_bits=_entropy(lum), colourfulness=_colourfulness(rgb), palette_size=palette_size,
-        text_row_bands=_text_row_bands(structure), axis_lines=_axis_lines(structure), top_bar=_top_bar(rgb),
+        width=image.width,
+        height=image.height,
+        near_white_fraction=float(near_white.mean()),
+        flat_fraction=float((gradient < 1).mean()),
+        dark_fraction=float((lum < 80).mean()),
+        strong_colour_share=strong_colour_share,
+        tinted_share=tinted_share,
+        contrast=float(lum.std()),
+        sharpness=float(laplacian.mean()),
+        edge_density=float((gradient > 40).mean()),
+        entropy_bits=_entropy(lum),
+        colourfulness=_colourfulness(rgb),
+        palette_size=palette_size,
+        text_row_bands=_text_row_bands(structure),
+        axis_lines=_axis_lines(structure),
+        top_bar=_top_bar(rgb),
         grayscale=bool(np.abs(rgb[..., 0] - rgb[..., 1]).mean() < 2 and np.abs(rgb[..., 1] - rgb[..., 2]).mean() < 2),
         dominant_colours=dominant,
     )

@@ -20,6 +20,8 @@ import io
 import json
 import logging
 import os
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -28,10 +30,16 @@ from pathlib import Path
 import openai
 from pydantic import BaseModel, ValidationError
 
-from benchcurate.curation.cache import Cache
-from benchcurate.curation.errors import BackendUnavailable, ModelOutputInvalid, ModelReplyTooLarge, UserError
-from benchcurate.curation.fingerprint import sha256_json
-from benchcurate.curation.images.decode import decode_image
+from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.core.decode import decode_image
+from benchcurate.curation.core.errors import (
+    BackendUnavailable,
+    Interrupted,
+    ModelOutputInvalid,
+    ModelReplyTooLarge,
+    UserError,
+)
+from benchcurate.curation.core.fingerprint import sha256_json
 from benchcurate.curation.models.base import ModelRequest, ModelResult, generation_for
 from benchcurate.curation.models.batch import DeferredToBatch, PendingRequest
 from benchcurate.curation.models.client import shared_client
@@ -131,19 +139,23 @@ def image_data_url(image: ImageRef, max_side_px: int, cache: Cache | None = None
 def api_key_for(spec: BackendSpec) -> str:
     key = os.environ.get("OPENAI_API_KEY")
     if not key and resolved_base_url(spec) == OPENAI_DEFAULT_BASE_URL:
-        raise UserError("--backend openai against api.openai.com needs OPENAI_API_KEY in the environment "
-                        "(or use --backend offline, the default)")
+        raise UserError(
+            "--backend openai against api.openai.com needs OPENAI_API_KEY in the environment "
+            "(or use --backend offline, the default)"
+        )
     return key or KEYLESS_PLACEHOLDER
 
 
 class OpenAIBackend:
     label = "openai"
 
-    def __init__(self, spec: BackendSpec, cache: Cache | None = None, budget: Budget | None = None,
-                 api_key: str | None = None):
+    def __init__(
+        self, spec: BackendSpec, cache: Cache | None = None, budget: Budget | None = None, api_key: str | None = None
+    ):
         if not spec.model:
-            raise UserError("the openai backend needs a model name: pass --model NAME (or set backend.model "
-                            "in the recipe)")
+            raise UserError(
+                "the openai backend needs a model name: pass --model NAME (or set backend.model in the recipe)"
+            )
         self.spec = spec
         self.model = spec.model
         self.base_url = resolved_base_url(spec)
@@ -153,6 +165,9 @@ class OpenAIBackend:
         self._api_key = api_key if api_key is not None else api_key_for(spec)
         self._client = None
         self._deferred: dict[str, PendingRequest] | None = None
+        self._stopped = threading.Event()
+        self._exchanges = 0  # calls between taking a request slot and storing the reply
+        self._idle = threading.Condition()
 
     @contextmanager
     def deferring(self) -> Iterator[dict[str, PendingRequest]]:
@@ -163,34 +178,62 @@ class OpenAIBackend:
         finally:
             self._deferred = None
 
+    def stop_sending(self) -> None:
+        """From now on no request is sent (Ctrl-C): a call that would send one raises Interrupted, a retry too."""
+        self._stopped.set()
+
+    def wait_idle(self, deadline: float) -> int:
+        """Wait until the calls in flight have stored their replies, or until time.monotonic() reaches
+        `deadline`; how many are still in flight (their replies will not be kept)."""
+        with self._idle:
+            while self._exchanges and (left := deadline - time.monotonic()) > 0:
+                self._idle.wait(left)
+            return self._exchanges
+
     @property
     def client(self):
         if self._client is None:
-            self._client = shared_client(with_credentials(self.base_url), self._api_key,
-                                         concurrency=self.spec.concurrency,
-                                         timeout_seconds=self.spec.timeout_seconds,
-                                         max_attempts=self.spec.max_retries + 1)
+            self._client = shared_client(
+                with_credentials(self.base_url),
+                self._api_key,
+                concurrency=self.spec.concurrency,
+                timeout_seconds=self.spec.timeout_seconds,
+                max_attempts=self.spec.max_retries + 1,
+            )
         return self._client
 
     def identity(self) -> dict[str, str]:
         return backend_identity(self.spec)
 
     def check(self) -> None:
-        sync = openai.OpenAI(base_url=with_credentials(self.base_url), api_key=self._api_key, timeout=30,
-                             max_retries=1)
+        sync = openai.OpenAI(base_url=with_credentials(self.base_url), api_key=self._api_key, timeout=30, max_retries=1)
         try:
             known = [entry.id for entry in sync.models.list()]
         except openai.AuthenticationError as error:
-            raise UserError(f"the server at {self.base_url} rejected the API key (HTTP 401); "
-                            f"check OPENAI_API_KEY") from error
+            raise UserError(
+                f"the server at {self.base_url} rejected the API key (HTTP 401); check OPENAI_API_KEY"
+            ) from error
         except (openai.APIConnectionError, openai.APITimeoutError) as error:
-            raise BackendUnavailable(f"cannot reach the model server at {self.base_url}: start it or fix "
-                                     f"--base-url, then rerun with the same --run-id to resume") from error
-        except openai.NotFoundError:
-            return  # some compatible servers do not list models; the first call will tell
+            raise BackendUnavailable(
+                f"cannot reach the model server at {self.base_url}: start it or fix "
+                f"--base-url, then rerun with the same --run-id to resume"
+            ) from error
+        except openai.PermissionDeniedError as error:
+            raise UserError(
+                f"the server at {self.base_url} refuses the API key (HTTP 403: {error.message}); check OPENAI_API_KEY"
+            ) from None
+        except openai.InternalServerError as error:
+            raise BackendUnavailable(
+                f"the model server at {self.base_url} is failing (HTTP {error.status_code}); "
+                f"rerun with the same --run-id once it answers"
+            ) from None
+        except openai.APIStatusError:
+            return  # some compatible servers do not list models (404, or another refusal); the first call will tell
         if known and self.model not in known:
-            raise UserError(f"model '{self.model}' is not served at {self.base_url} (it serves: "
-                            f"{', '.join(sorted(known)[:10])}); pass --model with one of them")
+            raise UserError(
+                f"model '{self.model}' is not served at {self.base_url} (it serves: "
+                f"{', '.join(sorted(known)[:10])}); pass --model with one of them"
+            )
 
     # --- building a request --------------------------------------------------------------------------
 
@@ -198,12 +241,15 @@ class OpenAIBackend:
         side = self.spec.image_max_side_px
         if self.spec.image_transport == "url":
             if not self.spec.image_url_template:
-                raise UserError("image_transport 'url' needs backend.image_url_template, e.g. "
-                                "https://host/images/{sha256}")
+                raise UserError(
+                    "image_transport 'url' needs backend.image_url_template, e.g. https://host/images/{sha256}"
+                )
             url = self.spec.image_url_template.format(sha256=image.sha256, name=Path(image.path).name)
             scale = min(1.0, side / max(image.width or side, image.height or side))
             return {"type": "image_url", "image_url": {"url": url}}, (
-                int((image.width or side) * scale), int((image.height or side) * scale))
+                int((image.width or side) * scale),
+                int((image.height or side) * scale),
+            )
         url, size = image_data_url(image, side, self.cache)
         return {"type": "image_url", "image_url": {"url": url}}, size
 
@@ -220,23 +266,41 @@ class OpenAIBackend:
         turns = [(turn.role, turn.text) for turn in request.history] + [("user", rendered.user)]
         messages = [{"role": "system", "content": rendered.system}] if rendered.system.strip() else []
         first_user = next(index for index, (role, _) in enumerate(turns) if role == "user")
-        messages += [{"role": role, "content": [{"type": "text", "text": text}, *parts]} if index == first_user
-                     else {"role": role, "content": text} for index, (role, text) in enumerate(turns)]
-        body = {"model": model, "temperature": self.spec.temperature, "seed": request.seed % (2 ** 31),
-                "max_tokens": self.spec.max_output_tokens, "messages": messages}
+        messages += [
+            {"role": role, "content": [{"type": "text", "text": text}, *parts]}
+            if index == first_user
+            else {"role": role, "content": text}
+            for index, (role, text) in enumerate(turns)
+        ]
+        body = {
+            "model": model,
+            "temperature": self.spec.temperature,
+            "seed": request.seed % (2**31),
+            "max_tokens": self.spec.max_output_tokens,
+            "messages": messages,
+        }
         if not _free_text(request):
-            body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": schema_model.__name__, "schema": strict_schema(schema_model), "strict": True}}
-        key = sha256_json({"base_url": self.base_url, "prompt_sha256": request.prompt.sha256,
-                           "body": {**body, "messages": [rendered.system, rendered.user]},
-                           **({"history": turns[:-1]} if request.history else {}),
-                           "images": [[image.sha256, size] for image, size in zip(request.images, sizes)],
-                           "image_transport": self.spec.image_transport})
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": schema_model.__name__, "schema": strict_schema(schema_model), "strict": True},
+            }
+        key = sha256_json(
+            {
+                "base_url": self.base_url,
+                "prompt_sha256": request.prompt.sha256,
+                "body": {**body, "messages": [rendered.system, rendered.user]},
+                **({"history": turns[:-1]} if request.history else {}),
+                "images": [[image.sha256, size] for image, size in zip(request.images, sizes)],
+                "image_transport": self.spec.image_transport,
+            }
+        )
         return body, key, estimate_input_tokens([rendered.system, *(text for _, text in turns)], sizes)
 
     # --- sending ---------------------------------------------------------------------------------------
 
     def _send(self, body: dict, estimated_tokens: int) -> tuple[str, ModelUsage]:
+        if self._stopped.is_set():
+            raise Interrupted("interrupted: no new model request is sent")
         price = price_for(self.spec.model_copy(update={"model": body["model"]}))
         estimate = cost_usd(price, estimated_tokens, self.spec.max_output_tokens) or 0.0
         self.budget.reserve(estimate)
@@ -244,18 +308,23 @@ class OpenAIBackend:
         charged = (0, 0)
         try:
             reply = self.client.create(body)
-            charged = counted_tokens(reply.input_tokens, reply.output_tokens, estimated_tokens,
-                                     self.spec.max_output_tokens)
+            charged = counted_tokens(
+                reply.input_tokens, reply.output_tokens, estimated_tokens, self.spec.max_output_tokens
+            )
         finally:
             self.budget.settle(estimate, cost_usd(price, *charged) or 0.0)
         # what the server reported, where it is a count at all (the budget above charged at least our estimate)
-        tokens = (reply.input_tokens if reply.input_tokens >= 0 else charged[0],
-                  reply.output_tokens if reply.output_tokens >= 0 else charged[1])
+        tokens = (
+            reply.input_tokens if reply.input_tokens >= 0 else charged[0],
+            reply.output_tokens if reply.output_tokens >= 0 else charged[1],
+        )
         usage = ModelUsage(calls=1, input_tokens=tokens[0], output_tokens=tokens[1], cost_usd=cost_usd(price, *tokens))
         record(body["model"], usage)
         if len(reply.content) > self.spec.max_reply_chars:
-            raise ModelReplyTooLarge(f"the reply has {len(reply.content):,} characters, over backend.max_reply_chars "
-                                     f"({self.spec.max_reply_chars:,}); not kept")
+            raise ModelReplyTooLarge(
+                f"the reply has {len(reply.content):,} characters, over backend.max_reply_chars "
+                f"({self.spec.max_reply_chars:,}); not kept"
+            )
         return reply.content, usage
 
     def _cached(self, key: str, request: ModelRequest, model: str) -> ModelResult | None:
@@ -269,12 +338,15 @@ class OpenAIBackend:
         except (ValidationError, ValueError):
             # a cache entry damaged on disk (or by hand) must not fail the item on every rerun: it is a miss, and
             # the fresh reply replaces it
-            LOGGER.warning("a cached %s reply did not parse; asking the model again (`--refresh-cache` asks again "
-                           "for every item)", request.prompt.id)
+            LOGGER.warning(
+                "a cached %s reply did not parse; asking the model again (`--refresh-cache` asks again for every item)",
+                request.prompt.id,
+            )
             return None
         record(model, ModelUsage(cached_calls=1))
-        return ModelResult(value=value, generation=generation_for(self, request.prompt, model), raw=stored["content"],
-                           parsed=parsed)
+        return ModelResult(
+            value=value, generation=generation_for(self, request.prompt, model), raw=stored["content"], parsed=parsed
+        )
 
     def store(self, key: str, content: str, usage: ModelUsage) -> None:
         if self.cache is not None:
@@ -292,7 +364,14 @@ class OpenAIBackend:
             self._deferred[key] = PendingRequest(key, body, request.prompt.output_schema, estimate)
             raise DeferredToBatch(key)
         with self.client.slots:  # freed once the reply is stored, so a kill loses at most `concurrency` replies
-            return self._exchange(request, body, key, estimated)
+            with self._idle:
+                self._exchanges += 1
+            try:
+                return self._exchange(request, body, key, estimated)
+            finally:
+                with self._idle:
+                    self._exchanges -= 1
+                    self._idle.notify_all()
 
     def _exchange(self, request: ModelRequest, body: dict, key: str, estimated: int) -> ModelResult:
         model = body["model"]
@@ -301,18 +380,24 @@ class OpenAIBackend:
         try:
             value, parsed = _read(request, raw)
         except (ValidationError, ValueError) as first_error:
-            retry = {**body, "messages": body["messages"] + [
-                {"role": "assistant", "content": raw}, {"role": "user", "content": _ask_again(request, first_error)}]}
+            retry = {
+                **body,
+                "messages": body["messages"]
+                + [
+                    {"role": "assistant", "content": raw},
+                    {"role": "user", "content": _ask_again(request, first_error)},
+                ],
+            }
             raw, more = self._send(retry, estimated + len(raw) // 4)
             usage = usage.plus(more)
             try:
                 value, parsed = _read(request, raw)
             except ValidationError as error:
-                raise ModelOutputInvalid(f"reply did not match {schema_model.__name__} twice: "
-                                         f"{error.error_count()} errors", raw=self.client.redact(raw)) from error
+                raise ModelOutputInvalid(
+                    f"reply did not match {schema_model.__name__} twice: {error.error_count()} errors", raw=raw
+                ) from error
             except ValueError as error:
-                raise ModelOutputInvalid(f"reply not in the asked format twice: {error}",
-                                         raw=self.client.redact(raw)) from error
+                raise ModelOutputInvalid(f"reply not in the asked format twice: {error}", raw=raw) from error
         self.store(key, raw, usage)
         return ModelResult(value=value, generation=generation_for(self, request.prompt, model), raw=raw, parsed=parsed)
 
@@ -330,6 +415,8 @@ def _read(request: ModelRequest, raw: str) -> tuple[BaseModel, object]:
 
 def _ask_again(request: ModelRequest, error: Exception) -> str:
     if isinstance(error, ValidationError):
-        return ("That reply does not match the required JSON schema:\n"
-                f"{json.dumps(error.errors(include_url=False), default=str)}\nReply again with only valid JSON.")
+        return (
+            "That reply does not match the required JSON schema:\n"
+            f"{json.dumps(error.errors(include_url=False), default=str)}\nReply again with only valid JSON."
+        )
     return f"That reply could not be read: {error}. Reply again, in exactly the format asked for."

@@ -8,10 +8,10 @@ from importlib import resources
 
 import yaml
 
-from benchcurate.curation.errors import BudgetExceeded, UserError  # BudgetExceeded: raised here, defined there
+from benchcurate.curation.core.errors import BudgetExceeded, UserError  # BudgetExceeded: raised here, defined there
 from benchcurate.schemas import BackendSpec, Price
 
-CHARS_PER_TOKEN = 4          # for estimates before sending; replies report the real counts
+CHARS_PER_TOKEN = 4  # for estimates before sending; replies report the real counts
 IMAGE_TOKENS_PER_512_TILE = 170
 IMAGE_BASE_TOKENS = 85
 
@@ -61,10 +61,12 @@ class Budget:
     def reserve(self, estimate: float) -> None:
         with self._lock:
             if self.max_cost_usd is not None and self.spent + self.reserved + estimate > self.max_cost_usd:
-                raise BudgetExceeded(f"the next model call (up to ${estimate:.4f}) would take spending past "
-                                     f"--max-cost ${self.max_cost_usd:.2f} (spent ${self.spent:.4f}, reserved for "
-                                     f"calls in flight ${self.reserved:.4f}); everything finished is kept and "
-                                     f"cached: rerun with a higher --max-cost to go on")
+                raise BudgetExceeded(
+                    f"the next model call (up to ${estimate:.4f}) would take spending past "
+                    f"--max-cost ${self.max_cost_usd:.2f} (spent ${self.spent:.4f}, reserved for "
+                    f"calls in flight ${self.reserved:.4f}); everything finished is kept and "
+                    f"cached: rerun with a higher --max-cost to go on"
+                )
             self.reserved += estimate
 
     def settle(self, estimate: float, actual: float) -> None:
@@ -73,8 +75,7 @@ class Budget:
             self.spent += max(0.0, actual)
 
 
-def counted_tokens(reported_input: int, reported_output: int, estimated_input: int, max_output: int
-                   ) -> tuple[int, int]:
+def counted_tokens(reported_input: int, reported_output: int, estimated_input: int, max_output: int) -> tuple[int, int]:
     """The tokens a call is charged at: what the server reported, but never a negative count (invalid: the
     worst case is taken) and never fewer input tokens than our own estimate of the request, so a server that
     reports nothing, or less than nothing, cannot talk a budget into more calls."""
@@ -85,5 +86,25 @@ def counted_tokens(reported_input: int, reported_output: int, estimated_input: i
 
 def check_budget_settings(spec: BackendSpec) -> None:
     if spec.max_cost_usd is not None and spec.kind == "openai" and price_for(spec) is None:
-        raise UserError(f"--max-cost needs a price for model '{spec.model}': add it under backend.prices in the "
-                        f"recipe (input_per_million, output_per_million in USD)")
+        raise UserError(
+            f"--max-cost needs a price for model '{spec.model}': pass --price {spec.model}=IN,OUT (USD per "
+            f"million input and output tokens) or add it under backend.prices in the recipe"
+        )
+
+
+def parse_prices(entries: list[str]) -> dict[str, Price]:
+    """`--price MODEL=IN,OUT` flags (USD per million input and output tokens) as {model: Price}."""
+    prices = {}
+    for entry in entries:
+        model, sep, pair = entry.rpartition("=")
+        parts = pair.split(",")
+        try:
+            if not sep or not model or len(parts) != 2:
+                raise ValueError(entry)
+            prices[model] = Price(input_per_million=float(parts[0]), output_per_million=float(parts[1]))
+        except ValueError:
+            raise UserError(
+                f"--price expects MODEL=IN,OUT in USD per million input and output tokens, e.g. "
+                f"--price gpt-4o=2.5,10; got '{entry}'"
+            ) from None
+    return prices

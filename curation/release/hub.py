@@ -11,7 +11,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from benchcurate.curation.errors import BackendUnavailable, UserError
+from benchcurate.curation.core.errors import BackendUnavailable, UserError
 
 NETWORK_HINT = "check the network and HF_ENDPOINT"
 
@@ -53,7 +53,8 @@ def _server_text(error: BaseException) -> str:
 def _is_network(error: BaseException) -> bool:
     names = {cls.__module__.split(".")[0] + "." + cls.__name__ for cls in type(error).__mro__}
     return bool(names & {"httpx2.TransportError", "httpx.TransportError"}) or isinstance(
-        error, (ConnectionError, TimeoutError))
+        error, (ConnectionError, TimeoutError)
+    )
 
 
 def _reachable(timeout: float = 5) -> bool:
@@ -81,22 +82,27 @@ def hub_failures(doing: str, repo: str, resume: str = "", writing: bool = True) 
         yield
     except (UserError, BackendUnavailable):
         raise
-    except Exception as error:  # noqa: BLE001 - sorted below, re-raised when not ours
+    except Exception as error:  # sorted below, re-raised when not ours
         chain = list(_chain(error))
         if any(isinstance(cause, OfflineModeIsEnabled) for cause in chain):
-            raise UserError(f"{doing} {repo} needs the Hub and HF_HUB_OFFLINE is set (and no copy is cached); "
-                            f"unset it") from error
+            raise UserError(
+                f"{doing} {repo} needs the Hub and HF_HUB_OFFLINE is set (and no copy is cached); unset it"
+            ) from error
         for cause in chain:
             if isinstance(cause, HfHubHTTPError) and cause.response is not None:
                 raise _http_failure(doing, repo, cause, resume, writing) from error
             if _is_network(cause):
-                raise BackendUnavailable(f"{doing} {repo} failed: the Hub at {endpoint()} could not be reached "
-                                         f"({type(cause).__name__}); {NETWORK_HINT}{resume}") from error
+                raise BackendUnavailable(
+                    f"{doing} {repo} failed: the Hub at {endpoint()} could not be reached "
+                    f"({type(cause).__name__}); {NETWORK_HINT}{resume}"
+                ) from error
         if resume:  # a transfer cut off some other way: what was sent is still on the Hub
             root = chain[-1]
             if not _reachable():  # e.g. huggingface_hub closes its client on one thread's network error
-                raise BackendUnavailable(f"{doing} {repo} failed: the Hub at {endpoint()} could not be reached "
-                                         f"({type(root).__name__}); {NETWORK_HINT}{resume}") from error
+                raise BackendUnavailable(
+                    f"{doing} {repo} failed: the Hub at {endpoint()} could not be reached "
+                    f"({type(root).__name__}); {NETWORK_HINT}{resume}"
+                ) from error
         raise
 
 
@@ -111,23 +117,29 @@ def _http_failure(doing: str, repo: str, error, resume: str, writing: bool) -> E
     except (AttributeError, RuntimeError):
         url = endpoint()
     if isinstance(error, GatedRepoError):
-        return UserError(f"{doing} {repo}: the repo is gated; accept its conditions on the Hub with the account of "
-                         f"HF_TOKEN{said}")
+        return UserError(
+            f"{doing} {repo}: the repo is gated; accept its conditions on the Hub with the account of HF_TOKEN{said}"
+        )
     if isinstance(error, RepositoryNotFoundError):
-        return UserError(f"{doing} {repo}: no such repo on the Hub at {endpoint()}, or a private one that "
-                         f"{'the token in HF_TOKEN' if os.environ.get('HF_TOKEN') else 'no token (HF_TOKEN)'} can "
-                         f"read; check the name")
+        return UserError(
+            f"{doing} {repo}: no such repo on the Hub at {endpoint()}, or a private one that "
+            f"{'the token in HF_TOKEN' if os.environ.get('HF_TOKEN') else 'no token (HF_TOKEN)'} can "
+            f"read; check the name"
+        )
     if isinstance(error, RevisionNotFoundError):
-        return UserError(f"{doing} {repo}: the repo has no such revision{said}; check the tag (curate publish "
-                         f"prints each version's)")
+        return UserError(
+            f"{doing} {repo}: the repo has no such revision{said}; check the tag (curate publish prints each version's)"
+        )
     if not url.startswith(endpoint()):  # the file storage (pre-signed URLs): expired or failing, not the token
         return BackendUnavailable(f"{doing} {repo}: the Hub's file storage answered {status}{said}{resume}")
     access = "write to" if writing else "read"
-    told = {401: f"the Hub does not accept the token in HF_TOKEN{said}; set a valid token",
-            403: f"the token in HF_TOKEN may not {access} this repo{said}; use a token that may",
-            404: f"not found on the Hub at {endpoint()}{said}; check the name",
-            409: f"the Hub has it already{said}",
-            412: f"main changed while publishing (another publish?){said}; run the same command again"}
+    told = {
+        401: f"the Hub does not accept the token in HF_TOKEN{said}; set a valid token",
+        403: f"the token in HF_TOKEN may not {access} this repo{said}; use a token that may",
+        404: f"not found on the Hub at {endpoint()}{said}; check the name",
+        409: f"the Hub has it already{said}",
+        412: f"main changed while publishing (another publish?){said}; run the same command again",
+    }
     if status in told:
         return UserError(f"{doing} {repo}: {told[status]}")
     if status in (408, 429) or status >= 500:

@@ -6,15 +6,16 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from benchcurate.curation.extras import has
-from benchcurate.curation.statistics import length, questions_and_answers
+from benchcurate.curation.report.statistics import length, questions_and_answers
 from benchcurate.schemas import Sample
 
 
 def _figure():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -50,10 +51,9 @@ def _finish(plt, figure, axis, title: str, path: Path) -> Path:
 
 
 def write_plots(samples: list[Sample], folder: Path, config_dir: Path | None = None) -> list[tuple[str, str]]:
-    """(title, relative path) of each plot written under `folder/plots/`; none without the plots extra."""
-    if not has("plots"):
-        return []
+    """(title, relative path) of each plot written under `folder/plots/`."""
     import os
+
     if config_dir is not None:
         os.environ.setdefault("MPLCONFIGDIR", str(config_dir))
     out = folder / "plots"
@@ -70,21 +70,35 @@ def write_plots(samples: list[Sample], folder: Path, config_dir: Path | None = N
     if tasks:
         keep("Task categories", _bars(tasks, "Samples per task category", out / "task_categories.png"))
     turns = Counter(len(questions_and_answers(s)[0]) for s in samples)
-    keep("Turns per dialogue", _bars(Counter({f"{k} turn(s)": v for k, v in sorted(turns.items())}),
-                                     "Dialogues by number of user turns", out / "turns.png", horizontal=False))
+    keep(
+        "Turns per dialogue",
+        _bars(
+            Counter({f"{k} turn(s)": v for k, v in sorted(turns.items())}),
+            "Dialogues by number of user turns",
+            out / "turns.png",
+            horizontal=False,
+        ),
+    )
     questions = [length(q) for s in samples for q in questions_and_answers(s)[0]]
     answers = [length(a) for s in samples for a in questions_and_answers(s)[1]]
     if questions:
-        keep("Question length", _histogram(questions, "Question length (words; characters for zh/ja)",
-                                           out / "question_length.png"))
+        keep(
+            "Question length",
+            _histogram(questions, "Question length (words; characters for zh/ja)", out / "question_length.png"),
+        )
     if answers:
-        keep("Answer length", _histogram(answers, "Answer length (words; characters for zh/ja)",
-                                         out / "answer_length.png"))
+        keep(
+            "Answer length",
+            _histogram(answers, "Answer length (words; characters for zh/ja)", out / "answer_length.png"),
+        )
     languages = Counter(s.language for s in samples if s.language)
     if languages:
         keep("Languages", _bars(languages, "Samples per language", out / "languages.png"))
-    levels = Counter((s.scores.get("challenge_rank") or {}).get("level") for s in samples
-                     if (s.scores.get("challenge_rank") or {}).get("level"))
+    levels = Counter(
+        (s.scores.get("challenge_rank") or {}).get("level")
+        for s in samples
+        if (s.scores.get("challenge_rank") or {}).get("level")
+    )
     if levels:
         keep("Challenge", _bars(levels, "Samples by challenge level", out / "challenge.png", horizontal=False))
     return written

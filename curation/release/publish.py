@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.release.hub import endpoint, hub_failures, write_token
 from benchcurate.curation.release.verify import verify
 from benchcurate.curation.release.writer import CHECKSUM_FILE, parse_version
@@ -31,13 +31,15 @@ from benchcurate.schemas import ReleaseManifest
 
 REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 VERSION_TAG = re.compile(r"^v\d+\.\d+\.\d+$")
+RERUN = "; run the same command again once the Hub answers (what it already has is not sent again)"
+UPLOAD_RESUME = "; nothing is tagged yet: run the same command again (files already on the Hub are not sent again)"
 
 
 @dataclass(frozen=True)
 class UploadPlan:
     repo: str
     tag: str
-    files: list[tuple[str, int]]   # relative path, bytes
+    files: list[tuple[str, int]]  # relative path, bytes
     delete_patterns: tuple[str, ...] = ("*",)  # remote files of earlier versions that this one does not have
 
     @property
@@ -50,11 +52,14 @@ def plan(folder: Path, repo: str) -> UploadPlan:
         raise UserError(f"--repo {repo!r} is not ORG/NAME")
     problems = verify(folder)
     if problems:
-        raise UserError(f"{folder} does not verify ({problems[0]}{' ...' if len(problems) > 1 else ''}); only an "
-                        f"intact release is published")
+        raise UserError(
+            f"{folder} does not verify ({problems[0]}{' ...' if len(problems) > 1 else ''}); only an "
+            f"intact release is published"
+        )
     manifest = ReleaseManifest.model_validate_json((folder / "manifest.json").read_text(encoding="utf-8"))
-    files = sorted((path.relative_to(folder).as_posix(), path.stat().st_size)
-                   for path in folder.rglob("*") if path.is_file())
+    files = sorted(
+        (path.relative_to(folder).as_posix(), path.stat().st_size) for path in folder.rglob("*") if path.is_file()
+    )
     return UploadPlan(repo=repo, tag=f"v{manifest.version}", files=files)
 
 
@@ -64,10 +69,17 @@ def _published_differences(api, repo: str, tag: str, folder: Path) -> list[str]:
     others (card, manifest, checksums: small) by git blob id."""
     import hashlib
 
-    listed = {name: digest for digest, name in (line.split("  ", 1) for line in
-                                                 (folder / CHECKSUM_FILE).read_text(encoding="utf-8").splitlines())}
-    remote = {entry.path: entry for entry in api.list_repo_tree(repo, repo_type="dataset", revision=tag,
-                                                                recursive=True) if hasattr(entry, "size")}
+    listed = {
+        name: digest
+        for digest, name in (
+            line.split("  ", 1) for line in (folder / CHECKSUM_FILE).read_text(encoding="utf-8").splitlines()
+        )
+    }
+    remote = {
+        entry.path: entry
+        for entry in api.list_repo_tree(repo, repo_type="dataset", revision=tag, recursive=True)
+        if hasattr(entry, "size")
+    }
     problems = []
     for name in sorted([*listed, CHECKSUM_FILE]):
         entry = remote.pop(name, None)
@@ -126,11 +138,10 @@ def upload(folder: Path, upload_plan: UploadPlan) -> Published:
     api = HfApi(token=token)
     repo, tag = upload_plan.repo, upload_plan.tag
     url = f"{endpoint()}/datasets/{repo}/tree/{tag}"
-    with hub_failures("publishing to", repo):
+    with hub_failures("publishing to", repo, resume=RERUN):
         role = ((api.whoami().get("auth") or {}).get("accessToken") or {}).get("role")
         if role == "read":
-            raise UserError(f"publishing to {repo}: the token in HF_TOKEN is read-only; use a token with write "
-                            f"access")
+            raise UserError(f"publishing to {repo}: the token in HF_TOKEN is read-only; use a token with write access")
         api.create_repo(repo, repo_type="dataset", exist_ok=True)
         refs = api.list_repo_refs(repo, repo_type="dataset")
         tags = {ref.name: ref.target_commit for ref in refs.tags}
@@ -139,31 +150,44 @@ def upload(folder: Path, upload_plan: UploadPlan) -> Published:
             problems = _published_differences(api, repo, tag, folder)
             if not problems:
                 return Published(url, tags[tag], [], already=True)
-            raise UserError(f"{tag} is already published in {repo} (commit {tags[tag][:12]}) with other contents "
-                            f"({problems[0]}); a published version is never replaced: release a new version and "
-                            f"publish that")
-    newer = sorted((t for t in tags if VERSION_TAG.match(t) and parse_version(t[1:]) > parse_version(tag[1:])),
-                   key=lambda t: parse_version(t[1:]))
+            raise UserError(
+                f"{tag} is already published in {repo} (commit {tags[tag][:12]}) with other contents "
+                f"({problems[0]}); a published version is never replaced: release a new version and "
+                f"publish that"
+            )
+    newer = sorted(
+        (t for t in tags if VERSION_TAG.match(t) and parse_version(t[1:]) > parse_version(tag[1:])),
+        key=lambda t: parse_version(t[1:]),
+    )
     if newer:
-        raise UserError(f"{repo} already has {newer[-1]}, newer than {tag}; main holds the newest version, so an "
-                        f"older one is not published after it")
-    with hub_failures("publishing to", repo):
+        raise UserError(
+            f"{repo} already has {newer[-1]}, newer than {tag}; main holds the newest version, so an "
+            f"older one is not published after it"
+        )
+    with hub_failures("publishing to", repo, resume=RERUN):
         on_main = _version_at(api, repo, main)
     if on_main and parse_version(on_main) > parse_version(tag[1:]):  # committed, its tag not yet made
-        raise UserError(f"main of {repo} holds {on_main}, newer than {tag} (being published now?); an older "
-                        f"version is not published after it")
-    resume = "; nothing is tagged yet: run the same command again (files already on the Hub are not sent again)"
-    with hub_failures("uploading to", repo, resume=resume):
-        commit = api.upload_folder(repo_id=repo, folder_path=str(folder), repo_type="dataset",
-                                   commit_message=f"Release {tag}", delete_patterns=list(upload_plan.delete_patterns),
-                                   parent_commit=main)
+        raise UserError(
+            f"main of {repo} holds {on_main}, newer than {tag} (being published now?); an older "
+            f"version is not published after it"
+        )
+    with hub_failures("uploading to", repo, resume=UPLOAD_RESUME):
+        commit = api.upload_folder(
+            repo_id=repo,
+            folder_path=str(folder),
+            repo_type="dataset",
+            commit_message=f"Release {tag}",
+            delete_patterns=list(upload_plan.delete_patterns),
+            parent_commit=main,
+        )
         try:
             api.create_tag(repo, tag=tag, tag_message=f"Release {tag}", repo_type="dataset", revision=commit.oid)
         except HfHubHTTPError as error:  # 409: the same version tagged meanwhile; the check below decides
             if error.response is None or error.response.status_code != 409:
                 raise
-    with hub_failures("checking what was published to", repo):
+    with hub_failures("checking what was published to", repo, resume=RERUN):
         problems = _published_differences(api, repo, tag, folder)
-        tagged = next(ref.target_commit for ref in api.list_repo_refs(repo, repo_type="dataset").tags
-                      if ref.name == tag)
+        tagged = next(
+            ref.target_commit for ref in api.list_repo_refs(repo, repo_type="dataset").tags if ref.name == tag
+        )
     return Published(url, tagged, problems)

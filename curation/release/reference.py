@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 
 HF_SCHEME = "hf://"
 HF_LOCATION = re.compile(r"^hf://(?:datasets/)?(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<rev>[^@\s]+))?$")
@@ -42,9 +42,9 @@ def release_reference(location: str) -> ReleaseReference:
     """The release at `location` (a folder, or hf://ORG/NAME@REVISION), downloaded if needed and verified. The
     location is resolved on every call (a long-lived worker sees a moved branch or a re-released folder); only
     the verification of one identity is done once per process."""
-    from benchcurate.curation.fingerprint import sha256_file
+    from benchcurate.curation.core.fingerprint import sha256_file
+    from benchcurate.curation.release.files import CHECKSUM_FILE
     from benchcurate.curation.release.verify import verify
-    from benchcurate.curation.release.writer import CHECKSUM_FILE
 
     if is_hub(location):
         folder, label, commit = _download(location)
@@ -56,11 +56,14 @@ def release_reference(location: str) -> ReleaseReference:
         label, identity = folder.name, sha256_file(folder / CHECKSUM_FILE)
     if (str(folder), identity) not in _verified:
         # a Hub snapshot folder may also hold the repo's .gitattributes (another tool downloaded it): the Hub's
-        problems = [problem for problem in verify(folder)
-                    if not (is_hub(location) and problem.endswith(": .gitattributes"))]
+        problems = [
+            problem for problem in verify(folder) if not (is_hub(location) and problem.endswith(": .gitattributes"))
+        ]
         if problems:
-            raise UserError(f"reference {location} does not verify ({problems[0]}"
-                            f"{' ...' if len(problems) > 1 else ''}); use an intact release")
+            raise UserError(
+                f"reference {location} does not verify ({problems[0]}"
+                f"{' ...' if len(problems) > 1 else ''}); use an intact release"
+            )
         _verified.add((str(folder), identity))
     return ReleaseReference(folder, label, identity)
 
@@ -75,19 +78,7 @@ def _download(location: str) -> tuple[Path, str, str]:
     from huggingface_hub import snapshot_download
 
     with hub_failures("reading the reference", f"{repo}@{revision}", writing=False):
-        path = Path(snapshot_download(repo, repo_type="dataset", revision=revision,
-                                      ignore_patterns=[".gitattributes"]))  # the Hub's file, not the release's
+        path = Path(
+            snapshot_download(repo, repo_type="dataset", revision=revision, ignore_patterns=[".gitattributes"])
+        )  # the Hub's file, not the release's
     return path, f"{repo}@{revision}", path.name  # snapshots/<commit>
-
-
-def release_rows(folder: Path, columns: list[str] | None = None) -> list[dict]:
-    """The release's rows (every split, shards in order), each with its `split`: `columns`, or all but the image."""
-    import pyarrow.parquet as pq
-
-    rows = []
-    for path in sorted((folder / "data").glob("*.parquet")):
-        names = columns or [name for name in pq.read_schema(path).names if name != "image"]
-        table = pq.read_table(path, columns=names)
-        split = path.name.split("-", 1)[0]  # test-00000-of-00002.parquet
-        rows += [{**row, "split": split} for row in table.to_pylist()]
-    return rows

@@ -19,17 +19,11 @@ import yaml
 from datasets.info import DatasetInfosDict
 from pydantic import ValidationError
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.fingerprint import sha256_file
 from benchcurate.curation.release.columns import features
-from benchcurate.curation.release.reference import release_rows
-from benchcurate.curation.release.writer import CHECKSUM_FILE
+from benchcurate.curation.release.files import CHECKSUM_FILE, release_rows, split_of
 from benchcurate.schemas import ReleaseManifest
-
-
-def split_of(path: Path) -> str:
-    """`test-00000-of-00002.parquet` -> `test`."""
-    return path.name.split("-", 1)[0]
 
 
 def _card_problems(folder: Path, rows_per_split: Counter, recipe: str) -> list[str]:
@@ -39,14 +33,15 @@ def _card_problems(folder: Path, rows_per_split: Counter, recipe: str) -> list[s
     if not text.startswith("---\n") or "\n---\n" not in text[4:]:
         return ["README.md has no YAML metadata block"]
     try:
-        infos = DatasetInfosDict.from_dataset_card_data(yaml.safe_load(text[4:text.index("\n---\n", 4)]))
+        infos = DatasetInfosDict.from_dataset_card_data(yaml.safe_load(text[4 : text.index("\n---\n", 4)]))
     except (yaml.YAMLError, ValueError, TypeError, KeyError) as error:
         return [f"README.md metadata unreadable: {error}"]
     if len(infos) != 1:
         return [f"README.md declares {len(infos)} dataset_info configs, expected 1"]
     info = next(iter(infos.values()))
-    problems = [] if info.features == features(recipe) else [
-        "README.md dataset_info features differ from the release schema"]
+    problems = (
+        [] if info.features == features(recipe) else ["README.md dataset_info features differ from the release schema"]
+    )
     declared = {name: split.num_examples for name, split in (info.splits or {}).items()}
     if declared != dict(rows_per_split):
         problems.append(f"README.md dataset_info splits {declared}, the data has {dict(rows_per_split)}")
@@ -65,26 +60,33 @@ def verify(folder: Path) -> list[str]:
     present = {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()} - {CHECKSUM_FILE}
     problems += [f"missing: {name}" for name in sorted(set(listed) - present)]
     problems += [f"not in {CHECKSUM_FILE}: {name}" for name in sorted(present - set(listed))]
-    problems += [f"changed: {name}" for name in sorted(set(listed) & present)
-                 if sha256_file(folder / name) != listed[name]]
+    problems += [
+        f"changed: {name}" for name in sorted(set(listed) & present) if sha256_file(folder / name) != listed[name]
+    ]
     try:
         manifest = ReleaseManifest.model_validate_json((folder / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValidationError) as error:
         return problems + [f"manifest.json invalid: {str(error).splitlines()[0]}"]
-    problems += [f"manifest lists {name} with another hash" for name, entry in manifest.files.items()
-                 if isinstance(entry, dict) and name in listed and entry.get("sha256") != listed[name]]
+    problems += [
+        f"manifest lists {name} with another hash"
+        for name, entry in manifest.files.items()
+        if isinstance(entry, dict) and name in listed and entry.get("sha256") != listed[name]
+    ]
     # SHA256SUMS can be rewritten with a file; the manifest's list of what was released must match the disk too
     released = set(manifest.files)
     problems += [f"not in the manifest: {name}" for name in sorted(present - released - {"manifest.json"})]
     problems += [f"in the manifest, missing here: {name}" for name in sorted(released - present)]
     if not any(problem.startswith(("missing: data", "changed: data")) for problem in problems):
         import pyarrow.parquet as pq
+
         expected = features(manifest.recipe)
         for path in sorted((folder / "data").glob("*.parquet")):
             columns = set(pq.read_schema(path).names)
             if columns != set(expected):
-                problems.append(f"{path.name}: columns differ from the {manifest.recipe} release schema: "
-                                f"{sorted(columns ^ set(expected))}")
+                problems.append(
+                    f"{path.name}: columns differ from the {manifest.recipe} release schema: "
+                    f"{sorted(columns ^ set(expected))}"
+                )
         rows_per_split = Counter()
         for path in (folder / "data").glob("*.parquet"):
             rows_per_split[split_of(path)] += pq.read_metadata(path).num_rows
@@ -111,10 +113,15 @@ def diff(first: Path, second: Path) -> ReleaseDiff:
     after = {row["index"]: row for row in release_rows(second)}
     changed = {}
     for sample_id in sorted(set(before) & set(after)):
-        fields = sorted(name for name in before[sample_id] if name != "generated_by"
-                        and json.dumps(before[sample_id][name], sort_keys=True, default=str)
-                        != json.dumps(after[sample_id].get(name), sort_keys=True, default=str))
+        fields = sorted(
+            name
+            for name in before[sample_id]
+            if name != "generated_by"
+            and json.dumps(before[sample_id][name], sort_keys=True, default=str)
+            != json.dumps(after[sample_id].get(name), sort_keys=True, default=str)
+        )
         if fields:
             changed[sample_id] = fields
-    return ReleaseDiff(added=sorted(set(after) - set(before)), removed=sorted(set(before) - set(after)),
-                       changed=changed)
+    return ReleaseDiff(
+        added=sorted(set(after) - set(before)), removed=sorted(set(before) - set(after)), changed=changed
+    )

@@ -21,18 +21,21 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from benchcurate.curation.errors import DiskFull, UserError, disk_full
-from benchcurate.curation.fingerprint import sha256_file, sha256_json
+from benchcurate.curation.core.errors import DiskFull, UserError, disk_full
+from benchcurate.curation.core.fingerprint import sha256_file, sha256_json
+from benchcurate.curation.core.jsonl import numbered_rows
+from benchcurate.curation.core.secrets import share
+from benchcurate.curation.engine.store import RunStore, write_json_atomic
 from benchcurate.curation.release.card import LICENSE_FILE, license_metadata, render_card, render_license
-from benchcurate.curation.release.columns import features, to_row
+from benchcurate.curation.release.columns import content_row, features, to_row
+from benchcurate.curation.release.files import CHECKSUM_FILE
 from benchcurate.curation.release.licenses import release_terms
 from benchcurate.curation.release.plots import write_plots
-from benchcurate.curation.report import load_report
-from benchcurate.curation.statistics import dataset_statistics
-from benchcurate.curation.store import RunStore, write_json_atomic
+from benchcurate.curation.report.run import load_report
+from benchcurate.curation.report.statistics import dataset_statistics
+from benchcurate.curation.review.summary import review_summary
 from benchcurate.schemas import PromptUse, ReleaseManifest, ReleaseSpec, Sample
-
-CHECKSUM_FILE = "SHA256SUMS"
+from benchcurate.schemas.manifest import ReviewSummary
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
@@ -61,9 +64,11 @@ def next_free_version(release_root: Path, first_version: str) -> str:
 def final_samples(run_dir: Path) -> tuple[list[Sample], object]:
     report = load_report(run_dir)
     if not report.complete:
-        raise UserError(f"run {report.config.run_id} is incomplete ({len(report.stages)} of {report.total_stages} "
-                        f"stages done); finish it with `curate run {report.config.recipe.name} --run-id "
-                        f"{report.config.run_id}` before releasing")
+        raise UserError(
+            f"run {report.config.run_id} is incomplete ({len(report.stages)} of {report.total_stages} "
+            f"stages done); finish it with `curate run {report.config.recipe.name} --run-id "
+            f"{report.config.run_id}` before releasing"
+        )
     return list(RunStore(run_dir).kept(report.total_stages - 1)), report
 
 
@@ -72,8 +77,10 @@ def _check_images(samples: list[Sample]) -> None:
         image = sample.images[0]
         path = Path(image.path)
         if not path.exists() or sha256_file(path) != image.sha256:
-            raise UserError(f"image of sample {sample.id} changed or vanished since ingest ({path}); rerun the "
-                            f"pipeline on the current files before releasing")
+            raise UserError(
+                f"image of sample {sample.id} changed or vanished since ingest ({path}); rerun the "
+                f"pipeline on the current files before releasing"
+            )
 
 
 def total_cost(stages) -> float | None:
@@ -82,24 +89,38 @@ def total_cost(stages) -> float | None:
     return None if any(cost is None for cost in costs) else round(sum(costs), 6)
 
 
-def _manifest(samples: list[Sample], report, spec: ReleaseSpec, version: str, splits: dict[str, int]
-              ) -> ReleaseManifest:
+def _manifest(
+    samples: list[Sample], report, spec: ReleaseSpec, version: str, splits: dict[str, int]
+) -> ReleaseManifest:
     generations = [generation for sample in samples for generation in sample.generated_by.values()]
     prompts = {(g.prompt_id, g.prompt_version, g.prompt_sha256) for g in generations if g.prompt_id}
     config = report.config
     return ReleaseManifest(
-        name=spec.name, version=version, created_at=datetime.now(UTC), run_id=config.run_id, recipe=config.recipe.name,
-        config_sha256=sha256_json(config.recipe), code_version=config.code_version, seed=config.recipe.seed,
+        name=spec.name,
+        version=version,
+        created_at=datetime.now(UTC),
+        run_id=config.run_id,
+        recipe=config.recipe.name,
+        config_sha256=sha256_json(config.recipe),
+        code_version=config.code_version,
+        seed=config.recipe.seed,
         backends=sorted({g.backend for g in generations}),
         offline_outputs=any(g.backend == "offline-heuristic" for g in generations),
-        models=sorted({g.model for g in generations}), total_cost_usd=total_cost(report.stages),
+        models=sorted({g.model for g in generations}),
+        total_cost_usd=total_cost(report.stages),
         prompts=[PromptUse(prompt_id=p, version=v, sha256=s) for p, v, s in sorted(prompts)],
-        review_modes=sorted({sample.review.mode or "none" for sample in samples}), funnel=report.stages,
-        sample_count=len(samples), splits=splits, split_fractions=spec.splits,
+        review_modes=sorted({sample.review.mode or "none" for sample in samples}),
+        funnel=report.stages,
+        sample_count=len(samples),
+        splits=splits,
+        split_fractions=spec.splits,
         licenses=dict(Counter(sample.provenance.license for sample in samples).most_common()),
+        text_licenses=dict(Counter(sample.provenance.text_license for sample in samples).most_common()),
         sources=dict(Counter(sample.provenance.source_dataset for sample in samples).most_common()),
-        statistics=dataset_statistics(samples), license_terms=_terms(samples),
-        review_projects=sorted({sample.review.project for sample in samples if sample.review.project}))
+        statistics=dataset_statistics(samples),
+        license_terms=_terms(samples),
+        review_projects=sorted({sample.review.project for sample in samples if sample.review.project}),
+    )
 
 
 REMOVALS_FILE = "REMOVALS.jsonl"
@@ -112,27 +133,27 @@ def read_removals(release_root: Path) -> dict[str, str]:
     if not path.exists():
         return {}
     removals = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                row = json.loads(line)
-                removals[str(row["sample_id"])] = str(row.get("reason") or "removal requested")
-            except (ValueError, KeyError, TypeError) as error:
-                raise UserError(f"{path} line {number} is not {{\"sample_id\": ..., \"reason\": ...}}: {error}") \
-                    from error
+    for number, row in numbered_rows(path):
+        if not row.get("sample_id"):
+            raise UserError(f'{path} line {number} has no sample_id; write {{"sample_id": ..., "reason": ...}}')
+        removals[str(row["sample_id"])] = str(row.get("reason") or "removal requested")
     return removals
 
 
 def _terms(samples: list[Sample]) -> dict:
     terms = release_terms(samples)
-    return {"conditions": terms.conditions, "summary": terms.summary, "conflicts": terms.conflicts,
-            "sources_by_license": terms.sources_by_license}
+    return {
+        "conditions": terms.conditions,
+        "summary": terms.summary,
+        "conflicts": terms.conflicts,
+        "sources_by_license": terms.sources_by_license,
+    }
 
 
 def assign_split(release_name: str, sample_id: str, splits: dict[str, float]) -> str:
     """The split of one sample: a hash of the release name and the sample id, placed on the splits' fractions in
     the order the recipe lists them. Other samples play no part, so a sample keeps its split in every version."""
-    point = int(hashlib.sha256(f"{release_name}\0{sample_id}".encode()).hexdigest()[:16], 16) / 2 ** 64
+    point = int(hashlib.sha256(f"{release_name}\0{sample_id}".encode()).hexdigest()[:16], 16) / 2**64
     edge = 0.0
     for name, fraction in splits.items():
         edge += fraction
@@ -147,8 +168,10 @@ def split_samples(samples: list[Sample], spec: ReleaseSpec) -> dict[str, list[Sa
         chosen[assign_split(spec.name, sample.id, spec.splits)].append(sample)
     empty = [name for name, members in chosen.items() if not members]
     if empty:
-        raise UserError(f"split(s) {', '.join(empty)} would get none of the {len(samples)} samples; raise their "
-                        f"fraction or drop them (release.splits = {spec.splits})")
+        raise UserError(
+            f"split(s) {', '.join(empty)} would get none of the {len(samples)} samples; raise their "
+            f"fraction or drop them (release.splits = {spec.splits})"
+        )
     return chosen
 
 
@@ -183,8 +206,11 @@ class _ShardWriter:
 
     def add(self, row: dict) -> None:
         size = _row_bytes(row)
-        if self.writer is not None and self.file_bytes + self.group_bytes + size > self.max_bytes and (
-                self.rows or self.file_bytes):
+        if (
+            self.writer is not None
+            and self.file_bytes + self.group_bytes + size > self.max_bytes
+            and (self.rows or self.file_bytes)
+        ):
             self._flush_group()
             self._close_file()
         if self.rows and self.group_bytes + size > ROW_GROUP_BYTES:
@@ -196,12 +222,14 @@ class _ShardWriter:
 
     def _open_file(self) -> None:
         import pyarrow.parquet as pq
+
         path = self.data_dir / f".{self.split}-{len(self.paths):05d}.parquet"
         self.writer = pq.ParquetWriter(str(path), self.schema)
         self.paths.append(path)
 
     def _flush_group(self) -> None:
         import pyarrow as pa
+
         if self.rows:
             table = pa.Table.from_pylist(self.rows, schema=self.schema)
             self.writer.write_table(table, row_group_size=len(self.rows))
@@ -218,12 +246,20 @@ class _ShardWriter:
             self._flush_group()
             self._close_file()
         count = len(self.paths)
-        return [path.rename(self.data_dir / f"{self.split}-{number:05d}-of-{count:05d}.parquet")
-                for number, path in enumerate(self.paths)]
+        return [
+            path.rename(self.data_dir / f"{self.split}-{number:05d}-of-{count:05d}.parquet")
+            for number, path in enumerate(self.paths)
+        ]
 
 
-def write_shards(samples: list[Sample], data_dir: Path, split: str, max_shard_bytes: int, recipe: str,
-                 on_row: Callable[[], None] = lambda: None) -> SplitFiles:
+def write_shards(
+    samples: list[Sample],
+    data_dir: Path,
+    split: str,
+    max_shard_bytes: int,
+    recipe: str,
+    on_row: Callable[[], None] = lambda: None,
+) -> SplitFiles:
     """Parquet files of about `max_shard_bytes` each, named `<split>-NNNNN-of-MMMMM.parquet` as the Hub does,
     streamed row group by row group."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -240,8 +276,9 @@ def _checksums(folder: Path) -> dict[str, dict]:
     for path in sorted(folder.rglob("*")):
         if path.is_file() and path.name != CHECKSUM_FILE:
             files[path.relative_to(folder).as_posix()] = {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
-    (folder / CHECKSUM_FILE).write_text("".join(f"{entry['sha256']}  {name}\n" for name, entry in files.items()),
-                                        encoding="utf-8")
+    (folder / CHECKSUM_FILE).write_text(
+        "".join(f"{entry['sha256']}  {name}\n" for name, entry in files.items()), encoding="utf-8"
+    )
     return files
 
 
@@ -253,15 +290,50 @@ def release_spec(report, overrides: dict | None = None) -> ReleaseSpec:
     try:
         return ReleaseSpec.model_validate({**spec.model_dump(), **overrides})
     except ValidationError as error:
-        raise UserError(f"release settings: {error.errors()[0]['msg']} ({overrides})") from error
+        raise UserError(f"release settings: {error.errors()[0]['msg'].removeprefix('Value error, ')}") from error
 
 
-def write_release(run_dir: Path, out_dir: Path, version: str | None = None, strict_licenses: bool = False,
-                  overrides: dict | None = None, on_row: Callable[[], None] = lambda: None) -> Path:
-    """Release the run's final samples; returns the new release folder. With `strict_licenses`, sources whose
-    terms conflict (or are unknown) are an error naming them; otherwise the manifest and card list them.
-    `overrides` replaces release settings of the recipe (`splits`, `max_shard_mb`) for this release; `on_row` is
-    called once per sample written (a progress bar)."""
+@dataclass(frozen=True)
+class Released:
+    """What `release` did: the version's folder, and whether it was written now or already held this content."""
+
+    folder: Path
+    new: bool
+
+    @property
+    def version(self) -> str:
+        return self.folder.name
+
+    @property
+    def manifest(self) -> ReleaseManifest:
+        return ReleaseManifest.model_validate_json((self.folder / "manifest.json").read_text(encoding="utf-8"))
+
+
+def write_release(
+    run_dir: Path,
+    out_dir: Path,
+    version: str | None = None,
+    strict_licenses: bool = False,
+    overrides: dict | None = None,
+    on_row: Callable[[], None] = lambda: None,
+) -> Path:
+    """The folder of `release(...)`: the new version, or the one already holding the same content."""
+    return release(run_dir, out_dir, version, strict_licenses, overrides, on_row).folder
+
+
+def release(
+    run_dir: Path,
+    out_dir: Path,
+    version: str | None = None,
+    strict_licenses: bool = False,
+    overrides: dict | None = None,
+    on_row: Callable[[], None] = lambda: None,
+) -> Released:
+    """Release the run's final samples. With no `version`, a release whose content (rows and images) equals an
+    existing version's is that version: nothing is written. With `strict_licenses`, sources whose terms conflict
+    (or are unknown) are an error naming them; otherwise the manifest and card list them. `overrides` replaces
+    release settings of the recipe (`name`, `splits`, `max_shard_mb`) for this release; `on_row` is called once
+    per sample written (a progress bar)."""
     samples, report = final_samples(run_dir)
     spec = release_spec(report, overrides)
     removals = read_removals(out_dir / "releases" / spec.name)
@@ -276,7 +348,18 @@ def write_release(run_dir: Path, out_dir: Path, version: str | None = None, stri
     release_root = out_dir / "releases" / spec.name
     try:
         with _writing(release_root):
-            return _write(samples, report, spec, removals, removed, release_root, out_dir, version, on_row)
+            return _write(
+                samples,
+                report,
+                spec,
+                removals,
+                removed,
+                release_root,
+                out_dir,
+                version,
+                on_row,
+                review_summary(run_dir),
+            )
     except OSError as error:
         if disk_full(error):  # the half-written version stays a .partial folder, removed by the next release
             raise DiskFull(f"release {spec.name}: {error}") from error
@@ -295,30 +378,78 @@ def _writing(release_root: Path) -> Iterator[None]:
         yield
 
 
-def _write(samples: list[Sample], report, spec: ReleaseSpec, removals: dict, removed: list[str], release_root: Path,
-           out_dir: Path, version: str | None, on_row: Callable[[], None]) -> Path:
+def content_sha256(by_split: dict[str, list[Sample]], recipe: str) -> str:
+    """What a release holds, independent of when and from which run folder it was written: each split's rows as
+    written, the image by its sha256 and file name instead of its bytes."""
+    digest = hashlib.sha256()
+    for name, members in sorted(by_split.items()):
+        digest.update(f"split\0{name}\0".encode())
+        for sample in members:
+            digest.update(json.dumps(content_row(sample, recipe), sort_keys=True, default=str).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def released_as(release_root: Path, content: str) -> Path | None:
+    """The existing version holding exactly this content, if any (the newest, should there be several)."""
+    for version in reversed(existing_versions(release_root)):
+        path = release_root / version / "manifest.json"
+        try:
+            if json.loads(path.read_text(encoding="utf-8")).get("content_sha256") == content:
+                return release_root / version
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _write(
+    samples: list[Sample],
+    report,
+    spec: ReleaseSpec,
+    removals: dict,
+    removed: list[str],
+    release_root: Path,
+    out_dir: Path,
+    version: str | None,
+    on_row: Callable[[], None],
+    review: ReviewSummary | None = None,
+) -> Released:
+    by_split = split_samples(samples, spec)
+    content = content_sha256(by_split, report.config.recipe.name)
+    if version is None and (same := released_as(release_root, content)) is not None:
+        return Released(same, new=False)
     version = version or next_free_version(release_root, spec.first_version)
     parse_version(version)
     final = release_root / version
     if final.exists():
-        raise UserError(f"release {spec.name} {version} already exists at {final}; releases are never "
-                        f"overwritten, pick another --version")
+        raise UserError(
+            f"release {spec.name} {version} already exists at {final}; releases are never "
+            f"overwritten, pick another --version"
+        )
     partial = release_root / f".{version}.partial"
-    by_split = split_samples(samples, spec)
-    files = {name: write_shards(members, partial / "data", name, int(spec.max_shard_mb * 1024 * 1024),
-                                report.config.recipe.name, on_row)
-             for name, members in by_split.items()}
+    files = {
+        name: write_shards(
+            members, partial / "data", name, int(spec.max_shard_mb * 1024 * 1024), report.config.recipe.name, on_row
+        )
+        for name, members in by_split.items()
+    }
     manifest = _manifest(samples, report, spec, version, {name: len(members) for name, members in by_split.items()})
     manifest = manifest.model_copy(
-        update={"removed_on_request": {sample_id: removals[sample_id] for sample_id in removed}})
+        update={
+            "content_sha256": content,
+            "review": review,
+            "removed_on_request": {sample_id: removals[sample_id] for sample_id in removed},
+        }
+    )
     config_name = spec.name  # the same in every version: `load_dataset(folder, "<name>")` works for all of them
     plots = write_plots(samples, partial, out_dir / "cache" / "matplotlib")
-    (partial / "README.md").write_text(render_card(manifest, report, spec, samples, config_name, plots, files),
-                                       encoding="utf-8")
-    if "license_link" in license_metadata(manifest.licenses):
+    (partial / "README.md").write_text(
+        render_card(manifest, report, spec, samples, config_name, plots, files), encoding="utf-8"
+    )
+    if "license_link" in license_metadata(manifest.licenses, manifest.text_licenses):
         (partial / LICENSE_FILE).write_text(render_license(manifest, samples), encoding="utf-8")
     manifest = manifest.model_copy(update={"files": _checksums(partial)})
     write_json_atomic(partial / "manifest.json", manifest.model_dump(mode="json"))
     _checksums(partial)
+    share(partial)
     os.rename(partial, final)
-    return final
+    return Released(final, new=True)

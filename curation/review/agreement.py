@@ -1,10 +1,12 @@
-"""Agreement between reviewers on categorical judgements, and the adjudication rule.
+"""Agreement between reviewers on categorical judgements, and the majority rule.
 
 - Percent agreement: over items with two or more ratings, the share of rater pairs that agree.
 - Cohen's kappa for two raters over the items both rated; Fleiss' kappa for any number of raters per item (items
   with fewer than two ratings are left out; with a constant number of raters it is the textbook formula, with a
   varying number each item's agreement uses its own count).
-- Adjudication: the majority of an item's ratings; a tie is `None` (sent to a second phase).
+- Kappa is undefined when chance agreement is 1 (every rating is the same category): both functions return None
+  then, never 1.0, and `figures` says why.
+- Majority: the most common of an item's ratings; a tie is `None` (an adjudicator settles it).
 
 No seed paper reports curation agreement (seed digest 8.7); recording reviewer ids per judgement is what makes
 these computable.
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
+
+from benchcurate.schemas.review import AgreementFigures
 
 
 def percent_agreement(ratings: Mapping[str, Sequence[Hashable]]) -> float | None:
@@ -35,10 +39,12 @@ def fleiss_kappa(ratings: Mapping[str, Sequence[Hashable]]) -> float | None:
     categories = sorted({value for values in items for value in values}, key=str)
     total = sum(len(values) for values in items)
     shares = {category: sum(values.count(category) for values in items) / total for category in categories}
-    observed = sum((sum(c * c for c in Counter(values).values()) - len(values)) / (len(values) * (len(values) - 1))
-                   for values in items) / len(items)
+    observed = sum(
+        (sum(c * c for c in Counter(values).values()) - len(values)) / (len(values) * (len(values) - 1))
+        for values in items
+    ) / len(items)
     expected = sum(share * share for share in shares.values())
-    return 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+    return None if expected == 1 else (observed - expected) / (1 - expected)
 
 
 def cohen_kappa(first: Mapping[str, Hashable], second: Mapping[str, Hashable]) -> float | None:
@@ -48,7 +54,27 @@ def cohen_kappa(first: Mapping[str, Hashable], second: Mapping[str, Hashable]) -
     observed = sum(first[item] == second[item] for item in common) / len(common)
     a, b = Counter(first[item] for item in common), Counter(second[item] for item in common)
     expected = sum(a[category] * b[category] for category in set(a) | set(b)) / len(common) ** 2
-    return 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+    return None if expected == 1 else (observed - expected) / (1 - expected)
+
+
+def figures(ratings: Mapping[str, Sequence[Hashable]]) -> AgreementFigures:
+    """Percent agreement and Fleiss' kappa of one kind of judgement, with the reason when kappa has no value."""
+    rated = [values for values in ratings.values() if len(values) >= 2]
+    seen = {value for values in rated for value in values}
+    undefined = (
+        f"undefined: every answer was {next(iter(seen))!r}"
+        if len(seen) == 1
+        else "no sample has two answers yet"
+        if not rated
+        else None
+    )
+    return AgreementFigures(
+        items_with_two_or_more=len(rated),
+        answers=sum(len(values) for values in rated),
+        percent=percent_agreement(ratings),
+        fleiss_kappa=fleiss_kappa(ratings),
+        kappa_undefined=undefined,
+    )
 
 
 def majority(values: Sequence[Hashable]) -> Hashable | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Literal
 
-from benchcurate.curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
+from benchcurate.curation.engine.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 UNLABELLED = "unlabelled"
@@ -64,14 +64,33 @@ def select(items: list[Keyed], cfg: BalanceConfig, ctx: StageContext) -> list[Ve
     chosen: set[int] = set()
     for name, group in members.items():
         chosen.update(ctx.rng_for(name).sample(sorted(group, key=lambda index: items[index].id), quotas[name]))
-    ctx.summary.update({"field": cfg.field, "target_total": cfg.target_total, "cap": cap, "sizes": sizes,
-                        "quotas": quotas, "seed": ctx.run_seed})
+    ctx.summary.update(
+        {
+            "field": cfg.field,
+            "target_total": cfg.target_total,
+            "cap": cap,
+            "sizes": sizes,
+            "quotas": quotas,
+            "seed": ctx.run_seed,
+        }
+    )
     field_of = {index: name for name, group in members.items() for index in group}
-    return [Keep() if index in chosen else
-            Drop(reason="field_downsampled", detail={"field": field_of[index], "field_size": sizes[field_of[index]],
-                                                     "field_quota": quotas[field_of[index]], "cap": cap})
-            for index in range(len(items))]
+    return [
+        Keep()
+        if index in chosen
+        else Drop(
+            reason="field_downsampled",
+            detail={
+                "field": field_of[index],
+                "field_size": sizes[field_of[index]],
+                "field_quota": quotas[field_of[index]],
+                "cap": cap,
+            },
+        )
+        for index in range(len(items))
+    ]
 
 
-STAGE = SetStage(name="field_balance", config=BalanceConfig, view=field_view, select=select,
-                 reasons=("field_downsampled",))
+STAGE = SetStage(
+    name="field_balance", config=BalanceConfig, view=field_view, select=select, reasons=("field_downsampled",)
+)

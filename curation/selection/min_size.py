@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from benchcurate.curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
+from benchcurate.curation.engine.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
 
@@ -25,11 +25,21 @@ def category_view(item: Sample, cfg: object = None) -> Keyed:
 
 def select(items: list[Keyed], cfg: MinSizeConfig, ctx: StageContext) -> list[Verdict]:
     sizes = Counter(item.value for item in items)
-    return [Keep() if sizes[item.value] >= cfg.min_items_per_category else
-            Drop(reason="category_too_small", detail={"category": item.value, "category_size": sizes[item.value],
-                                                      "min_items_per_category": cfg.min_items_per_category})
-            for item in items]
+    return [
+        Keep()
+        if sizes[item.value] >= cfg.min_items_per_category
+        else Drop(
+            reason="category_too_small",
+            detail={
+                "category": item.value,
+                "category_size": sizes[item.value],
+                "min_items_per_category": cfg.min_items_per_category,
+            },
+        )
+        for item in items
+    ]
 
 
-STAGE = SetStage(name="category_min_size", config=MinSizeConfig, view=category_view, select=select,
-                 reasons=("category_too_small",))
+STAGE = SetStage(
+    name="category_min_size", config=MinSizeConfig, view=category_view, select=select, reasons=("category_too_small",)
+)

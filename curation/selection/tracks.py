@@ -19,8 +19,8 @@ from collections import defaultdict
 
 from pydantic import Field
 
+from benchcurate.curation.engine.stage import SetStage, StageConfig, StageContext, decision_field
 from benchcurate.curation.selection.balance import UNLABELLED, water_fill
-from benchcurate.curation.stage import SetStage, StageConfig, StageContext, decision_field
 from benchcurate.curation.text.language import PROBENCH_GROUPS, language_group
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
@@ -71,12 +71,21 @@ def select(items: list[Sample], cfg: TracksConfig, ctx: StageContext) -> list[Ve
             pools[f"{MULTILINGUAL}/{language_group(item.language, tuple(cfg.language_groups))}"].append(index)
     single = {name: len(group) for name, group in pools.items() if name.startswith(SINGLE)}
     quotas, cap = water_fill(single, cfg.single_round_total)
-    quotas |= {f"{MULTI}/interconnected": cfg.multi_round_interconnected,
-               f"{MULTI}/independent": cfg.multi_round_independent}
+    quotas |= {
+        f"{MULTI}/interconnected": cfg.multi_round_interconnected,
+        f"{MULTI}/independent": cfg.multi_round_independent,
+    }
     quotas |= {name: cfg.per_language_group for name in pools if name.startswith(MULTILINGUAL)}
-    chosen = {index for name, group in pools.items() for index in _hardest(group, items, quotas.get(name, 0), ctx, name)}
-    ctx.summary.update({"pools": {name: len(group) for name, group in sorted(pools.items())},
-                        "quotas": {name: quotas.get(name, 0) for name in sorted(pools)}, "single_round_cap": cap})
+    chosen = {
+        index for name, group in pools.items() for index in _hardest(group, items, quotas.get(name, 0), ctx, name)
+    }
+    ctx.summary.update(
+        {
+            "pools": {name: len(group) for name, group in sorted(pools.items())},
+            "quotas": {name: quotas.get(name, 0) for name in sorted(pools)},
+            "single_round_cap": cap,
+        }
+    )
     pool_of = {index: name for name, group in pools.items() for index in group}
     verdicts: list[Verdict] = []
     for index, item in enumerate(items):
@@ -86,10 +95,24 @@ def select(items: list[Sample], cfg: TracksConfig, ctx: StageContext) -> list[Ve
             verdicts.append(Keep())
         else:
             pool = pool_of[index]
-            verdicts.append(Drop(reason="not_selected", detail={"pool": pool, "quota": quotas.get(pool, 0),
-                                                                "pool_size": len(pools[pool]), "rank": _rank(item)}))
+            verdicts.append(
+                Drop(
+                    reason="not_selected",
+                    detail={
+                        "pool": pool,
+                        "quota": quotas.get(pool, 0),
+                        "pool_size": len(pools[pool]),
+                        "rank": _rank(item),
+                    },
+                )
+            )
     return verdicts
 
 
-STAGE = SetStage(name="probench_tracks", config=TracksConfig, relabel=relabel, select=select,
-                 reasons=("language_unknown", "not_selected"))
+STAGE = SetStage(
+    name="probench_tracks",
+    config=TracksConfig,
+    relabel=relabel,
+    select=select,
+    reasons=("language_unknown", "not_selected"),
+)

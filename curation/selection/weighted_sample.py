@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Literal
 
+from benchcurate.curation.engine.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
 from benchcurate.curation.selection.min_size import category_view
-from benchcurate.curation.stage import Keyed, SetStage, StageConfig, StageContext, decision_field
 from benchcurate.schemas import Drop, Keep, Verdict
 
 WEIGHT_EXPONENT = {"proportional": 1.0, "sqrt": 0.5, "uniform": 0.0}
@@ -27,7 +27,7 @@ class WeightedSampleConfig(StageConfig):
 
 def allocate(sizes: dict[str, int], total: int, exponent: float) -> dict[str, int]:
     """Quotas summing to min(total, sum(sizes)), each at most its category's size."""
-    quotas = {name: 0 for name in sizes}
+    quotas = dict.fromkeys(sizes, 0)
     remaining = min(total, sum(sizes.values()))
     while remaining > 0:
         open_names = sorted(name for name in sizes if quotas[name] < sizes[name])
@@ -53,22 +53,43 @@ def select(items: list[Keyed], cfg: WeightedSampleConfig, ctx: StageContext) -> 
     members: dict[str, list[int]] = defaultdict(list)
     for index, item in enumerate(items):
         members[item.value].append(index)
-    quotas = allocate({name: len(group) for name, group in members.items()}, cfg.max_items,
-                      WEIGHT_EXPONENT[cfg.weighting])
+    quotas = allocate(
+        {name: len(group) for name, group in members.items()}, cfg.max_items, WEIGHT_EXPONENT[cfg.weighting]
+    )
     chosen: set[int] = set()
     for name, group in members.items():
         ordered = sorted(group, key=lambda index: items[index].id)
         chosen.update(ctx.rng_for(name).sample(ordered, quotas[name]))
     exponent = WEIGHT_EXPONENT[cfg.weighting]
-    ctx.summary.update({"weighting": cfg.weighting, "max_items": cfg.max_items, "seed": ctx.run_seed,
-                        "sizes": {name: len(group) for name, group in sorted(members.items())},
-                        "weights": {name: round(len(group) ** exponent, 6) for name, group in sorted(members.items())},
-                        "quotas": dict(sorted(quotas.items()))})
-    return [Keep() if index in chosen else
-            Drop(reason="not_sampled", detail={"category": item.value, "category_quota": quotas[item.value],
-                                               "category_size": len(members[item.value])})
-            for index, item in enumerate(items)]
+    ctx.summary.update(
+        {
+            "weighting": cfg.weighting,
+            "max_items": cfg.max_items,
+            "seed": ctx.run_seed,
+            "sizes": {name: len(group) for name, group in sorted(members.items())},
+            "weights": {name: round(len(group) ** exponent, 6) for name, group in sorted(members.items())},
+            "quotas": dict(sorted(quotas.items())),
+        }
+    )
+    return [
+        Keep()
+        if index in chosen
+        else Drop(
+            reason="not_sampled",
+            detail={
+                "category": item.value,
+                "category_quota": quotas[item.value],
+                "category_size": len(members[item.value]),
+            },
+        )
+        for index, item in enumerate(items)
+    ]
 
 
-STAGE = SetStage(name="category_weighted_sample", config=WeightedSampleConfig, view=category_view,
-                 select=select, reasons=("not_sampled",))
+STAGE = SetStage(
+    name="category_weighted_sample",
+    config=WeightedSampleConfig,
+    view=category_view,
+    select=select,
+    reasons=("not_sampled",),
+)

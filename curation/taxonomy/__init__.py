@@ -17,7 +17,9 @@ NO_QUESTION = "(no question: this item is an image only)"  # the question variab
 @cache
 def probench_taxonomy() -> dict[str, dict[str, dict]]:
     """{"task_fields": {field: {gloss, subfields}}, "image_fields": {...}} from probench.yaml."""
-    data = yaml.safe_load((resources.files("benchcurate.curation.taxonomy") / "probench.yaml").read_text(encoding="utf-8"))
+    data = yaml.safe_load(
+        (resources.files("benchcurate.curation.taxonomy") / "probench.yaml").read_text(encoding="utf-8")
+    )
     for kind, names in (("task_fields", TaskFieldName), ("image_fields", ImageFieldName)):
         listed, allowed = set(data[kind]), set(get_args(names)) - set(OTHER_NAMES)
         if listed != allowed:

@@ -21,8 +21,8 @@ from functools import cache
 
 from pydantic import Field
 
-from benchcurate.curation.stage import ItemStage, StageConfig, StageContext, decision_field
-from benchcurate.curation.text import question_text
+from benchcurate.curation.core.texts import question_text
+from benchcurate.curation.engine.stage import ItemStage, StageConfig, StageContext, decision_field
 from benchcurate.schemas import Drop, Keep, Sample, Scores, Verdict
 
 MIN_LETTERS = 6
@@ -38,9 +38,11 @@ PROBENCH_GROUPS = ("pt", "fr", "es", "de")
 def _factory():
     from langdetect import DetectorFactory
     from langdetect.detector_factory import init_factory
+
     DetectorFactory.seed = 0
     init_factory()
     from langdetect import detector_factory
+
     return detector_factory._factory
 
 
@@ -62,6 +64,7 @@ def detect(text: str, min_letters: int = MIN_LETTERS) -> tuple[str, float]:
     if count < min_letters:
         return UNKNOWN, 0.0
     from langdetect.lang_detect_exception import LangDetectException
+
     detector = _factory().create()
     detector.append(text)
     try:
@@ -101,5 +104,12 @@ def apply(item: Sample, scores: Scores, cfg: LanguageConfig) -> Sample:
     return item.model_copy(update={"language": scores.values["language"]})
 
 
-STAGE = ItemStage(name="language_detect", config=LanguageConfig, score=score, decide=decide, apply=apply,
-                  reasons=("language_not_kept",), parallel="serial")
+STAGE = ItemStage(
+    name="language_detect",
+    config=LanguageConfig,
+    score=score,
+    decide=decide,
+    apply=apply,
+    reasons=("language_not_kept",),
+    parallel="serial",
+)

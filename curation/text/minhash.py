@@ -34,12 +34,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from benchcurate.curation.cache import Cache
-from benchcurate.curation.grouping import UnionFind
-from benchcurate.curation.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
-from benchcurate.curation.text import normalise, shingles, shingles_of_normalised
+from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.core.grouping import UnionFind
+from benchcurate.curation.core.parallel import keep_temporaries_on_heap, on_dask_worker, ordered_map
+from benchcurate.curation.core.texts import normalise, shingles, shingles_of_normalised
 
-DEFAULT_THRESHOLD = 0.8   # Jaccard of word and word-pair sets: a word changed in 20-25 words leaves 0.86-0.89
+DEFAULT_THRESHOLD = 0.8  # Jaccard of word and word-pair sets: a word changed in 20-25 words leaves 0.86-0.89
 DEFAULT_NUM_PERM = 128
 CANDIDATE_RECALL = 0.98   # the chance that LSH makes a pair exactly at the threshold a candidate
 SEED = 1                  # datasketch's default seed
@@ -187,8 +187,9 @@ def signature_key(clean: str, params: MinHashParams) -> str:
     return hashlib.sha256(f"{params.key}\0{clean}".encode()).hexdigest()
 
 
-def signatures(texts: Sequence[str], params: MinHashParams, cache: Cache | None,
-               normalised: Sequence[str] | None = None) -> tuple[np.ndarray, int]:
+def signatures(
+    texts: Sequence[str], params: MinHashParams, cache: Cache | None, normalised: Sequence[str] | None = None
+) -> tuple[np.ndarray, int]:
     """(signature matrix, one row per text, uint32; how many were computed rather than read from the cache).
     `normalised`, when given, holds the texts' normalised forms, already computed.
 
@@ -204,11 +205,16 @@ def signatures(texts: Sequence[str], params: MinHashParams, cache: Cache | None,
             first_of.setdefault(key, index)
     missing = sorted(first_of.items())
     if missing:
-        work = [(params, [normalised[index] for _, index in missing[start:start + SIGNATURE_CHUNK]])
-                for start in range(0, len(missing), SIGNATURE_CHUNK)]
+        work = [
+            (params, [normalised[index] for _, index in missing[start : start + SIGNATURE_CHUNK]])
+            for start in range(0, len(missing), SIGNATURE_CHUNK)
+        ]
         spread = on_dask_worker() or (len(missing) >= SIGNATURE_PROCESS_MIN and (os.cpu_count() or 1) > 1)
-        rows = [row for chunk in ordered_map(_signature_chunk, work, "processes" if spread else "serial",
-                                             os.cpu_count() or 1) for row in chunk]
+        rows = [
+            row
+            for chunk in ordered_map(_signature_chunk, work, "processes" if spread else "serial", os.cpu_count() or 1)
+            for row in chunk
+        ]
         computed = {key: row for (key, _), row in zip(missing, rows, strict=True)}
         if cache is not None:
             cache.put_bytes_many(NAMESPACE, computed)
@@ -229,7 +235,7 @@ def candidate_pairs(matrix: np.ndarray, bands: int, rows: int) -> set[tuple[int,
     """Pairs (i < j) whose signatures agree on every row of at least one band."""
     pairs: set[tuple[int, int]] = set()
     for band in range(bands):
-        block = np.ascontiguousarray(matrix[:, band * rows:(band + 1) * rows])
+        block = np.ascontiguousarray(matrix[:, band * rows : (band + 1) * rows])
         keys = block.view(np.dtype((np.void, block.dtype.itemsize * rows))).ravel()
         _, inverse = np.unique(keys, return_inverse=True)
         order = np.argsort(inverse, kind="stable")
@@ -237,36 +243,44 @@ def candidate_pairs(matrix: np.ndarray, bands: int, rows: int) -> set[tuple[int,
         starts = np.flatnonzero(np.concatenate(([True], ranked[1:] != ranked[:-1])))
         sizes = np.diff(np.append(starts, len(order)))
         for start, size in zip(starts[sizes > 1].tolist(), sizes[sizes > 1].tolist()):  # buckets of two or more
-            members = sorted(order[start:start + size].tolist())
+            members = sorted(order[start : start + size].tolist())
             pairs.update((members[i], members[j]) for i in range(len(members)) for j in range(i + 1, len(members)))
     return pairs
 
 
 @dataclass(frozen=True)
 class Group:
-    kept: int | None                          # index in the input; None when a reference text is the one kept
-    members: list[tuple[int, float]]          # (input index, Jaccard with the kept text or the reference)
-    reference: int | None = None              # index in the reference list
+    kept: int | None  # index in the input; None when a reference text is the one kept
+    members: list[tuple[int, float]]  # (input index, Jaccard with the kept text or the reference)
+    reference: int | None = None  # index in the reference list
 
 
-def near_duplicate_groups(texts: Sequence[str], params: MinHashParams, cache: Cache | None,
-                          reference: Sequence[str] = (), scopes: Sequence[Hashable] | None = None,
-                          reference_scopes: Sequence[Hashable] | None = None) -> tuple[list[Group], dict[str, int]]:
+def near_duplicate_groups(
+    texts: Sequence[str],
+    params: MinHashParams,
+    cache: Cache | None,
+    reference: Sequence[str] = (),
+    scopes: Sequence[Hashable] | None = None,
+    reference_scopes: Sequence[Hashable] | None = None,
+) -> tuple[list[Group], dict[str, int]]:
     """Groups of two or more among `texts` (and of input texts matching a reference text), and counts. With
     `scopes` (and `reference_scopes`), texts are compared only within one scope."""
     everything = list(texts) + list(reference)
-    scope = (list(scopes) + list(reference_scopes or [None] * len(reference))) if scopes is not None \
+    scope = (
+        (list(scopes) + list(reference_scopes or [None] * len(reference)))
+        if scopes is not None
         else [None] * len(everything)
+    )
     normalised = [normalise(text) for text in everything]
     forest = UnionFind(len(everything))
     first_seen: dict[tuple[Hashable, str], int] = {}
-    for index, text in enumerate(normalised):              # verbatim copies, whatever the threshold
+    for index, text in enumerate(normalised):  # verbatim copies, whatever the threshold
         forest.union(first_seen.setdefault((scope[index], text), index), index)
-    distinct = list(first_seen.values())                   # one text per scope and verbatim group
+    distinct = list(first_seen.values())  # one text per scope and verbatim group
     in_scope: dict[str, dict[Hashable, int]] = defaultdict(dict)  # normalised text -> scope -> its representative
     for index in distinct:
         in_scope[normalised[index]][scope[index]] = index
-    unique = list(in_scope)                                # each text is signed and compared once
+    unique = list(in_scope)  # each text is signed and compared once
     first_of = {text: next(iter(in_scope[text].values())) for text in unique}
     matrix, computed = signatures([everything[first_of[text]] for text in unique], params, cache, unique)
     bands, rows = params.bands()
@@ -284,7 +298,7 @@ def near_duplicate_groups(texts: Sequence[str], params: MinHashParams, cache: Ca
             continue
         confirmed += 1
         mine, theirs = in_scope[unique[first]], in_scope[unique[second]]
-        for shared in mine.keys() & theirs.keys():          # the two texts near each other within one scope
+        for shared in mine.keys() & theirs.keys():  # the two texts near each other within one scope
             forest.union(mine[shared], theirs[shared])
     members: dict[int, list[int]] = defaultdict(list)
     for index in range(len(everything)):
@@ -299,18 +313,33 @@ def near_duplicate_groups(texts: Sequence[str], params: MinHashParams, cache: Ca
         anchor = n + refs[0] if refs else inputs[0]
         dropped = inputs if refs else inputs[1:]
         anchor_set = set_of(normalised[anchor])
-        groups.append(Group(kept=None if refs else inputs[0], reference=refs[0] if refs else None,
-                            members=[(index, round(jaccard(anchor_set, set_of(normalised[index])), 4))
-                                     for index in dropped]))
+        groups.append(
+            Group(
+                kept=None if refs else inputs[0],
+                reference=refs[0] if refs else None,
+                members=[(index, round(jaccard(anchor_set, set_of(normalised[index])), 4)) for index in dropped],
+            )
+        )
     groups.sort(key=lambda group: min(index for index, _ in group.members))
-    return groups, {"texts": len(texts), "reference_texts": len(reference), "distinct_texts": len(unique),
-                    "signatures_computed": computed,
-                    "candidate_pairs": len(candidates), "near_pairs_confirmed": confirmed, "bands": bands,
-                    "rows_per_band": rows}
+    return groups, {
+        "texts": len(texts),
+        "reference_texts": len(reference),
+        "distinct_texts": len(unique),
+        "signatures_computed": computed,
+        "candidate_pairs": len(candidates),
+        "near_pairs_confirmed": confirmed,
+        "bands": bands,
+        "rows_per_band": rows,
+    }
 
 
 def group_rows(groups: Iterable[Group], ids: Sequence[str], reference_ids: Sequence[str] = ()) -> list[dict]:
     """`curate text dups` rows: {"kept": id, "dropped": [{"id", "jaccard"}...]} (kept is `reference:<id>` when
     a reference text is the one kept)."""
-    return [{"kept": ids[group.kept] if group.kept is not None else f"reference:{reference_ids[group.reference]}",
-             "dropped": [{"id": ids[index], "jaccard": value} for index, value in group.members]} for group in groups]
+    return [
+        {
+            "kept": ids[group.kept] if group.kept is not None else f"reference:{reference_ids[group.reference]}",
+            "dropped": [{"id": ids[index], "jaccard": value} for index, value in group.members],
+        }
+        for group in groups
+    ]

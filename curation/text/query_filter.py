@@ -17,8 +17,8 @@ from typing import Literal
 import yaml
 from pydantic import Field
 
-from benchcurate.curation.stage import ItemStage, StageConfig, StageContext, decision_field
-from benchcurate.curation.text import is_cjk, normalise, question_text
+from benchcurate.curation.core.texts import is_cjk, normalise, question_text
+from benchcurate.curation.engine.stage import ItemStage, StageConfig, StageContext, decision_field
 from benchcurate.curation.text.language import detect
 from benchcurate.schemas import Drop, Keep, Sample, Scores, Verdict
 
@@ -34,7 +34,7 @@ def stop_words() -> dict[str, frozenset[str]]:
 def tokens(text: str) -> list[str]:
     clean = normalise(text)
     if is_cjk(clean):
-        return [char for char in "".join(WORD.findall(clean))]
+        return list("".join(WORD.findall(clean)))
     return WORD.findall(clean)
 
 
@@ -50,8 +50,9 @@ def stopword_ratio(text: str, language: str) -> tuple[int, float]:
 class QueryFilterConfig(StageConfig):
     field: Literal["question", "user_turns"] = Field("question", description="the first user turn, or all")
     min_tokens: int = decision_field(3, ge=0, description="queries with fewer tokens are dropped")
-    max_stopword_ratio: float = decision_field(0.8, ge=0, le=1, description="queries with a larger share of stop "
-                                                                           "words are dropped")
+    max_stopword_ratio: float = decision_field(
+        0.8, ge=0, le=1, description="queries with a larger share of stop words are dropped"
+    )
 
 
 def score(item: Sample, cfg: QueryFilterConfig, ctx: StageContext) -> Scores:
@@ -66,10 +67,18 @@ def decide(scores: Scores, cfg: QueryFilterConfig) -> Verdict:
     if values["tokens"] < cfg.min_tokens:
         return Drop(reason="query_too_short", detail={"tokens": values["tokens"], "min_tokens": cfg.min_tokens})
     if values["stopword_ratio"] > cfg.max_stopword_ratio:
-        return Drop(reason="query_mostly_stop_words", detail={"stopword_ratio": values["stopword_ratio"],
-                                                              "max_stopword_ratio": cfg.max_stopword_ratio})
+        return Drop(
+            reason="query_mostly_stop_words",
+            detail={"stopword_ratio": values["stopword_ratio"], "max_stopword_ratio": cfg.max_stopword_ratio},
+        )
     return Keep()
 
 
-STAGE = ItemStage(name="query_filter", config=QueryFilterConfig, score=score, decide=decide,
-                  reasons=("query_too_short", "query_mostly_stop_words"), parallel="serial")
+STAGE = ItemStage(
+    name="query_filter",
+    config=QueryFilterConfig,
+    score=score,
+    decide=decide,
+    reasons=("query_too_short", "query_mostly_stop_words"),
+    parallel="serial",
+)

@@ -97,3 +97,38 @@ def test_people_make_the_judges_calls_and_agreement_is_computed(label_studio, re
     assert report["judge_vs_each_label"]["cohen_kappa"] == pytest.approx(kappa(every), abs=1e-4)
     text = curate_in_process(["eval", "agreement", str(results)]).stdout
     assert "judge vs the people's majority: 100.0% agreement" in text
+
+
+def test_a_label_studio_failing_is_one_line_and_exit_3_for_every_review_command(results, tmp_path, monkeypatch):
+    """A Label Studio that answers 500 (here its database lost a table) to `curate review push|pull` and `curate
+    eval review push|pull`: one line saying what failed and what to do, exit 3, no traceback."""
+    import sqlite3
+
+    from benchcurate.annotation import server
+    from tests.helpers import run_curate
+    from tests.servers import free_port
+
+    monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
+    data = tmp_path / "ls"
+    server.up(data, free_port())
+    try:
+        from pathlib import Path
+
+        from benchcurate.curation.evaluation.engine import read_results
+        release = Path(read_results(results).release_folder)  # <out>/releases/<name>/<version>
+        run_dir = release.parents[2] / "runs" / json.loads((release / "manifest.json").read_text())["run_id"]
+        commands = [["review", "push", str(run_dir)], ["review", "pull", str(run_dir)],
+                    ["eval", "review", "push", str(results)], ["eval", "review", "pull", str(results)]]
+        for command in (commands[0], commands[2]):
+            assert curate_in_process([*command, "--data", str(data)]).returncode == 0
+        with sqlite3.connect(data / "label_studio.sqlite3") as database:
+            database.execute("ALTER TABLE project RENAME TO project_gone")
+        for command in commands:
+            failed = run_curate([*command, "--data", str(data)], tmp_path)
+            lines = failed.stderr.strip().splitlines()
+            assert failed.returncode == 3 and len(lines) == 1, failed.stderr[-2000:]
+            assert "failed during the" in lines[0] and "HTTP 500 (no such table: project)" in lines[0]
+            assert "rerun the same command" in lines[0] and "Traceback" not in failed.stdout + failed.stderr
+    finally:
+        server.down(data)

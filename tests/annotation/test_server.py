@@ -5,7 +5,7 @@ import socket
 import pytest
 
 from benchcurate.annotation import server
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from tests.helpers import run_curate
 from tests.servers import free_port
 

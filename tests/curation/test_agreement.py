@@ -29,3 +29,13 @@ def test_fleiss_kappa_is_one_for_full_agreement_and_negative_for_systematic_disa
 
 def test_majority_and_ties():
     assert majority(["yes", "no", "yes"]) == "yes" and majority(["yes", "no"]) is None and majority([]) is None
+
+
+def test_kappa_is_undefined_not_one_when_every_answer_is_the_same():
+    assert fleiss_kappa({"a": ["yes", "yes"], "b": ["yes", "yes"]}) is None
+    assert cohen_kappa({"a": "yes", "b": "yes"}, {"a": "yes", "b": "yes"}) is None
+    from benchcurate.curation.review.agreement import figures
+    same = figures({"a": ["yes", "yes"], "b": ["yes", "yes", "yes"], "c": ["yes"]})
+    assert (same.percent, same.fleiss_kappa, same.kappa_undefined) == (1.0, None, "undefined: every answer was 'yes'")
+    assert (same.items_with_two_or_more, same.answers) == (2, 5)
+    assert figures({"a": ["no"]}).kappa_undefined == "no sample has two answers yet"

@@ -3,7 +3,7 @@
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from benchcurate.curation.cache import Cache
+from benchcurate.curation.core.cache import Cache
 
 
 def test_threads_storing_the_same_blob_at_once_all_get_the_one_file(tmp_path):

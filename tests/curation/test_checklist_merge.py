@@ -1,9 +1,9 @@
 """Checklists drafted by two models and merged, with the source model kept per item."""
 
 from benchcurate.curation.generation.checklist import merge_checklists
-from benchcurate.curation.jsonl import read_samples
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.core.jsonl import read_samples
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.schemas import ChecklistItem
 from tests.factories import make_image, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from benchcurate.curation.errors import BackendUnavailable, ModelRequestRejected, UserError
+from benchcurate.curation.core.errors import BackendUnavailable, ModelRequestRejected, UserError
 from benchcurate.curation.models.client import ChatClient, parse_duration
 from tests.fakes.openai_server import FakeOpenAIServer, Fault
 

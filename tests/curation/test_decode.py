@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from benchcurate.curation.images.decode import ImageDecodeError, decode_image
+from benchcurate.curation.core.decode import ImageDecodeError, decode_image
 from tests.factories import make_image
 
 

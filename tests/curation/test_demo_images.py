@@ -9,7 +9,7 @@ import pytest
 
 from benchcurate.curation.demo import corpus
 from benchcurate.curation.demo.corpus import build_demo_corpus, corpus_signature, data_root, shipped_index
-from benchcurate.curation.images.decode import decode_image
+from benchcurate.curation.core.decode import decode_image
 from benchcurate.curation.images.near_dedup import NearDedupConfig, distance
 from benchcurate.curation.images.phash import PhashConfig, fingerprint
 

@@ -6,12 +6,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from openpyxl import load_workbook
 
-from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.core.fingerprint import sha256_file
 from benchcurate.curation.importers import import_file
-from benchcurate.curation.jsonl import read_samples
+from benchcurate.curation.core.jsonl import read_samples
 from benchcurate.curation.release.exporters import EXPORTERS
 from benchcurate.curation.release.writer import final_samples
-from benchcurate.curation.runner import run_all
+from benchcurate.curation.engine.runner import run_all
 from benchcurate.schemas import Categories, Rewrite, Turn
 from tests.factories import CONVBENCH_COLUMNS, convbench_sheet, make_image, make_sample
 from tests.helpers import SMALL, curate_in_process, finished_run, prepared_run
@@ -178,3 +178,50 @@ def test_alignmmbench_prompts_keep_their_white_space_through_import_and_export(t
     back = [json.loads(line) for line in written.read_text().splitlines()]
     assert back[0]["question_id"] == "00000001-0" and back[0]["prompt"] == "图中有几只猫？ "
     assert back[0]["image_path"] == "images/000000001.jpg"
+
+
+def test_self_correction_dialogues_and_imported_rewrites_have_ids_and_provenance_of_their_own(tmp_path):
+    """An imported seed question with its rewrites, each then given a self-correction dialogue: every derived
+    sample names its parent, and the AlignMMBench export gives every question an id of its own."""
+    (tmp_path / "images").mkdir()
+    rows = []
+    for k in range(4):
+        make_image(tmp_path / "images" / f"00000000{k}.jpg", k)
+        rows += [{"question_id": f"0000000{k}-{v}", "image_path": f"images/00000000{k}.jpg", "history": [],
+                  "prompt": f"图中有几只猫？第{k}张，第{v}种问法", "ref_answer": f"{k}只。", "task": "Counting",
+                  "category": "感知与理解"} for v in range(2)]
+    (tmp_path / "metadata.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    import_file("alignmmbench", tmp_path / "metadata.jsonl", tmp_path / "amb.jsonl")
+    imported = {sample.provenance.source_id: sample for sample in read_samples(tmp_path / "amb.jsonl")}
+    assert imported["00000002-1"].provenance.derived_from == "00000002-0"  # a rewrite names its seed
+    assert imported["00000002-0"].provenance.derived_from is None
+    run_dir = finished_run(tmp_path, "amb", "alignmmbench", input_path=tmp_path / "amb.jsonl",
+                           overrides={"dialogue_context_generate": {"share": 1.0}})
+    samples, _ = final_samples(run_dir)
+    parents = {sample.id: sample for sample in samples}
+    children = [sample for sample in samples if sample.parent_id]
+    assert children
+    for child in children:
+        parent = parents[child.parent_id]
+        assert child.id == f"{parent.id}/incoherence"
+        assert child.provenance.source_id == f"{parent.provenance.source_id}/incoherence"
+        assert child.provenance.derived_from == parent.provenance.source_id
+    written = EXPORTERS["alignmmbench"](samples, tmp_path / "out")
+    ids = [json.loads(line)["question_id"] for line in written.read_text(encoding="utf-8").splitlines()]
+    assert len(ids) == len(set(ids)) > len(parents) - len(children)
+
+
+def test_the_convbench_sheet_stores_text_that_looks_like_a_formula_as_text(tmp_path):
+    image = make_image(tmp_path / "a.png", 1)
+    turns = [Turn(speaker="user", utterance=text, reference=reference, level=level)
+             for text, reference, level in (('=HYPERLINK("http://x","y")', "+1", "perception"),
+                                            ("@SUM(1,1)", "-1", "reasoning"), ("Write a poem.", "=1+1", "creation"))]
+    sample = make_sample(1, images=[make_sample(1).images[0].model_copy(update={
+        "path": str(image), "sha256": sha256_file(image)})], conversation=turns, caption="=2*3")
+    written = EXPORTERS["convbench"]([sample], tmp_path / "cb")
+    cells = [cell for row in load_workbook(written).active.iter_rows() for cell in row]
+    assert not [cell.coordinate for cell in cells if cell.data_type == "f"]
+    risky = [cell for cell in cells if isinstance(cell.value, str) and cell.value[:1] in "=+-@"]
+    assert len(risky) == 6 and all(cell.data_type == "s" and cell.quotePrefix for cell in risky)
+    summary, back = round_trip("convbench", [sample], tmp_path)
+    assert back[0].conversation[0].utterance == '=HYPERLINK("http://x","y")' and back[0].caption == "=2*3"

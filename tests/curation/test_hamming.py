@@ -6,8 +6,8 @@ import random
 import numpy as np
 import pytest
 
-from benchcurate.curation.images import hamming
-from benchcurate.curation.images.hamming import (
+from benchcurate.curation.core import hamming
+from benchcurate.curation.core.hamming import (
     brute_force_cross_pairs,
     brute_force_pairs,
     cross_pairs_within,

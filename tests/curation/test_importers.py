@@ -9,11 +9,11 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.importers import ImageStore, import_file
 from benchcurate.schemas import Sample
 from tests.factories import convbench_sheet, make_image
-from tests.helpers import curate_in_process
+from tests.helpers import compact, curate_in_process
 
 
 def png_bytes(colour) -> bytes:
@@ -50,7 +50,9 @@ def test_multiverse_dataset_folder_maps_persona_turns_checklists_and_categories(
     assert summary.imported == 1 and summary.rejected == {"malformed_row": 1}
     sample = read_samples(out)[0]
     assert sample.provenance.source_dataset == "MultiVerse" and sample.provenance.source_id == "mv-1"
-    assert sample.provenance.license == "CC-BY-NC-4.0" and sample.persona.goal == "check a chart"
+    # the dataset's license covers its text; its pictures come from 12 sources under their own terms
+    assert sample.provenance.text_license == "CC-BY-NC-4.0" and sample.provenance.license == "unknown"
+    assert sample.persona.goal == "check a chart"
     assert [t.speaker for t in sample.conversation] == ["user", "assistant"]
     assert sample.conversation[0].checklist[0].main_criteria == "Perceptual Understanding"
     assert (sample.categories.goal_main, sample.categories.image_main) == ("Analysis", "Charts and Graphs")
@@ -101,11 +103,12 @@ def test_probench_jsonl_maps_roles_strips_placeholders_and_keeps_the_track(tmp_p
     deep = "[" * 100_000 + "]" * 100_000  # past the JSON parser's recursion limit: one rejected row, not a crash
     path.write_text("\n".join(json.dumps(row) for row in rows) + "\n{not json\n" + deep + "\n")
     out = tmp_path / "pb.jsonl"
-    summary = import_file("probench", path, out, license_id="CC-BY-4.0")
+    summary = import_file("probench", path, out, license_id="CC-BY-4.0", image_license="CC0-1.0")
     assert summary.imported == 1 and summary.rejected == {"malformed_row": 3}
     assert "nests too deeply" in rejected(out)[-1]["detail"]
     sample = read_samples(out)[0]
-    assert sample.track == "multi-round" and sample.provenance.license == "CC-BY-4.0"
+    assert sample.track == "multi-round" and sample.provenance.text_license == "CC-BY-4.0"
+    assert sample.provenance.license == "CC0-1.0"  # --image-license, for pictures that one license covers
     assert [t.speaker for t in sample.conversation] == ["user", "assistant", "user"]
     assert sample.conversation[0].utterance == "What is wrong here?" and len(sample.images) == 1
 
@@ -140,6 +143,6 @@ def test_the_import_command_reports_what_it_could_not_map(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "imported 1 samples" in result.stdout and "could not map 1 rows (malformed_row 1)" in result.stdout
     table = curate_in_process(["stats", str(tmp_path / "o.jsonl")], tmp_path)
-    assert table.returncode == 0 and "| dialogues | 1 |" in table.stdout
+    assert table.returncode == 0 and "| dialogues | 1 |" in compact(table.stdout)
     missing = curate_in_process(["import", "mmdu", str(path), "--out", str(tmp_path / "o.jsonl")], tmp_path)
     assert missing.returncode == 2 and "choose one of" in missing.stderr

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.cache import Cache
+from benchcurate.curation.core.cache import Cache
 from benchcurate.curation.demo.corpus import build_demo_corpus
 from benchcurate.curation.images import ingest
 from benchcurate.curation.models.offline import OfflineBackend
-from benchcurate.curation.stage import StageContext
+from benchcurate.curation.engine.stage import StageContext
 from benchcurate.schemas import Drop, Keep
 from tests.factories import make_image
 
@@ -77,7 +77,7 @@ def test_demo_corpus_is_complete_licensed_and_rebuilt_only_when_needed(tmp_path)
 
 
 def test_shipped_photo_licenses_match_the_files():
-    from benchcurate.curation.fingerprint import sha256_file
+    from benchcurate.curation.core.fingerprint import sha256_file
 
     folder = Path(__file__).resolve().parents[2] / "curation" / "demo" / "photos"
     rows = [json.loads(line) for line in (folder / "LICENSES.jsonl").read_text().splitlines()]
@@ -115,7 +115,7 @@ def test_a_manifest_file_lists_images_with_their_provenance(tmp_path, fmt):
 
 
 def test_a_manifest_row_without_a_path_is_a_clear_error(tmp_path):
-    from benchcurate.curation.errors import UserError
+    from benchcurate.curation.core.errors import UserError
 
     (tmp_path / "m.jsonl").write_text(json.dumps({"source": "x"}) + "\n")
     with pytest.raises(UserError, match="rows \\[1\\] have no path column"):
@@ -142,7 +142,7 @@ def test_a_hugging_face_dataset_folder_is_ingested_from_its_image_column(tmp_pat
 
 
 def test_an_unknown_kind_of_input_file_is_a_user_error(tmp_path):
-    from benchcurate.curation.errors import UserError
+    from benchcurate.curation.core.errors import UserError
 
     (tmp_path / "photo.zip").write_bytes(b"PK")
     with pytest.raises(UserError, match="not a .csv or .jsonl manifest"):

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from benchcurate.curation.cache import Cache
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.images import ingest
-from benchcurate.curation.images.decode import ImageDecodeError, decode_image
+from benchcurate.curation.core.decode import ImageDecodeError, decode_image
 from benchcurate.curation.models.offline import OfflineBackend
-from benchcurate.curation.runner import run_stage
-from benchcurate.curation.stage import StageContext
+from benchcurate.curation.engine.runner import run_stage
+from benchcurate.curation.engine.stage import StageContext
 from benchcurate.schemas import BackendSpec, Keep
 from tests.factories import make_image, png_header_only, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer

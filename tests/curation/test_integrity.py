@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.release.writer import write_release
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from tests.helpers import SMALL, finished_run
 
 

@@ -6,9 +6,9 @@ import json
 from datasets import load_dataset
 
 from benchcurate.curation.release.writer import write_release
-from benchcurate.curation.report import load_report
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.report.run import load_report
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from tests.factories import CONVBENCH_COLUMNS, convbench_sheet, make_image
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import finished_run, resolve
@@ -72,3 +72,11 @@ def test_an_imported_convbench_sheet_keeps_its_turns_and_gets_the_missing_parts(
     assert sample["conversation"][2]["focus_points"] == ["mentions colour"]  # the sheet's, not drafted
     assert all(turn["reference"] for turn in sample["conversation"]) and sample["caption"]
     assert "ladder" not in sample["generated_by"] and "focus_points" not in sample["generated_by"]
+    # ConvBench's CC-BY-4.0 covers its annotations; its pictures are VisIT-Bench's, under terms nobody stated
+    from benchcurate.curation.release.writer import write_release
+    from benchcurate.curation.importers.convbench import SOURCE
+    folder = write_release(store.root, tmp_path / "out")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["licenses"] == {"unknown": 1} and manifest["text_licenses"] == {"CC-BY-4.0": 1}
+    card = (folder / "README.md").read_text()
+    assert f"| {SOURCE} | unknown | CC-BY-4.0 | 1 |" in card and "**Unknown license** of the pictures" in card

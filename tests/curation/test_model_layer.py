@@ -8,10 +8,10 @@ import pytest
 from benchcurate.curation.models.batch import MAX_LINES_PER_FILE, PendingRequest, shards
 from benchcurate.curation.models.pricing import BudgetExceeded
 from benchcurate.curation.recipes import load_recipe
-from benchcurate.curation.report import funnel_text, load_report
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.stages import STAGES
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.report.run import funnel_text, load_report
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.registry import STAGES
+from benchcurate.curation.engine.store import RunStore
 from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import FAKE_PRICES, model_run, resolve

@@ -7,13 +7,13 @@ import pytest
 from PIL import Image
 
 from benchcurate.curation.demo.corpus import data_root, shipped_index
-from benchcurate.curation.errors import BackendUnavailable, ModelOutputInvalid, UserError
-from benchcurate.curation.fingerprint import sha256_file
-from benchcurate.curation.images.decode import ImageDecodeError
+from benchcurate.curation.core.errors import BackendUnavailable, ModelOutputInvalid, UserError
+from benchcurate.curation.core.fingerprint import sha256_file
+from benchcurate.curation.core.decode import ImageDecodeError
 from benchcurate.curation.models import ModelRequest, make_backend
 from benchcurate.curation.models.offline import OfflineBackend
 from benchcurate.curation.models.openai_backend import OpenAIBackend
-from benchcurate.curation.prompting import load_prompt
+from benchcurate.curation.models.prompting import load_prompt
 from benchcurate.curation.taxonomy import OTHER_NAMES
 from benchcurate.schemas import BackendSpec, ImageRef
 from benchcurate.schemas.replies import CategoryReply, ConversationReply, ImageCategoryName, QualityReply
@@ -116,7 +116,7 @@ def test_offline_conversation_alternates_and_checklist_covers_each_user_turn(dem
 
 
 def test_offline_pixel_statistics_are_stored_once_and_read_back_by_later_stages(tmp_path):
-    from benchcurate.curation.cache import Cache
+    from benchcurate.curation.core.cache import Cache
     from benchcurate.curation.models.image_stats import STATS_NAMESPACE, stats_for_file
 
     image = image_ref(make_image(tmp_path / "chart.png", 11, (320, 240)))
@@ -205,7 +205,7 @@ def test_openai_com_without_a_key_is_a_clear_error(monkeypatch):
 
 
 def test_a_rejected_request_is_an_item_problem_not_a_server_problem(tmp_path):
-    from benchcurate.curation.errors import ModelRequestRejected
+    from benchcurate.curation.core.errors import ModelRequestRejected
 
     image = image_ref(make_image(tmp_path / "a.png", 1))
     with FakeOpenAIServer(faults=[Fault(kind="status", status=400)]) as server:
@@ -214,8 +214,8 @@ def test_a_rejected_request_is_an_item_problem_not_a_server_problem(tmp_path):
 
 
 def test_model_replies_are_cached_so_a_rerun_sends_nothing(tmp_path):
-    from benchcurate.curation.cache import Cache
-    from benchcurate.curation.stage import StageContext
+    from benchcurate.curation.core.cache import Cache
+    from benchcurate.curation.engine.stage import StageContext
     from benchcurate.schemas import Provenance, Sample
 
     item = Sample(id="x", images=[image_ref(make_image(tmp_path / "a.png", 1))],
@@ -239,7 +239,7 @@ def test_a_request_keeps_its_slot_until_its_reply_is_stored(tmp_path):
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from benchcurate.curation.cache import Cache
+    from benchcurate.curation.core.cache import Cache
     from benchcurate.curation.models.openai_backend import REPLY_NAMESPACE
 
     class SlowCache(Cache):
@@ -259,3 +259,15 @@ def test_a_request_keeps_its_slot_until_its_reply_is_stored(tmp_path):
             list(pool.map(lambda seed: backend.complete(request("image_quality", image, seed=seed)), range(3)))
         assert server.completions_served == 3
     assert SlowCache.seen_at_store == [1, 2, 3]
+
+
+def test_the_openai_base_url_environment_variable_is_read_as_the_sdk_reads_it(monkeypatch):
+    from benchcurate.curation.models.identity import backend_identity
+    from benchcurate.schemas import BackendSpec
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert backend_identity(BackendSpec(kind="openai", model="m"))["base_url"] == "https://api.openai.com/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1/")
+    assert backend_identity(BackendSpec(kind="openai", model="m"))["base_url"] == "http://127.0.0.1:8000/v1"
+    given = BackendSpec(kind="openai", model="m", base_url="http://10.0.0.5:8000/v1")
+    assert backend_identity(given)["base_url"] == "http://10.0.0.5:8000/v1"  # --base-url wins

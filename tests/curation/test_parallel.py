@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from benchcurate.curation.parallel import ordered_map
+from benchcurate.curation.core.parallel import ordered_map
 
 PROBE = """
 import sys
 import numpy as np
-from benchcurate.curation.parallel import keep_temporaries_on_heap
+from benchcurate.curation.core.parallel import keep_temporaries_on_heap
 if sys.argv[1] == "tuned":
     keep_temporaries_on_heap()
 array = np.ones(4 * 1024 * 1024 // 8)  # 4 MB, the size of a few image temporaries

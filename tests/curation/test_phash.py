@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from benchcurate.curation.cache import Cache
+from benchcurate.curation.core.cache import Cache
 from benchcurate.curation.images import ingest, phash
 from benchcurate.curation.images.near_dedup import distance
 from benchcurate.curation.models.offline import OfflineBackend
-from benchcurate.curation.stage import StageContext, record_scores
+from benchcurate.curation.engine.stage import StageContext, record_scores
 from benchcurate.schemas import Drop, Keep
 from tests.factories import make_image
 
@@ -162,7 +162,7 @@ def test_our_dct_steps_give_imagehash_phash_bits_on_every_format_and_decode_path
     and mode we decode, through the JPEG draft, the box reduction and the full decode."""
     import imagehash
 
-    from benchcurate.curation.images.decode import decode_image
+    from benchcurate.curation.core.decode import decode_image
     from benchcurate.curation.images.likeness import hash_of, phash_block
 
     files = []

@@ -5,13 +5,13 @@ import itertools
 import json
 import random
 
-from benchcurate.curation.cache import Cache
+from benchcurate.curation.core.cache import Cache
 from benchcurate.curation.models.offline import OfflineBackend
-from benchcurate.curation.report import load_report
-from benchcurate.curation.runner import run_all
+from benchcurate.curation.report.run import load_report
+from benchcurate.curation.engine.runner import run_all
 from benchcurate.curation.selection import tracks
-from benchcurate.curation.stage import StageContext
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.stage import StageContext
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.curation.text import judgements
 from benchcurate.schemas import Categories, Keep, Scores, Turn
 from tests.factories import make_image, make_sample

@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.prompting import available_versions, load_prompt
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.models.prompting import available_versions, load_prompt
 from benchcurate.curation.recipes import available_recipes, load_recipe
-from benchcurate.curation.stages import STAGES
+from benchcurate.curation.engine.registry import STAGES
 from tests.factories import make_image
 from tests.helpers import resolve
 
@@ -96,7 +96,7 @@ def a_picture(tmp_path):
 
 
 def save(config, out_dir):
-    from benchcurate.curation.store import RunStore
+    from benchcurate.curation.engine.store import RunStore
 
     RunStore(out_dir / "runs" / config.run_id).save_config(config)
 
@@ -114,7 +114,7 @@ def test_resuming_a_run_keeps_its_input_folder(tmp_path):
 
 
 def test_a_demo_run_cannot_be_resumed_on_a_folder(tmp_path):
-    save(resolve("multiverse", tmp_path, run_id="d"), tmp_path)
+    save(resolve("multiverse", tmp_path, run_id="d", demo=True), tmp_path)
     with pytest.raises(UserError, match="ran on the demo corpus; use a new --run-id"):
         resolve("multiverse", tmp_path, run_id="d", input_path=str(tmp_path))
 
@@ -142,3 +142,26 @@ def test_model_settings_are_checked_before_anything_runs(tmp_path, monkeypatch):
         resolve("multiverse", tmp_path, backend="openai")
     with pytest.raises(UserError, match="needs OPENAI_API_KEY"):
         resolve("multiverse", tmp_path, backend="openai", model="gpt-4o")
+
+
+def test_a_stage_of_another_package_is_found_through_its_entry_point(tmp_path, monkeypatch):
+    """A user's package adds a stage without editing ours: an entry point in the group benchcurate.stages."""
+    import importlib
+    import sys
+
+    from benchcurate.curation.engine import registry
+
+    (tmp_path / "my_stages.py").write_text(
+        "from benchcurate.curation.images.quality import STAGE as QUALITY\n"
+        "STAGE = QUALITY.__class__(**{**QUALITY.__dict__, 'name': 'my_quality'})\n")
+    info = tmp_path / "my_stages-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-stages\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[benchcurate.stages]\nmy_quality = my_stages:STAGE\n"
+                                           "image_quality = my_stages:STAGE\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    found = registry.Registry(registry._installed())
+    assert found["my_quality"].name == "my_quality" and "my_quality" in found
+    assert found["image_quality"] is registry.STAGES["image_quality"]  # ours win a clash
+    sys.modules.pop("my_stages", None)

@@ -9,12 +9,12 @@ import sys
 import pytest
 import yaml
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.recipes import load_recipe
 from benchcurate.curation.release.card import license_metadata
-from benchcurate.curation.release.writer import CHECKSUM_FILE, write_release
-from benchcurate.curation.runner import run_all, run_stage
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.release.writer import CHECKSUM_FILE, release, write_release
+from benchcurate.curation.engine.runner import run_all, run_stage
+from benchcurate.curation.engine.store import RunStore
 from tests.factories import make_image
 from tests.helpers import SMALL, prepared_run, resolve
 
@@ -89,9 +89,28 @@ def test_versions_are_never_overwritten_and_the_next_one_is_free(released):
     assert folder.name == "0.1.0"
     with pytest.raises(UserError, match="already exists.*never overwritten"):
         write_release(run_dir, tmp_path / "out", "0.1.0")
-    assert write_release(run_dir, tmp_path / "out").name == "0.1.1"
+    other = release(run_dir, tmp_path / "out", overrides={"splits": {"test": 0.5, "validation": 0.5}})
+    assert other.new and other.version == "0.1.1"
     with pytest.raises(UserError, match="not semantic"):
         write_release(run_dir, tmp_path / "out", "v2")
+
+
+def test_the_same_content_again_is_the_version_that_holds_it(released):
+    """A rerun of a finished run, or `curate release` of a released run, writes no new version: the rows and
+    images are those of 0.1.0 (release diff would say 0 added, 0 removed, 0 changed)."""
+    tmp_path, run_dir, folder = released
+    versions = sorted(path.name for path in folder.parent.iterdir())
+    again = release(run_dir, tmp_path / "out")
+    assert not again.new and again.folder == folder
+    assert sorted(path.name for path in folder.parent.iterdir()) == versions  # nothing written
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert len(manifest["content_sha256"]) == 64
+    named = release(run_dir, tmp_path / "out", overrides={"name": "my-bench"})  # a name of its own: a new release
+    assert named.new and named.folder == tmp_path / "out" / "releases" / "my-bench" / "0.1.0"
+    explicit = release(run_dir, tmp_path / "out", "1.0.0")  # a version asked for by name is written
+    assert explicit.new and explicit.version == "1.0.0"
+    with pytest.raises(UserError, match="release name '../up' must be lower-case"):
+        release(run_dir, tmp_path / "out", overrides={"name": "../up"})
 
 
 def test_config_name_is_the_release_name_in_every_version_and_mixed_terms_link_a_license_file(released):

@@ -5,13 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.fingerprint import sha256_file
+from benchcurate.curation.release.card import _size_category, license_metadata
 from benchcurate.curation.release.licenses import release_terms
 from benchcurate.curation.release.verify import diff, verify
 from benchcurate.curation.release.writer import write_release
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.schemas import Provenance
 from tests.factories import make_sample
 from tests.helpers import SMALL, curate_in_process, prepared_run, resolve
@@ -77,8 +78,9 @@ def test_diff_lists_added_removed_and_changed_samples(tmp_path):
     assert shown.returncode == 0 and shown.stdout.startswith("added 0, removed 2, changed 4")
 
 
-def sample(seed, license_id, source):
-    return make_sample(seed, provenance=Provenance(source_dataset=source, source_id=str(seed), license=license_id))
+def sample(seed, license_id, source, text_license=None):
+    return make_sample(seed, provenance=Provenance(source_dataset=source, source_id=str(seed), license=license_id,
+                                                   text_license=text_license or license_id))
 
 
 def test_share_alike_and_non_commercial_propagate_and_their_mix_is_a_named_conflict():
@@ -89,7 +91,8 @@ def test_share_alike_and_non_commercial_propagate_and_their_mix_is_a_named_confl
     mix = release_terms([sample(1, "CC-BY-SA-4.0", "mathvista"), sample(2, "CC-BY-NC-4.0", "mmdu"),
                          sample(3, "CC-BY-NC-SA-4.0", "alignmm")])
     assert mix.conditions == ["attribution", "share-alike", "non-commercial"]
-    assert any("CC-BY-SA-4.0 (mathvista)" in c and "CC-BY-NC-4.0 (mmdu)" in c for c in mix.conflicts)
+    assert any("CC-BY-SA-4.0 (mathvista pictures, mathvista text)" in c and "CC-BY-NC-4.0 (mmdu pictures, mmdu "
+               "text)" in c for c in mix.conflicts)
     unknown = release_terms([sample(1, "unknown", "scraped")])
     assert unknown.conflicts and "scraped" in unknown.conflicts[0]
 
@@ -141,3 +144,48 @@ def test_the_card_shows_distribution_plots_that_the_checksums_cover(tmp_path):
     assert {"plots/image_categories.png", "plots/turns.png", "plots/question_length.png"} <= set(shown)
     assert all((folder / path).read_bytes()[:4] == b"\x89PNG" for path in shown)
     assert all(path in (folder / "SHA256SUMS").read_text() for path in shown) and verify(folder) == []
+
+
+def test_a_samples_picture_and_text_carry_their_licenses_apart_and_the_release_states_both():
+    """ConvBench's case: annotations CC-BY-4.0, pictures from VisIT-Bench under per-image terms nobody stated."""
+    convbench = [sample(seed, "unknown", "convbench", text_license="CC-BY-4.0") for seed in range(3)]
+    terms = release_terms(convbench)
+    assert terms.sources_by_license == {"CC-BY-4.0": ["convbench text"], "unknown": ["convbench pictures"]}
+    assert terms.conditions == ["attribution"] and terms.unknown == ["unknown"]
+    assert any("convbench pictures is unknown" in conflict for conflict in terms.conflicts)
+    assert license_metadata({"unknown": 3}, {"CC-BY-4.0": 3})["license"] == "other"
+    assert license_metadata({"CC-BY-4.0": 3}, {"CC-BY-4.0": 3}) == {"license": "cc-by-4.0"}
+
+
+@pytest.mark.parametrize("count,label", [(999, "n<1K"), (1_000, "1K<n<10K"), (999_999, "100K<n<1M"),
+                                         (1_000_000, "1M<n<10M"), (25_000_000, "10M<n<100M"),
+                                         (10**12, "n>1T")])
+def test_the_size_category_follows_the_hubs_list(count, label):
+    assert _size_category(count) == label
+
+
+HOSTILE = {"source": "<script>alert('source')</script>", "license": "<img src=x onerror=alert(1)>",
+           "text_license": "[click](javascript:alert(2)) | x", "attribution": "<b>bold</b>"}
+
+
+def test_the_card_and_license_file_show_a_manifests_fields_as_text_never_as_html(tmp_path):
+    import json
+    import re
+
+    from tests.factories import make_image
+    from tests.helpers import finished_run
+
+    images = tmp_path / "images"
+    for seed in range(3):
+        make_image(images / f"{seed}.png", seed)
+    (images / "manifest.jsonl").write_text("".join(json.dumps({"path": f"{seed}.png", **HOSTILE}) + "\n"
+                                                   for seed in range(3)))
+    run_dir = finished_run(tmp_path, "hostile", input_path=images, overrides=SMALL)
+    folder = write_release(run_dir, tmp_path / "out")
+    for name in ("README.md", "LICENSE.md"):
+        text = (folder / name).read_text(encoding="utf-8")
+        body = text.split("\n---\n", 1)[-1]  # the YAML head quotes its values; the Markdown body must escape them
+        assert "<script" not in body and "<img" not in body and "<b>" not in body, name
+        assert not re.search(r"(?<!\\)\]\(javascript:", body), name  # a link only when the bracket is bare
+        assert "&lt;script&gt;alert('source')&lt;/script&gt;" in body, name
+    assert json.loads((folder / "manifest.json").read_text())["sources"] == {HOSTILE["source"]: 3}  # kept as given

@@ -10,13 +10,13 @@ import pytest
 import yaml
 from datasets.info import DatasetInfosDict
 
-from benchcurate.curation.errors import UserError
-from benchcurate.curation.fingerprint import sha256_file
+from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.fingerprint import sha256_file
 from benchcurate.curation.release.columns import features
 from benchcurate.curation.release.verify import diff, verify
 from benchcurate.curation.release.writer import CHECKSUM_FILE, assign_split, write_release
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from tests.helpers import SMALL, curate_in_process, prepared_run, resolve
 
 OFFLINE = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}

@@ -3,9 +3,9 @@
 import json
 
 from benchcurate.curation.importers import import_file
-from benchcurate.curation.jsonl import read_samples
-from benchcurate.curation.report import load_report
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.core.jsonl import read_samples
+from benchcurate.curation.report.run import load_report
+from benchcurate.curation.engine.store import RunStore
 from tests.factories import make_image
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import finished_run

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.errors import BackendUnavailable, ModelOutputInvalid, StageFailed
-from benchcurate.curation.report import funnel_text, load_report
-from benchcurate.curation.runner import run_all, run_stage
-from benchcurate.curation.stage import (
+from benchcurate.curation.core.errors import BackendUnavailable, ModelOutputInvalid, StageFailed
+from benchcurate.curation.report.run import funnel_text, load_report
+from benchcurate.curation.engine.runner import run_all, run_stage
+from benchcurate.curation.engine.stage import (
     ItemStage,
     Keyed,
     SetStage,
@@ -19,7 +19,7 @@ from benchcurate.curation.stage import (
     TransformStage,
     decision_field,
 )
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.schemas import Drop, Generation, Keep, Recipe, ReleaseSpec, RunConfig, Scores, StageSpec
 from tests.factories import make_sample
 

@@ -4,11 +4,11 @@ from collections import Counter
 
 import pytest
 
-from benchcurate.curation.cache import Cache
+from benchcurate.curation.core.cache import Cache
 from benchcurate.curation.images import exact_dedup, near_dedup
 from benchcurate.curation.models.offline import OfflineBackend
 from benchcurate.curation.selection import min_size, weighted_sample
-from benchcurate.curation.stage import StageContext
+from benchcurate.curation.engine.stage import StageContext
 from benchcurate.schemas import Categories, Drop, Keep
 from tests.factories import decide, make_sample
 

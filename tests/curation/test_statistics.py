@@ -2,9 +2,10 @@
 
 import pytest
 
-from benchcurate.curation.statistics import dataset_statistics, length, statistics_markdown
+from benchcurate.curation.report.statistics import dataset_statistics, length, statistics_markdown
 from benchcurate.schemas import Categories, ChecklistItem, Turn
 from tests.factories import make_sample
+from tests.helpers import compact
 
 
 def check(question, main="Memory", sub="recall"):
@@ -44,7 +45,8 @@ def test_statistics_match_hand_counts():
     assert stats.categories["image_main"] == {"Charts and Graphs": 2, "Photographs": 1}
     assert stats.categories["goal_main"] == {"Analysis": 1}
     table = statistics_markdown(stats)
-    assert "| dialogues | 3 |" in table and "| unique main / sub criteria | 2 / 1 |" in table
+    cells = compact(table)  # a Markdown table's padding aside
+    assert "| dialogues | 3 |" in cells and "| unique main / sub criteria | 2 / 1 |" in cells
 
 
 def test_length_counts_words_or_cjk_characters():
@@ -54,4 +56,13 @@ def test_length_counts_words_or_cjk_characters():
 def test_empty_dataset_has_no_averages():
     stats = dataset_statistics([])
     assert stats.dialogues == 0 and stats.question_length.average is None
-    assert "| turns per dialogue (avg / max) | - |" in statistics_markdown(stats)
+    assert "| turns per dialogue (avg / max) | - |" in compact(statistics_markdown(stats))
+
+
+def test_mtld_on_texts_worked_by_hand():
+    from benchcurate.curation.report.statistics import mtld
+
+    # "the the the the": a factor ends at every second word (type-token ratio 1/2 <= 0.72): 4 words / 2 factors
+    assert mtld("the the the the") == 2.0
+    assert mtld("hello world") == 2.0  # no factor ends: one factor as long as the text
+    assert mtld("这是一个关于图表的测试问题") is None and mtld("12 34") is None and mtld("") is None

@@ -7,14 +7,15 @@ from collections import Counter
 
 import pytest
 
-from benchcurate.curation.cache import Cache
+from benchcurate.curation.core.cache import Cache
 from benchcurate.curation.models.offline import OfflineBackend
-from benchcurate.curation.report import histograms, load_report, merged_labels, write_label_report
-from benchcurate.curation.runner import run_all
+from benchcurate.curation.report.run import histograms, load_report, merged_labels, write_label_report
+from benchcurate.curation.engine.runner import run_all
 from benchcurate.curation.selection import balance, weighted_sample
-from benchcurate.curation.stage import StageContext
-from benchcurate.curation.taxonomy import fields, normalise, probench_taxonomy
-from benchcurate.curation.taxonomy.normalise import canonical_names, label_key
+from benchcurate.curation.engine.stage import StageContext
+from benchcurate.curation.labels import fields, normalise
+from benchcurate.curation.taxonomy import probench_taxonomy
+from benchcurate.curation.labels.normalise import canonical_names, label_key
 from benchcurate.schemas import Categories, Drop, ImageRef, Keep, Turn
 from tests.factories import decide, make_image, make_sample, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -253,7 +254,7 @@ def test_decision_parameters_replay_stored_scores_without_model_calls(tmp_path):
         before = {stats.stage: stats.kept for stats in load_report(run_dir).stages}
         overrides = [("image_quality", {"min_quality_score": 3}), ("category_min_size", {"min_items_per_category": 2}),
                      ("category_weighted_sample", {"max_items": 5, "weighting": "uniform"})]
-        from benchcurate.curation.store import RunStore
+        from benchcurate.curation.engine.store import RunStore
         config = RunStore(run_dir).load_config()
         settings = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
                     "backend": {"max_retries": 1}, **dict(overrides)}

@@ -6,8 +6,9 @@ import random
 import numpy as np
 import pytest
 
-from benchcurate.curation.cache import Cache
-from benchcurate.curation.text import minhash, normalise, shingles
+from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.core.texts import normalise, shingles
+from benchcurate.curation.text import minhash
 from benchcurate.curation.text.language import detect, language_group
 from benchcurate.curation.text.minhash import MinHashParams, near_duplicate_groups, signatures
 from tests.helpers import curate_in_process
@@ -187,9 +188,9 @@ def test_text_commands_on_any_jsonl(tmp_path):
 
 
 def test_short_and_stop_word_queries_are_dropped_with_their_counts(tmp_path):
-    from benchcurate.curation.cache import Cache
+    from benchcurate.curation.core.cache import Cache
     from benchcurate.curation.models.offline import OfflineBackend
-    from benchcurate.curation.stage import StageContext
+    from benchcurate.curation.engine.stage import StageContext
     from benchcurate.curation.text import query_filter
     from benchcurate.schemas import Drop, Keep, Turn
     from tests.factories import make_sample

@@ -137,6 +137,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: Any
     body_bytes: int = 0
+    received_at: float = 0.0  # time.monotonic() when the request reached the server
 
 
 class ReplyLogEntry(NamedTuple):
@@ -828,7 +829,7 @@ class FakeOpenAIServer(ServedInThread):
         request.state.body = body
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         recorded = RecordedRequest(request.method, path, dict(request.headers.items()),
-                                   body if self.record_bodies else None, len(raw))
+                                   body if self.record_bodies else None, len(raw), time.monotonic())
         with self._lock:
             self._requests.append(recorded)
         key = self.expected_api_key

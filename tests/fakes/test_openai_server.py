@@ -25,7 +25,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from benchcurate.curation.models.openai_backend import strict_schema
-from benchcurate.curation.prompting import load_prompt
+from benchcurate.curation.models.prompting import load_prompt
 
 from ..factories import reply_models
 from . import openai_server

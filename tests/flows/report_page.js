@@ -43,6 +43,18 @@ const path = require('path');
     const dropCards = await page.$$eval('.card', (cards) => cards.length);
     await page.screenshot({ path: path.join(shots, 'report_drops.png') });
     await page.goto(url('samples-1.html'), { waitUntil: 'load' });
+    // every thumbnail drawn with its own proportions (a flex row once stretched landscape ones to its height)
+    const shapes = () => page.$$eval('img', (images) => images.filter((img) => img.complete && img.naturalWidth > 0)
+      .map((img) => ({ src: img.getAttribute('src'), natural: img.naturalWidth / img.naturalHeight,
+                       drawn: img.clientWidth / img.clientHeight })));
+    const thumbnails = [...await shapes()];
+    await page.goto(url(dropLink), { waitUntil: 'load' });
+    thumbnails.push(...await shapes());
+    await page.goto(url('groups-1.html'), { waitUntil: 'load' });
+    thumbnails.push(...await shapes());
+    await page.goto(url('samples-1.html'), { waitUntil: 'load' });
+    const distorted = thumbnails.filter((shape) => Math.abs(shape.drawn - shape.natural) > 0.03 * shape.natural);
+    const landscape = thumbnails.filter((shape) => shape.natural > 1.3).length;
     const visible = () => page.$$eval('.sample', (nodes) => nodes.filter((node) => !node.hidden).length);
     const before = await visible();
     const choice = await page.$eval('select[data-filter=category]', (select) => select.options[1].value);
@@ -60,7 +72,8 @@ const path = require('path');
     const focused = await page.evaluate(() => document.activeElement && document.activeElement.textContent.trim());
     const missingAlt = await page.$$eval('img', (images) => images.filter((img) => !img.alt).length);
     console.log(JSON.stringify({ errors, requests, loadMs, funnel, group, dropLink, dropCards, before, after,
-                                 choice, matching, shownText, elsewhere, afterLink, focused, missingAlt }));
+                                 choice, matching, shownText, elsewhere, afterLink, focused, missingAlt,
+                                 thumbnails: thumbnails.length, landscape, distorted }));
   } finally {
     await browser.close();
   }

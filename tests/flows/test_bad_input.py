@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from benchcurate.curation.images.decode import IMAGE_EXTENSIONS
+from benchcurate.curation.core.decode import IMAGE_EXTENSIONS
 from benchcurate.curation.images.ingest import IngestConfig
-from benchcurate.curation.runner import run_stage
+from benchcurate.curation.engine.runner import run_stage
 from benchcurate.flows.cli import MAX_SET_VALUE_CHARS, MAX_SET_VALUE_DEPTH
 from tests.factories import convbench_sheet, make_image, make_sample, png_header_only
 from tests.helpers import CURATE, MULTIVERSE_STAGES, curate_in_process, prepared_run, run_curate, stage_outputs

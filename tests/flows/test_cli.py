@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from benchcurate.curation.recipes import load_recipe
-from benchcurate.curation.runner import run_all
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from tests.factories import make_image
 from tests.helpers import curate_in_process, resolve, run_curate
 
@@ -37,8 +37,12 @@ def probe(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess
     (["run", "multiverse", "--set", "min_quality_score=4"], "--set expects stage.field=value"),
     (["run", "multiverse", "--set", "image_qualty.min_quality_score=4"], "no stage ['image_qualty']"),
     (["run", "multiverse", "--base-url", "http://127.0.0.1:9/v1"], "add --backend openai"),
-    (["run", "multiverse", "--backend", "gpt"], "--backend must be offline or openai"),
+    (["run", "multiverse", "--backend", "gpt"], "--backend: input should be 'offline' or 'openai'"),
     (["run", "multiverse", "--run-id", "a/b"], "bad run id 'a/b'"),
+    (["eval", "run", "r", "--model", "m", "--judge-model", "j", "--history", "all"],
+     "--history: input should be 'oracle' or 'self'"),
+    (["eval", "run", "r", "--model", "m", "--judge-model", "j", "--baseline-base-url", "http://127.0.0.1:9/v1"],
+     "--baseline-model: field required"),
     (["report", "no-such-run"], "no run 'no-such-run'"),
     (["run", "multiverse", "--set", "persona_generate.prompt_version=2"], "no prompt 'persona' version 2"),
     (["run", "multiverse", "--backend", "openai"], "needs a model name: pass --model NAME"),
@@ -111,7 +115,8 @@ def test_a_prefect_url_with_no_server_behind_it_is_a_one_line_error(tmp_path):
 
     result = run_curate(["run", "multiverse"], tmp_path, {"PREFECT_API_URL": f"http://127.0.0.1:{free_port()}/api"})
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "no Prefect server answers at PREFECT_API_URL" in result.stderr and "unset PREFECT_API_URL" in result.stderr
+    assert "no Prefect server answers at http://127.0.0.1:" in result.stderr and "PREFECT_API_URL setting" in \
+        result.stderr
 
 
 def test_images_hash_and_dups_without_prefect_or_home_writes(tmp_path):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.report import funnel_text, load_report
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.report.run import funnel_text, load_report
+from benchcurate.curation.engine.store import RunStore
 from tests.factories import make_image
 from tests.helpers import (
     MULTIVERSE_STAGES,

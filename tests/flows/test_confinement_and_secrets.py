@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from benchcurate.curation.local_server import LocalServer
+from benchcurate.annotation.local_server import LocalServer
 from benchcurate.curation.models.pricing import BudgetExceeded, cost_usd, estimate_input_tokens
-from benchcurate.curation.runner import run_all, run_stage
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.runner import run_all, run_stage
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.flows.prefect_server import local_server
 from benchcurate.schemas import Price
 from tests.factories import make_image, scripted_reply

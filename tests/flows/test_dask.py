@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from benchcurate.curation.runner import PROCESS_CHUNK_ITEMS
+from benchcurate.curation.engine.runner import PROCESS_CHUNK_ITEMS
 from tests.factories import make_image, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import REPO, SESSION_DIR, funnel, run_curate, stage_outputs
-from tests.servers import dask_cluster
+from tests.servers import dask_cluster, dask_scheduler, dask_workers
 
 pytestmark = pytest.mark.slow
 WORKER_KEY = "sk-test-dask-workers-0123"  # what the workers' environment holds; no task argument carries it
@@ -45,7 +45,7 @@ def tasks_per_worker(address: str, marker: str) -> dict[str, int]:
 def test_a_run_on_the_cluster_spreads_hashing_over_both_workers_and_matches_a_local_run(cluster, demo_run,
                                                                                           prefect_env, tmp_path):
     _, local = demo_run  # the session's demo run, on this machine
-    distributed = run_curate(["run", "multiverse", "--run-id", "dask", "--no-release", "--progress", "none",
+    distributed = run_curate(["run", "multiverse", "--demo", "--run-id", "dask", "--no-release", "--progress", "none",
                               "--dask-address", cluster], tmp_path, prefect_env)
     assert distributed.returncode == 0, distributed.stderr[-3000:]
     assert funnel(distributed.stdout) == funnel(local.stdout)
@@ -104,3 +104,30 @@ def test_model_calls_run_on_the_cluster_and_give_the_local_run_s_decisions(clust
     assert sum(after.values()) - sum(before.values()) == len(decided), (before, after)
     assert sent_locally > 6 and sent_from_cluster == sent_locally
     assert decided == stage_outputs(tmp_path / "outputs" / "runs" / "calls")
+
+
+def test_a_cluster_without_workers_is_one_line_within_the_wait_and_the_same_command_then_resumes(prefect_server,
+                                                                                                 tmp_path):
+    """No worker (none started yet, or every one gone): one line and exit 3 after the wait, not a silent hang; once
+    workers are there, the same command runs. Skipped stages of the resumed run say so."""
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "PYTHONPATH": str(REPO)}
+    for seed in range(4):
+        make_image(tmp_path / "images" / f"{seed}.png", seed)
+    with dask_scheduler(env, tmp_path) as (address, _):
+        args = ["run", "multiverse", "--input", str(tmp_path / "images"), "--run-id", "idle", "--no-release",
+                "--progress", "log", "--dask-address", address, "--set", "execution.dask_wait_seconds=3",
+                "--set", "image_quality.min_quality_score=1"]
+        alone = run_curate(args, tmp_path, env, timeout=120)
+        assert alone.returncode == 3, alone.stderr[-3000:]
+        last = alone.stderr.strip().splitlines()[-1]
+        assert f"the Dask scheduler at {address} has no worker (waited 3 s)" in last or \
+            f"the Dask cluster at {address} has had no worker for 3 s" in last, last
+        assert last.endswith(f"resume with: curate run multiverse --run-id idle --dask-address {address} "
+                             f"--no-release")
+        assert "Traceback" not in alone.stderr
+        with dask_workers(address, env, tmp_path):
+            first = run_curate(args, tmp_path, {**env, "PREFECT_LOGGING_LEVEL": "INFO"}, timeout=300)
+            again = run_curate(args, tmp_path, {**env, "PREFECT_LOGGING_LEVEL": "INFO"}, timeout=300)
+    assert first.returncode == 0 and again.returncode == 0, first.stderr[-3000:] + again.stderr[-3000:]
+    assert "skipped, already done" not in first.stderr
+    assert again.stderr.count("skipped, already done") == 15, again.stderr[-3000:]

@@ -53,7 +53,7 @@ def test_served_deployment_runs_and_rejects_bad_parameters(prefect_env, tmp_path
                                "--watch-interval", "1", "--watch-timeout", "300"],
                               env=env, capture_output=True, text=True, timeout=330)
         assert good.returncode == 0 and "Completed" in good.stdout, good.stdout + good.stderr + log.read_text()[-3000:]
-        releases = [path for path in (tmp_path / "served" / "releases" / "multiverse-curated").iterdir()
+        releases = [path for path in (tmp_path / "served" / "releases" / "multiverse-curated-demo").iterdir()
                     if not path.name.startswith(".")]  # .lock: one writer at a time
         assert len(releases) == 1 and (releases[0] / "manifest.json").exists()
         runs, artifacts = read_prefect(prefect_env["PREFECT_API_URL"])

@@ -20,7 +20,7 @@ import pytest
 
 from benchcurate.curation.release.verify import verify
 from benchcurate.curation.release.writer import write_release
-from benchcurate.curation.report import funnel_text, load_report
+from benchcurate.curation.report.run import funnel_text, load_report
 from tests.factories import make_image
 from tests.helpers import CURATE, MULTIVERSE_STAGES, SMALL, finished_run, funnel, summary_lines
 

@@ -6,11 +6,12 @@ import json
 import os
 import shutil
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.store import RunStore
+from benchcurate.curation.engine.store import RunStore
 from tests.helpers import CURATE, REPO, curate_in_process, run_curate
 
 SHOT_DIR = Path(__file__).resolve().parents[1] / "output" / "report"
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slow
 def demo_run(tmp_path_factory, prefect_env) -> Path:
     """The demo run, with its release skipped (the report is the run's)."""
     work = tmp_path_factory.mktemp("report")
-    result = run_curate(["run", "multiverse", "--run-id", "shown", "--no-release", "--progress", "none",
+    result = run_curate(["run", "multiverse", "--demo", "--run-id", "shown", "--no-release", "--progress", "none",
                          "--out", str(work / "outputs")], work, prefect_env)
     assert result.returncode == 0, result.stderr[-3000:]
     return work / "outputs" / "runs" / "shown"
@@ -41,6 +42,25 @@ def test_every_run_writes_its_report_and_the_command_rewrites_it_without_remakin
     # an item whose file cannot be decoded is shown without a picture, and says so
     truncated = (index.parent / "drops-image_phash-image_truncated-1.html").read_text(encoding="utf-8")
     assert "no picture (the file cannot be decoded)" in truncated and "thumbs/" not in truncated
+    assert "<dd>broken/truncated.jpg</dd>" in truncated  # the file's name, not only its id
+
+
+def test_drop_cards_say_each_fact_once_and_name_the_files_they_point_at(demo_run):
+    import re
+
+    folder = demo_run / "report" / "html"
+    pages = sorted(folder.glob("drops-*.html"))
+    assert len(pages) >= 8
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "object at 0x" not in text, page.name
+        for evidence in re.findall(r'<dl class="evidence">(.*?)</dl>', text, re.S):
+            rows = re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", evidence, re.S)
+            assert len(rows) == len(set(rows)), (page.name, rows)
+    near = (folder / "drops-image_near_dedup-near_duplicate-1.html").read_text(encoding="utf-8")
+    pointed = re.findall(r"<dt>near_duplicate_of</dt><dd>([0-9a-f]{16}) \((.+?)\)</dd>", near)
+    assert pointed and all(name.endswith((".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff"))
+                           for _, name in pointed)
 
 
 def test_the_page_loads_cleanly_shows_the_funnel_the_groups_and_filters(demo_run):
@@ -68,6 +88,7 @@ def test_the_page_loads_cleanly_shows_the_funnel_the_groups_and_filters(demo_run
     assert seen["elsewhere"].startswith(f"{matches} match in all: page 1 ({seen['after']})")
     assert seen["afterLink"] == seen["after"]  # the filter travels in a link
     assert seen["missingAlt"] == 0 and seen["focused"] == "Skip to the content"  # alt texts; the keyboard's way in
+    assert seen["thumbnails"] >= 10 and seen["landscape"] > 0 and seen["distorted"] == []
     for section in ("funnel", "labels", "selection", "costs", "review", "groups", "drops", "samples"):
         assert (SHOT_DIR / f"report_{section}.png").stat().st_size > 5_000, section
 
@@ -76,7 +97,7 @@ def test_a_release_gets_the_same_pages_beside_it_and_stays_intact(demo_run):
     out = demo_run.parent.parent
     made = curate_in_process(["release", str(demo_run), "--version", "1.0.0", "--out", str(out)])
     assert made.returncode == 0, made.stderr
-    release = out / "releases" / "multiverse-curated" / "1.0.0"
+    release = out / "releases" / "multiverse-curated-demo" / "1.0.0"
     result = curate_in_process(["release", "report", str(release)])
     index = Path(result.stdout.strip())
     assert result.returncode == 0 and index == release.parent / "1.0.0.report" / "index.html"
@@ -92,25 +113,40 @@ def test_a_release_gets_the_same_pages_beside_it_and_stays_intact(demo_run):
 
 
 def test_selection_steps_and_the_samples_reviewers_disagreed_on_are_shown(demo_run, tmp_path):
-    from benchcurate.curation.html_report import write_html_report
+    from benchcurate.curation.report.html import write_html_report
 
     run = tmp_path / "run"  # a copy: the stages' outputs are read where they are, the report written here
     shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("html"))
     store = RunStore(run)
     final = [json.loads(line)["id"] for line in store.kept_path(len(store.chain()) - 1).read_text().splitlines()]
     split, agreed = final[0], final[1]
-    review = run / "review"
-    review.mkdir(exist_ok=True)
-    outcomes = {  # as `curate review pull` records them
-        split: {"status": "pending", "phase": 1, "answers": {"needs_image": [["ann", "yes"], ["bo", "no"]]}},
-        agreed: {"status": "accepted", "phase": 1, "answers": {"needs_image": [["ann", "yes"], ["bo", "yes"]]}}}
-    (review / "outcomes.json").write_text(json.dumps(outcomes))
-    (review / "agreement.json").write_text(json.dumps(
-        {"needs_image": {"percent": 0.5, "fleiss_kappa": 0.0, "items_with_two_or_more": 2}}))
+    from benchcurate.curation.review.fields import review_fields
+    from benchcurate.curation.review.policy import RoundInput, Submitted, decide_round
+    from benchcurate.curation.engine.store import write_json_atomic
+    from benchcurate.schemas import Sample
+    from benchcurate.schemas.review import ReviewerAnswers
+
+    samples = {row["id"]: Sample.model_validate_json(row_text) for row_text in
+               store.kept_path(len(store.chain()) - 1).read_text().splitlines() for row in [json.loads(row_text)]
+               if row["id"] in (split, agreed)}
+    given = {split: ("yes", "no"), agreed: ("yes", "yes")}
+    submitted = [Submitted(sample_id, 1, ReviewerAnswers(reviewer=who, annotation_id=n, choices={
+        "natural": "yes", "correct": "yes", "needs_image": answers[k]}))
+        for n, (sample_id, answers) in enumerate(given.items()) for k, who in enumerate(("u-1", "u-2"))]
+    record = decide_round(RoundInput(  # as `curate review pull` records it
+        run_id="run", project="run review round 1", round=1, required=2, pulled_at=datetime.now(UTC),
+        fields={sample_id: review_fields(sample) for sample_id, sample in samples.items()}, submitted=submitted,
+        settled=[], adjudicators=None, names={"u-1": "ann", "u-2": "bo"}, rejected=[]))
+    (run / "review").mkdir(exist_ok=True)
+    write_json_atomic(run / "review" / "record.json", record.model_dump(mode="json"))
     index = write_html_report(run)
     page = index.read_text(encoding="utf-8")
     table = page.split('class="disagreements"')[1].split("</table>")[0]
     assert split in table and agreed not in table and "ann yes" in table and "bo no" in table
+    review = page.split('id="review"')[1].split("</section>")[0]
+    assert "undefined: every answer was &#39;yes&#39;" in review  # natural: kappa has no value, not 1.00
+    reviewers = review.split('class="reviewers"')[1].split("</table>")[0]
+    assert '<tr data-reviewer="u-1"><td>ann</td><td class="num">2</td>' in reviewers
     anchor = table.split('href="')[1].split('"')[0]
     assert f'id="{anchor.split("#")[1]}"' in (index.parent / anchor.split("#")[0]).read_text(encoding="utf-8")
     sampled = next(s for s in json.loads(curate_in_process(["report", str(demo_run), "--json"]).stdout)

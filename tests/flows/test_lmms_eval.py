@@ -1,6 +1,7 @@
 """An exported lmms-eval task run by lmms-eval 0.7.3 itself (its own venv, `make lmms-eval`), with its OpenAI-compatible
 model and the task's judge both pointed at the loopback server: one lmms-eval command over the four recipes'
-tasks, its results file read back and checked against what the planted share implies."""
+tasks, its results file read back and checked against what the planted share implies; then its logged samples
+scored again by `curate eval --predictions`, which must find the same headline."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import subprocess
 
 import pytest
 
-from benchcurate.curation.evaluation.exports.lmms_eval import export_lmms_eval
+from benchcurate.curation.evaluation.engine import evaluate
+from benchcurate.curation.evaluation.exports.lmms_eval import AGGREGATIONS, export_lmms_eval
 from benchcurate.curation.evaluation.judging import flattened_question, turn_items
-from benchcurate.curation.evaluation.release import open_release, rows
+from benchcurate.curation.release.reading import open_release, rows
 from benchcurate.curation.release.writer import write_release
+from benchcurate.schemas.evaluation import EvalOptions
 from tests.fakes.judges import marked, marker_world, model_reply
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import REPO, SMALL, finished_run
@@ -62,8 +65,12 @@ def expected(recipe: str, data: list[dict]) -> dict[str, float]:
     every = [flag for found in flags for flag in found]
     if recipe == "multiverse":
         return {"score": 100 * sum(every) / len(every)}
-    if recipe == "alignmmbench":
-        return {"rating": sum(10 if flag else 2 for flag in every) / len(every)}
+    if recipe == "alignmmbench":  # Table 3's Avg: the mean of the task means
+        tasks: dict[str, list[int]] = {}
+        for row, found in zip(data, flags):
+            task = turn_items(row, recipe)[0].extra["task"] or "unlabelled"
+            tasks.setdefault(task, []).extend(10 if flag else 2 for flag in found)
+        return {"rating": sum(sum(r) / len(r) for r in tasks.values()) / len(tasks)}
     if recipe == "probench":  # the judge reads the whole conversation: any marked answer wins it
         return {"win_rate": 100 * sum(any(found) for found in flags) / len(flags)}
     return {"S1": 100 * sum(found[0] for found in flags) / len(flags)}
@@ -85,6 +92,13 @@ def test_lmms_eval_runs_the_exported_tasks_and_scores_them_like_curate_eval(task
              "--tasks", names, "--include_path", str(tmp_path / "tasks"), "--limit", str(LIMIT), "--output_path",
              str(tmp_path / "results"), "--log_samples", "--timezone", "UTC", "--verbosity", "DEBUG"],
             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+        rescored = {}
+        for recipe, (release, task) in made.items():  # the same answers, judged by curate eval
+            log = next((tmp_path / "results").rglob(f"*_samples_{task.name}.jsonl"))
+            rescored[recipe] = json.loads((evaluate(EvalOptions(
+                release=str(release), candidate={"model": "fake-vlm-mini"}, predictions=str(log),
+                judge={"model": "fake-vlm", "base_url": server.base_url}, out=str(tmp_path / "evals"))
+            ) / "results.json").read_text())
     assert done.returncode == 0, done.stderr[-4000:]
     (results_file,) = (tmp_path / "results").rglob("*_results.json")
     results = json.loads(results_file.read_text())
@@ -97,3 +111,6 @@ def test_lmms_eval_runs_the_exported_tasks_and_scores_them_like_curate_eval(task
         log = next(results_file.parent.glob(f"*_samples_{task.name}.jsonl"))
         indexes = [json.loads(line)["failures"]["index"] for line in log.read_text().splitlines()]
         assert indexes == [row["index"] for row in first_rows(release, LIMIT)], recipe
+        headline = next(iter(AGGREGATIONS[recipe]))
+        assert rescored[recipe]["score"] == pytest.approx(reported[f"{headline},none"], abs=1e-2), recipe
+        assert rescored[recipe]["predictions"]["harness"] == "lmms-eval" and rescored[recipe]["failures"] == {}

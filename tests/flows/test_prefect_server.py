@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.local_server import LocalServer, ServerRecord, process_start
+from benchcurate.annotation.local_server import LocalServer, ServerRecord, process_start
 from benchcurate.flows import prefect_server
 from tests.factories import make_image
 from tests.helpers import read_prefect
@@ -101,3 +101,70 @@ def test_a_recorded_pid_whose_command_line_is_empty_is_not_the_server(tmp_path):
     record = ServerRecord(pid=empty[0], port=1, started=process_start(empty[0]), marker="label-studio")
     (tmp_path / "server.json").write_text(json.dumps(record.__dict__))
     assert server.running() is None and server.stop() is False
+
+
+def test_a_local_server_whose_output_folder_is_deleted_stops(no_configured_server, tmp_path):
+    out = tmp_path / "outputs"
+    record, started = prefect_server.ensure(out)  # idle for an hour before it would stop by itself
+    assert started and prefect_server.healthy(record)
+    import shutil
+
+    shutil.rmtree(out)
+    deadline = time.monotonic() + 4 * prefect_server.FOLDER_CHECK_SECONDS + 15
+    while process_start(record.pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert process_start(record.pid) is None, "the server outlived its folder"
+
+
+def test_a_prefect_server_killed_mid_run_is_one_line_exit_3_and_the_same_command_resumes(no_configured_server,
+                                                                                         tmp_path):
+    env, out = no_configured_server, tmp_path / "outputs"
+    for seed in range(260):
+        make_image(tmp_path / "images" / f"{seed}.png", seed, (480, 360))
+    args = ["run", "multiverse", "--input", str(tmp_path / "images"), "--run-id", "lost", "--no-release",
+            "--progress", "none", "--jobs", "1", "--set", "image_quality.min_quality_score=1"]
+    run = subprocess.Popen([str(Path(sys.executable).parent / "curate"), *args], cwd=tmp_path, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list((out / "runs" / "lost").glob("stages/*_image_phash/*")):
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1][-3000:]
+            time.sleep(0.1)
+        record = prefect_server.local_server(out).record()
+        os.kill(record.pid, 9)
+        _, stderr = run.communicate(timeout=60)  # Prefect's own retries would take over a minute
+    finally:
+        run.kill()
+        prefect_server.down(out)
+    assert run.returncode == 3, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: the Prefect server at http://127.0.0.1:{record.port}/api stopped answering")
+    assert last.endswith("resume with: curate run multiverse --run-id lost --jobs 1 --no-release")
+    assert "Traceback" not in stderr
+    try:
+        resumed = curate(args, tmp_path, env)
+    finally:
+        prefect_server.down(out)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "15/15 stages done" in resumed.stdout
+
+
+def test_curate_asks_prefect_for_its_settings_a_prefect_toml_included(no_configured_server, tmp_path):
+    """The server named in prefect.toml (Prefect's own settings file in the working folder) records the run, as it
+    does a plain Prefect flow's; no local server is started."""
+    server = tmp_path / "configured"
+    record, _ = prefect_server.ensure(server)
+    try:
+        (tmp_path / "prefect.toml").write_text(f'[api]\nurl = "{prefect_server.api_url(record)}"\n')
+        for seed in range(3):
+            make_image(tmp_path / "images" / f"{seed}.png", seed)
+        result = curate(["run", "multiverse", "--input", str(tmp_path / "images"), "--run-id", "toml",
+                         "--no-release", "--progress", "none", "--set", "image_quality.min_quality_score=1"],
+                        tmp_path, no_configured_server)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "starting a local Prefect server" not in result.stderr
+        assert not (tmp_path / "outputs" / "prefect").exists()
+        runs, _ = read_prefect(prefect_server.api_url(record))
+        assert any((run.parameters.get("options") or {}).get("run_id") == "toml" for run in runs)
+    finally:
+        prefect_server.down(server)

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from PIL import Image
 
-from benchcurate.curation.errors import UserError
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.release.writer import write_release
 from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -101,7 +101,8 @@ def test_ctrl_c_in_a_worker_pool_stage_ends_the_run_at_once_and_a_rerun_resumes(
     os.killpg(run.pid, signal.SIGINT)
     stdout, stderr = run.communicate(timeout=30)
     assert run.returncode == 130 and time.monotonic() - interrupted_at < 10, (stdout[-2000:], stderr[-3000:])
-    assert "interrupted; nothing finished is lost: rerun `curate run multiverse --run-id ctrl-c`" in stderr
+    assert ("interrupted; nothing finished is lost: resume with: curate run multiverse --run-id ctrl-c --jobs 2 "
+            "--no-release --prefect-server temporary") in stderr
     assert "Traceback" not in stderr
     assert all_gone(workers, 5)
     assert not list(run_dir.glob("stages/*_image_quality/*/DONE"))  # it was stopped inside the stage

@@ -17,32 +17,40 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchcurate.curation.errors import UserError
 from benchcurate.curation.evaluation import judging
 from benchcurate.curation.evaluation.engine import PROMPT_VERSION, protocol_for
-from benchcurate.curation.evaluation.release import open_release, rows
-from benchcurate.curation.prompting import load_prompt
-from benchcurate.curation.release.verify import split_of
+from benchcurate.curation.evaluation.exports import clear_for_export
+from benchcurate.curation.models.prompting import load_prompt
+from benchcurate.curation.release.reading import open_release, rows, split_files, verified
 
 HERE = Path(__file__).resolve().parent
 # metric -> the aggregation function in utils.py, per recipe; the first is the paper's headline
 AGGREGATIONS = {
-    "multiverse": {"score": "mv_score", "checklist_completion": "mv_checklist_completion", "quality": "mv_quality",
-                   "per_turn": "mv_per_turn", "failures": "failures"},
-    "convbench": {"R1": "cb_r1", "R2": "cb_r2", "S1": "cb_s1", "S2": "cb_s2", "S3": "cb_s3", "S0": "cb_s0",
-                  "failures": "failures"},
-    "probench": {"bradley_terry": "pb_bradley_terry", "win_rate": "pb_win_rate", "elo_online": "pb_elo_online",
-                 "failures": "failures"},
-    "alignmmbench": {"rating": "amb_rating", "per_task": "amb_per_task",
-                     "robustness_mean_range": "amb_robustness_mean_range", "failures": "failures"},
+    "multiverse": {
+        "score": "mv_score",
+        "checklist_completion": "mv_checklist_completion",
+        "quality": "mv_quality",
+        "per_turn": "mv_per_turn",
+    },
+    "convbench": {"R1": "cb_r1", "R2": "cb_r2", "S1": "cb_s1", "S2": "cb_s2", "S3": "cb_s3", "S0": "cb_s0"},
+    "probench": {"bradley_terry": "pb_bradley_terry", "win_rate": "pb_win_rate", "elo_online": "pb_elo_online"},
+    "alignmmbench": {
+        "rating": "amb_rating",
+        "per_question_mean": "amb_per_question_mean",
+        "per_task": "amb_per_task",
+        "rewrite_spread_ours": "amb_rewrite_spread_ours",
+    },
 }
-HISTORY = {"multiverse": "the gold conversation before each turn (MultiVerse's Oracle setting)",
-           "convbench": "the model's own earlier answers (ConvBench's setting (i); the gold-history settings (ii) "
-                        "and (iii) and the nine scores need `curate eval`)",
-           "probench": "the model's own earlier answers; the judge compares the conversation with the release's "
-                       "baseline answers in both orders",
-           "alignmmbench": "the sample's given dialogue history, before the seed question and before each kept "
-                           "rewrite"}
+FAILURES = {"failures": "failures", "failure_reasons": "failure_reasons"}  # every task's, after the recipe's
+LOWER_IS_BETTER = {"failures", "failure_reasons", "rewrite_spread_ours"}
+HISTORY = {
+    "multiverse": "the gold conversation before each turn (MultiVerse's Oracle setting)",
+    "convbench": "the model's own earlier answers (ConvBench's setting (i); the gold-history settings (ii) "
+    "and (iii) and the nine scores need `curate eval`)",
+    "probench": "the model's own earlier answers; the judge compares the conversation with the release's "
+    "baseline answers in both orders",
+    "alignmmbench": "the sample's given dialogue history, before the seed question and before each kept rewrite",
+}
 
 
 @dataclass(frozen=True)
@@ -56,30 +64,43 @@ def task_name(release_name: str, version: str) -> str:
 
 
 def export_lmms_eval(release_folder: Path, to: Path, split: str = "test") -> ExportedTask:
-    release = open_release(release_folder)
+    release = verified(open_release(release_folder))
     protocol = protocol_for(release)
     name = task_name(release.name, release.version)
     folder = to / name
-    parquet = sorted(path for path in (release.folder / "data").glob("*.parquet") if split_of(path) == split)
-    if not parquet:
-        raise UserError(f"release {release.name} {release.version} has no split '{split}' (it has: "
-                        f"{', '.join(release.manifest.splits)})")
+    parquet = split_files(release, split)
     rounds = max((len(judging.turn_items(row, release.recipe)) for row in rows(release, split)), default=1)
-    if folder.exists():
-        shutil.rmtree(folder)
+    clear_for_export(
+        folder, {"data", "utils.py", "benchcurate_judging.py", "task.json", f"{name}.yaml", "README.md", "__pycache__"}
+    )
     (folder / "data").mkdir(parents=True)
     for path in parquet:
         shutil.copyfile(path, folder / "data" / path.name)
     shutil.copyfile(HERE / "lmms_eval_utils.py", folder / "utils.py")
     shutil.copyfile(HERE.parent / "judging.py", folder / "benchcurate_judging.py")
     prompts = {prompt_id: load_prompt(prompt_id, PROMPT_VERSION) for prompt_id in protocol.prompts}
-    task = {"recipe": release.recipe, "release": release.name, "version": release.version, "split": split,
-            "release_checksums_sha256": release.checksums_sha256, "history": HISTORY[release.recipe],
-            "prompts": {prompt_id: {"version": prompt.version, "sha256": prompt.sha256, "system": prompt.system,
-                                    "user": prompt.user, "parts": prompt.parts} for prompt_id, prompt in prompts.items()}}
+    task = {
+        "recipe": release.recipe,
+        "release": release.name,
+        "version": release.version,
+        "split": split,
+        "release_checksums_sha256": release.checksums_sha256,
+        "history": HISTORY[release.recipe],
+        "prompts": {
+            prompt_id: {
+                "version": prompt.version,
+                "sha256": prompt.sha256,
+                "system": prompt.system,
+                "user": prompt.user,
+                "parts": prompt.parts,
+            }
+            for prompt_id, prompt in prompts.items()
+        },
+    }
     (folder / "task.json").write_text(json.dumps(task, ensure_ascii=False, indent=1), encoding="utf-8")
-    (folder / f"{name}.yaml").write_text(task_yaml(name, release.recipe, split, rounds, folder.resolve() / "data"),
-                                         encoding="utf-8")
+    (folder / f"{name}.yaml").write_text(
+        task_yaml(name, release.recipe, split, rounds, folder.resolve() / "data"), encoding="utf-8"
+    )
     (folder / "README.md").write_text(readme(name, release, folder), encoding="utf-8")
     return ExportedTask(name, folder)
 
@@ -87,24 +108,28 @@ def export_lmms_eval(release_folder: Path, to: Path, split: str = "test") -> Exp
 def task_yaml(name: str, recipe: str, split: str, rounds: int, data: Path) -> str:
     """The task; its data path is absolute (lmms-eval hands data_files to `datasets`, which reads them from the
     working directory): export again after moving the folder."""
-    metrics = "".join(f"  - metric: {metric}\n    aggregation: !function utils.{function}\n"
-                      f"    higher_is_better: {'false' if metric == 'failures' else 'true'}\n"
-                      for metric, function in AGGREGATIONS[recipe].items())
-    return (f"# A benchcurate {recipe} release as an lmms-eval task (written by `curate export lmms-eval`).\n"
-            f"# One document per sample (--limit counts samples); one agentic round per question.\n"
-            f"task: {name}\n"
-            f"dataset_path: parquet\n"
-            f"dataset_kwargs:\n  data_files:\n    {split}: {json.dumps(str(data / f'{split}-*.parquet'))}\n"
-            f"test_split: {split}\n"
-            f"output_type: generate_until_agentic\n"
-            f"doc_to_visual: !function utils.doc_to_visual\n"
-            f"doc_to_text: !function utils.doc_to_text\n"
-            f"doc_to_target: !function utils.doc_to_target\n"
-            f"process_results: !function utils.process_results\n"
-            f"process_results_use_image: true\n"
-            f"metric_list:\n{metrics}"
-            f"generation_kwargs:\n  max_new_tokens: 1024\n  temperature: 0\n  max_agentic_steps: {rounds + 1}\n"
-            f"metadata:\n  version: 1\n")
+    metrics = "".join(
+        f"  - metric: {metric}\n    aggregation: !function utils.{function}\n"
+        f"    higher_is_better: {'false' if metric in LOWER_IS_BETTER else 'true'}\n"
+        for metric, function in {**AGGREGATIONS[recipe], **FAILURES}.items()
+    )
+    return (
+        f"# A benchcurate {recipe} release as an lmms-eval task (written by `curate export lmms-eval`).\n"
+        f"# One document per sample (--limit counts samples); one agentic round per question.\n"
+        f"task: {name}\n"
+        f"dataset_path: parquet\n"
+        f"dataset_kwargs:\n  data_files:\n    {split}: {json.dumps(str(data / f'{split}-*.parquet'))}\n"
+        f"test_split: {split}\n"
+        f"output_type: generate_until_agentic\n"
+        f"doc_to_visual: !function utils.doc_to_visual\n"
+        f"doc_to_text: !function utils.doc_to_text\n"
+        f"doc_to_target: !function utils.doc_to_target\n"
+        f"process_results: !function utils.process_results\n"
+        f"process_results_use_image: true\n"
+        f"metric_list:\n{metrics}"
+        f"generation_kwargs:\n  max_new_tokens: 1024\n  temperature: 0\n  max_agentic_steps: {rounds + 1}\n"
+        f"metadata:\n  version: 1\n"
+    )
 
 
 def readme(name: str, release, folder: Path) -> str:
@@ -131,8 +156,12 @@ python -m lmms_eval --model openai --model_args model_version=<model> --tasks {n
 - The YAML names its data by absolute path: export again after moving this folder.
 - **The result**: `results/<model>/<time>_results.json`, at `results["{name}"]["{headline},none"]` (the paper's
   headline), beside the other metrics; `failures` counts judged turns that have no score (an unreadable judge reply,
-  asked twice; a failed model request), which never count as zeros.
+  asked twice; a failed model request; a judge left unconfigured), which never count as zeros, and
+  `failure_reasons` says why, per kind, with one message each. Metrics marked `_ours` are not the paper's.
 - **Check the results file**, not the exit code: lmms-eval exits 0 when a task fails (a missing key, an unreachable
   server). `--verbosity DEBUG` makes such failures exit 1.
+- **The whole protocol on the same answers**: `--log_samples` keeps each sample's answers, and
+  `curate eval <release> --model <name> --judge-model <judge> --predictions results/<model>/<time>_samples_{name}.jsonl`
+  judges them with the paper's full protocol (intervals, breakdowns, the leaderboard).
 - Keys go in environment variables, never in `--model_args` (lmms-eval writes those into the results file).
 """

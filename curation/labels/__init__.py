@@ -1,0 +1,1 @@
+"""Stages that assign and merge labels: ProBench fields, category and task label normalisation."""

@@ -1,0 +1,175 @@
+"""Command-line options made from an options model (schemas.RunOptions, schemas.EvalOptions): each option is
+defined once, as the model's field with its description; the command's flag, its help and its default come from
+there, and what the user typed is validated by the model (one line on a mistake, never a traceback).
+
+A `Flag` names the field (or `field.subfield` of a nested model), and, where the command line differs from the
+field, its flag name, the type the command line reads, and how a typed value becomes the field's value.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+import typer
+from pydantic import BaseModel, ValidationError
+
+from benchcurate.curation.core.errors import UserError
+
+
+@dataclass(frozen=True)
+class Flag:
+    path: str  # the field, or field.subfield of a nested model
+    name: str | None = None  # the flag, default --<field-name-with-dashes>
+    reads: Any = None  # what the command line reads; default: the field's own type
+    parse: Callable[[Any], Any] | None = None  # the typed value -> the field's value
+    metavar: str | None = None
+    required: bool = False
+    boolean: str | None = None  # a bool flag's spelling, e.g. "--batch/--no-batch" or "--demo"
+
+    @property
+    def parameter(self) -> str:
+        return self.path.replace(".", "__")
+
+
+def field_of(model: type[BaseModel], path: str):
+    """The pydantic FieldInfo at `path` (`candidate.model`: the `model` field of the `candidate` field's model)."""
+    owner, *rest = path.split(".")
+    info = model.model_fields[owner]
+    for part in rest:
+        nested = next(
+            arg for arg in _arguments(info.annotation) if isinstance(arg, type) and issubclass(arg, BaseModel)
+        )
+        info = nested.model_fields[part]
+    return info
+
+
+def _arguments(annotation) -> tuple:
+    return typing.get_args(annotation) or (annotation,)
+
+
+def _plain(annotation):
+    """The type a field holds, without None; a Literal is read as text and checked by the model."""
+    options = (
+        [arg for arg in _arguments(annotation) if arg is not type(None)]
+        if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
+        else [annotation]
+    )
+    found = options[0] if len(options) == 1 else str
+    return str if typing.get_origin(found) is Literal else found
+
+
+def help_text(model: type[BaseModel], path: str) -> str:
+    """The field's description as a sentence (a nested field's: its owner's, then its own), with the model's
+    default where it has a plain one."""
+    parts = path.split(".")
+    described = [
+        (field_of(model, ".".join(parts[:size])).description or "").strip() for size in range(1, len(parts) + 1)
+    ]
+    text = ": ".join(part for part in described if part)
+    text = text[:1].upper() + text[1:]
+    text += "" if not text or text.endswith(".") else "."
+    default = field_of(model, path).default
+    if isinstance(default, str | int | float) and not isinstance(default, bool) and default != "":
+        text += f" Default: {default}."
+    return text
+
+
+def _bool_form(flag: Flag, info) -> tuple[Any, Any]:
+    """(annotation, default) of a bool flag: `--demo` is off unless given; `--batch/--no-batch` is unset (None)
+    unless given when the field's default is None, else starts at the field's default."""
+    if "/" not in (flag.boolean or ""):
+        return bool, False
+    return (Optional[bool], None) if info.default is None else (bool, info.default)  # typer
+
+
+def parameters(model: type[BaseModel], flags: list[Flag]) -> list[inspect.Parameter]:
+    """One keyword parameter per flag, annotated for typer with the field's description as its help."""
+    found = []
+    for flag in flags:
+        info = field_of(model, flag.path)
+        reads = flag.reads or _plain(info.annotation)
+        names = [flag.boolean or flag.name or "--" + flag.path.split(".")[-1].replace("_", "-")]
+        if reads is bool:
+            annotation, default = _bool_form(flag, info)
+        elif flag.required:
+            annotation, default = reads, ...
+        else:
+            annotation, default = Optional[reads], None  # typer reads Optional; None: not given
+        option = typer.Option(*names, help=help_text(model, flag.path), metavar=flag.metavar, show_default=False)
+        found.append(
+            inspect.Parameter(
+                flag.parameter,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=default,
+                annotation=Annotated[annotation, option],
+            )
+        )
+    return found
+
+
+def values(flags: list[Flag], given: dict[str, Any]) -> dict[str, Any]:
+    """The model's fields (nested for `field.subfield`) from what the command received: a flag left out is left
+    out, so the model's default (or, for a run, the earlier attempt's value) applies."""
+    found: dict[str, Any] = {}
+    for flag in flags:
+        value = given.get(flag.parameter)
+        if value is None or value == [] or (value is False and "/" not in (flag.boolean or "/")):
+            continue
+        if isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, list):
+            value = [str(item) if isinstance(item, Path) else item for item in value]
+        if flag.parse is not None:
+            value = flag.parse(value)
+        target = found
+        *owners, last = flag.path.split(".")
+        for owner in owners:
+            target = target.setdefault(owner, {})
+        target[last] = value
+    return found
+
+
+def with_flags(function: Callable, model: type[BaseModel], flags: list[Flag]) -> Callable:
+    """`function` (its own parameters, then **options) with the flags of `model` in its signature, for typer."""
+    hints = typing.get_type_hints(function, include_extras=True)  # the annotations as objects, not strings
+    own = [
+        parameter.replace(annotation=hints.get(parameter.name, parameter.annotation))
+        for parameter in inspect.signature(function).parameters.values()
+        if parameter.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    positional = [parameter for parameter in own if parameter.default is inspect.Parameter.empty]
+    keyword = [
+        parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for parameter in own
+        if parameter.default is not inspect.Parameter.empty
+    ]
+    function.__signature__ = inspect.Signature([*positional, *parameters(model, flags), *keyword])
+    return function
+
+
+def validated(model: type[BaseModel], flags: list[Flag], fields: dict[str, Any]):
+    """`model` from the fields `values` made; a mistake is one line naming the flag the user typed, not the field."""
+    try:
+        return model.model_validate(fields)
+    except ValidationError as error:
+        named = {
+            tuple(flag.path.split(".")): (
+                flag.boolean or flag.name or "--" + flag.path.split(".")[-1].replace("_", "-")
+            ).split("/")[0]
+            for flag in flags
+        }
+        lines = []
+        for entry in error.errors(include_url=False):
+            where = tuple(str(part) for part in entry["loc"])
+            flag = next(
+                (named[where[:size]] for size in range(len(where), 0, -1) if where[:size] in named), ".".join(where)
+            )
+            text = entry["msg"].removeprefix("Value error, ")
+            lines.append(f"{flag}: {text[:1].lower()}{text[1:]}" if flag else text)
+        raise UserError("; ".join(lines)) from error
