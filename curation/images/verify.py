@@ -154,19 +154,27 @@ def oriented(found: Picture, orientation: str) -> Picture:
     return Picture(np.asarray(Image.fromarray(found.fine).transpose(transpose)), box, size, found.traits)
 
 
+def squeezed_correlations(first: Picture, second: Picture, turns: list[str]) -> dict[str, float]:
+    """For each turn of the first picture, how its content squeezed to 32 x 32 pixels correlates with the
+    second's (one resize each: the first's small copy is turned, which is the small copy of it turned)."""
+    def squeezed(found: Picture) -> Image.Image:
+        return Image.fromarray(found.fine).resize((32, 32), Image.Resampling.BOX, box=found.content)
+
+    def standardised(image: Image.Image) -> np.ndarray:
+        return _standardised(np.asarray(image, dtype=np.float32), 0)
+
+    small, target = squeezed(first), standardised(squeezed(second))
+    return {turn: float((standardised(small if PIL_TRANSPOSE[turn] is None else small.transpose(PIL_TRANSPOSE[turn]))
+                         * target).mean()) for turn in turns}
+
+
 def likeliest_turns(first: Picture, second: Picture, turns: list[str], keep: int) -> list[str]:
     """The `keep` turns of the first picture (of `turns`, in their order when there are no more) whose content,
     squeezed to 32 x 32 pixels, correlates best with the second's: a picture whose pHash is near another's in
     every orientation (a simple icon) is verified in the likeliest few, not in all eight."""
     if len(turns) <= keep:
         return turns
-
-    def squeezed(found: Picture) -> np.ndarray:
-        image = Image.fromarray(found.fine).resize((32, 32), Image.Resampling.BOX, box=found.content)
-        return _standardised(np.asarray(image, dtype=np.float32), 0)
-
-    target = squeezed(second)
-    scores = {turn: float((squeezed(oriented(first, turn)) * target).mean()) for turn in turns}
+    scores = squeezed_correlations(first, second, turns)
     return sorted(turns, key=lambda turn: -scores[turn])[:keep]
 
 
