@@ -56,11 +56,15 @@ isolate_home()
 
 # --- command line and results ------------------------------------------------------------------------------------
 
+
 def arguments(doc: str, quick: str) -> argparse.ArgumentParser:
     """The script's parser: its docstring as help, and --quick (`quick` says what the sizes shrink to)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help=f"{quick}; every way still compared, the tables "
-                        f"printed, nothing written (tests/test_bench.py runs this)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"{quick}; every way still compared, the tables printed, nothing written (tests/test_bench.py runs this)",
+    )
     return parser
 
 
@@ -80,8 +84,9 @@ def demo_originals() -> list[tuple[Path, str]]:
 
     demo = ROOT / "curation" / "demo"
     photos = sorted(path for path in (demo / "photos").iterdir() if path.suffix.lower() in (".png", ".jpg", ".jpeg"))
-    return [(path, "photo") for path in photos] + [(demo / "rendered" / entry["file"], entry["kind"])
-                                                   for entry in shipped_index("rendered")]
+    return [(path, "photo") for path in photos] + [
+        (demo / "rendered" / entry["file"], entry["kind"]) for entry in shipped_index("rendered")
+    ]
 
 
 def scratch(prefix: str) -> Path:
@@ -117,21 +122,27 @@ def machine(*packages: str) -> dict:
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
         "cpu_model": cpu_model,
-        "cpu_flags_avx2": " avx2" in flags, "cpu_flags_avx512f": " avx512f" in flags,
-        "logical_cores": os.cpu_count(), "usable_cores": usable,
+        "cpu_flags_avx2": " avx2" in flags,
+        "cpu_flags_avx512f": " avx512f" in flags,
+        "logical_cores": os.cpu_count(),
+        "usable_cores": usable,
         "ram_gb": round(ram_bytes / 2**30, 1) if ram_bytes else None,
         "os": platform.platform(),
         "python": platform.python_version(),
-        "numpy": _package_version("numpy"), "pillow": _package_version("Pillow"),
-        "imagehash": _package_version("ImageHash"), "psutil": _package_version("psutil"),
+        "numpy": _package_version("numpy"),
+        "pillow": _package_version("Pillow"),
+        "imagehash": _package_version("ImageHash"),
+        "psutil": _package_version("psutil"),
         **{name: _package_version(name) for name in packages},
     }
 
 
 def machine_line(info: dict) -> str:
-    return (f"{info['cpu_model']}, {info['usable_cores']} cores, {info['ram_gb']} GB RAM; {info['os']}; "
-            f"Python {info['python']}, numpy {info['numpy']}, Pillow {info['pillow']}, "
-            f"imagehash {info['imagehash']}")
+    return (
+        f"{info['cpu_model']}, {info['usable_cores']} cores, {info['ram_gb']} GB RAM; {info['os']}; "
+        f"Python {info['python']}, numpy {info['numpy']}, Pillow {info['pillow']}, "
+        f"imagehash {info['imagehash']}"
+    )
 
 
 def timed(function: Callable[[], object]) -> tuple[float, object]:
@@ -154,8 +165,9 @@ def repeat(function: Callable[[], object], times: int) -> tuple[list[float], obj
     return seconds, result
 
 
-def per_call_us(function: Callable[[object], object], items: Sequence[object], repeats: int
-                ) -> tuple[float, list[float]]:
+def per_call_us(
+    function: Callable[[object], object], items: Sequence[object], repeats: int
+) -> tuple[float, list[float]]:
     """Microseconds per call of `function` over `items` one at a time (median of `repeats` passes), and the
     passes' wall seconds."""
     seconds = []
@@ -171,14 +183,21 @@ def code_fingerprint() -> dict:
     """sha256 over the code under test (the product's layers and the fake OpenAI server), and its newest
     modification time: a long run compares them at its start and end to tell whether the code changed mid-run."""
     digest, newest = hashlib.sha256(), 0.0
-    files = sorted(path for folder in ("curation", "schemas", "flows", "prompts")
-                   for path in (ROOT / folder).rglob("*") if path.suffix in (".py", ".yaml") and path.is_file())
+    files = sorted(
+        path
+        for folder in ("curation", "schemas", "flows", "prompts")
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in (".py", ".yaml") and path.is_file()
+    )
     files.append(ROOT / "tests" / "fakes" / "openai_server.py")
     for path in files:
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
         newest = max(newest, path.stat().st_mtime)
-    return {"sha256": digest.hexdigest()[:16], "files": len(files),
-            "newest_mtime_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(newest))}
+    return {
+        "sha256": digest.hexdigest()[:16],
+        "files": len(files),
+        "newest_mtime_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(newest)),
+    }
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> tuple[str, str]:
@@ -186,8 +205,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> tuple[str
     cells = [[str(h) for h in headers]] + [[_cell(v) for v in row] for row in rows]
     widths = [max(len(row[k]) for row in cells) for k in range(len(headers))]
     text = "\n".join("  ".join(value.rjust(widths[k]) for k, value in enumerate(row)) for row in cells)
-    markdown = "\n".join(["| " + " | ".join(cells[0]) + " |", "|" + "|".join("---:" for _ in headers) + "|"]
-                         + ["| " + " | ".join(row) + " |" for row in cells[1:]])
+    markdown = "\n".join(
+        ["| " + " | ".join(cells[0]) + " |", "|" + "|".join("---:" for _ in headers) + "|"]
+        + ["| " + " | ".join(row) + " |" for row in cells[1:]]
+    )
     return text, markdown
 
 
@@ -219,13 +240,19 @@ def _jsonable(value: object) -> object:
 
 # --- whole commands: wall time and the memory of their process tree ----------------------------------------------
 
+
 class TreeSampler(threading.Thread):
     """Samples, every `every` s, the root processes and all their descendants: the peak of their summed RSS, of their
     summed PSS every `pss_every` samples (0: never; reading smaps is slow), the most processes at once and, with
     `role`, each process's CPU seconds under the kind of process `role(process)` names."""
 
-    def __init__(self, roots: Sequence[int], every: float = 0.2, pss_every: int = 0,
-                 role: Callable[[psutil.Process], str] | None = None):
+    def __init__(
+        self,
+        roots: Sequence[int],
+        every: float = 0.2,
+        pss_every: int = 0,
+        role: Callable[[psutil.Process], str] | None = None,
+    ):
         super().__init__(daemon=True)
         self.roots, self.every, self.pss_every, self.role = list(roots), every, pss_every, role
         self.peak_rss = self.peak_pss = self.peak_processes = self.samples = 0
@@ -310,15 +337,27 @@ class CommandRun:
     tree: TreeSampler
 
 
-def run_command(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
-                log: Path | None = None, also: Sequence[int] = (), **sampling) -> CommandRun:
+def run_command(
+    command: list[str],
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    log: Path | None = None,
+    also: Sequence[int] = (),
+    **sampling,
+) -> CommandRun:
     """A whole command, as a user runs it: its wall time, and its process tree (with the processes `also`, e.g. a
     cluster it uses) sampled by a TreeSampler(**sampling). Output to `log`, else captured; raises with the output's
     tail when the command fails."""
     with open(log, "w") if log else contextlib.nullcontext() as handle:
         start = time.perf_counter()
-        process = psutil.Popen(command, env=env, cwd=cwd, text=True, stdout=handle or subprocess.PIPE,
-                               stderr=subprocess.STDOUT if handle else subprocess.PIPE)
+        process = psutil.Popen(
+            command,
+            env=env,
+            cwd=cwd,
+            text=True,
+            stdout=handle or subprocess.PIPE,
+            stderr=subprocess.STDOUT if handle else subprocess.PIPE,
+        )
         with TreeSampler([process.pid, *also], **sampling) as tree:
             stdout, stderr = process.communicate()
             seconds = time.perf_counter() - start
@@ -330,14 +369,24 @@ def run_command(command: list[str], env: dict[str, str] | None = None, cwd: Path
 
 # --- servers a benchmark uses ------------------------------------------------------------------------------------
 
+
 class FakeServerProcess:
     """The loopback OpenAI server (`python -m tests.fakes.openai_server`) in its own process, so its threads do not
     take the GIL from the client measured; stats() and reset() over its control routes."""
 
     def __init__(self, latency: float, faults: str = "none", responder: str = "none"):
         """responder: none (generated replies), scripted (pipeline stages) or judges (`curate eval`)."""
-        command = [sys.executable, "-m", "tests.fakes.openai_server", "--latency", str(latency), "--faults", faults,
-                   "--responder", responder]
+        command = [
+            sys.executable,
+            "-m",
+            "tests.fakes.openai_server",
+            "--latency",
+            str(latency),
+            "--faults",
+            faults,
+            "--responder",
+            responder,
+        ]
         self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True)
         self.base_url = self.process.stdout.readline().strip()  # printed once it serves
         if not self.base_url.startswith("http"):
@@ -351,9 +400,10 @@ class FakeServerProcess:
         self._call("/_fake/reset", "POST")
 
     def _call(self, path: str, method: str) -> dict:
-        request = urllib.request.Request(self.base_url.removesuffix("/v1") + path, method=method,
-                                         data=b"" if method == "POST" else None)
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback only
+        request = urllib.request.Request(
+            self.base_url.removesuffix("/v1") + path, method=method, data=b"" if method == "POST" else None
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:  # loopback only
             return json.loads(response.read())
 
     def stop(self) -> None:

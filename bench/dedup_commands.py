@@ -70,9 +70,31 @@ def vocabulary() -> list[str]:
     words: set[str] = set()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name in ("collections", "json", "os", "re", "textwrap", "argparse", "logging", "email", "unittest",
-                     "subprocess", "threading", "decimal", "statistics", "random", "pathlib", "shutil", "tarfile",
-                     "zipfile", "csv", "sqlite3", "datetime", "calendar", "string"):
+        for name in (
+            "collections",
+            "json",
+            "os",
+            "re",
+            "textwrap",
+            "argparse",
+            "logging",
+            "email",
+            "unittest",
+            "subprocess",
+            "threading",
+            "decimal",
+            "statistics",
+            "random",
+            "pathlib",
+            "shutil",
+            "tarfile",
+            "zipfile",
+            "csv",
+            "sqlite3",
+            "datetime",
+            "calendar",
+            "string",
+        ):
             text = pydoc.render_doc(importlib.import_module(name), renderer=pydoc.plaintext)
             words.update(word.lower() for word in re.findall(r"\b[a-zA-Z]{3,12}\b", text))
     return sorted(words)
@@ -132,15 +154,21 @@ def measure(commands: dict[str, list[str]], repeats: int) -> dict[str, dict]:
             run = common.run_command(command, every=0.05)
             runs[name].append({"seconds": run.seconds, "peak_rss_mb": run.tree.peak_rss / 2**20})
             print(f"  round {round_ + 1} {name}: {run.seconds:.2f} s", flush=True)
-    return {name: {"median_seconds": common.median([r["seconds"] for r in found]),
-                   "runs_seconds": [round(r["seconds"], 3) for r in found],
-                   "peak_rss_mb": max(r["peak_rss_mb"] for r in found)} for name, found in runs.items()}
+    return {
+        name: {
+            "median_seconds": common.median([r["seconds"] for r in found]),
+            "runs_seconds": [round(r["seconds"], 3) for r in found],
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in found),
+        }
+        for name, found in runs.items()
+    }
 
 
 def ratios(timing: dict, naive: str, ours: str) -> dict[str, float]:
     whole = timing[naive]["median_seconds"] / timing[ours]["median_seconds"]
-    net = ((timing[naive]["median_seconds"] - timing[f"{naive} start-up"]["median_seconds"])
-           / (timing[ours]["median_seconds"] - timing[f"{ours} start-up"]["median_seconds"]))
+    net = (timing[naive]["median_seconds"] - timing[f"{naive} start-up"]["median_seconds"]) / (
+        timing[ours]["median_seconds"] - timing[f"{ours} start-up"]["median_seconds"]
+    )
     return {"whole": whole, "net": net}
 
 
@@ -163,15 +191,29 @@ def dups_against_hash(folders: dict[str, Path], work: Path) -> dict[str, dict]:
         for likeness in (False, True):
             hashes = work / f"set{number}{'-likeness' if likeness else ''}.hashes.jsonl"
             groups = work / f"set{number}{'-likeness' if likeness else ''}.groups.jsonl"
-            hash_cpu = command_cpu([str(CURATE), "images", "hash", str(folder), "--out", str(hashes), "--jobs", "2",
-                                    *(["--likeness"] if likeness else [])])
+            hash_cpu = command_cpu(
+                [
+                    str(CURATE),
+                    "images",
+                    "hash",
+                    str(folder),
+                    "--out",
+                    str(hashes),
+                    "--jobs",
+                    "2",
+                    *(["--likeness"] if likeness else []),
+                ]
+            )
             dups_cpu = command_cpu([str(CURATE), "images", "dups", str(hashes), "--out", str(groups)])
             side = hashes.with_name(hashes.name + ".pictures")  # what --likeness writes for the verification
             found[f"{name}, hash{' --likeness' if likeness else ''}"] = {
-                "files": sum(1 for _ in hashes.open()), "hash_cpu_seconds": round(hash_cpu, 2),
+                "files": sum(1 for _ in hashes.open()),
+                "hash_cpu_seconds": round(hash_cpu, 2),
                 "pictures_mb": round(side.stat().st_size / 1e6, 1) if side.exists() else 0.0,
-                "dups_cpu_seconds": round(dups_cpu, 2), "dups_over_hash": round(dups_cpu / hash_cpu, 2),
-                "groups": sum(1 for _ in groups.open())}
+                "dups_cpu_seconds": round(dups_cpu, 2),
+                "dups_over_hash": round(dups_cpu / hash_cpu, 2),
+                "groups": sum(1 for _ in groups.open()),
+            }
     return found
 
 
@@ -188,9 +230,14 @@ def hash_agreement(default: Path, full: Path, folder: Path) -> dict:
         with Image.open(path) as image:
             grey = np.asarray(image.convert("L").resize((32, 32)), dtype=float)
         flat += grey.std() < 10
-    return {"files": len(bits), "identical": sum(v == 0 for v in bits.values()),
-            "within_4_bits": sum(v <= 4 for v in bits.values()), "more_than_4_bits": len(far),
-            "of_those_nearly_uniform": flat, "largest": max(bits.values(), default=0)}
+    return {
+        "files": len(bits),
+        "identical": sum(v == 0 for v in bits.values()),
+        "within_4_bits": sum(v <= 4 for v in bits.values()),
+        "more_than_4_bits": len(far),
+        "of_those_nearly_uniform": flat,
+        "largest": max(bits.values(), default=0),
+    }
 
 
 def main() -> None:
@@ -206,7 +253,9 @@ def main() -> None:
         for path, _ in common.demo_originals():
             (folder / path.name).write_bytes(path.read_bytes())
     files = sorted(path for path in folder.rglob("*") if path.is_file())
-    kinds = {suffix: sum(path.suffix.lower() == suffix for path in files) for suffix in {p.suffix.lower() for p in files}}
+    kinds = {
+        suffix: sum(path.suffix.lower() == suffix for path in files) for suffix in {p.suffix.lower() for p in files}
+    }
     one = work / "one"
     one.mkdir()
     Image.new("RGB", (32, 32), (90, 140, 200)).save(one / "one.png")
@@ -217,15 +266,33 @@ def main() -> None:
     naive_images.write_text(NAIVE_IMAGES)
     naive_texts.write_text(NAIVE_TEXTS)
     py, curate = sys.executable, str(CURATE)
-    out = {name: work / name for name in ("naive.tsv", "ours.jsonl", "ours-j1.jsonl", "full.jsonl", "tnaive.jsonl",
-                                          "tours.jsonl", "scratch")}
+    out = {
+        name: work / name
+        for name in ("naive.tsv", "ours.jsonl", "ours-j1.jsonl", "full.jsonl", "tnaive.jsonl", "tours.jsonl", "scratch")
+    }
     commands = {
         "naive images": [py, str(naive_images), str(folder), str(out["naive.tsv"])],
         "naive images start-up": [py, str(naive_images), str(one), str(out["scratch"])],
-        "curate images hash --jobs 2": [curate, "images", "hash", str(folder), "--out", str(out["ours.jsonl"]),
-                                        "--jobs", "2"],
-        "curate images hash --jobs 2 start-up": [curate, "images", "hash", str(one), "--out", str(out["scratch"]),
-                                                 "--jobs", "2"],
+        "curate images hash --jobs 2": [
+            curate,
+            "images",
+            "hash",
+            str(folder),
+            "--out",
+            str(out["ours.jsonl"]),
+            "--jobs",
+            "2",
+        ],
+        "curate images hash --jobs 2 start-up": [
+            curate,
+            "images",
+            "hash",
+            str(one),
+            "--out",
+            str(out["scratch"]),
+            "--jobs",
+            "2",
+        ],
         "naive texts": [py, str(naive_texts), str(texts), str(out["tnaive.jsonl"])],
         "naive texts start-up": [py, str(naive_texts), str(one_text), str(out["scratch"])],
         "curate text dups": [curate, "text", "dups", str(texts), "--out", str(out["tours.jsonl"])],
@@ -237,8 +304,9 @@ def main() -> None:
     same_j1_j2 = out["ours.jsonl"].read_bytes() == out["ours-j1.jsonl"].read_bytes()
     agreement = None
     if not args.quick:
-        common.run_command([curate, "images", "hash", str(folder), "--out", str(out["full.jsonl"]),
-                            "--draft-side-px", "0"])
+        common.run_command(
+            [curate, "images", "hash", str(folder), "--out", str(out["full.jsonl"]), "--draft-side-px", "0"]
+        )
         agreement = hash_agreement(out["ours.jsonl"], out["full.jsonl"], folder)
     from tests import dedup_set
 
@@ -248,36 +316,65 @@ def main() -> None:
     image_ratio = ratios(timing, "naive images", "curate images hash --jobs 2")
     text_ratio = ratios(timing, "naive texts", "curate text dups")
     copies = found_copies(texts, out["tours.jsonl"], out["tnaive.jsonl"])
-    rows = [[name, f"{found['median_seconds']:.2f}", f"{found['peak_rss_mb']:.0f}",
-             ", ".join(f"{s:.2f}" for s in found["runs_seconds"])] for name, found in timing.items()]
+    rows = [
+        [
+            name,
+            f"{found['median_seconds']:.2f}",
+            f"{found['peak_rss_mb']:.0f}",
+            ", ".join(f"{s:.2f}" for s in found["runs_seconds"]),
+        ]
+        for name, found in timing.items()
+    ]
     table_text, table_md = common.table(["command", "median s", "peak RSS MB", "runs s"], rows)
-    summary = (f"images ({len(files):,} files {kinds}): curate images hash --jobs 2 is {image_ratio['whole']:.2f}x "
-               f"the naive loop whole and {image_ratio['net']:.2f}x net of start-up; --jobs 1 and 2 write the same "
-               f"file: {same_j1_j2}.\ntexts ({QUICK_TEXTS if args.quick else TEXTS:,}): curate text dups is "
-               f"{text_ratio['whole']:.2f}x the naive loop whole and {text_ratio['net']:.2f}x net of start-up; "
-               f"one-word near copies found: ours {copies['near']['ours']:.1%}, naive {copies['near']['naive']:.1%}; "
-               f"verbatim copies: ours {copies['verbatim']['ours']:.1%}, naive {copies['verbatim']['naive']:.1%}.")
+    summary = (
+        f"images ({len(files):,} files {kinds}): curate images hash --jobs 2 is {image_ratio['whole']:.2f}x "
+        f"the naive loop whole and {image_ratio['net']:.2f}x net of start-up; --jobs 1 and 2 write the same "
+        f"file: {same_j1_j2}.\ntexts ({QUICK_TEXTS if args.quick else TEXTS:,}): curate text dups is "
+        f"{text_ratio['whole']:.2f}x the naive loop whole and {text_ratio['net']:.2f}x net of start-up; "
+        f"one-word near copies found: ours {copies['near']['ours']:.1%}, naive {copies['near']['naive']:.1%}; "
+        f"verbatim copies: ours {copies['verbatim']['ours']:.1%}, naive {copies['verbatim']['naive']:.1%}."
+    )
     for name, found in dups.items():
-        summary += (f"\n{name} ({found['files']:,} files): curate images dups (verification on) took "
-                    f"{found['dups_cpu_seconds']:.2f} CPU s against {found['hash_cpu_seconds']:.2f} for the hash "
-                    f"command (--jobs 2) that wrote its file ({found['dups_over_hash']:.2f}x), {found['groups']} "
-                    f"groups" + (f"; its side file of pictures {found['pictures_mb']:.1f} MB, so dups decoded only "
-                                 f"the copies its keep rule had tied." if found["pictures_mb"] else
-                                 "; without --likeness dups decodes each file with a candidate."))
+        summary += (
+            f"\n{name} ({found['files']:,} files): curate images dups (verification on) took "
+            f"{found['dups_cpu_seconds']:.2f} CPU s against {found['hash_cpu_seconds']:.2f} for the hash "
+            f"command (--jobs 2) that wrote its file ({found['dups_over_hash']:.2f}x), {found['groups']} "
+            f"groups"
+            + (
+                f"; its side file of pictures {found['pictures_mb']:.1f} MB, so dups decoded only "
+                f"the copies its keep rule had tied."
+                if found["pictures_mb"]
+                else "; without --likeness dups decodes each file with a candidate."
+            )
+        )
     if agreement:
-        summary += (f"\nreduced decode against a full decode: {agreement['identical']} of {agreement['files']} "
-                    f"pHashes identical, {agreement['within_4_bits']} within 4 bits; of the "
-                    f"{agreement['more_than_4_bits']} farther, {agreement['of_those_nearly_uniform']} are nearly "
-                    f"uniform pictures (grey spread under 10 levels), whose pHash bits are noise.")
+        summary += (
+            f"\nreduced decode against a full decode: {agreement['identical']} of {agreement['files']} "
+            f"pHashes identical, {agreement['within_4_bits']} within 4 bits; of the "
+            f"{agreement['more_than_4_bits']} farther, {agreement['of_those_nearly_uniform']} are nearly "
+            f"uniform pictures (grey spread under 10 levels), whose pHash bits are noise."
+        )
     print(table_text + "\n" + summary)
-    common.publish("dedup_commands", {"machine": common.machine("imagehash", "datasketch", "pillow"),
-                                      "timing": timing, "image_ratio": image_ratio, "text_ratio": text_ratio,
-                                      "copies_found": copies, "same_j1_j2": same_j1_j2, "files": kinds,
-                                      "hash_agreement": agreement, "planted": planted,
-                                      "dups_against_hash": dups},
-                   f"# Deduplication commands, whole\n\n{common.machine_line(common.machine())}; the machine was shared "
-                   f"with other work (medians of interleaved runs; CPU seconds for dups against hash)\n\n{table_md}\n\n"
-                   + summary.replace("\n", "\n\n") + "\n", args.quick)
+    common.publish(
+        "dedup_commands",
+        {
+            "machine": common.machine("imagehash", "datasketch", "pillow"),
+            "timing": timing,
+            "image_ratio": image_ratio,
+            "text_ratio": text_ratio,
+            "copies_found": copies,
+            "same_j1_j2": same_j1_j2,
+            "files": kinds,
+            "hash_agreement": agreement,
+            "planted": planted,
+            "dups_against_hash": dups,
+        },
+        f"# Deduplication commands, whole\n\n{common.machine_line(common.machine())}; the machine was shared "
+        f"with other work (medians of interleaved runs; CPU seconds for dups against hash)\n\n{table_md}\n\n"
+        + summary.replace("\n", "\n\n")
+        + "\n",
+        args.quick,
+    )
 
 
 if __name__ == "__main__":

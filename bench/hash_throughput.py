@@ -36,17 +36,29 @@ from benchcurate.curation.images.phash import PhashConfig
 SET_DIR = Path("/tmp/bench-hash-throughput-set-v1")
 N_JPEG, N_PNG = 300, 300
 QUICK_N = 16
-PNG_KINDS = ("bar_chart", "line_chart", "pie_chart", "scatter_plot", "table", "flowchart", "tree_diagram",
-             "network_diagram", "ui_screenshot")
+PNG_KINDS = (
+    "bar_chart",
+    "line_chart",
+    "pie_chart",
+    "scatter_plot",
+    "table",
+    "flowchart",
+    "tree_diagram",
+    "network_diagram",
+    "ui_screenshot",
+)
 TARGET_RATIO = 2.5
 
 
 # ------------------------------------------------------------------------------------------------ the set
 
+
 def _sources() -> tuple[list[Path], list[Path]]:
     originals = common.demo_originals()
-    return ([path for path, kind in originals if kind == "photo"],
-            [path for path, kind in originals if kind in PNG_KINDS])
+    return (
+        [path for path, kind in originals if kind == "photo"],
+        [path for path, kind in originals if kind in PNG_KINDS],
+    )
 
 
 def _random_crop(image: Image.Image, rng: random.Random, keep: float) -> Image.Image:
@@ -114,7 +126,7 @@ def build_set(n_jpeg: int, n_png: int) -> tuple[list[Path], list[Path]]:
 
 def interleave(jpegs: list[Path], pngs: list[Path]) -> list[Path]:
     mixed = [p for pair in zip(jpegs, pngs) for p in pair]
-    return mixed + jpegs[len(pngs):] + pngs[len(jpegs):]
+    return mixed + jpegs[len(pngs) :] + pngs[len(jpegs) :]
 
 
 def describe(paths: list[Path]) -> dict:
@@ -124,12 +136,18 @@ def describe(paths: list[Path]) -> dict:
             pixels.append(image.width * image.height)
             modes[f"{image.format} {image.mode}"] = modes.get(f"{image.format} {image.mode}", 0) + 1
         sizes.append(path.stat().st_size)
-    return {"files": len(paths), "total_mb": sum(sizes) / 2**20, "median_file_kb": float(np.median(sizes)) / 1024,
-            "median_megapixels": float(np.median(pixels)) / 1e6, "max_megapixels": max(pixels) / 1e6,
-            "formats_modes": modes}
+    return {
+        "files": len(paths),
+        "total_mb": sum(sizes) / 2**20,
+        "median_file_kb": float(np.median(sizes)) / 1024,
+        "median_megapixels": float(np.median(pixels)) / 1e6,
+        "max_megapixels": max(pixels) / 1e6,
+        "formats_modes": modes,
+    }
 
 
 # ---------------------------------------------------------------------------------------------- variants
+
 
 def naive(paths: list[Path]) -> list[str]:
     return [str(imagehash.phash(Image.open(path))) for path in paths]
@@ -148,8 +166,7 @@ def ours(jobs: int, draft: bool):
     return run
 
 
-VARIANTS = {"naive": naive, "ours_j2": ours(2, True), "ours_j1": ours(1, True),
-            "ours_j2_nodraft": ours(2, False)}
+VARIANTS = {"naive": naive, "ours_j2": ours(2, True), "ours_j1": ours(1, True), "ours_j2_nodraft": ours(2, False)}
 STARTUP_JOBS = {"naive": 1, "ours_j2": 2, "ours_j1": 1, "ours_j2_nodraft": 2}
 
 
@@ -187,8 +204,7 @@ def time_subset(paths: list[Path], repeats: int) -> dict:
         for name, run in VARIANTS.items():
             elapsed, hashes[name] = common.timed(lambda: run(paths))
             seconds[name].append(elapsed)
-    return {"seconds": seconds, "median": {name: common.median(v) for name, v in seconds.items()},
-            "hashes": hashes}
+    return {"seconds": seconds, "median": {name: common.median(v) for name, v in seconds.items()}, "hashes": hashes}
 
 
 def quality_check() -> dict | None:
@@ -200,8 +216,12 @@ def quality_check() -> dict | None:
         return None
     found = json.loads(path.read_text())
     lower = sorted(kind for kind, share in found["recall"].items() if share < found["phash_recall"][kind])
-    return {"source": str(path.relative_to(common.ROOT)), "kinds": len(found["recall"]), "kinds_lower": lower,
-            "default_recall_not_lower": not lower}
+    return {
+        "source": str(path.relative_to(common.ROOT)),
+        "kinds": len(found["recall"]),
+        "kinds_lower": lower,
+        "default_recall_not_lower": not lower,
+    }
 
 
 def main() -> None:
@@ -223,61 +243,136 @@ def main() -> None:
             overhead = pool_startup if STARTUP_JOBS[variant] > 1 else 0.0
             # Start-up above 80% of the wall time: the difference is noise, not a rate (small --quick sets).
             excl = n / (wall - overhead) if wall - overhead > 0.2 * wall else float("nan")
-            rows[variant] = {"wall_seconds_median": wall, "wall_seconds_all": timing["seconds"][variant],
-                             "files_per_second_incl_startup": n / wall, "files_per_second_excl_startup": excl}
+            rows[variant] = {
+                "wall_seconds_median": wall,
+                "wall_seconds_all": timing["seconds"][variant],
+                "files_per_second_incl_startup": n / wall,
+                "files_per_second_excl_startup": excl,
+            }
         base = rows["naive"]
-        for variant, row in rows.items():
-            row["ratio_vs_naive_excl_startup"] = row["files_per_second_excl_startup"] / base["files_per_second_excl_startup"]
+        for row in rows.values():
+            row["ratio_vs_naive_excl_startup"] = (
+                row["files_per_second_excl_startup"] / base["files_per_second_excl_startup"]
+            )
             row["ratio_vs_naive_incl_startup"] = base["wall_seconds_median"] / row["wall_seconds_median"]
         h = timing["hashes"]
-        agree = {"ours_j2_vs_ours_j1_identical": h["ours_j2"] == h["ours_j1"],
-                 "ours_nodraft_vs_naive_identical_share": float(np.mean([a == b for a, b in
-                                                                        zip(h["ours_j2_nodraft"], h["naive"])])),
-                 "ours_draft_vs_nodraft_identical_share": float(np.mean([a == b for a, b in
-                                                                        zip(h["ours_j2"], h["ours_j2_nodraft"])]))}
+        agree = {
+            "ours_j2_vs_ours_j1_identical": h["ours_j2"] == h["ours_j1"],
+            "ours_nodraft_vs_naive_identical_share": float(
+                np.mean([a == b for a, b in zip(h["ours_j2_nodraft"], h["naive"])])
+            ),
+            "ours_draft_vs_nodraft_identical_share": float(
+                np.mean([a == b for a, b in zip(h["ours_j2"], h["ours_j2_nodraft"])])
+            ),
+        }
         results[name] = {"set": describe(paths), "variants": rows, "hash_agreement": agree}
         print(f"{name}: " + ", ".join(f"{v} {r['wall_seconds_median']:.2f}s" for v, r in rows.items()))
 
     quality = quality_check()
     mixed_ratio = results["mixed"]["variants"]["ours_j2"]["ratio_vs_naive_excl_startup"]
-    data = {"benchmark": "hash_throughput", "quick": args.quick, "machine": common.machine(), "repeats": repeats,
-            "set_dir": str(SET_DIR), "startup": startup, "subsets": results, "quality": quality,
-            "target": {"ratio_required": TARGET_RATIO, "mixed_ratio_ours_j2_excl_startup": mixed_ratio,
-                       "mixed_ratio_ours_j2_incl_startup":
-                           results["mixed"]["variants"]["ours_j2"]["ratio_vs_naive_incl_startup"],
-                       "throughput_met": mixed_ratio >= TARGET_RATIO,
-                       "recall_not_lower_met": quality["default_recall_not_lower"] if quality else None}}
+    data = {
+        "benchmark": "hash_throughput",
+        "quick": args.quick,
+        "machine": common.machine(),
+        "repeats": repeats,
+        "set_dir": str(SET_DIR),
+        "startup": startup,
+        "subsets": results,
+        "quality": quality,
+        "target": {
+            "ratio_required": TARGET_RATIO,
+            "mixed_ratio_ours_j2_excl_startup": mixed_ratio,
+            "mixed_ratio_ours_j2_incl_startup": results["mixed"]["variants"]["ours_j2"]["ratio_vs_naive_incl_startup"],
+            "throughput_met": mixed_ratio >= TARGET_RATIO,
+            "recall_not_lower_met": quality["default_recall_not_lower"] if quality else None,
+        },
+    }
 
-    head = ["subset", "variant", "files", "wall s (median)", "files/s excl start-up", "files/s incl",
-            "x naive (excl)", "x naive (incl)"]
-    body = [[s, v, results[s]["set"]["files"], r["wall_seconds_median"], r["files_per_second_excl_startup"],
-             r["files_per_second_incl_startup"], r["ratio_vs_naive_excl_startup"], r["ratio_vs_naive_incl_startup"]]
-            for s in results for v, r in results[s]["variants"].items()]
+    head = [
+        "subset",
+        "variant",
+        "files",
+        "wall s (median)",
+        "files/s excl start-up",
+        "files/s incl",
+        "x naive (excl)",
+        "x naive (incl)",
+    ]
+    body = [
+        [
+            s,
+            v,
+            results[s]["set"]["files"],
+            r["wall_seconds_median"],
+            r["files_per_second_excl_startup"],
+            r["files_per_second_incl_startup"],
+            r["ratio_vs_naive_excl_startup"],
+            r["ratio_vs_naive_incl_startup"],
+        ]
+        for s in results
+        for v, r in results[s]["variants"].items()
+    ]
     text, md = common.table(head, body)
     set_head = ["subset", "files", "MB", "median KB", "median MP", "max MP", "formats/modes"]
-    set_rows = [[s, r["set"]["files"], r["set"]["total_mb"], r["set"]["median_file_kb"], r["set"]["median_megapixels"],
-                 r["set"]["max_megapixels"], ", ".join(f"{k}: {v}" for k, v in r["set"]["formats_modes"].items())]
-                for s, r in results.items()]
+    set_rows = [
+        [
+            s,
+            r["set"]["files"],
+            r["set"]["total_mb"],
+            r["set"]["median_file_kb"],
+            r["set"]["median_megapixels"],
+            r["set"]["max_megapixels"],
+            ", ".join(f"{k}: {v}" for k, v in r["set"]["formats_modes"].items()),
+        ]
+        for s, r in results.items()
+    ]
     set_text, set_md = common.table(set_head, set_rows)
-    startup_line = (f"Start-up: tiny run (64 x 8x8 PNG) jobs=2 {startup['jobs2']['median']:.3f} s, jobs=1 "
-                    f"{startup['jobs1']['median']:.3f} s; pool start-up taken as {pool_startup:.3f} s "
-                    f"(subtracted for the jobs=2 variants in 'excl').")
-    target_line = (f"Target >= {TARGET_RATIO}x on the mixed set (ours jobs=2 vs naive, excl. start-up): "
-                   f"{mixed_ratio:.2f}x -> {'met' if mixed_ratio >= TARGET_RATIO else 'NOT met'}; incl. start-up "
-                   f"{data['target']['mixed_ratio_ours_j2_incl_startup']:.2f}x.")
+    startup_line = (
+        f"Start-up: tiny run (64 x 8x8 PNG) jobs=2 {startup['jobs2']['median']:.3f} s, jobs=1 "
+        f"{startup['jobs1']['median']:.3f} s; pool start-up taken as {pool_startup:.3f} s "
+        f"(subtracted for the jobs=2 variants in 'excl')."
+    )
+    target_line = (
+        f"Target >= {TARGET_RATIO}x on the mixed set (ours jobs=2 vs naive, excl. start-up): "
+        f"{mixed_ratio:.2f}x -> {'met' if mixed_ratio >= TARGET_RATIO else 'NOT met'}; incl. start-up "
+        f"{data['target']['mixed_ratio_ours_j2_incl_startup']:.2f}x."
+    )
     if quality:
-        quality_line = (f"Quality (from {quality['source']}, the labelled set): copies grouped with their original "
-                        f"at least as often as plain pHash finds them, per kind of edit: "
-                        f"{'met' if quality['default_recall_not_lower'] else 'NOT met'} "
-                        f"({quality['kinds'] - len(quality['kinds_lower'])} of {quality['kinds']} kinds).")
+        quality_line = (
+            f"Quality (from {quality['source']}, the labelled set): copies grouped with their original "
+            f"at least as often as plain pHash finds them, per kind of edit: "
+            f"{'met' if quality['default_recall_not_lower'] else 'NOT met'} "
+            f"({quality['kinds'] - len(quality['kinds_lower'])} of {quality['kinds']} kinds)."
+        )
     else:
         quality_line = "Quality: bench/results/near_dup_quality.json not found; run bench/near_dup_quality.py first."
     machine_line = f"Machine: {common.machine_line(data['machine'])}"
-    print("\n" + machine_line + "\n\n" + set_text + "\n\n" + text + "\n\n" + startup_line + "\n" + target_line
-          + "\n" + quality_line)
-    markdown = "\n\n".join(["# Hash throughput", machine_line,
-                            f"Median of {repeats} runs per variant, interleaved, page cache warm.", set_md, md,
-                            startup_line, target_line, quality_line])
+    print(
+        "\n"
+        + machine_line
+        + "\n\n"
+        + set_text
+        + "\n\n"
+        + text
+        + "\n\n"
+        + startup_line
+        + "\n"
+        + target_line
+        + "\n"
+        + quality_line
+    )
+    markdown = "\n\n".join(
+        [
+            "# Hash throughput",
+            machine_line,
+            f"Median of {repeats} runs per variant, interleaved, page cache warm.",
+            set_md,
+            md,
+            startup_line,
+            target_line,
+            quality_line,
+        ]
+    )
     common.publish("hash_throughput", data, markdown, args.quick)
 
 

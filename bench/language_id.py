@@ -27,6 +27,7 @@ SAMPLE = Path(__file__).resolve().parent / "data" / "language_sample.jsonl"
 def naive(text: str) -> str:
     from langdetect import detect as langdetect_detect
     from langdetect.lang_detect_exception import LangDetectException
+
     try:
         return langdetect_detect(text).split("-")[0]
     except LangDetectException:
@@ -50,22 +51,47 @@ def main() -> None:
                 short[0] += answer == row["language"]
                 short[1] += 1
         correct = sum(answer == row["language"] for row, answer in zip(rows, answers))
-        results[name] = {"accuracy": correct / len(rows), "correct": correct, "stable_across_runs": stable,
-                         "per_language": {lang: hits / total for lang, (hits, total) in sorted(per_language.items())},
-                         "short_texts_accuracy": short[0] / short[1] if short[1] else None,
-                         "wrong": [[row["language"], answer, row["text"]] for row, answer in zip(rows, answers)
-                                   if answer != row["language"]]}
+        results[name] = {
+            "accuracy": correct / len(rows),
+            "correct": correct,
+            "stable_across_runs": stable,
+            "per_language": {lang: hits / total for lang, (hits, total) in sorted(per_language.items())},
+            "short_texts_accuracy": short[0] / short[1] if short[1] else None,
+            "wrong": [
+                [row["language"], answer, row["text"]]
+                for row, answer in zip(rows, answers)
+                if answer != row["language"]
+            ],
+        }
     languages = sorted(results["ours"]["per_language"])
     text, markdown = common.table(
         ["way", "accuracy", "short texts (<= 4 words)", "same answer in 3 runs", *languages],
-        [[name, r["accuracy"], r["short_texts_accuracy"], f"{r['stable_across_runs']} / {len(rows)}",
-          *(r["per_language"][lang] for lang in languages)] for name, r in results.items()])
+        [
+            [
+                name,
+                r["accuracy"],
+                r["short_texts_accuracy"],
+                f"{r['stable_across_runs']} / {len(rows)}",
+                *(r["per_language"][lang] for lang in languages),
+            ]
+            for name, r in results.items()
+        ],
+    )
     wrong = "\n".join(f"- {label} -> {answer}: {sample}" for label, answer, sample in results["ours"]["wrong"])
-    summary = (f"{len(rows)} texts in {len(languages)} languages. Ours: {results['ours']['accuracy']:.1%} "
-               f"vs naive {results['naive']['accuracy']:.1%}.")
+    summary = (
+        f"{len(rows)} texts in {len(languages)} languages. Ours: {results['ours']['accuracy']:.1%} "
+        f"vs naive {results['naive']['accuracy']:.1%}."
+    )
     print(text + "\n\n" + summary + "\n\nours wrong:\n" + wrong)
-    markdown = "\n\n".join(["# Language identification", common.machine_line(common.machine()), markdown, summary,
-                            "Ours got wrong:\n\n" + (wrong or "- nothing")])
+    markdown = "\n\n".join(
+        [
+            "# Language identification",
+            common.machine_line(common.machine()),
+            markdown,
+            summary,
+            "Ours got wrong:\n\n" + (wrong or "- nothing"),
+        ]
+    )
     common.publish("language_id", {"benchmark": "language_id", "texts": len(rows), **results}, markdown, args.quick)
 
 

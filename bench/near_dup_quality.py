@@ -25,8 +25,9 @@ from tests import dedup_set
 def main() -> None:
     options = common.arguments(__doc__, "two photos and their copies (68 files)").parse_args()
     work = common.scratch("near-dup-quality-")
-    entries = dedup_set.build(work / "set", photos=2 if options.quick else None,
-                              renders_per_kind=0 if options.quick else 1)
+    entries = dedup_set.build(
+        work / "set", photos=2 if options.quick else None, renders_per_kind=0 if options.quick else 1
+    )
     started = time.process_time()
     pictures: list[bytes] = []
     items = dedup_set.keys(entries, pictures)
@@ -35,48 +36,78 @@ def main() -> None:
     started = time.process_time()
     dropped, summary = dedup_set.group(items, cfg, pictures)
     grouping = time.process_time() - started
-    naive, _ = dedup_set.group(items, NearDedupConfig(verify=False, match_orientations=False, match_borders=False,
-                                                      keep_rule="largest"), pictures)
+    naive, _ = dedup_set.group(
+        items,
+        NearDedupConfig(verify=False, match_orientations=False, match_borders=False, keep_rule="largest"),
+        pictures,
+    )
     scores = dedup_set.score(entries, items, dropped, cfg.max_hamming_distance)
     plain = dedup_set.score(entries, items, naive, cfg.max_hamming_distance)
     counts = {kind: sum(entry.kind == kind for entry in entries) for kind in scores.recall}
-    rows = [[kind, counts[kind], scores.phash_recall[kind], scores.recall[kind],
-             "yes" if scores.recall[kind] >= scores.phash_recall[kind] else "NO"] for kind in scores.recall]
-    text, markdown = common.table(["edit kind", "copies", "naive: one pHash within 8",
-                                   "+ verification (the default)", "ours >= pHash"], rows)
-    negatives = [[kind, sum(entry.kind == kind for entry in entries), plain.negative_merges[kind], merged]
-                 for kind, merged in scores.negative_merges.items()]
+    rows = [
+        [
+            kind,
+            counts[kind],
+            scores.phash_recall[kind],
+            scores.recall[kind],
+            "yes" if scores.recall[kind] >= scores.phash_recall[kind] else "NO",
+        ]
+        for kind in scores.recall
+    ]
+    text, markdown = common.table(
+        ["edit kind", "copies", "naive: one pHash within 8", "+ verification (the default)", "ours >= pHash"], rows
+    )
+    negatives = [
+        [kind, sum(entry.kind == kind for entry in entries), plain.negative_merges[kind], merged]
+        for kind, merged in scores.negative_merges.items()
+    ]
     negative_text, negative_markdown = common.table(
-        ["Hard negatives", "pairs", "merged: plain pHash groups", "merged: ours"], negatives)
+        ["Hard negatives", "pairs", "merged: plain pHash groups", "merged: ours"], negatives
+    )
     kept_rows = [[kind, count] for kind, count in sorted(scores.kept_by_kind.items(), key=lambda row: -row[1])]
     kept_text, kept_markdown = common.table(["kind of the kept picture", "groups"], kept_rows)
     rule_rows = [[rule, count] for rule, count in sorted(summary["decided_by"].items(), key=lambda row: -row[1])]
     rule_text, rule_markdown = common.table(["keep rule that decided", "groups"], rule_rows)
-    line = (f"{len(entries)} files, {sum(e.kind == 'original' for e in entries)} originals; {scores.groups} groups, "
-            f"{scores.impure_groups} impure, {scores.original_merges} holding two originals; the original (or its "
-            f"pixels) kept in {scores.original_kept:.1%} of groups. Plain pHash groups merge "
-            f"{sum(plain.negative_merges.values())} hard negatives, ours {sum(scores.negative_merges.values())}. "
-            f"CPU: fingerprints and the verification's pictures from the same decode (what `curate images hash "
-            f"--likeness` computes) {hashing:.2f} s, grouping from those pictures {grouping:.2f} s "
-            f"({grouping / hashing:.2f}x): "
-            f"{summary['candidate_pairs']} candidate pairs, {summary['verified_pairs']} verified, "
-            f"{summary['rejected_by_verification']} rejected, {summary['verified_against_a_copy']} accepted "
-            f"against another copy of their group, {summary['kept_other_than_centre']} groups kept another copy "
-            f"than their first centre.")
+    line = (
+        f"{len(entries)} files, {sum(e.kind == 'original' for e in entries)} originals; {scores.groups} groups, "
+        f"{scores.impure_groups} impure, {scores.original_merges} holding two originals; the original (or its "
+        f"pixels) kept in {scores.original_kept:.1%} of groups. Plain pHash groups merge "
+        f"{sum(plain.negative_merges.values())} hard negatives, ours {sum(scores.negative_merges.values())}. "
+        f"CPU: fingerprints and the verification's pictures from the same decode (what `curate images hash "
+        f"--likeness` computes) {hashing:.2f} s, grouping from those pictures {grouping:.2f} s "
+        f"({grouping / hashing:.2f}x): "
+        f"{summary['candidate_pairs']} candidate pairs, {summary['verified_pairs']} verified, "
+        f"{summary['rejected_by_verification']} rejected, {summary['verified_against_a_copy']} accepted "
+        f"against another copy of their group, {summary['kept_other_than_centre']} groups kept another copy "
+        f"than their first centre."
+    )
     print("\n\n".join([text, negative_text, kept_text, rule_text, line]))
-    data = {"files": len(entries), "recall": scores.recall, "phash_recall": scores.phash_recall,
-            "negative_merges": scores.negative_merges, "plain_phash_negative_merges": plain.negative_merges,
-            "impure_groups": scores.impure_groups, "original_merges": scores.original_merges,
-            "groups": scores.groups, "original_kept": scores.original_kept, "kept_by_kind": scores.kept_by_kind,
-            "cpu_seconds": {"fingerprints": round(hashing, 2), "grouping": round(grouping, 2)},
-            "summary": {key: value for key, value in summary.items() if key != "chains"},
-            "machine": common.machine()}
-    common.publish("near_dup_quality", data, f"# Near-duplicate quality on tests/dedup_set.py\n\n"
-                   f"{common.machine_line(data['machine'])}; the machine was shared with other work (CPU seconds, "
-                   f"one process).\n\n{line}\n\nPer kind of edit (several strengths each), copies grouped with "
-                   f"their original:\n\n{markdown}\n\nHard negatives:\n\n{negative_markdown}\n\nWho was kept, per "
-                   f"group:\n\n{kept_markdown}\n\nThe rule of `survivor.elect` that decided each group:\n\n"
-                   f"{rule_markdown}\n", options.quick)
+    data = {
+        "files": len(entries),
+        "recall": scores.recall,
+        "phash_recall": scores.phash_recall,
+        "negative_merges": scores.negative_merges,
+        "plain_phash_negative_merges": plain.negative_merges,
+        "impure_groups": scores.impure_groups,
+        "original_merges": scores.original_merges,
+        "groups": scores.groups,
+        "original_kept": scores.original_kept,
+        "kept_by_kind": scores.kept_by_kind,
+        "cpu_seconds": {"fingerprints": round(hashing, 2), "grouping": round(grouping, 2)},
+        "summary": {key: value for key, value in summary.items() if key != "chains"},
+        "machine": common.machine(),
+    }
+    common.publish(
+        "near_dup_quality",
+        data,
+        f"# Near-duplicate quality on tests/dedup_set.py\n\n"
+        f"{common.machine_line(data['machine'])}; the machine was shared with other work (CPU seconds, "
+        f"one process).\n\n{line}\n\nPer kind of edit (several strengths each), copies grouped with "
+        f"their original:\n\n{markdown}\n\nHard negatives:\n\n{negative_markdown}\n\nWho was kept, per "
+        f"group:\n\n{kept_markdown}\n\nThe rule of `survivor.elect` that decided each group:\n\n"
+        f"{rule_markdown}\n",
+        options.quick,
+    )
 
 
 if __name__ == "__main__":

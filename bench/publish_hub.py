@@ -47,19 +47,24 @@ def releases(work: Path, count: int, shard_mb: float) -> tuple[Path, Path]:
     """0.1.0 and 0.2.0 (one sample from the middle removed on request) of one run."""
     import pyarrow.parquet as pq
 
-    from benchcurate.curation.release.writer import write_release
     from benchcurate.curation.engine.runner import run_all
+    from benchcurate.curation.release.writer import write_release
     from tests.helpers import SMALL, prepared_run
 
     make_corpus(work / "images", count)
-    run_dir = prepared_run(work, "bench", input_path=work / "images",
-                           overrides={**SMALL, "category_weighted_sample": {"max_items": count}})  # keep them all
+    run_dir = prepared_run(
+        work, "bench", input_path=work / "images", overrides={**SMALL, "category_weighted_sample": {"max_items": count}}
+    )  # keep them all
     run_all(run_dir)
     first = write_release(run_dir, work / "out", version="0.1.0", overrides={"max_shard_mb": shard_mb})
-    ids = [index for path in sorted((first / "data").glob("*.parquet"))
-           for index in pq.read_table(path, columns=["index"]).column(0).to_pylist()]
-    (first.parent / "REMOVALS.jsonl").write_text(json.dumps({"sample_id": ids[len(ids) // 2],
-                                                             "reason": "bench"}) + "\n")
+    ids = [
+        index
+        for path in sorted((first / "data").glob("*.parquet"))
+        for index in pq.read_table(path, columns=["index"]).column(0).to_pylist()
+    ]
+    (first.parent / "REMOVALS.jsonl").write_text(
+        json.dumps({"sample_id": ids[len(ids) // 2], "reason": "bench"}) + "\n"
+    )
     second = write_release(run_dir, work / "out", version="0.2.0", overrides={"max_shard_mb": shard_mb})
     return first, second
 
@@ -68,10 +73,17 @@ def publish(way: str, folder: Path, hub, work: Path) -> dict:
     from tests.fakes.hub_server import hub_env
 
     tag = f"v{folder.name}"
-    env = {**os.environ, **hub_env(hub, "hf_bench"), "HF_HOME": str(work / f"hf-{way}"),
-           "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-    command = [sys.executable, "-c", NAIVE, str(folder), "bench/set", tag] if way == "naive" else \
-        [str(Path(sys.executable).parent / "curate"), "publish", str(folder), "--repo", "bench/set", "--upload"]
+    env = {
+        **os.environ,
+        **hub_env(hub, "hf_bench"),
+        "HF_HOME": str(work / f"hf-{way}"),
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    }
+    command = (
+        [sys.executable, "-c", NAIVE, str(folder), "bench/set", tag]
+        if way == "naive"
+        else [str(Path(sys.executable).parent / "curate"), "publish", str(folder), "--repo", "bench/set", "--upload"]
+    )
     hub.clear_requests()
     commits_before = len(hub.commit_titles("bench/set")) if hub.has_repo("bench/set") else 0
     run = common.run_command(command, env=env, cwd=work)
@@ -79,11 +91,17 @@ def publish(way: str, folder: Path, hub, work: Path) -> dict:
     files = {path.relative_to(folder).as_posix(): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
     on_main = hub.files("bench/set", "main")
     on_main.pop(".gitattributes", None)
-    return {"seconds": run.seconds, "requests": len(requests), "commits": len(hub.commit_titles("bench/set"))
-            - commits_before, "mb_received": sum(len(r.body) for r in requests) / 2**20,
-            "lfs_objects_sent": len(hub.uploads()), "peak_rss_mb": run.tree.peak_rss / 2**20,
-            "main_is_the_version": on_main == files, "stale_files_on_main": sorted(set(on_main) - set(files)),
-            "tagged": hub.refs("bench/set")["tags"].get(tag) is not None}
+    return {
+        "seconds": run.seconds,
+        "requests": len(requests),
+        "commits": len(hub.commit_titles("bench/set")) - commits_before,
+        "mb_received": sum(len(r.body) for r in requests) / 2**20,
+        "lfs_objects_sent": len(hub.uploads()),
+        "peak_rss_mb": run.tree.peak_rss / 2**20,
+        "main_is_the_version": on_main == files,
+        "stale_files_on_main": sorted(set(on_main) - set(files)),
+        "tagged": hub.refs("bench/set")["tags"].get(tag) is not None,
+    }
 
 
 def main() -> None:
@@ -99,37 +117,89 @@ def main() -> None:
     for latency in (0.0, args.latency_ms / 1000):
         for way in ("naive", "ours"):
             with FakeHub({"hf_bench": Token("bench", "write")}, latency=latency) as hub:
-                ways[f"{way}@{latency * 1000:g}ms"] = {folder.name: publish(way, folder, hub, work)
-                                                      for folder in (first, second)}
-    sizes = {folder.name: {"files": sum(1 for p in folder.rglob("*") if p.is_file()),
-                           "mb": sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20,
-                           "shards": len(list((folder / "data").glob("*.parquet")))} for folder in (first, second)}
+                ways[f"{way}@{latency * 1000:g}ms"] = {
+                    folder.name: publish(way, folder, hub, work) for folder in (first, second)
+                }
+    sizes = {
+        folder.name: {
+            "files": sum(1 for p in folder.rglob("*") if p.is_file()),
+            "mb": sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20,
+            "shards": len(list((folder / "data").glob("*.parquet"))),
+        }
+        for folder in (first, second)
+    }
     slow = f"{args.latency_ms:g}ms"
-    ratio = {f"{version}@{at}": ways[f"naive@{at}"][version]["seconds"] / ways[f"ours@{at}"][version]["seconds"]
-             for version in sizes for at in ("0ms", slow)}
-    data = {"benchmark": "publish_hub", "quick": args.quick, "machine": common.machine("huggingface_hub"),
-            "images": count, "shard_mb": shard_mb, "latency_ms": args.latency_ms, "releases": sizes, "ways": ways,
-            "time_ratio_naive_over_ours": ratio}
+    ratio = {
+        f"{version}@{at}": ways[f"naive@{at}"][version]["seconds"] / ways[f"ours@{at}"][version]["seconds"]
+        for version in sizes
+        for at in ("0ms", slow)
+    }
+    data = {
+        "benchmark": "publish_hub",
+        "quick": args.quick,
+        "machine": common.machine("huggingface_hub"),
+        "images": count,
+        "shard_mb": shard_mb,
+        "latency_ms": args.latency_ms,
+        "releases": sizes,
+        "ways": ways,
+        "time_ratio_naive_over_ours": ratio,
+    }
     labels = {"naive": "naive: upload_file per file + create_tag", "ours": "curate publish --upload"}
-    rows = [[labels[key.split("@")[0]], key.split("@")[1], version, m["seconds"], m["requests"], m["commits"],
-             m["mb_received"], m["lfs_objects_sent"], m["peak_rss_mb"], m["main_is_the_version"],
-             len(m["stale_files_on_main"])] for key, by_version in ways.items() for version, m in by_version.items()]
-    text, markdown = common.table(["way", "API latency", "version", "seconds", "requests", "commits", "MB received",
-                                   "LFS objects", "peak RSS MB", "main = version", "stale files"], rows)
+    rows = [
+        [
+            labels[key.split("@")[0]],
+            key.split("@")[1],
+            version,
+            m["seconds"],
+            m["requests"],
+            m["commits"],
+            m["mb_received"],
+            m["lfs_objects_sent"],
+            m["peak_rss_mb"],
+            m["main_is_the_version"],
+            len(m["stale_files_on_main"]),
+        ]
+        for key, by_version in ways.items()
+        for version, m in by_version.items()
+    ]
+    text, markdown = common.table(
+        [
+            "way",
+            "API latency",
+            "version",
+            "seconds",
+            "requests",
+            "commits",
+            "MB received",
+            "LFS objects",
+            "peak RSS MB",
+            "main = version",
+            "stale files",
+        ],
+        rows,
+    )
     ours = ways["ours@0ms"]
-    summary = (f"{count} images; 0.1.0: {sizes['0.1.0']['files']} files, {sizes['0.1.0']['mb']:.0f} MB, "
-               f"{sizes['0.1.0']['shards']} shards. Time naive / ours at 0 ms: 0.1.0 {ratio['0.1.0@0ms']:.2f}x, "
-               f"0.2.0 {ratio['0.2.0@0ms']:.2f}x; at {slow} per API request: 0.1.0 {ratio[f'0.1.0@{slow}']:.2f}x, "
-               f"0.2.0 {ratio[f'0.2.0@{slow}']:.2f}x. Commits per version: naive "
-               f"{ways['naive@0ms']['0.1.0']['commits']}, ours {ours['0.1.0']['commits']}. "
-               f"0.2.0 (one sample removed) re-sent {ours['0.2.0']['mb_received']:.0f} MB of "
-               f"{sizes['0.2.0']['mb']:.0f}: the shards after the removed row shift. Main holds exactly 0.2.0: "
-               f"naive {ways['naive@0ms']['0.2.0']['main_is_the_version']}, "
-               f"ours {ours['0.2.0']['main_is_the_version']}.")
+    summary = (
+        f"{count} images; 0.1.0: {sizes['0.1.0']['files']} files, {sizes['0.1.0']['mb']:.0f} MB, "
+        f"{sizes['0.1.0']['shards']} shards. Time naive / ours at 0 ms: 0.1.0 {ratio['0.1.0@0ms']:.2f}x, "
+        f"0.2.0 {ratio['0.2.0@0ms']:.2f}x; at {slow} per API request: 0.1.0 {ratio[f'0.1.0@{slow}']:.2f}x, "
+        f"0.2.0 {ratio[f'0.2.0@{slow}']:.2f}x. Commits per version: naive "
+        f"{ways['naive@0ms']['0.1.0']['commits']}, ours {ours['0.1.0']['commits']}. "
+        f"0.2.0 (one sample removed) re-sent {ours['0.2.0']['mb_received']:.0f} MB of "
+        f"{sizes['0.2.0']['mb']:.0f}: the shards after the removed row shift. Main holds exactly 0.2.0: "
+        f"naive {ways['naive@0ms']['0.2.0']['main_is_the_version']}, "
+        f"ours {ours['0.2.0']['main_is_the_version']}."
+    )
     print(text)
     print(summary)
-    common.publish("publish_hub", data, f"# Publishing two versions to a Hub (loopback stand-in)\n\n"
-                   f"{common.machine_line(data['machine'])}\n\n{markdown}\n\n{summary}\n", args.quick)
+    common.publish(
+        "publish_hub",
+        data,
+        f"# Publishing two versions to a Hub (loopback stand-in)\n\n"
+        f"{common.machine_line(data['machine'])}\n\n{markdown}\n\n{summary}\n",
+        args.quick,
+    )
 
 
 if __name__ == "__main__":

@@ -46,10 +46,18 @@ def make_corpus(folder: Path, count: int) -> list[Path]:
 def samples_of(folder: Path):
     from benchcurate.schemas import ImageRef
     from tests.factories import make_sample
+
     samples = []
     for number, path in enumerate(sorted(folder.glob("*.png"))):
-        image = ImageRef(path=str(path), sha256="0" * 64, size_bytes=path.stat().st_size, width=SIZE[0],
-                         height=SIZE[1], format="PNG", phash="0" * 16)
+        image = ImageRef(
+            path=str(path),
+            sha256="0" * 64,
+            size_bytes=path.stat().st_size,
+            width=SIZE[0],
+            height=SIZE[1],
+            format="PNG",
+            phash="0" * 16,
+        )
         samples.append(make_sample(number, images=[image]))
     return samples
 
@@ -68,15 +76,16 @@ def child(way: str, images: Path, out: Path, shard_mb: float) -> dict:
 
     from benchcurate.curation.release.columns import features, to_row
     from benchcurate.curation.release.writer import write_shards
+
     disable_progress_bars()
     samples = samples_of(images)
     baseline = peak_rss_mb()
     start = time.perf_counter()
     if way == "naive":
         out.mkdir(parents=True, exist_ok=True)
-        Dataset.from_list([to_row(sample, "multiverse") for sample in samples],
-                          features=features("multiverse")).to_parquet(
-            str(out / "test-00000-of-00001.parquet"))
+        Dataset.from_list(
+            [to_row(sample, "multiverse") for sample in samples], features=features("multiverse")
+        ).to_parquet(str(out / "test-00000-of-00001.parquet"))
     else:
         write_shards(samples, out, "test", int(shard_mb * 1024 * 1024), "multiverse")
     seconds = time.perf_counter() - start
@@ -86,6 +95,7 @@ def child(way: str, images: Path, out: Path, shard_mb: float) -> dict:
 def digest_rows(folder: Path) -> tuple[int, str]:
     """(rows, one hash over the ids and image bytes in file order)."""
     import pyarrow.parquet as pq
+
     digest, rows = hashlib.sha256(), 0
     for path in sorted(folder.glob("*.parquet")):
         table = pq.read_table(path, columns=["index", "image"])
@@ -97,13 +107,30 @@ def digest_rows(folder: Path) -> tuple[int, str]:
 
 
 def run_way(way: str, images: Path, out: Path, shard_mb: float) -> dict:
-    run = common.run_command([sys.executable, __file__, "--child", way, "--images", str(images), "--out", str(out),
-                              "--shard-mb", str(shard_mb)])
+    run = common.run_command(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            way,
+            "--images",
+            str(images),
+            "--out",
+            str(out),
+            "--shard-mb",
+            str(shard_mb),
+        ]
+    )
     measured = json.loads(run.stdout.strip().splitlines()[-1])
     files = sorted(out.glob("*.parquet"))
     rows, digest = digest_rows(out)
-    return {**measured, "files": len(files), "bytes": sum(path.stat().st_size for path in files), "rows": rows,
-            "rows_digest": digest}
+    return {
+        **measured,
+        "files": len(files),
+        "bytes": sum(path.stat().st_size for path in files),
+        "rows": rows,
+        "rows_digest": digest,
+    }
 
 
 def main() -> None:
@@ -123,22 +150,47 @@ def main() -> None:
     image_mb = sum(path.stat().st_size for path in paths) / 2**20
     ways = {way: run_way(way, work / "images", work / way, args.shard_mb) for way in ("naive", "ours")}
     same = ways["naive"]["rows_digest"] == ways["ours"]["rows_digest"] and ways["naive"]["rows"] == count
-    data = {"benchmark": "release_shards", "quick": args.quick, "machine": common.machine(), "images": count,
-            "image_mb": image_mb, "shard_mb": args.shard_mb, "ways": ways, "same_rows": same,
-            "peak_rss_ratio": ways["naive"]["peak_rss_mb"] / ways["ours"]["peak_rss_mb"],
-            "time_ratio": ways["naive"]["seconds"] / ways["ours"]["seconds"]}
-    rows = [[label, ways[way]["seconds"], ways[way]["peak_rss_mb"],
-             ways[way]["peak_rss_mb"] - ways[way]["baseline_rss_mb"], ways[way]["files"], ways[way]["bytes"] / 2**20]
-            for way, label in (("naive", "naive (one table, one file)"),
-                               ("ours", f"ours (shards of <= {args.shard_mb:g} MB, one at a time)"))]
+    data = {
+        "benchmark": "release_shards",
+        "quick": args.quick,
+        "machine": common.machine(),
+        "images": count,
+        "image_mb": image_mb,
+        "shard_mb": args.shard_mb,
+        "ways": ways,
+        "same_rows": same,
+        "peak_rss_ratio": ways["naive"]["peak_rss_mb"] / ways["ours"]["peak_rss_mb"],
+        "time_ratio": ways["naive"]["seconds"] / ways["ours"]["seconds"],
+    }
+    rows = [
+        [
+            label,
+            ways[way]["seconds"],
+            ways[way]["peak_rss_mb"],
+            ways[way]["peak_rss_mb"] - ways[way]["baseline_rss_mb"],
+            ways[way]["files"],
+            ways[way]["bytes"] / 2**20,
+        ]
+        for way, label in (
+            ("naive", "naive (one table, one file)"),
+            ("ours", f"ours (shards of <= {args.shard_mb:g} MB, one at a time)"),
+        )
+    ]
     text, markdown = common.table(["way", "seconds", "peak RSS MB", "RSS rise MB", "files", "MB written"], rows)
-    summary = (f"{count} images ({image_mb:.0f} MB of PNG). Peak memory naive / ours: "
-               f"{data['peak_rss_ratio']:.1f}x; time naive / ours: {data['time_ratio']:.2f}x; same rows in the "
-               f"same order with the same image bytes: {same}.")
+    summary = (
+        f"{count} images ({image_mb:.0f} MB of PNG). Peak memory naive / ours: "
+        f"{data['peak_rss_ratio']:.1f}x; time naive / ours: {data['time_ratio']:.2f}x; same rows in the "
+        f"same order with the same image bytes: {same}."
+    )
     print(text)
     print(summary)
-    common.publish("release_shards", data, f"# Writing a release: shards vs one table\n\n"
-                   f"{common.machine_line(data['machine'])}\n\n{markdown}\n\n{summary}\n", args.quick)
+    common.publish(
+        "release_shards",
+        data,
+        f"# Writing a release: shards vs one table\n\n"
+        f"{common.machine_line(data['machine'])}\n\n{markdown}\n\n{summary}\n",
+        args.quick,
+    )
 
 
 if __name__ == "__main__":

@@ -58,15 +58,34 @@ def measure(work: Path, repeats: int) -> dict:
                 if way == "no_prefect":
                     args = [sys.executable, "-c", NO_PREFECT, str(work / "out"), str(images), run_id]
                 else:
-                    args = [str(CURATE), "run", "multiverse", "--input", str(images), "--run-id", run_id,
-                            "--progress", "none", "--out", str(work / "out"), "--prefect-server", way, *SETTINGS]
+                    args = [
+                        str(CURATE),
+                        "run",
+                        "multiverse",
+                        "--input",
+                        str(images),
+                        "--run-id",
+                        run_id,
+                        "--progress",
+                        "none",
+                        "--out",
+                        str(work / "out"),
+                        "--prefect-server",
+                        way,
+                        *SETTINGS,
+                    ]
                 ways[way].append(common.run_command(args, env).seconds)
     finally:
         subprocess.run([str(CURATE), "prefect", "down", "--out", str(work / "out")], env=env, capture_output=True)
     medians = {way: common.median(seconds) for way, seconds in ways.items()}
-    return {"repeats": repeats, "seconds": ways, "median_seconds": medians, "local_server_first_start": first_start,
-            "overhead_seconds": {way: medians[way] - medians["no_prefect"] for way in ("temporary", "local")},
-            "speedup_local_over_temporary": medians["temporary"] / medians["local"]}
+    return {
+        "repeats": repeats,
+        "seconds": ways,
+        "median_seconds": medians,
+        "local_server_first_start": first_start,
+        "overhead_seconds": {way: medians[way] - medians["no_prefect"] for way in ("temporary", "local")},
+        "speedup_local_over_temporary": medians["temporary"] / medians["local"],
+    }
 
 
 def main() -> None:
@@ -76,15 +95,25 @@ def main() -> None:
     m, o = data["median_seconds"], data["overhead_seconds"]
     text, markdown = common.table(
         ["way", "median wall s", "overhead over no Prefect, s"],
-        [["curate run, Prefect's temporary server", m["temporary"], o["temporary"]],
-         ["curate run, the local server (reused)", m["local"], o["local"]],
-         ["no Prefect (run_all + write_release)", m["no_prefect"], 0.0]])
-    summary = (f"local server first start (curate prefect up): {data['local_server_first_start']:.1f} s; "
-               f"a run on the reused local server is {data['speedup_local_over_temporary']:.2f}x faster than "
-               f"with a temporary server")
+        [
+            ["curate run, Prefect's temporary server", m["temporary"], o["temporary"]],
+            ["curate run, the local server (reused)", m["local"], o["local"]],
+            ["no Prefect (run_all + write_release)", m["no_prefect"], 0.0],
+        ],
+    )
+    summary = (
+        f"local server first start (curate prefect up): {data['local_server_first_start']:.1f} s; "
+        f"a run on the reused local server is {data['speedup_local_over_temporary']:.2f}x faster than "
+        f"with a temporary server"
+    )
     print(text + "\n" + summary)
-    common.publish("startup", data, f"# Start-up of a small run\n\n{common.machine_line(data['machine'])}; "
-                   f"{data['repeats']} repeats, medians.\n\n{markdown}\n\n{summary}.\n", args.quick)
+    common.publish(
+        "startup",
+        data,
+        f"# Start-up of a small run\n\n{common.machine_line(data['machine'])}; "
+        f"{data['repeats']} repeats, medians.\n\n{markdown}\n\n{summary}.\n",
+        args.quick,
+    )
 
 
 if __name__ == "__main__":

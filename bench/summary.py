@@ -46,12 +46,23 @@ def section(result: Path) -> tuple[str, str]:
 def render() -> str:
     results = sorted(RESULTS.glob("*.md"))
     parts = [INTRO, "| measurement | script | results |", "|---|---|---|"]
-    parts += [f"| [{section(path)[0]}](#{path.stem.replace('_', '-')}) | `bench/{script_of(path)}` | "
-              f"[{path.name}](results/{path.name}) |" for path in results]
+    parts += [
+        f"| [{section(path)[0]}](#{path.stem.replace('_', '-')}) | `bench/{script_of(path)}` | "
+        f"[{path.name}](results/{path.name}) |"
+        for path in results
+    ]
     for path in results:
         title, body = section(path)
-        parts += ["", f'<a id="{path.stem.replace("_", "-")}"></a>', "", f"## {title}", "",
-                  f"`bench/{script_of(path)}`, [results/{path.name}](results/{path.name})", "", body]
+        parts += [
+            "",
+            f'<a id="{path.stem.replace("_", "-")}"></a>',
+            "",
+            f"## {title}",
+            "",
+            f"`bench/{script_of(path)}`, [results/{path.name}](results/{path.name})",
+            "",
+            body,
+        ]
     return "\n".join(parts) + "\n"
 
 

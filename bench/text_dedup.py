@@ -128,36 +128,85 @@ def main() -> None:
     verbatim_found = sum((min(a, b), max(a, b)) in ours_found for a, b in verbatim)
     verbatim_naive = sum((min(a, b), max(a, b)) in naive_found for a, b in verbatim)
     equal_normalised = sum(normalise(texts[a]) == normalise(texts[b]) for a, b in verbatim)
-    data = {"benchmark": "text_dedup", "quick": args.quick, "machine": common.machine(), "texts": n,
-            "planted_verbatim": len(verbatim), "planted_near": len(near), "planted_near_true": near_true,
-            "threshold": params.threshold, "num_perm": params.num_perm, "bands": bands, "rows": rows,
-            "naive": {"seconds": naive_seconds, "candidates": len(naive_candidates), "true_pairs": len(naive_found),
-                      "recall": len(naive_found & truth) / len(truth), "verbatim_found": verbatim_naive,
-                      "candidate_precision": len(naive_found) / max(1, len(naive_candidates))},
-            "ours": {"seconds": ours_seconds, "candidates": counts["candidate_pairs"], "true_pairs": len(ours_true),
-                     "recall": len(ours_true & truth) / len(truth), "verbatim_found": verbatim_found,
-                     "candidate_precision": counts["near_pairs_confirmed"] / max(1, counts["candidate_pairs"]),
-                     "groups": len(groups), "distinct_texts": counts["distinct_texts"]},
-            "truth_pairs": len(truth), "verbatim_equal_after_normalisation": equal_normalised}
+    data = {
+        "benchmark": "text_dedup",
+        "quick": args.quick,
+        "machine": common.machine(),
+        "texts": n,
+        "planted_verbatim": len(verbatim),
+        "planted_near": len(near),
+        "planted_near_true": near_true,
+        "threshold": params.threshold,
+        "num_perm": params.num_perm,
+        "bands": bands,
+        "rows": rows,
+        "naive": {
+            "seconds": naive_seconds,
+            "candidates": len(naive_candidates),
+            "true_pairs": len(naive_found),
+            "recall": len(naive_found & truth) / len(truth),
+            "verbatim_found": verbatim_naive,
+            "candidate_precision": len(naive_found) / max(1, len(naive_candidates)),
+        },
+        "ours": {
+            "seconds": ours_seconds,
+            "candidates": counts["candidate_pairs"],
+            "true_pairs": len(ours_true),
+            "recall": len(ours_true & truth) / len(truth),
+            "verbatim_found": verbatim_found,
+            "candidate_precision": counts["near_pairs_confirmed"] / max(1, counts["candidate_pairs"]),
+            "groups": len(groups),
+            "distinct_texts": counts["distinct_texts"],
+        },
+        "truth_pairs": len(truth),
+        "verbatim_equal_after_normalisation": equal_normalised,
+    }
     data["speedup"] = naive_seconds / ours_seconds
     text, markdown = common.table(
-        ["way", "seconds", "candidate pairs", "true pairs found", "recall", "candidate precision",
-         "verbatim copies grouped"],
-        [["naive (MinHash per text, token by token; LSH insert/query one by one)", naive_seconds,
-          len(naive_candidates), len(naive_found), data["naive"]["recall"], data["naive"]["candidate_precision"],
-          f"{verbatim_naive} / {len(verbatim)}"],
-         ["ours (words hashed once, pairs and permutations in numpy, verbatim groups first, banding)", ours_seconds,
-          counts["candidate_pairs"], len(ours_true), data["ours"]["recall"], data["ours"]["candidate_precision"],
-          f"{verbatim_found} / {len(verbatim)}"]])
-    summary = (f"{n:,} texts ({len(verbatim):,} planted verbatim copies, {len(near):,} planted near copies of which "
-               f"{near_true:,} have Jaccard >= {params.threshold}); {params.num_perm} permutations, "
-               f"{bands} bands x {rows} rows; truth = {len(truth):,} pairs. Speed-up {data['speedup']:.1f}x "
-               f"(target >= 5x at equal recall); verbatim copies grouped: {verbatim_found} / {len(verbatim)}.")
-    summary += (" Candidate pairs: the naive way counts every pair of verbatim copies; ours bands one text per "
-                "verbatim group, so its candidates are fewer and its candidate precision is over distinct texts.")
+        [
+            "way",
+            "seconds",
+            "candidate pairs",
+            "true pairs found",
+            "recall",
+            "candidate precision",
+            "verbatim copies grouped",
+        ],
+        [
+            [
+                "naive (MinHash per text, token by token; LSH insert/query one by one)",
+                naive_seconds,
+                len(naive_candidates),
+                len(naive_found),
+                data["naive"]["recall"],
+                data["naive"]["candidate_precision"],
+                f"{verbatim_naive} / {len(verbatim)}",
+            ],
+            [
+                "ours (words hashed once, pairs and permutations in numpy, verbatim groups first, banding)",
+                ours_seconds,
+                counts["candidate_pairs"],
+                len(ours_true),
+                data["ours"]["recall"],
+                data["ours"]["candidate_precision"],
+                f"{verbatim_found} / {len(verbatim)}",
+            ],
+        ],
+    )
+    summary = (
+        f"{n:,} texts ({len(verbatim):,} planted verbatim copies, {len(near):,} planted near copies of which "
+        f"{near_true:,} have Jaccard >= {params.threshold}); {params.num_perm} permutations, "
+        f"{bands} bands x {rows} rows; truth = {len(truth):,} pairs. Speed-up {data['speedup']:.1f}x "
+        f"(target >= 5x at equal recall); verbatim copies grouped: {verbatim_found} / {len(verbatim)}."
+    )
+    summary += (
+        " Candidate pairs: the naive way counts every pair of verbatim copies; ours bands one text per "
+        "verbatim group, so its candidates are fewer and its candidate precision is over distinct texts."
+    )
     print(text + "\n\n" + summary)
-    markdown = "\n\n".join(["# Text near-duplicates (MinHash)", common.machine_line(data["machine"]), markdown,
-                            summary])
+    markdown = "\n\n".join(
+        ["# Text near-duplicates (MinHash)", common.machine_line(data["machine"]), markdown, summary]
+    )
     common.publish("text_dedup", data, markdown, args.quick)
 
 

@@ -31,10 +31,14 @@ class Cache:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # made now: the user's only (model replies)
         self._local = threading.local()
         with self._connection() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS entries (namespace TEXT, key TEXT, value TEXT, "
-                       "PRIMARY KEY (namespace, key))")
-            db.execute("CREATE TABLE IF NOT EXISTS binary_entries (namespace TEXT, key TEXT, value BLOB NOT NULL, "
-                       "PRIMARY KEY (namespace, key))")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS entries (namespace TEXT, key TEXT, value TEXT, "
+                "PRIMARY KEY (namespace, key))"
+            )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS binary_entries (namespace TEXT, key TEXT, value BLOB NOT NULL, "
+                "PRIMARY KEY (namespace, key))"
+            )
 
     def _connection(self) -> sqlite3.Connection:
         # one connection per thread and per process: a connection inherited through fork must not be used
@@ -54,8 +58,11 @@ class Cache:
         self._local = threading.local()
 
     def get(self, namespace: str, key: str) -> JsonValue | None:
-        row = self._connection().execute(
-            "SELECT value FROM entries WHERE namespace=? AND key=?", (namespace, key)).fetchone()
+        row = (
+            self._connection()
+            .execute("SELECT value FROM entries WHERE namespace=? AND key=?", (namespace, key))
+            .fetchone()
+        )
         return None if row is None else json.loads(row[0])
 
     def put(self, namespace: str, key: str, value: JsonValue) -> None:
@@ -67,15 +74,22 @@ class Cache:
         found: dict[str, bytes] = {}
         db = self._connection()
         for start in range(0, len(keys), SQL_VARIABLES):
-            chunk = list(keys[start:start + SQL_VARIABLES])
-            found.update(db.execute(f"SELECT key, value FROM binary_entries WHERE namespace=? AND key IN "
-                                    f"({','.join('?' * len(chunk))})", [namespace, *chunk]))
+            chunk = list(keys[start : start + SQL_VARIABLES])
+            found.update(
+                db.execute(
+                    f"SELECT key, value FROM binary_entries WHERE namespace=? AND key IN "
+                    f"({','.join('?' * len(chunk))})",
+                    [namespace, *chunk],
+                )
+            )
         return found
 
     def put_bytes_many(self, namespace: str, rows: dict[str, bytes]) -> None:
         with self._connection() as db:
-            db.executemany("INSERT OR REPLACE INTO binary_entries VALUES (?, ?, ?)",
-                           ((namespace, key, value) for key, value in rows.items()))
+            db.executemany(
+                "INSERT OR REPLACE INTO binary_entries VALUES (?, ?, ?)",
+                ((namespace, key, value) for key, value in rows.items()),
+            )
 
     def blob(self, data: bytes) -> Path:
         """A file holding `data`, stored once by content next to the database (images embedded in datasets)."""
@@ -90,5 +104,4 @@ class Cache:
         return path
 
     def count(self, namespace: str) -> int:
-        return self._connection().execute(
-            "SELECT COUNT(*) FROM entries WHERE namespace=?", (namespace,)).fetchone()[0]
+        return self._connection().execute("SELECT COUNT(*) FROM entries WHERE namespace=?", (namespace,)).fetchone()[0]

@@ -17,14 +17,19 @@ from PIL import Image, UnidentifiedImageError
 DEFAULT_MAX_PIXELS = 89_478_485  # Pillow's own decompression-bomb limit
 DECODE_BLOCK_BYTES = 1 << 22  # bytes handed to the decoder per call (Pillow: 64 KB): the GIL is released per call
 # file suffixes taken as images, by the pipeline and by `curate images hash` alike (Pillow decodes all of them)
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".pgm", ".pbm", ".ppm",
-                    ".pnm")
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".pgm", ".pbm", ".ppm", ".pnm")
 BACKGROUND_RGB = (255, 255, 255)
 BACKGROUND_GREY = round(0.299 * BACKGROUND_RGB[0] + 0.587 * BACKGROUND_RGB[1] + 0.114 * BACKGROUND_RGB[2])
 EXIF_ORIENTATION = 0x0112
 
-DECODE_REASONS = ("image_empty", "image_unreadable", "image_truncated", "image_too_large", "image_missing",
-                  "image_unsupported_format")
+DECODE_REASONS = (
+    "image_empty",
+    "image_unreadable",
+    "image_truncated",
+    "image_too_large",
+    "image_missing",
+    "image_unsupported_format",
+)
 # formats people put in image folders that Pillow cannot decode, by their first bytes
 LEADING_SIGNATURES = ((b"<svg", "SVG"), (b"<?xml", "SVG or other XML"), (b"%PDF", "PDF"))
 BOX_BRANDS = {b"heic": "HEIC", b"heix": "HEIC", b"mif1": "HEIF", b"msf1": "HEIF"}  # ISO media 'ftyp' box
@@ -40,7 +45,7 @@ class ImageDecodeError(Exception):
 class DecodedImage:
     image: Image.Image
     format: str
-    width: int   # of the upright image at full size, even when decoded smaller
+    width: int  # of the upright image at full size, even when decoded smaller
     height: int
 
 
@@ -92,9 +97,15 @@ def _unsupported_format(data: bytes) -> str | None:
 
 
 # EXIF orientation -> the turn that makes the picture upright (as ImageOps.exif_transpose does)
-UPRIGHT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
-           5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
-           8: Image.Transpose.ROTATE_90}
+UPRIGHT = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
 
 
 def _upright(opened: Image.Image, image: Image.Image) -> Image.Image:
@@ -104,8 +115,14 @@ def _upright(opened: Image.Image, image: Image.Image) -> Image.Image:
     return image.transpose(turn) if turn is not None else image
 
 
-def decode_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, draft_side_px: int | None = None,
-                 data: bytes | None = None, grey: bool = False, shrink_all: bool = False) -> DecodedImage:
+def decode_image(
+    path: Path,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    draft_side_px: int | None = None,
+    data: bytes | None = None,
+    grey: bool = False,
+    shrink_all: bool = False,
+) -> DecodedImage:
     """Decode `path` (or its bytes, when already read); raise ImageDecodeError with a reason when unusable.
 
     With `draft_side_px`, a JPEG is decoded by libjpeg at the smallest of 1/2, 1/4 or 1/8 scale that keeps both
@@ -126,8 +143,10 @@ def decode_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, draft_side_px
             opened = Image.open(io.BytesIO(data))
             fmt = opened.format or "unknown"
             if opened.width * opened.height > max_pixels:
-                raise ImageDecodeError("image_too_large", f"{opened.width}x{opened.height} exceeds the "
-                                                          f"{max_pixels:,}-pixel limit (max_pixels)")
+                raise ImageDecodeError(
+                    "image_too_large",
+                    f"{opened.width}x{opened.height} exceeds the {max_pixels:,}-pixel limit (max_pixels)",
+                )
             full_size = opened.size
             if draft_side_px and fmt == "JPEG":  # in grey, libjpeg also skips the colour conversion
                 opened.draft("L" if grey else "RGB", (draft_side_px, draft_side_px))
@@ -145,16 +164,18 @@ def decode_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, draft_side_px
         found = re.search(r"\((\d+) pixels\)", str(error))  # Pillow's message, whose limit is not the user's
         pixels = int(found.group(1)) if found else None
         if pixels is not None and pixels <= max_pixels:  # a max_pixels above what Pillow opens at all
-            raise ImageDecodeError("image_too_large", f"{pixels:,} pixels: more than Pillow opens ({error}); "
-                                                      f"max_pixels cannot raise that") from error
+            raise ImageDecodeError(
+                "image_too_large", f"{pixels:,} pixels: more than Pillow opens ({error}); max_pixels cannot raise that"
+            ) from error
         size = "the image exceeds" if pixels is None else f"{pixels:,} pixels exceed"
         raise ImageDecodeError("image_too_large", f"{size} the {max_pixels:,}-pixel limit (max_pixels)") from error
     except UnidentifiedImageError as error:
         known = _unsupported_format(data)
         if known:
             raise ImageDecodeError("image_unsupported_format", f"{known} files are not supported") from error
-        raise ImageDecodeError("image_unreadable", f"not an image: no format Pillow knows starts with "
-                                                   f"{data[:8]!r}") from error
+        raise ImageDecodeError(
+            "image_unreadable", f"not an image: no format Pillow knows starts with {data[:8]!r}"
+        ) from error
     except OSError as error:
         reason = "image_truncated" if "truncated" in str(error).lower() else "image_unreadable"
         raise ImageDecodeError(reason, f"{type(error).__name__}: {error}") from error

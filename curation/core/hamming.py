@@ -48,18 +48,18 @@ from pathlib import Path
 import numpy as np
 
 HASH_BITS = 64
-MAX_CHUNK_BITS = 22        # 2**22 values x 13 bytes of tables (offsets, length, first hash) = 52 MB
-LOOKUP_BLOCK = 1 << 15     # probes per numpy call: temporaries stay in L2 cache (several masks if few hashes)
+MAX_CHUNK_BITS = 22  # 2**22 values x 13 bytes of tables (offsets, length, first hash) = 52 MB
+LOOKUP_BLOCK = 1 << 15  # probes per numpy call: temporaries stay in L2 cache (several masks if few hashes)
 CANDIDATE_BLOCK = 1 << 20  # candidates verified per numpy call; bounds their arrays (~8 MB each)
-SMALL_BUCKET = 16          # longer buckets are expanded by searchsorted instead of one pass per rank
-BRUTE_BLOCK = 1024         # rows x columns per step of the brute-force fallback (8 MB of XORs)
+SMALL_BUCKET = 16  # longer buckets are expanded by searchsorted instead of one pass per rank
+BRUTE_BLOCK = 1024  # rows x columns per step of the brute-force fallback (8 MB of XORs)
 
 # Cost model in nanoseconds on one core (numpy 2.2, 2-core VM); only the ratios matter.
-SETUP_NS_PER_HASH = 100    # argsort by chunk value and the sorted copies
-SETUP_NS_PER_SLOT = 10     # bincount, cumsum, first-hash gather and lengths over the 2**width values
-PROBE_NS_PER_HASH = 8      # per mask: XOR, table lookups, rank-0 verification, bucket-length filter
+SETUP_NS_PER_HASH = 100  # argsort by chunk value and the sorted copies
+SETUP_NS_PER_SLOT = 10  # bincount, cumsum, first-hash gather and lengths over the 2**width values
+PROBE_NS_PER_HASH = 8  # per mask: XOR, table lookups, rank-0 verification, bucket-length filter
 VERIFY_NS_PER_CANDIDATE = 10  # doubled when buckets average over SMALL_BUCKET hashes (searchsorted expansion)
-TASK_NS = 300_000          # per (chunk, highest mask bit) task: selecting and gathering the probing hashes
+TASK_NS = 300_000  # per (chunk, highest mask bit) task: selecting and gathering the probing hashes
 BRUTE_NS_PER_PAIR = 3.0
 
 
@@ -84,8 +84,7 @@ def pairs_within(hashes: np.ndarray, threshold: int, *, workers: int = 1) -> np.
     return _search(hashes, hashes, threshold, True, chunks, workers)
 
 
-def cross_pairs_within(queries: np.ndarray, reference: np.ndarray, threshold: int, *,
-                       workers: int = 1) -> np.ndarray:
+def cross_pairs_within(queries: np.ndarray, reference: np.ndarray, threshold: int, *, workers: int = 1) -> np.ndarray:
     """Every (query index, reference index, distance) with distance <= threshold, int64 (k, 3), sorted."""
     queries, reference, threshold = _as_hashes(queries), _as_hashes(reference), _as_threshold(threshold)
     chunks = plan_chunks(len(queries), len(reference), threshold, self_join=False)
@@ -95,16 +94,19 @@ def cross_pairs_within(queries: np.ndarray, reference: np.ndarray, threshold: in
 def brute_force_pairs(hashes: np.ndarray, threshold: int, block: int = 2048) -> np.ndarray:
     """The reference answer: all pairs by blocked XOR + popcount (quadratic; for tests and benchmarks)."""
     hashes, threshold = _as_hashes(hashes), _as_threshold(threshold)
-    return _finish([_brute_rows(hashes, hashes, threshold, True, start, block)
-                    for start in range(0, len(hashes), block)])
+    return _finish(
+        [_brute_rows(hashes, hashes, threshold, True, start, block) for start in range(0, len(hashes), block)]
+    )
 
 
-def brute_force_cross_pairs(queries: np.ndarray, reference: np.ndarray, threshold: int,
-                            block: int = 2048) -> np.ndarray:
+def brute_force_cross_pairs(
+    queries: np.ndarray, reference: np.ndarray, threshold: int, block: int = 2048
+) -> np.ndarray:
     """The reference answer for queries against reference, by blocked XOR + popcount (quadratic)."""
     queries, reference, threshold = _as_hashes(queries), _as_hashes(reference), _as_threshold(threshold)
-    return _finish([_brute_rows(queries, reference, threshold, False, start, block)
-                    for start in range(0, len(queries), block)])
+    return _finish(
+        [_brute_rows(queries, reference, threshold, False, start, block) for start in range(0, len(queries), block)]
+    )
 
 
 def plan_chunks(n_left: int, n_right: int, threshold: int, self_join: bool) -> tuple[Chunk, ...] | None:
@@ -125,8 +127,9 @@ def _layout(count: int) -> list[Chunk]:
     return [Chunk(lo, width, -1) for lo, width in zip(itertools.accumulate([0] + widths[:-1]), widths)]
 
 
-def _allocate_radii(chunks: list[Chunk], threshold: int, n_left: int, n_right: int,
-                    self_join: bool) -> tuple[Chunk, ...]:
+def _allocate_radii(
+    chunks: list[Chunk], threshold: int, n_left: int, n_right: int, self_join: bool
+) -> tuple[Chunk, ...]:
     """Raise radii one step at a time, cheapest step first, until sum(radius + 1) >= threshold + 1."""
     chunks = list(chunks)
 
@@ -136,8 +139,7 @@ def _allocate_radii(chunks: list[Chunk], threshold: int, n_left: int, n_right: i
     def step_cost(chunk: Chunk) -> float:
         if chunk.radius >= chunk.width:
             return math.inf
-        return (_chunk_cost(raised(chunk), n_left, n_right, self_join)
-                - _chunk_cost(chunk, n_left, n_right, self_join))
+        return _chunk_cost(raised(chunk), n_left, n_right, self_join) - _chunk_cost(chunk, n_left, n_right, self_join)
 
     for _ in range(threshold + 1):
         k = min(range(len(chunks)), key=lambda k: step_cost(chunks[k]))
@@ -151,7 +153,7 @@ def _chunk_cost(chunk: Chunk, n_left: int, n_right: int, self_join: bool) -> flo
         return 0.0
     if chunk.width > MAX_CHUNK_BITS:
         return math.inf
-    slots = 2 ** chunk.width
+    slots = 2**chunk.width
     masks = sum(math.comb(chunk.width, k) for k in range(chunk.radius + 1))
     half = 0.5 if self_join else 1.0
     verify_ns = VERIFY_NS_PER_CANDIDATE * (2 if n_right / slots > SMALL_BUCKET else 1)
@@ -189,13 +191,14 @@ def _finish(parts: list[np.ndarray]) -> np.ndarray:
     return rows[np.lexsort((rows[:, 1], rows[:, 0]))]
 
 
-def _brute_rows(left: np.ndarray, right: np.ndarray, threshold: int, self_join: bool, start: int,
-                block: int) -> np.ndarray:
+def _brute_rows(
+    left: np.ndarray, right: np.ndarray, threshold: int, self_join: bool, start: int, block: int
+) -> np.ndarray:
     """Pairs of left[start:start + block] with right (self-join: with right[j] for j > i only)."""
-    rows = left[start:start + block]
+    rows = left[start : start + block]
     parts = []
     for col in range(start if self_join else 0, len(right), block):
-        distance = np.bitwise_count(rows[:, None] ^ right[None, col:col + block])
+        distance = np.bitwise_count(rows[:, None] ^ right[None, col : col + block])
         i, j = np.nonzero(distance <= threshold)
         if self_join and col == start:
             i, j = i[i < j], j[i < j]
@@ -207,12 +210,12 @@ def _brute_rows(left: np.ndarray, right: np.ndarray, threshold: int, self_join: 
 class _Table:
     """Hashes sorted by one chunk's value: sorted positions offsets[v] .. offsets[v + 1] - 1 hold value v."""
 
-    order: np.ndarray          # input index of each sorted position
+    order: np.ndarray  # input index of each sorted position
     sorted_hashes: np.ndarray  # hashes[order], so verification gathers are near-sequential
     sorted_values: np.ndarray  # chunk value of each sorted position
-    offsets: np.ndarray        # length 2**width + 1; int32 when it fits, to halve the cache footprint
-    counts: np.ndarray         # uint8 bucket length per chunk value, saturated (only > 0 and > 1 are read)
-    first_hashes: np.ndarray   # per chunk value, the first hash of its bucket (any hash if empty)
+    offsets: np.ndarray  # length 2**width + 1; int32 when it fits, to halve the cache footprint
+    counts: np.ndarray  # uint8 bucket length per chunk value, saturated (only > 0 and > 1 are read)
+    first_hashes: np.ndarray  # per chunk value, the first hash of its bucket (any hash if empty)
 
 
 def _build_table(hashes: np.ndarray, chunk: Chunk) -> _Table:
@@ -253,8 +256,9 @@ class _Job:
         return self._tables["right", index]
 
 
-def _search(left: np.ndarray, right: np.ndarray, threshold: int, self_join: bool,
-            chunks: tuple[Chunk, ...] | None, workers: int) -> np.ndarray:
+def _search(
+    left: np.ndarray, right: np.ndarray, threshold: int, self_join: bool, chunks: tuple[Chunk, ...] | None, workers: int
+) -> np.ndarray:
     """Search with the given chunk layout (None: blocked brute force) over `workers` processes."""
     if len(left) == 0 or len(right) == 0:
         return np.empty((0, 3), dtype=np.int64)
@@ -272,8 +276,12 @@ def _search(left: np.ndarray, right: np.ndarray, threshold: int, self_join: bool
 
 def _probe_tasks(chunks: tuple[Chunk, ...]) -> list[tuple]:
     """One task per searched chunk and highest mask bit (-1: the zero mask), most masks first to balance load."""
-    tasks = [(_probe_task, (index, top)) for index, chunk in enumerate(chunks) if chunk.radius >= 0
-             for top in [-1] + list(range(chunk.width if chunk.radius > 0 else 0))]
+    tasks = [
+        (_probe_task, (index, top))
+        for index, chunk in enumerate(chunks)
+        if chunk.radius >= 0
+        for top in [-1] + list(range(chunk.width if chunk.radius > 0 else 0))
+    ]
 
     def mask_count(task: tuple) -> int:
         index, top = task[1]
@@ -291,8 +299,7 @@ def _in_workers(job: _Job, tasks: list[tuple], workers: int) -> list[np.ndarray]
         if not job.self_join:
             np.save(Path(folder) / "right.npy", job.right)
         spec = (folder, job.threshold, job.self_join, job.chunks)
-        return list(ordered_map(_worker_task, [(spec, function, arg) for function, arg in tasks], "processes",
-                                workers))
+        return list(ordered_map(_worker_task, [(spec, function, arg) for function, arg in tasks], "processes", workers))
 
 
 _WORKER_JOB: dict[tuple, _Job] = {}  # in a worker process: the job of the folder it last read, with its tables
@@ -318,8 +325,11 @@ def _masks(radius: int, top: int) -> np.ndarray:
     """Chunk-local XOR masks of popcount <= radius whose highest set bit is `top` (top = -1: the zero mask)."""
     if top < 0:
         return np.zeros(1, dtype=np.intp)
-    masks = [(1 << top) | sum(1 << bit for bit in bits)
-             for ones in range(radius) for bits in itertools.combinations(range(top), ones)]
+    masks = [
+        (1 << top) | sum(1 << bit for bit in bits)
+        for ones in range(radius)
+        for bits in itertools.combinations(range(top), ones)
+    ]
     return np.array(masks, dtype=np.intp)
 
 
@@ -340,11 +350,11 @@ def _probe_task(job: _Job, arg: tuple[int, int]) -> np.ndarray:
     parts = []
     # Slices of the probing hashes outside, masks inside: the slice and its temporaries stay in cache.
     for lo in range(0, len(values), LOOKUP_BLOCK):
-        slice_positions, slice_values = positions[lo:lo + LOOKUP_BLOCK], values[lo:lo + LOOKUP_BLOCK]
+        slice_positions, slice_values = positions[lo : lo + LOOKUP_BLOCK], values[lo : lo + LOOKUP_BLOCK]
         # Probe row r is hash slice_positions[r % len(slice_positions)] (several masks per call if few hashes).
         hashes = np.tile(left.sorted_hashes[slice_positions], min(per_call, len(masks)))
         for first in range(0, len(masks), per_call):
-            probes = (slice_values[None, :] ^ masks[first:first + per_call, None]).ravel()
+            probes = (slice_values[None, :] ^ masks[first : first + per_call, None]).ravel()
             parts += _probe(job, index, slice_positions, hashes, probes)
     return np.concatenate(parts) if parts else np.empty((0, 3), dtype=np.int64)
 
@@ -354,7 +364,7 @@ def _probe(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray, pro
     right = job.right_table(index)
     length = right.counts[probes]
     # Rank 0 from the per-value first-hash table: no offset lookups, though most probed buckets are empty.
-    xor = hashes[:len(probes)] ^ right.first_hashes[probes]
+    xor = hashes[: len(probes)] ^ right.first_hashes[probes]
     distance = np.bitwise_count(xor)
     hit = np.flatnonzero((distance <= job.threshold) & (length > 0))
     parts = []
@@ -378,7 +388,7 @@ def _same_bucket_candidates(table: _Table):
     while len(keep := np.flatnonzero(later >= step)):
         a, later = a[keep], later[keep]
         for first in range(0, len(a), CANDIDATE_BLOCK):
-            yield a[first:first + CANDIDATE_BLOCK], a[first:first + CANDIDATE_BLOCK] + step
+            yield a[first : first + CANDIDATE_BLOCK], a[first : first + CANDIDATE_BLOCK] + step
         step += 1
 
 
@@ -395,7 +405,7 @@ def _bucket_candidates(rows: np.ndarray, start: np.ndarray, length: np.ndarray):
     while len(keep):
         rows, start, length = rows[keep], start[keep], length[keep]
         for first in range(0, len(rows), CANDIDATE_BLOCK):
-            yield rows[first:first + CANDIDATE_BLOCK], start[first:first + CANDIDATE_BLOCK] + rank
+            yield rows[first : first + CANDIDATE_BLOCK], start[first : first + CANDIDATE_BLOCK] + rank
         rank += 1
         keep = np.flatnonzero(length > rank)
 
@@ -415,8 +425,9 @@ def _verify_all(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray
     return np.concatenate(parts) if parts else np.empty((0, 3), dtype=np.int64)
 
 
-def _verify(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray, rows: np.ndarray,
-            b: np.ndarray) -> np.ndarray:
+def _verify(
+    job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray, rows: np.ndarray, b: np.ndarray
+) -> np.ndarray:
     """Rows (i, j, distance) of candidates: probe row rows[k] (hash hashes[rows[k]]) and right position b[k]."""
     xor = hashes[rows] ^ job.right_table(index).sorted_hashes[b]
     distance = np.bitwise_count(xor)
@@ -426,8 +437,9 @@ def _verify(job: _Job, index: int, positions: np.ndarray, hashes: np.ndarray, ro
     return _rows(job, index, positions, rows[hit], b[hit], xor[hit], distance[hit])
 
 
-def _rows(job: _Job, index: int, positions: np.ndarray, rows: np.ndarray, b: np.ndarray, xor: np.ndarray,
-          distance: np.ndarray) -> np.ndarray:
+def _rows(
+    job: _Job, index: int, positions: np.ndarray, rows: np.ndarray, b: np.ndarray, xor: np.ndarray, distance: np.ndarray
+) -> np.ndarray:
     """Output rows for verified pairs (probe row, right sorted position), keeping each pair at its first chunk."""
     first = np.ones(len(rows), dtype=bool)
     for chunk in job.chunks[:index]:

@@ -26,8 +26,9 @@ def text(path: Path | str, number: int, line: bytes) -> str:
     try:
         return line.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise UserError(f"{path} line {number} is not valid UTF-8 (byte {error.start + 1} of the line); save the "
-                        f"file as UTF-8") from None
+        raise UserError(
+            f"{path} line {number} is not valid UTF-8 (byte {error.start + 1} of the line); save the file as UTF-8"
+        ) from None
 
 
 def numbered_rows(path: Path) -> Iterator[tuple[int, dict]]:
@@ -67,5 +68,7 @@ def read_samples(path: Path) -> Iterator[Sample]:
             text(path, number, line)  # invalid UTF-8 says so first
             first = error.errors(include_url=False)[0]
             where = ".".join(str(part) for part in first["loc"])
-            raise UserError(f"{path} line {number} is not a sample ({error.error_count()} errors; first: "
-                            f"{where + ': ' if where else ''}{first['msg']})") from None
+            raise UserError(
+                f"{path} line {number} is not a sample ({error.error_count()} errors; first: "
+                f"{where + ': ' if where else ''}{first['msg']})"
+            ) from None

@@ -43,6 +43,7 @@ PARENT_CHECK_SECONDS = 0.5
 def die_with_parent(parent: int, on_orphaned: Callable[[], None] = lambda: os._exit(1)) -> None:
     """Call `on_orphaned` (default: exit) within half a second of process `parent` ending, however it ended
     (a SIGKILL leaves no chance to stop children, and an orphan is adopted by another process)."""
+
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_CHECK_SECONDS)
@@ -63,8 +64,9 @@ def _process_pool(workers: int) -> ProcessPoolExecutor:
     reuses it instead of paying each worker's start-up (about a second of imports) again."""
     pool = _POOLS.get(workers)
     if pool is None:
-        pool = _POOLS[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                                     initializer=_worker_setup, initargs=(os.getpid(),))
+        pool = _POOLS[workers] = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_setup, initargs=(os.getpid(),)
+        )
         atexit.register(pool.shutdown, wait=False, cancel_futures=True)
     return pool
 
@@ -87,6 +89,7 @@ def on_dask_worker() -> bool:
         return False
     try:
         from distributed import get_worker
+
         get_worker()
     except (ImportError, ValueError):
         return False
@@ -94,8 +97,8 @@ def on_dask_worker() -> bool:
 
 
 _TRIM_BYTES = 0  # the trim threshold set so far (0: glibc's own)
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3   # glibc mallopt parameters
-HEAP_BYTES = 32 * 1024 * 1024                 # also the largest mmap threshold glibc takes on 64-bit
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
+HEAP_BYTES = 32 * 1024 * 1024  # also the largest mmap threshold glibc takes on 64-bit
 
 
 def keep_temporaries_on_heap(trim_bytes: int = HEAP_BYTES) -> None:
@@ -113,6 +116,7 @@ def keep_temporaries_on_heap(trim_bytes: int = HEAP_BYTES) -> None:
     _TRIM_BYTES = trim_bytes
     try:
         import ctypes
+
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(M_TRIM_THRESHOLD, trim_bytes)
         libc.mallopt(M_MMAP_THRESHOLD, HEAP_BYTES)
@@ -136,6 +140,7 @@ def keep_image_memory() -> None:
     keep_temporaries_on_heap(IMAGE_TRIM_BYTES)
     try:
         import ctypes
+
         ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, 1)
     except (OSError, AttributeError):
         pass
@@ -146,11 +151,13 @@ def _dask_client():
     if not on_dask_worker():
         return None
     from distributed import worker_client
+
     return worker_client()
 
 
-def ordered_map(function: Callable[[Chunk], Result], chunks: Iterable[Chunk], mode: Mode, workers: int,
-                window: int | None = None) -> Iterator[Result]:
+def ordered_map(
+    function: Callable[[Chunk], Result], chunks: Iterable[Chunk], mode: Mode, workers: int, window: int | None = None
+) -> Iterator[Result]:
     """`map(function, chunks)` in order, spread as `mode` says; processes use a Dask cluster when on one.
 
     At most `window` chunks (default twice the workers) are submitted ahead of the oldest unfinished one. Model

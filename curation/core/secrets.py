@@ -22,8 +22,14 @@ from urllib.parse import unquote
 
 # Environment variables holding a secret. The base URL credentials' name is identity.URL_CREDENTIALS_ENV (not
 # imported: this module is imported by the error types, before the model layer).
-SECRET_ENV = ("OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "LABEL_STUDIO_API_KEY",
-              "CURATE_BASE_URL_CREDENTIALS", "LABEL_STUDIO_PASSWORD")
+SECRET_ENV = (
+    "OPENAI_API_KEY",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "LABEL_STUDIO_API_KEY",
+    "CURATE_BASE_URL_CREDENTIALS",
+    "LABEL_STUDIO_PASSWORD",
+)
 MIN_RUN = 8  # characters of a secret that count as leaking it
 SHORTEST_WHOLE = 4  # a secret shorter than MIN_RUN is still replaced where it stands whole, from this length on
 MARK = "[redacted]"
@@ -69,7 +75,7 @@ def _pattern(secrets: tuple[str, ...]) -> re.Pattern | None:
         if len(secret) < MIN_RUN:
             pieces.add(secret)
         else:
-            pieces.update(secret[start:start + MIN_RUN] for start in range(len(secret) - MIN_RUN + 1))
+            pieces.update(secret[start : start + MIN_RUN] for start in range(len(secret) - MIN_RUN + 1))
     if not pieces:
         return None
     alternatives = "|".join(re.escape(piece) for piece in sorted(pieces, key=len, reverse=True))
@@ -150,6 +156,7 @@ def _redacted_record_factory(base):
         if record.exc_info and record.exc_info[1] is not None:
             record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
         return record
+
     factory.redacting = True
     return factory
 

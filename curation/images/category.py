@@ -24,8 +24,14 @@ def score(item: Sample, cfg: CategoryConfig, ctx: StageContext) -> Scores:
     reply = ctx.ask("image_category", cfg.prompt_version, item, model=cfg.model)
     value = reply.value
     main = normalise(value.proposed_category) if value.category == "Others" else value.category
-    return Scores(values={"category": main, "sub_category": normalise(value.sub_category),
-                          "proposed": value.category == "Others"}, generation=reply.generation)
+    return Scores(
+        values={
+            "category": main,
+            "sub_category": normalise(value.sub_category),
+            "proposed": value.category == "Others",
+        },
+        generation=reply.generation,
+    )
 
 
 def decide(scores: Scores, cfg: CategoryConfig) -> Verdict:
@@ -35,10 +41,19 @@ def decide(scores: Scores, cfg: CategoryConfig) -> Verdict:
 
 
 def apply(item: Sample, scores: Scores, cfg: CategoryConfig) -> Sample:
-    categories = item.categories.model_copy(update={"image_main": scores.values["category"],
-                                                    "image_sub": scores.values["sub_category"]})
+    categories = item.categories.model_copy(
+        update={"image_main": scores.values["category"], "image_sub": scores.values["sub_category"]}
+    )
     return item.model_copy(update={"categories": Categories.model_validate(categories.model_dump())})
 
 
-STAGE = ItemStage(name="image_category", config=CategoryConfig, score=score, decide=decide, apply=apply,
-                  reasons=("category_missing",), uses_model=True, prompts=("image_category",))
+STAGE = ItemStage(
+    name="image_category",
+    config=CategoryConfig,
+    score=score,
+    decide=decide,
+    apply=apply,
+    reasons=("category_missing",),
+    uses_model=True,
+    prompts=("image_category",),
+)

@@ -30,10 +30,17 @@ def select(items: list[ImageKey], cfg: ExactDedupConfig, ctx: StageContext) -> l
         kept = pick_kept(group, items, lambda item: preference(item, cfg.source_priority))
         for index in group:
             if index != kept:
-                verdicts[index] = Drop(reason="exact_duplicate", detail={
-                    "duplicate_of": items[kept].id, "sha256": items[index].sha256})
+                verdicts[index] = Drop(
+                    reason="exact_duplicate", detail={"duplicate_of": items[kept].id, "sha256": items[index].sha256}
+                )
     return verdicts
 
 
-STAGE = SetStage(name="image_exact_dedup", config=ExactDedupConfig, view=image_key, select=select,
-                 reasons=("exact_duplicate",), version=2)  # 2: questions tell items of one image apart
+STAGE = SetStage(
+    name="image_exact_dedup",
+    config=ExactDedupConfig,
+    view=image_key,
+    select=select,
+    reasons=("exact_duplicate",),
+    version=2,
+)  # 2: questions tell items of one image apart

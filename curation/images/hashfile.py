@@ -32,8 +32,8 @@ from benchcurate.curation.core.jsonl import numbered_rows
 from benchcurate.curation.core.parallel import keep_image_memory, ordered_map
 from benchcurate.curation.images.phash import PhashConfig, algorithm, fingerprint
 
-CHUNK_FILES = 4              # files per task: a slow file (a 15 MP PNG wallpaper) holds back few rows
-WINDOW_CHUNKS_PER_JOB = 16   # tasks in flight per thread, ahead of the oldest unfinished one
+CHUNK_FILES = 4  # files per task: a slow file (a 15 MP PNG wallpaper) holds back few rows
+WINDOW_CHUNKS_PER_JOB = 16  # tasks in flight per thread, ahead of the oldest unfinished one
 
 
 def expand_paths(paths: Iterable[str]) -> list[Path]:
@@ -42,8 +42,11 @@ def expand_paths(paths: Iterable[str]) -> list[Path]:
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.is_file()
-                            and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            found += sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
         elif path.is_file():
             found.append(path)
         else:
@@ -57,22 +60,51 @@ def hash_chunk(paths: list[str], cfg: PhashConfig, likeness: bool = False) -> li
     for name in paths:
         path = Path(name)
         if path.suffix.lower() not in IMAGE_EXTENSIONS:  # as the pipeline's ingest refuses it
-            rows.append({"path": name, "sha256": None, "phash": None, "width": None, "height": None, "bytes": None,
-                         "error": f"unsupported_extension: {path.suffix or 'no suffix'} is not an image suffix "
-                                  f"({' '.join(IMAGE_EXTENSIONS)})", "algorithm": algorithm(cfg)})
+            rows.append(
+                {
+                    "path": name,
+                    "sha256": None,
+                    "phash": None,
+                    "width": None,
+                    "height": None,
+                    "bytes": None,
+                    "error": f"unsupported_extension: {path.suffix or 'no suffix'} is not an image suffix "
+                    f"({' '.join(IMAGE_EXTENSIONS)})",
+                    "algorithm": algorithm(cfg),
+                }
+            )
             continue
         try:
             data = path.read_bytes()
         except OSError as error:
-            rows.append({"path": name, "sha256": None, "phash": None, "width": None, "height": None, "bytes": None,
-                         "error": f"file_unreadable: {error}", "algorithm": algorithm(cfg)})
+            rows.append(
+                {
+                    "path": name,
+                    "sha256": None,
+                    "phash": None,
+                    "width": None,
+                    "height": None,
+                    "bytes": None,
+                    "error": f"file_unreadable: {error}",
+                    "algorithm": algorithm(cfg),
+                }
+            )
             continue
         found = fingerprint(path, cfg, data, likeness, picture=likeness)
         error = f"{found['error_reason']}: {found['error']}" if "error_reason" in found else None
-        rows.append({"path": name, "sha256": sha256_bytes(data), "phash": found.get("phash"),
-                     "width": found.get("width"), "height": found.get("height"), "bytes": len(data), "error": error,
-                     "algorithm": algorithm(cfg),
-                     **{key: found[key] for key in (*LIKENESS, "picture") if key in found}})
+        rows.append(
+            {
+                "path": name,
+                "sha256": sha256_bytes(data),
+                "phash": found.get("phash"),
+                "width": found.get("width"),
+                "height": found.get("height"),
+                "bytes": len(data),
+                "error": error,
+                "algorithm": algorithm(cfg),
+                **{key: found[key] for key in (*LIKENESS, "picture") if key in found},
+            }
+        )
     return rows
 
 
@@ -85,15 +117,16 @@ def hash_files(paths: list[Path], cfg: PhashConfig, jobs: int, likeness: bool = 
     Threads, not processes: Pillow's decoders, its conversions and resampling and hashlib release the GIL, and
     what holds it (Python between the calls) is a few percent of the time; no worker is started that imports
     everything again, no row is pickled, and nothing outlives a killed command."""
-    chunks = [[str(path) for path in paths[start:start + CHUNK_FILES]] for start in range(0, len(paths), CHUNK_FILES)]
+    chunks = [[str(path) for path in paths[start : start + CHUNK_FILES]] for start in range(0, len(paths), CHUNK_FILES)]
     keep_image_memory()
     if jobs > 1:
         # decode_image's catch_warnings is not thread-safe; with the filter in place before the threads start,
         # any interleaving of its saves and restores keeps the warning ignored
         warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
     mode = "threads" if jobs > 1 else "serial"
-    for rows in ordered_map(partial(hash_chunk, cfg=cfg, likeness=likeness), chunks, mode, jobs,
-                            WINDOW_CHUNKS_PER_JOB * jobs):
+    for rows in ordered_map(
+        partial(hash_chunk, cfg=cfg, likeness=likeness), chunks, mode, jobs, WINDOW_CHUNKS_PER_JOB * jobs
+    ):
         yield from rows
 
 
@@ -125,15 +158,16 @@ def stored_pictures(table: HashTable, hashes: Path) -> Callable[[int], bytes | N
 
     def read(index: int) -> bytes | None:
         span = spans[index]
-        return mapped[span[0]:span[0] + span[1]] if span else None
+        return mapped[span[0] : span[0] + span[1]] if span else None
+
     return read
 
 
 @dataclass(frozen=True)
 class HashTable:
     paths: list[str]
-    hashes: np.ndarray          # uint64
-    rows: list[dict]            # the rows read, for the near-duplicate search's keys
+    hashes: np.ndarray  # uint64
+    rows: list[dict]  # the rows read, for the near-duplicate search's keys
 
 
 def read_hashes(path: Path) -> HashTable:

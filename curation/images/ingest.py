@@ -40,30 +40,50 @@ from benchcurate.curation.images.sources import (
 )
 from benchcurate.schemas import Drop, ImageRef, Keep, Provenance, Sample, Verdict
 
-REASONS = ("hidden_file", "not_a_regular_file", "image_missing", "file_unreadable", "unsupported_extension",
-           "unreadable_name", "path_invalid", "field_invalid", "field_too_large", "file_too_large",
-           "outside_input_root")
+REASONS = (
+    "hidden_file",
+    "not_a_regular_file",
+    "image_missing",
+    "file_unreadable",
+    "unsupported_extension",
+    "unreadable_name",
+    "path_invalid",
+    "field_invalid",
+    "field_too_large",
+    "file_too_large",
+    "outside_input_root",
+)
 
 
 class IngestConfig(StageConfig):
     input_path: str = Field(description="absolute path of the folder, manifest or dataset (set from --input)")
     input_kind: Literal["auto", "folder", "manifest", "hf_dataset", "samples"] = Field(
-        "auto", description="auto: a .csv/.jsonl file is a manifest, a folder of .parquet/.arrow files a dataset")
+        "auto", description="auto: a .csv/.jsonl file is a manifest, a folder of .parquet/.arrow files a dataset"
+    )
     manifest_name: str = Field("manifest.jsonl", description="per-file provenance file at a folder's root")
     default_license: str = Field("unknown", description="license of the pictures nothing else describes")
-    default_text_license: str = Field("unknown", description="license of the text (seed questions, and what the "
-                                                             "run writes) where no `text_license` column says")
+    default_text_license: str = Field(
+        "unknown",
+        description="license of the text (seed questions, and what the run writes) where no `text_license` column says",
+    )
     source_dataset: str | None = Field(None, description="source name of undescribed entries; default: input name")
     extensions: tuple[str, ...] = Field(IMAGE_EXTENSIONS, description="lower-case file suffixes taken as images")
     exclude_paths: tuple[str, ...] = Field((), description="relative folders not to read (the output folder)")
     image_column: str | None = Field(None, description="dataset column holding images; default: the Image one")
     id_column: str | None = Field(None, description="dataset column used as source id; default: file#row")
-    max_field_chars: int = Field(65_536, ge=1, description="longer manifest fields (source, license, "
-                                                           "attribution, ...) drop the entry as field_too_large")
-    max_file_bytes: int = Field(512 * 1024 * 1024, ge=1, description="larger files drop as file_too_large "
-                                                                     "(each is read whole into memory)")
-    allowed_roots: tuple[str, ...] = Field((), description="when set, every image's resolved path must lie under one "
-                                                           "of these folders, else outside_input_root (--allow-root)")
+    max_field_chars: int = Field(
+        65_536,
+        ge=1,
+        description="longer manifest fields (source, license, attribution, ...) drop the entry as field_too_large",
+    )
+    max_file_bytes: int = Field(
+        512 * 1024 * 1024, ge=1, description="larger files drop as file_too_large (each is read whole into memory)"
+    )
+    allowed_roots: tuple[str, ...] = Field(
+        (),
+        description="when set, every image's resolved path must lie under one "
+        "of these folders, else outside_input_root (--allow-root)",
+    )
 
 
 def _kind(cfg: IngestConfig) -> str:
@@ -110,15 +130,17 @@ def _field_problem(entry: Entry, cfg: IngestConfig) -> tuple[str, str] | None:
         if not isinstance(value, str | int | float):
             return "field_invalid", f"{name} is of type {type(value).__name__}, not text"
         if len(str(value)) > cfg.max_field_chars:
-            return "field_too_large", (f"{name} has {len(str(value)):,} characters (the limit is "
-                                       f"{cfg.max_field_chars:,})")
+            return "field_too_large", (
+                f"{name} has {len(str(value)):,} characters (the limit is {cfg.max_field_chars:,})"
+            )
     return None
 
 
 def _outside(path: Path, cfg: IngestConfig) -> bool:
     resolved = path.resolve()  # links followed: a link inside a root to a file elsewhere is elsewhere
-    return bool(cfg.allowed_roots) and not any(resolved.is_relative_to(Path(root).resolve())
-                                               for root in cfg.allowed_roots)
+    return bool(cfg.allowed_roots) and not any(
+        resolved.is_relative_to(Path(root).resolve()) for root in cfg.allowed_roots
+    )
 
 
 def _capped(text: str, limit: int) -> str:
@@ -128,14 +150,20 @@ def _capped(text: str, limit: int) -> str:
 
 
 def _provenance(entry: Entry, cfg: IngestConfig) -> Provenance:
-    row = {name: _capped(str(value), cfg.max_field_chars)
-           for name, value in entry.provenance.items() if isinstance(value, str | int | float)}
-    return Provenance(source_dataset=row.get("source_dataset") or cfg.source_dataset or _input_name(cfg),
-                      source_id=str(row.get("source_id") or entry.source_path),
-                      license=row.get("license") or cfg.default_license,
-                      text_license=row.get("text_license") or cfg.default_text_license,
-                      attribution=row.get("attribution"),
-                      source_path=entry.source_path, derived_from=row.get("derived_from"))
+    row = {
+        name: _capped(str(value), cfg.max_field_chars)
+        for name, value in entry.provenance.items()
+        if isinstance(value, str | int | float)
+    }
+    return Provenance(
+        source_dataset=row.get("source_dataset") or cfg.source_dataset or _input_name(cfg),
+        source_id=str(row.get("source_id") or entry.source_path),
+        license=row.get("license") or cfg.default_license,
+        text_license=row.get("text_license") or cfg.default_text_license,
+        attribution=row.get("attribution"),
+        source_path=entry.source_path,
+        derived_from=row.get("derived_from"),
+    )
 
 
 def _content(entry: Entry, cfg: IngestConfig, ctx: StageContext) -> tuple[bytes, Path] | tuple[str, str]:
@@ -159,8 +187,11 @@ def _content(entry: Entry, cfg: IngestConfig, ctx: StageContext) -> tuple[bytes,
 
 def _imported(cfg: IngestConfig) -> Iterator[tuple[Sample, Verdict]]:
     for sample in read_samples(Path(cfg.input_path)):
-        problems = [image.path for image in sample.images
-                    if not Path(image.path).is_file() or sha256_bytes(Path(image.path).read_bytes()) != image.sha256]
+        problems = [
+            image.path
+            for image in sample.images
+            if not Path(image.path).is_file() or sha256_bytes(Path(image.path).read_bytes()) != image.sha256
+        ]
         if not sample.images or problems:
             yield sample, Drop(reason="image_missing", detail={"paths": problems or ["(the sample has no image)"]})
         else:
@@ -176,20 +207,20 @@ def read(cfg: IngestConfig, ctx: StageContext) -> Iterator[tuple[Sample, Verdict
         provenance = _provenance(entry, cfg)
         data, where = _content(entry, cfg, ctx)
         if isinstance(data, str):
-            item = Sample(id=sample_id(provenance.source_dataset, provenance.source_id, "no-content"),
-                          provenance=provenance)
+            item = Sample(
+                id=sample_id(provenance.source_dataset, provenance.source_id, "no-content"), provenance=provenance
+            )
             yield item, Drop(reason=data, detail={"path": entry.source_path, "error": where})
             continue
         digest = sha256_bytes(data)
         image = ImageRef(path=str(Path(where).resolve()), sha256=digest, size_bytes=len(data))
-        item = Sample(id=sample_id(provenance.source_dataset, provenance.source_id, digest), images=[image],
-                      provenance=provenance)
+        item = Sample(
+            id=sample_id(provenance.source_dataset, provenance.source_id, digest), images=[image], provenance=provenance
+        )
         if entry.suffix is not None and entry.suffix.lower() not in cfg.extensions:
-            yield item, Drop(reason="unsupported_extension", detail={"path": entry.source_path,
-                                                                     "suffix": entry.suffix})
+            yield item, Drop(reason="unsupported_extension", detail={"path": entry.source_path, "suffix": entry.suffix})
             continue
         yield item, Keep()
 
 
-STAGE = SourceStage(name="image_ingest", config=IngestConfig, read=read, describe_input=describe_input,
-                    reasons=REASONS)
+STAGE = SourceStage(name="image_ingest", config=IngestConfig, read=read, describe_input=describe_input, reasons=REASONS)

@@ -20,16 +20,28 @@ BORDER_TOLERANCE = 24  # grey levels from the border colour that still count as 
 BORDER_SHARE = 0.97  # of a row or column's pixels near the border colour, for the row or column to be border
 CENTRE_KEEP = 0.8
 # the 8 orientations: name -> (transposed, rows negated, columns negated) on the DCT block; identity first
-ORIENTATIONS = {"identity": (False, False, False), "flip_left_right": (False, False, True),
-                "flip_top_bottom": (False, True, False), "rotate_180": (False, True, True),
-                "transpose": (True, False, False), "rotate_90": (True, False, True),
-                "rotate_270": (True, True, False), "transverse": (True, True, True)}
+ORIENTATIONS = {
+    "identity": (False, False, False),
+    "flip_left_right": (False, False, True),
+    "flip_top_bottom": (False, True, False),
+    "rotate_180": (False, True, True),
+    "transpose": (True, False, False),
+    "rotate_90": (True, False, True),
+    "rotate_270": (True, True, False),
+    "transverse": (True, True, True),
+}
 TURNS = tuple(name for name in ORIENTATIONS if name != "identity")
 # the same as PIL transposes of the image, for thumbnails
-PIL_TRANSPOSE = {"identity": None, "flip_left_right": Image.Transpose.FLIP_LEFT_RIGHT,
-                 "flip_top_bottom": Image.Transpose.FLIP_TOP_BOTTOM, "rotate_180": Image.Transpose.ROTATE_180,
-                 "transpose": Image.Transpose.TRANSPOSE, "rotate_90": Image.Transpose.ROTATE_270,
-                 "rotate_270": Image.Transpose.ROTATE_90, "transverse": Image.Transpose.TRANSVERSE}
+PIL_TRANSPOSE = {
+    "identity": None,
+    "flip_left_right": Image.Transpose.FLIP_LEFT_RIGHT,
+    "flip_top_bottom": Image.Transpose.FLIP_TOP_BOTTOM,
+    "rotate_180": Image.Transpose.ROTATE_180,
+    "transpose": Image.Transpose.TRANSPOSE,
+    "rotate_90": Image.Transpose.ROTATE_270,
+    "rotate_270": Image.Transpose.ROTATE_90,
+    "transverse": Image.Transpose.TRANSVERSE,
+}
 
 
 def _dct2(pixels: np.ndarray) -> np.ndarray:
@@ -87,8 +99,9 @@ def trim_borders(image: Image.Image, passes: int = 3) -> Image.Image:
     return image if box == (0, 0, image.width, image.height) else image.crop(box)
 
 
-def trim_box(image: Image.Image, passes: int = 3, tolerance: int = BORDER_TOLERANCE, share: float = BORDER_SHARE
-             ) -> tuple[int, int, int, int]:
+def trim_box(
+    image: Image.Image, passes: int = 3, tolerance: int = BORDER_TOLERANCE, share: float = BORDER_SHARE
+) -> tuple[int, int, int, int]:
     """(left, top, right, bottom) of `trim_borders`' result in the picture (`tolerance`: grey levels from the
     border colour that still count as border; `share`: of a row or column's pixels, for it to be border)."""
     grey = np.asarray(image if image.mode == "L" else image.convert("L"), dtype=np.int16)
@@ -132,8 +145,11 @@ def small_grey(image: Image.Image, side: int = 128) -> Image.Image:
     scale = side / max(grey.size)
     if scale >= 1:
         return grey
-    return grey.resize((max(1, round(grey.width * scale)), max(1, round(grey.height * scale))),
-                       Image.Resampling.BILINEAR, reducing_gap=2.0)
+    return grey.resize(
+        (max(1, round(grey.width * scale)), max(1, round(grey.height * scale))),
+        Image.Resampling.BILINEAR,
+        reducing_gap=2.0,
+    )
 
 
 def likeness_hashes(grey: Image.Image, block: np.ndarray | None = None) -> dict[str, str]:
@@ -142,8 +158,11 @@ def likeness_hashes(grey: Image.Image, block: np.ndarray | None = None) -> dict[
     of its centre (both from a copy of at most 128 px: the same for every picture, so comparable)."""
     block = phash_block(grey) if block is None else block
     trimmed = trim_borders(small_grey(grey))
-    return {"phash_orientations": ",".join(hash_of(_oriented(block, name)) for name in TURNS),
-            "phash_trimmed": hash_of(phash_block(trimmed)), "phash_centre": hash_of(phash_block(centre(trimmed)))}
+    return {
+        "phash_orientations": ",".join(hash_of(_oriented(block, name)) for name in TURNS),
+        "phash_trimmed": hash_of(phash_block(trimmed)),
+        "phash_centre": hash_of(phash_block(centre(trimmed))),
+    }
 
 
 VIEWS = ("full", "trimmed", "centre")  # the hashes a candidate pair can match on, preferred first
@@ -151,10 +170,10 @@ VIEWS = ("full", "trimmed", "centre")  # the hashes a candidate pair can match o
 
 # --- placing a crop inside its original (the verification's first guess for a crop: `verify.py`) ----------------
 
-ALIGN_SIDE = 128          # side of the content thumbnail the alignment cuts windows from
-MIN_WINDOW = 0.8          # the smaller picture covers at least this share of the larger's side (a crop of <= 20%)
-COARSE = 32               # side of the coarse search
-PLACE_FLOOR = 0.75        # a place correlating less on a coarse copy is not refined (two pictures already)
+ALIGN_SIDE = 128  # side of the content thumbnail the alignment cuts windows from
+MIN_WINDOW = 0.8  # the smaller picture covers at least this share of the larger's side (a crop of <= 20%)
+COARSE = 32  # side of the coarse search
+PLACE_FLOOR = 0.75  # a place correlating less on a coarse copy is not refined (two pictures already)
 
 
 class Window(NamedTuple):
@@ -164,12 +183,13 @@ class Window(NamedTuple):
     top: float
     width: float
     height: float
-    correlation: float    # normalised cross-correlation of the two at that place (1: identical up to gain)
+    correlation: float  # normalised cross-correlation of the two at that place (1: identical up to gain)
 
 
 def _resized(pixels: np.ndarray, width: int, height: int) -> np.ndarray:
-    return np.asarray(Image.fromarray(pixels).resize((width, height), Image.Resampling.BILINEAR, reducing_gap=2.0),
-                      dtype=np.float32)
+    return np.asarray(
+        Image.fromarray(pixels).resize((width, height), Image.Resampling.BILINEAR, reducing_gap=2.0), dtype=np.float32
+    )
 
 
 def _correlations(big: np.ndarray, small: np.ndarray, lefts: range, tops: range) -> np.ndarray:
@@ -179,7 +199,7 @@ def _correlations(big: np.ndarray, small: np.ndarray, lefts: range, tops: range)
     height, width = small.shape
     template = small - small.mean()
     template /= max(float(np.linalg.norm(template)), 1e-6)
-    windows = sliding_window_view(big, (height, width))[tops.start:tops.stop, lefts.start:lefts.stop]
+    windows = sliding_window_view(big, (height, width))[tops.start : tops.stop, lefts.start : lefts.stop]
     count = height * width
     sums = windows.sum(axis=(2, 3))
     squares = np.einsum("ijkl,ijkl->ij", windows, windows)
@@ -198,14 +218,15 @@ def _sizes(side: int, ratio: float) -> list[tuple[int, int]]:
     return found
 
 
-def _best(big: np.ndarray, small: np.ndarray, sizes: list[tuple[int, int]], near: tuple | None
-          ) -> tuple[float, int, int, int, int]:
+def _best(
+    big: np.ndarray, small: np.ndarray, sizes: list[tuple[int, int]], near: tuple | None
+) -> tuple[float, int, int, int, int]:
     """(correlation, left, top, width, height) of the best window of `big` for `small` over `sizes` (within two
     pixels of `near`, a place found at half this resolution, when given) and every offset (within two pixels)."""
     side = big.shape[0]
     best = (-2.0, 0, 0, 0, 0)
     for width, height in sizes:
-        lefts, tops = range(0, side - width + 1), range(0, side - height + 1)
+        lefts, tops = range(side - width + 1), range(side - height + 1)
         if near is not None:
             _, left, top, near_width, near_height = near
             if abs(width - 2 * near_width) > 2 or abs(height - 2 * near_height) > 2:

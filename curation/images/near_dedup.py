@@ -51,16 +51,25 @@ from benchcurate.curation.engine.stage import SetStage, StageConfig, StageContex
 from benchcurate.curation.images.hashfile import HashTable, read_hashes
 from benchcurate.curation.images.likeness import TURNS, VIEWS
 from benchcurate.curation.images.survivor import Member, elect, provisional
-from benchcurate.curation.images.verify import COMPOSED, Picture, inverse, oriented, pack, picture, unpack
+from benchcurate.curation.images.verify import (
+    COMPOSED,
+    Picture,
+    compare,
+    inverse,
+    likeliest_turns,
+    oriented,
+    pack,
+    picture,
+    unpack,
+)
 from benchcurate.curation.images.verify import Verdict as PairVerdict
-from benchcurate.curation.images.verify import compare, likeliest_turns
 from benchcurate.curation.release.files import release_rows
 from benchcurate.curation.release.reference import is_release, release_reference
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
-MAX_TURNS = 1            # turns of a pair verified at most, the likeliest (`verify.likeliest_turns`)
+MAX_TURNS = 1  # turns of a pair verified at most, the likeliest (`verify.likeliest_turns`)
 MAX_TRIES_VIA_COPIES = 2  # copies in a group a candidate that failed against the centre is verified against
-VIA_COPY_LIMIT = 2.0      # times max_local_difference: a candidate failing the centre by more gets no other try
+VIA_COPY_LIMIT = 2.0  # times max_local_difference: a candidate failing the centre by more gets no other try
 VIA_DETAIL_TOLERANCE = 0.1  # log2 units: a copy with this much less fine detail than a candidate may not vouch
 PICTURES_NAMESPACE = "image_pictures"  # of the run cache: verify.Picture (fine copy, traits) by content sha256
 
@@ -69,19 +78,32 @@ class NearDedupConfig(StageConfig):
     max_hamming_distance: int = Field(8, ge=0, le=32, description="pairs at this distance or less are candidates")
     match_orientations: bool = Field(True, description="also match mirror images and quarter turns")
     match_borders: bool = Field(True, description="also match pictures with uniform borders added or removed")
-    match_crops: bool = Field(False, description="also match pictures with a few percent cut from a side (compares "
-                                                 "centres: a camera pan or a stereo pair can match too)")
-    verify: bool = Field(True, description="place each candidate pair on each other and compare it before "
-                                           "grouping it")
-    max_local_difference: float = Field(0.076, ge=0, description="verification: a region standing out this far "
-                                                               "(share of the grey-level range) makes two pictures")
-    max_uncovered_share: float = Field(0.015, ge=0, le=1, description="verification: each picture showing this "
-                                                                      "share of its content that the other does "
-                                                                      "not (a camera shift) makes two pictures")
+    match_crops: bool = Field(
+        False,
+        description="also match pictures with a few percent cut from a side (compares "
+        "centres: a camera pan or a stereo pair can match too)",
+    )
+    verify: bool = Field(True, description="place each candidate pair on each other and compare it before grouping it")
+    max_local_difference: float = Field(
+        0.076,
+        ge=0,
+        description="verification: a region standing out this far (share of the grey-level range) makes two pictures",
+    )
+    max_uncovered_share: float = Field(
+        0.015,
+        ge=0,
+        le=1,
+        description="verification: each picture showing this "
+        "share of its content that the other does "
+        "not (a camera shift) makes two pictures",
+    )
     keep_rule: Literal["least_processed", "largest"] = Field("least_processed", description="which copy is kept")
     source_priority: tuple[str, ...] = Field((), description="source datasets to prefer, most preferred first")
-    reference: tuple[str, ...] = Field((), description="hashes files (JSONL), release folders or published versions "
-                                                       "(hf://ORG/NAME@v0.1.0) to check against")
+    reference: tuple[str, ...] = Field(
+        (),
+        description="hashes files (JSONL), release folders or published versions "
+        "(hf://ORG/NAME@v0.1.0) to check against",
+    )
 
 
 class ImageKey(NamedTuple):
@@ -105,10 +127,19 @@ def image_key(item: Sample, cfg: object = None) -> ImageKey:
     users = question_text(item, "user_turns")
     found = item.scores.get("image_phash") or {}
     turned = found.get("phash_orientations") or ""
-    return ImageKey(item.id, image.sha256, image.phash, (image.width or 0) * (image.height or 0), image.size_bytes,
-                    item.provenance.source_dataset, sha256_json(normalise(users))[:16] if users else "",
-                    image.path, tuple(turned.split(",")) if turned else (),
-                    found.get("phash_trimmed"), found.get("phash_centre"))
+    return ImageKey(
+        item.id,
+        image.sha256,
+        image.phash,
+        (image.width or 0) * (image.height or 0),
+        image.size_bytes,
+        item.provenance.source_dataset,
+        sha256_json(normalise(users))[:16] if users else "",
+        image.path,
+        tuple(turned.split(",")) if turned else (),
+        found.get("phash_trimmed"),
+        found.get("phash_centre"),
+    )
 
 
 def preference(key: ImageKey, source_priority: tuple[str, ...]) -> tuple:
@@ -127,8 +158,10 @@ def load_reference(location: str) -> tuple[list[str], np.ndarray]:
     if is_release(location):
         release = release_reference(location)
         rows = [row for row in release_rows(release.folder, ["index", "image_phash"]) if row["image_phash"]]
-        return ([f"{release.label}:{row['index']}" for row in rows],
-                np.array([int(row["image_phash"], 16) for row in rows], dtype=np.uint64))
+        return (
+            [f"{release.label}:{row['index']}" for row in rows],
+            np.array([int(row["image_phash"], 16) for row in rows], dtype=np.uint64),
+        )
     table = read_hashes(Path(location))
     return table.paths, table.hashes
 
@@ -144,8 +177,9 @@ def reference_digest(cfg: NearDedupConfig, run_dir: Path | None = None) -> str:
         elif path.exists():
             listing.append([location, path.stat().st_size, path.stat().st_mtime_ns])
         else:
-            raise UserError(f"reference {location} does not exist; pass a hashes file, a release folder or "
-                            f"hf://ORG/NAME@VERSION")
+            raise UserError(
+                f"reference {location} does not exist; pass a hashes file, a release folder or hf://ORG/NAME@VERSION"
+            )
     return sha256_json(listing)
 
 
@@ -156,8 +190,10 @@ def _reference_matches(items: list[ImageKey], hashes: np.ndarray, cfg: NearDedup
         for query, ref, dist in cross_pairs_within(hashes, reference, cfg.max_hamming_distance):
             current = drops.get(int(query))
             if current is None or dist < current.detail["hamming_distance"]:
-                drops[int(query)] = Drop(reason="matches_reference", detail={
-                    "reference": names[int(ref)], "reference_set": location, "hamming_distance": int(dist)})
+                drops[int(query)] = Drop(
+                    reason="matches_reference",
+                    detail={"reference": names[int(ref)], "reference_set": location, "hamming_distance": int(dist)},
+                )
     return drops
 
 
@@ -177,8 +213,9 @@ def hashes_of(values: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
     return where, np.array([int(values[k], 16) for k in where], dtype=np.uint64)
 
 
-def candidates(items: list[ImageKey], cfg: NearDedupConfig, excluded: set[int], workers: int = 1
-               ) -> dict[tuple[int, int], list[Candidate]]:
+def candidates(
+    items: list[ImageKey], cfg: NearDedupConfig, excluded: set[int], workers: int = 1
+) -> dict[tuple[int, int], list[Candidate]]:
     """Every way each pair of items is near, best first: the whole picture before its trimmed or centre hashes,
     the identity before turns, then by distance (`workers` processes for each search)."""
     found: dict[tuple[int, int], list[Candidate]] = defaultdict(list)
@@ -204,18 +241,20 @@ def candidates(items: list[ImageKey], cfg: NearDedupConfig, excluded: set[int], 
             turned = np.array([int(items[k].turned[slot], 16) for k in turned_where], dtype=np.uint64)
             for i, j, dist in cross_pairs_within(turned, hashes, cfg.max_hamming_distance, workers=workers):
                 add(turned_where[int(i)], int(where[j]), int(dist), orientation, "full")
-    return {key: sorted(options, key=lambda pair: (VIEWS.index(pair.view), pair.orientation != "identity",
-                                                    pair.distance)) for key, options in found.items()}
+    return {
+        key: sorted(options, key=lambda pair: (VIEWS.index(pair.view), pair.orientation != "identity", pair.distance))
+        for key, options in found.items()
+    }
 
 
 class Copy(NamedTuple):
     """How a dropped item was found a copy of the kept one."""
 
     kept: int
-    distance: int           # pHash bits between the two
-    orientation: str        # the turn of the group's centre that lines it up with the copy
-    view: str               # which hashes made the copy a candidate of the one it was verified against
-    evidence: dict          # the verification's, and `verified_against` when that was not the kept item
+    distance: int  # pHash bits between the two
+    orientation: str  # the turn of the group's centre that lines it up with the copy
+    view: str  # which hashes made the copy a candidate of the one it was verified against
+    evidence: dict  # the verification's, and `verified_against` when that was not the kept item
 
 
 def _turns(options: list[Candidate], first: int) -> list[str]:
@@ -224,8 +263,9 @@ def _turns(options: list[Candidate], first: int) -> list[str]:
     return list(dict.fromkeys([*found, "identity"]))
 
 
-def verify(first: int, second: int, turns: list[str], pictures: Callable[[int], Picture | None],
-           cfg: NearDedupConfig) -> PairVerdict | None:
+def verify(
+    first: int, second: int, turns: list[str], pictures: Callable[[int], Picture | None], cfg: NearDedupConfig
+) -> PairVerdict | None:
     """The verification of a pair (`verify.compare`, the first turned by each of `turns` in order until one
     passes, or by the MAX_TURNS likeliest of them); None when a picture cannot be decoded again. Without
     `verify`, a pass with no evidence."""
@@ -248,20 +288,28 @@ def changed(found: PairVerdict | None, cfg: NearDedupConfig) -> bool:
     """Whether a failed verification lined the pair up and found a clear local change, more than twice
     `max_local_difference` (then no copy of the group may vouch for it: a copy blurred or shrunk hides a small
     change better than the centre does)."""
-    return found is not None and found.placement is not None and \
-        found.evidence.get("local_difference", 0) > VIA_COPY_LIMIT * cfg.max_local_difference
+    return (
+        found is not None
+        and found.placement is not None
+        and found.evidence.get("local_difference", 0) > VIA_COPY_LIMIT * cfg.max_local_difference
+    )
 
 
 def may_vouch(copy: int, candidate: int, items: list[ImageKey], pictures: Callable[[int], Picture | None]) -> bool:
     """Whether a copy in a group may be verified against in place of the centre: not one with fewer pixels or
     less fine detail than the candidate (a shrunk or blurred copy hides a small change)."""
     first, second = pictures(copy), pictures(candidate)
-    return first is not None and second is not None and first.traits.pixels >= 0.9 * second.traits.pixels and \
-        first.traits.detail >= second.traits.detail - VIA_DETAIL_TOLERANCE
+    return (
+        first is not None
+        and second is not None
+        and first.traits.pixels >= 0.9 * second.traits.pixels
+        and first.traits.detail >= second.traits.detail - VIA_DETAIL_TOLERANCE
+    )
 
 
-def member(index: int, centre: int, found: PairVerdict | None, pictures: Callable[[int], Picture | None]
-           ) -> Member | None:
+def member(
+    index: int, centre: int, found: PairVerdict | None, pictures: Callable[[int], Picture | None]
+) -> Member | None:
     """The keep rule's view of a verified copy, through the placement of the group's centre on it."""
     picture, base = pictures(index), pictures(centre)
     if picture is None or base is None:
@@ -269,16 +317,23 @@ def member(index: int, centre: int, found: PairVerdict | None, pictures: Callabl
     if index == centre:
         height, width = picture.fine.shape
         content = (picture.content[2] - picture.content[0]) * (picture.content[3] - picture.content[1])
-        return Member(index, picture.traits, 1.0, (0.0, 0.0, 1.0, 1.0), round(content / (width * height), 3),
-                      "identity")
+        return Member(
+            index, picture.traits, 1.0, (0.0, 0.0, 1.0, 1.0), round(content / (width * height), 3), "identity"
+        )
     if found is None or found.placement is None:
         return None
     turned = oriented(base, found.orientation)
     placement = found.placement
     height, width = turned.fine.shape
     own_height, own_width = picture.fine.shape
-    density = (placement.ax * (picture.size[0] / own_width) / (turned.size[0] / width)
-               * placement.ay * (picture.size[1] / own_height) / (turned.size[1] / height)) ** 0.5
+    density = (
+        placement.ax
+        * (picture.size[0] / own_width)
+        / (turned.size[0] / width)
+        * placement.ay
+        * (picture.size[1] / own_height)
+        / (turned.size[1] / height)
+    ) ** 0.5
     back = placement.inverse()
     whole = back.box((0.0, 0.0, float(own_width), float(own_height)))
     framing = tuple(round(value / side, 4) for value, side in zip(whole, (width, height, width, height)))
@@ -287,8 +342,9 @@ def member(index: int, centre: int, found: PairVerdict | None, pictures: Callabl
     return Member(index, picture.traits, density, framing, round(area, 3), found.orientation)
 
 
-def order_key(index: int, items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[[int], Picture | None]
-              ) -> tuple:
+def order_key(
+    index: int, items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[[int], Picture | None]
+) -> tuple:
     """The keep rule's sort key of an item with a near copy (smaller first): the group centres' order."""
     tail = preference(items[index], cfg.source_priority)
     found = pictures(index) if cfg.keep_rule == "least_processed" else None
@@ -297,24 +353,31 @@ def order_key(index: int, items: list[ImageKey], cfg: NearDedupConfig, pictures:
 
 def _relative_turn(group: dict, kept: int, index: int, centre: int) -> str:
     """The turn of the kept picture that lines it up with a dropped one, from the centre's turns onto both."""
+
     def turn(member: int) -> str:
         found = group[member].placement if member in group else None
         return "identity" if member == centre or found is None else found.orientation
+
     return COMPOSED[(inverse(turn(kept)), turn(index))]
 
 
 class Found(NamedTuple):
     """A copy verified into a group."""
 
-    placement: PairVerdict | None   # the centre placed on it (for the keep rule), when that placement was found
-    option: Candidate               # the candidate pair that brought it into the group
-    against: int                    # the item it was verified against (the centre, or a copy in the group)
+    placement: PairVerdict | None  # the centre placed on it (for the keep rule), when that placement was found
+    option: Candidate  # the candidate pair that brought it into the group
+    against: int  # the item it was verified against (the centre, or a copy in the group)
     evidence: dict
 
 
-def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[[int], Picture | None],
-                excluded: set[int] = frozenset(), workers: int = 1,
-                full_size: Callable[[int], np.ndarray | None] | None = None) -> tuple[dict[int, Copy], dict]:
+def near_groups(
+    items: list[ImageKey],
+    cfg: NearDedupConfig,
+    pictures: Callable[[int], Picture | None],
+    excluded: set[int] = frozenset(),
+    workers: int = 1,
+    full_size: Callable[[int], np.ndarray | None] | None = None,
+) -> tuple[dict[int, Copy], dict]:
     """Each dropped item -> how it is a copy of the kept one, and the counts for the summary.
 
     Items with a candidate pair are taken in the order of `order_key`; each not yet placed is the centre of a
@@ -333,15 +396,15 @@ def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[
     placed: set[int] = set()
     counts: dict[str, int] = defaultdict(int)
     rules: dict[str, int] = defaultdict(int)
-    seen: dict[int, set[int]] = {}       # per centre: the items verified against it
-    centre_of: dict[int, int] = {}       # each copy: its group's centre
+    seen: dict[int, set[int]] = {}  # per centre: the items verified against it
+    centre_of: dict[int, int] = {}  # each copy: its group's centre
     for centre in sorted(near, key=keys.__getitem__):
         if centre in placed:
             continue
         placed.add(centre)
         group: dict[int, Found] = {}
-        direct_tries: dict[int, PairVerdict | None] = {}   # each candidate verified against the centre once
-        tried: dict[int, set[int]] = defaultdict(set)      # and against at most a few copies in the group
+        direct_tries: dict[int, PairVerdict | None] = {}  # each candidate verified against the centre once
+        tried: dict[int, set[int]] = defaultdict(set)  # and against at most a few copies in the group
         queue = [(other, centre) for other in sorted(near[centre], key=keys.__getitem__)]
         while queue:
             other, via = queue.pop(0)
@@ -350,8 +413,9 @@ def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[
             options = found[(min(via, other), max(via, other))]
             turns = _turns(options, via)
             if via != centre and group[via].placement is not None:  # the centre as it lies on `via`, then on
-                turns = list(dict.fromkeys([COMPOSED[(group[via].placement.orientation, turn)] for turn in turns]
-                                           + ["identity"]))
+                turns = list(
+                    dict.fromkeys([COMPOSED[(group[via].placement.orientation, turn)] for turn in turns] + ["identity"])
+                )
             if other not in direct_tries:
                 counts["verified_pairs"] += 1
                 direct_tries[other] = verify(centre, other, turns, pictures, cfg)
@@ -359,9 +423,14 @@ def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[
             result, against = direct, centre
             if (direct is None or not direct.same) and via != centre and not changed(direct, cfg):
                 # the nearest copies in the group (pHash) that it is a candidate of, a few at most
-                for copy in sorted((c for c in near[other] if c in group and c not in tried[other]
-                                    and may_vouch(c, other, items, pictures)),
-                                   key=lambda c: (distance(items[c].phash, items[other].phash), keys[c])):
+                for copy in sorted(
+                    (
+                        c
+                        for c in near[other]
+                        if c in group and c not in tried[other] and may_vouch(c, other, items, pictures)
+                    ),
+                    key=lambda c: (distance(items[c].phash, items[other].phash), keys[c]),
+                ):
                     if len(tried[other]) >= MAX_TRIES_VIA_COPIES:
                         break
                     tried[other].add(copy)
@@ -386,14 +455,17 @@ def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[
             continue
         kept = centre
         if cfg.keep_rule == "least_processed" and cfg.verify:
-            members = [member(index, centre, group[index].placement if index in group else None, pictures)
-                       for index in [centre, *group]]
+            members = [
+                member(index, centre, group[index].placement if index in group else None, pictures)
+                for index in [centre, *group]
+            ]
             decoded: dict[int, np.ndarray | None] = {}  # each tied copy decoded at full size once
 
-            def at_full_size(index: int) -> np.ndarray | None:
+            def at_full_size(index: int, decoded: dict[int, np.ndarray | None] = decoded) -> np.ndarray | None:
                 if index not in decoded:
                     decoded[index] = full_size(index) if full_size else None
                 return decoded[index]
+
             kept, rule = elect([m for m in members if m is not None], at_full_size, keys.__getitem__)
             rules[rule] += 1
             counts["kept_other_than_centre"] += kept != centre
@@ -402,27 +474,49 @@ def near_groups(items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[
                 continue
             entry = group[index] if index in group else group[kept]  # the centre: as the kept one was found
             against = entry.against if index in group else centre
-            evidence = {**entry.evidence, **({"verified_against": items[against].id} if against not in (kept, index)
-                                             else {})}
+            evidence = {
+                **entry.evidence,
+                **({"verified_against": items[against].id} if against not in (kept, index) else {}),
+            }
             centre_of[index] = centre
-            dropped[index] = Copy(kept, distance(items[index].phash, items[kept].phash),
-                                  _relative_turn(group, kept, index, centre), entry.option.view, evidence)
-    chains = [{"kept": items[index].id, "near_dropped": items[other].id, "kept_in_place": items[dropped[other].kept].id}
-              for i, j in sorted(found) for index, other in ((i, j), (j, i))
-              if index not in dropped and other in dropped and index not in seen[centre_of[other]]]
-    summary = {"candidate_pairs": len(found), "verified_pairs": counts["verified_pairs"],
-               "rejected_by_verification": counts["rejected_by_verification"],
-               "groups": len({copy.kept for copy in dropped.values()}),
-               "verified_against_a_copy": counts["verified_against_a_copy"],
-               "kept_other_than_centre": counts["kept_other_than_centre"], "decided_by": dict(sorted(rules.items())),
-               "turned_or_trimmed_pairs": sum(1 for copy in dropped.values() if copy.orientation != "identity"
-                                              or copy.evidence.get("placed", "whole") != "whole"),
-               "chains_not_followed": len(chains), "chains": chains[:20]}
+            dropped[index] = Copy(
+                kept,
+                distance(items[index].phash, items[kept].phash),
+                _relative_turn(group, kept, index, centre),
+                entry.option.view,
+                evidence,
+            )
+    chains = [
+        {"kept": items[index].id, "near_dropped": items[other].id, "kept_in_place": items[dropped[other].kept].id}
+        for i, j in sorted(found)
+        for index, other in ((i, j), (j, i))
+        if index not in dropped and other in dropped and index not in seen[centre_of[other]]
+    ]
+    summary = {
+        "candidate_pairs": len(found),
+        "verified_pairs": counts["verified_pairs"],
+        "rejected_by_verification": counts["rejected_by_verification"],
+        "groups": len({copy.kept for copy in dropped.values()}),
+        "verified_against_a_copy": counts["verified_against_a_copy"],
+        "kept_other_than_centre": counts["kept_other_than_centre"],
+        "decided_by": dict(sorted(rules.items())),
+        "turned_or_trimmed_pairs": sum(
+            1
+            for copy in dropped.values()
+            if copy.orientation != "identity" or copy.evidence.get("placed", "whole") != "whole"
+        ),
+        "chains_not_followed": len(chains),
+        "chains": chains[:20],
+    }
     return dropped, summary
 
 
-def picture_loader(items: list[ImageKey], ctx: StageContext | None, keep: int = 4096,
-                   stored: Callable[[int], bytes | None] | None = None) -> Callable[[int], Picture | None]:
+def picture_loader(
+    items: list[ImageKey],
+    ctx: StageContext | None,
+    keep: int = 4096,
+    stored: Callable[[int], bytes | None] | None = None,
+) -> Callable[[int], Picture | None]:
     """An item's Picture, read from `stored` (`verify.pack` bytes by index, made when the file was hashed), or
     the run cache (when there is a context), or made by decoding its file once; None for a file that cannot be
     decoded again. The last `keep` are held in memory (a group's centre is asked
@@ -451,16 +545,19 @@ def picture_loader(items: list[ImageKey], ctx: StageContext | None, keep: int = 
         if len(made) > keep:
             made.popitem(last=False)
         return found
+
     return load
 
 
 def full_size_loader(items: list[ImageKey]) -> Callable[[int], np.ndarray | None]:
     """An item's picture at full size, upright, RGB (for the marks of processing of the copies still tied)."""
+
     def load(index: int) -> np.ndarray | None:
         try:
             return np.asarray(decode_image(Path(items[index].path), DEFAULT_MAX_PIXELS).image)
         except (ImageDecodeError, OSError):
             return None
+
     return load
 
 
@@ -470,24 +567,38 @@ def select(items: list[ImageKey], cfg: NearDedupConfig, ctx: StageContext) -> li
     contaminated = _reference_matches(items, hashes, cfg)
     for index, drop in contaminated.items():
         verdicts[index] = drop
-    dropped, summary = near_groups(items, cfg, picture_loader(items, ctx), set(contaminated),
-                                   full_size=full_size_loader(items))
+    dropped, summary = near_groups(
+        items, cfg, picture_loader(items, ctx), set(contaminated), full_size=full_size_loader(items)
+    )
     ctx.summary.update(summary)
     group_sizes: dict[int, int] = defaultdict(lambda: 1)
     for copy in dropped.values():
         group_sizes[copy.kept] += 1
     for index, copy in dropped.items():
-        verdicts[index] = Drop(reason="near_duplicate", detail={
-            "near_duplicate_of": items[copy.kept].id, "hamming_distance": copy.distance,
-            "orientation": copy.orientation, "matched_on": copy.view,
-            **({"verification": copy.evidence} if copy.evidence else {}),
-            "keep_rule": cfg.keep_rule, "group_size": group_sizes[copy.kept]})
+        verdicts[index] = Drop(
+            reason="near_duplicate",
+            detail={
+                "near_duplicate_of": items[copy.kept].id,
+                "hamming_distance": copy.distance,
+                "orientation": copy.orientation,
+                "matched_on": copy.view,
+                **({"verification": copy.evidence} if copy.evidence else {}),
+                "keep_rule": cfg.keep_rule,
+                "group_size": group_sizes[copy.kept],
+            },
+        )
     return verdicts
 
 
-STAGE = SetStage(name="image_near_dedup", config=NearDedupConfig, view=image_key, select=select,
-                 reasons=("near_duplicate", "matches_reference"), outside_input=reference_digest,
-                 version=4)  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
+STAGE = SetStage(
+    name="image_near_dedup",
+    config=NearDedupConfig,
+    view=image_key,
+    select=select,
+    reasons=("near_duplicate", "matches_reference"),
+    outside_input=reference_digest,
+    version=4,
+)  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept
 
 
@@ -496,23 +607,40 @@ def keys_of(table: HashTable) -> list[ImageKey]:
     found = []
     for row in table.rows:
         turned = row.get("phash_orientations") or ""
-        found.append(ImageKey(str(row["path"]), str(row.get("sha256") or row["path"]), row["phash"],
-                              (row.get("width") or 0) * (row.get("height") or 0), row.get("bytes") or 0, "", "",
-                              str(row["path"]), tuple(turned.split(",")) if turned else (),
-                              row.get("phash_trimmed"), row.get("phash_centre")))
+        found.append(
+            ImageKey(
+                str(row["path"]),
+                str(row.get("sha256") or row["path"]),
+                row["phash"],
+                (row.get("width") or 0) * (row.get("height") or 0),
+                row.get("bytes") or 0,
+                "",
+                "",
+                str(row["path"]),
+                tuple(turned.split(",")) if turned else (),
+                row.get("phash_trimmed"),
+                row.get("phash_centre"),
+            )
+        )
     return found
 
 
-def duplicate_groups(table: HashTable, cfg: NearDedupConfig, reference: HashTable | None = None, workers: int = 1,
-                     stored: Callable[[int], bytes | None] | None = None) -> Iterator[dict]:
+def duplicate_groups(
+    table: HashTable,
+    cfg: NearDedupConfig,
+    reference: HashTable | None = None,
+    workers: int = 1,
+    stored: Callable[[int], bytes | None] | None = None,
+) -> Iterator[dict]:
     """What `curate images dups` prints: reference matches first, then groups among the rest, as
     `image_near_dedup` makes them; each file with a candidate is read from `stored` (the side file of `images
     hash --likeness`: `hashfile.stored_pictures`) or else decoded once for the verification, and the copies
     still tied for the keep rule's marks once more at full size."""
     matched: dict[int, list[tuple[int, int]]] = {}
     if reference is not None and len(reference.hashes):
-        for query, ref, dist in cross_pairs_within(table.hashes, reference.hashes, cfg.max_hamming_distance,
-                                                   workers=workers):
+        for query, ref, dist in cross_pairs_within(
+            table.hashes, reference.hashes, cfg.max_hamming_distance, workers=workers
+        ):
             matched.setdefault(int(query), []).append((int(dist), int(ref)))
     by_reference: dict[int, list[dict]] = {}
     for query, hits in matched.items():
@@ -521,12 +649,19 @@ def duplicate_groups(table: HashTable, cfg: NearDedupConfig, reference: HashTabl
     for ref in sorted(by_reference):
         yield {"reference": reference.paths[ref], "dropped": sorted(by_reference[ref], key=lambda d: d["path"])}
     keys = keys_of(table)
-    dropped, _ = near_groups(keys, cfg, picture_loader(keys, None, stored=stored), set(matched), workers,
-                             full_size=full_size_loader(keys))
+    dropped, _ = near_groups(
+        keys, cfg, picture_loader(keys, None, stored=stored), set(matched), workers, full_size=full_size_loader(keys)
+    )
     groups: dict[int, list[dict]] = {}
     for index, copy in sorted(dropped.items()):
-        groups.setdefault(copy.kept, []).append({"path": table.paths[index], "distance": copy.distance,
-                                                 "orientation": copy.orientation, "matched_on": copy.view,
-                                                 **({"verification": copy.evidence} if copy.evidence else {})})
+        groups.setdefault(copy.kept, []).append(
+            {
+                "path": table.paths[index],
+                "distance": copy.distance,
+                "orientation": copy.orientation,
+                "matched_on": copy.view,
+                **({"verification": copy.evidence} if copy.evidence else {}),
+            }
+        )
     for kept in sorted(groups, key=lambda index: table.paths[index]):
         yield {"kept": table.paths[kept], "dropped": groups[kept]}

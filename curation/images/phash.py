@@ -28,11 +28,18 @@ IMAGEHASH_VERSION = version("ImageHash")
 
 
 class PhashConfig(StageConfig):
-    max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1, description="images with more pixels are dropped as "
-                                                                  "image_too_large (decompression bombs)")
-    draft_side_px: int | None = Field(256, ge=32, description="decode JPEGs at reduced scale, and box-average "
-                                                              "other images, but no side below this; null "
-                                                              "hashes the full-size picture")
+    max_pixels: int = Field(
+        DEFAULT_MAX_PIXELS,
+        ge=1,
+        description="images with more pixels are dropped as image_too_large (decompression bombs)",
+    )
+    draft_side_px: int | None = Field(
+        256,
+        ge=32,
+        description="decode JPEGs at reduced scale, and box-average "
+        "other images, but no side below this; null "
+        "hashes the full-size picture",
+    )
 
 
 def algorithm(cfg: PhashConfig) -> str:
@@ -40,8 +47,9 @@ def algorithm(cfg: PhashConfig) -> str:
     return f"imagehash {IMAGEHASH_VERSION} phash hash_size=8; {decode}"
 
 
-def fingerprint(path: Path, cfg: PhashConfig, data: bytes | None = None, likeness: bool = False,
-                picture: bool = False) -> dict:
+def fingerprint(
+    path: Path, cfg: PhashConfig, data: bytes | None = None, likeness: bool = False, picture: bool = False
+) -> dict:
     """Width, height, format and pHash of one file (or its bytes), or the reason it cannot be decoded; with
     `likeness`, also the hashes of its other orientations, without borders and of its centre
     (`curation.images.likeness`), from the same decode; with `picture` too, under "picture", what the
@@ -55,8 +63,13 @@ def fingerprint(path: Path, cfg: PhashConfig, data: bytes | None = None, likenes
     except ImageDecodeError as error:
         return {"error_reason": error.reason, "error": str(error).replace(str(path), "the file")}
     grey = decoded.image if not picture else decoded.image.convert("L")
-    found = {"width": decoded.width, "height": decoded.height, "format": decoded.format,
-             "phash": str(imagehash.phash(grey)), "phash_algorithm": algorithm(cfg)}
+    found = {
+        "width": decoded.width,
+        "height": decoded.height,
+        "format": decoded.format,
+        "phash": str(imagehash.phash(grey)),
+        "phash_algorithm": algorithm(cfg),
+    }
     if picture:
         found["picture"] = verify.pack(verify.picture_of(decoded, data))
     # the other orientations come from imagehash's steps redone (its DCT block, turned), tested to give its bits
@@ -77,8 +90,10 @@ def score(item: Sample, cfg: PhashConfig, ctx: StageContext) -> Scores:
 
 def decide(scores: Scores, cfg: PhashConfig) -> Verdict:
     if "error_reason" in scores.values:
-        return Drop(reason=str(scores.values["error_reason"]), detail={"error": scores.values["error"],
-                                                                       "path": scores.values.get("path")})
+        return Drop(
+            reason=str(scores.values["error_reason"]),
+            detail={"error": scores.values["error"], "path": scores.values.get("path")},
+        )
     return Keep()
 
 
@@ -90,5 +105,13 @@ def apply(item: Sample, scores: Scores, cfg: PhashConfig) -> Sample:
     return item.model_copy(update={"images": [image, *item.images[1:]]})
 
 
-STAGE = ItemStage(name="image_phash", config=PhashConfig, score=score, decide=decide, apply=apply,
-                  reasons=DECODE_REASONS, parallel="processes", version=2)  # 2: the likeness hashes beside the pHash
+STAGE = ItemStage(
+    name="image_phash",
+    config=PhashConfig,
+    score=score,
+    decide=decide,
+    apply=apply,
+    reasons=DECODE_REASONS,
+    parallel="processes",
+    version=2,
+)  # 2: the likeness hashes beside the pHash

@@ -16,8 +16,10 @@ class QualityConfig(ModelStageConfig):
 
 def score(item: Sample, cfg: QualityConfig, ctx: StageContext) -> Scores:
     result = ctx.ask("image_quality", cfg.prompt_version, item, model=cfg.model)
-    return Scores(values={"quality_score": result.value.quality_score, "rationale": result.value.rationale},
-                  generation=result.generation)
+    return Scores(
+        values={"quality_score": result.value.quality_score, "rationale": result.value.rationale},
+        generation=result.generation,
+    )
 
 
 def decide(scores: Scores, cfg: QualityConfig) -> Verdict:
@@ -27,5 +29,12 @@ def decide(scores: Scores, cfg: QualityConfig) -> Verdict:
     return Drop(reason="low_quality", detail={"quality_score": grade, "min_quality_score": cfg.min_quality_score})
 
 
-STAGE = ItemStage(name="image_quality", config=QualityConfig, score=score, decide=decide,
-                  reasons=("low_quality",), uses_model=True, prompts=("image_quality",))
+STAGE = ItemStage(
+    name="image_quality",
+    config=QualityConfig,
+    score=score,
+    decide=decide,
+    reasons=("low_quality",),
+    uses_model=True,
+    prompts=("image_quality",),
+)

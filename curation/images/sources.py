@@ -19,10 +19,21 @@ InputKind = Literal["folder", "manifest", "hf_dataset", "samples"]
 MANIFEST_SUFFIXES = (".csv", ".jsonl")
 HF_DATA_SUFFIXES = (".parquet", ".arrow")
 # manifest column names people use, mapped to ours
-COLUMN_ALIASES = {"path": "path", "file": "path", "local_path": "path", "image_path": "path", "source": "source_dataset",
-                  "source_dataset": "source_dataset", "source_id": "source_id", "id": "source_id",
-                  "license": "license", "image_license": "license", "text_license": "text_license",
-                  "attribution": "attribution", "derived_from": "derived_from"}
+COLUMN_ALIASES = {
+    "path": "path",
+    "file": "path",
+    "local_path": "path",
+    "image_path": "path",
+    "source": "source_dataset",
+    "source_dataset": "source_dataset",
+    "source_id": "source_id",
+    "id": "source_id",
+    "license": "license",
+    "image_license": "license",
+    "text_license": "text_license",
+    "attribution": "attribution",
+    "derived_from": "derived_from",
+}
 
 
 NAME_MAX_BYTES = 255  # a path component longer than this cannot exist on the usual file systems
@@ -55,11 +66,11 @@ def name_problem(path: Path) -> tuple[str, str] | None:
 
 @dataclass
 class Entry:
-    source_path: str                       # how a user finds it: relative path, manifest row or dataset row
+    source_path: str  # how a user finds it: relative path, manifest row or dataset row
     provenance: dict = field(default_factory=dict)
-    path: Path | None = None               # a local file to read
-    data: bytes | None = None              # or the bytes themselves (embedded in a dataset)
-    suffix: str | None = None              # the file suffix to check, when there is one
+    path: Path | None = None  # a local file to read
+    data: bytes | None = None  # or the bytes themselves (embedded in a dataset)
+    suffix: str | None = None  # the file suffix to check, when there is one
     problem: tuple[str, str] | None = None  # (reason, detail) when the entry cannot be used
 
 
@@ -79,17 +90,22 @@ def input_kind(path: Path) -> InputKind:
     .parquet/.arrow files and no images is a dataset."""
     if path.is_file():
         if path.suffix.lower() not in MANIFEST_SUFFIXES:
-            raise UserError(f"--input {path} is a file but not a .csv or .jsonl manifest; pass a folder of images, "
-                            f"a manifest, a samples JSONL (curate import) or a Hugging Face dataset folder")
+            raise UserError(
+                f"--input {path} is a file but not a .csv or .jsonl manifest; pass a folder of images, "
+                f"a manifest, a samples JSONL (curate import) or a Hugging Face dataset folder"
+            )
         return "samples" if is_samples_file(path) else "manifest"
     if not path.is_dir():
-        raise UserError(f"input {path} does not exist; pass --input with a folder of images, a manifest, or a "
-                        f"Hugging Face dataset folder, or leave --input out to run the bundled demo corpus")
+        raise UserError(
+            f"input {path} does not exist; pass --input with a folder of images, a manifest, or a "
+            f"Hugging Face dataset folder, or leave --input out to run the bundled demo corpus"
+        )
     data_files = any(child.suffix in HF_DATA_SUFFIXES for child in path.rglob("*") if child.is_file())
     return "hf_dataset" if data_files and not any(path.glob("*.png")) and not any(path.glob("*.jpg")) else "folder"
 
 
 # --- folder ----------------------------------------------------------------------------------------------
+
 
 def _first_line_not_utf8(path: Path) -> UserError:
     """The error naming the first line of `path` that is not UTF-8."""
@@ -115,9 +131,14 @@ def _read_manifest_rows(path: Path) -> list[dict]:
             raise UserError(f"{path} is not a readable CSV ({str(error).strip()}); fix the manifest") from None
     else:
         raw = list(read_jsonl(path))
-    rows = [{COLUMN_ALIASES[key.strip().lower()]: value for key, value in row.items()
-             if isinstance(key, str) and key.strip().lower() in COLUMN_ALIASES and value not in (None, "")}
-            for row in raw]
+    rows = [
+        {
+            COLUMN_ALIASES[key.strip().lower()]: value
+            for key, value in row.items()
+            if isinstance(key, str) and key.strip().lower() in COLUMN_ALIASES and value not in (None, "")
+        }
+        for row in raw
+    ]
     missing = [number for number, row in enumerate(rows, start=1) if "path" not in row]
     if missing:
         raise UserError(f"{path}: rows {missing[:5]} have no path column (path, file, local_path or image_path)")
@@ -153,26 +174,34 @@ def require_images(root: Path, extensions: tuple[str, ...], exclude: Path | None
     only other files, is a wrong --input, not a run that ends with nothing."""
     suffixes: Counter[str] = Counter()
     for path in root.rglob("*"):
-        if exclude not in (None, root) and path.is_relative_to(exclude) or not path.is_file():
+        if (exclude not in (None, root) and path.is_relative_to(exclude)) or not path.is_file():
             continue
         if path.suffix.lower() in extensions:
             return
         suffixes[path.suffix.lower() or "(no suffix)"] += 1
     found = ", ".join(f"{count} {suffix}" for suffix, count in suffixes.most_common())
     holds = f"it holds {found}" if found else "it is empty"
-    raise UserError(f"no images found in {printable(root)}: {holds}; images are {' '.join(extensions)} files (or "
-                    f"pass a manifest, a samples JSONL or a dataset folder)")
+    raise UserError(
+        f"no images found in {printable(root)}: {holds}; images are {' '.join(extensions)} files (or "
+        f"pass a manifest, a samples JSONL or a dataset folder)"
+    )
 
 
 # --- manifest file ---------------------------------------------------------------------------------------
+
 
 def manifest_entries(manifest: Path) -> Iterator[Entry]:
     """One entry per manifest row; relative paths are relative to the manifest's folder."""
     for number, row in enumerate(_read_manifest_rows(manifest), start=1):
         where = f"{manifest.name}:{number}"
         if not isinstance(row["path"], str):
-            yield Entry(source_path=where, problem=("path_invalid", f"path is of type {type(row['path']).__name__}, "
-                                                                   f"not text (manifest row {number})"))
+            yield Entry(
+                source_path=where,
+                problem=(
+                    "path_invalid",
+                    f"path is of type {type(row['path']).__name__}, not text (manifest row {number})",
+                ),
+            )
             continue
         path = Path(row["path"]).expanduser()
         path = path if path.is_absolute() else manifest.parent / path
@@ -180,8 +209,10 @@ def manifest_entries(manifest: Path) -> Iterator[Entry]:
         problem = name_problem(path)
         try:
             if problem is None and not path.is_file():
-                problem = ("image_missing" if not path.exists() else "not_a_regular_file",
-                           f"{printable(path)} (manifest row {number})")
+                problem = (
+                    "image_missing" if not path.exists() else "not_a_regular_file",
+                    f"{printable(path)} (manifest row {number})",
+                )
         except OSError as error:  # e.g. a name the file system refuses
             problem = ("path_invalid", f"{printable(path)}: {error.strerror} (manifest row {number})")
         if problem is not None:
@@ -191,6 +222,7 @@ def manifest_entries(manifest: Path) -> Iterator[Entry]:
 
 
 # --- Hugging Face dataset folder -------------------------------------------------------------------------
+
 
 def dataset_tables(root: Path) -> Iterator[tuple[str, object]]:
     """(file name, pyarrow table) for each data file of a parquet folder or a `save_to_disk` folder."""
@@ -218,8 +250,10 @@ def _image_column(table, wanted: str | None) -> str:
         kind = table.schema.field(name).type
         if str(kind) == "struct<bytes: binary, path: string>":
             return name
-    raise UserError(f"no Image column found (a struct of bytes and path); columns: {', '.join(table.column_names)};"
-                    f" name one with --set image_ingest.image_column=NAME")
+    raise UserError(
+        f"no Image column found (a struct of bytes and path); columns: {', '.join(table.column_names)};"
+        f" name one with --set image_ingest.image_column=NAME"
+    )
 
 
 def dataset_entries(root: Path, image_column: str | None, id_column: str | None) -> Iterator[Entry]:

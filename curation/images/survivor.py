@@ -38,20 +38,85 @@ from PIL import Image
 from benchcurate.curation.images.tones import TONE_BINS, isotonic
 
 # libjpeg's (IJG) standard luminance table at quality 50
-IJG_LUMINANCE = np.array([16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55, 14, 13, 16, 24, 40, 57, 69,
-                          56, 14, 17, 22, 29, 51, 87, 80, 62, 18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81,
-                          104, 113, 92, 49, 64, 78, 87, 103, 121, 120, 101, 72, 92, 95, 98, 112, 100, 103, 99],
-                         dtype=np.float64)
+IJG_LUMINANCE = np.array(
+    [
+        16,
+        11,
+        10,
+        16,
+        24,
+        40,
+        51,
+        61,
+        12,
+        12,
+        14,
+        19,
+        26,
+        58,
+        60,
+        55,
+        14,
+        13,
+        16,
+        24,
+        40,
+        57,
+        69,
+        56,
+        14,
+        17,
+        22,
+        29,
+        51,
+        87,
+        80,
+        62,
+        18,
+        22,
+        37,
+        56,
+        68,
+        109,
+        103,
+        77,
+        24,
+        35,
+        55,
+        64,
+        81,
+        104,
+        113,
+        92,
+        49,
+        64,
+        78,
+        87,
+        103,
+        121,
+        120,
+        101,
+        72,
+        92,
+        95,
+        98,
+        112,
+        100,
+        103,
+        99,
+    ],
+    dtype=np.float64,
+)
 LOSSLESS = ("PNG", "BMP", "TIFF", "GIF", "PPM", "TGA")
-UNKNOWN_LOSSY_QUALITY = 75   # a lossy file whose quality setting cannot be read (WebP)
-COLOUR_CHROMA = 4.0          # max - min over R, G, B (grey levels) above which a picture is in colour
-COLOUR_SIDE = 32             # side of the copy colour is judged on: blocks of about 8 pixels average noise away
-COLOUR_PERCENTILE = 95       # of the blocks: colour anywhere in the picture counts
-FRAME_SHARE = 0.02           # of the area: a uniform border this large is a frame (provisional order)
-DENSITY_TOLERANCE = 0.03     # pixels per unit of scene within this share of the most tie
-FRAMING_TOLERANCE = 0.004    # of the centre's sides: framings closer than this on every edge are one framing
-CONTENT_TOLERANCE = 0.01     # of the centre's area: content areas closer than this tie
-SAME_PIXELS = 1              # grey levels: full-size pictures this close everywhere are one file re-saved
+UNKNOWN_LOSSY_QUALITY = 75  # a lossy file whose quality setting cannot be read (WebP)
+COLOUR_CHROMA = 4.0  # max - min over R, G, B (grey levels) above which a picture is in colour
+COLOUR_SIDE = 32  # side of the copy colour is judged on: blocks of about 8 pixels average noise away
+COLOUR_PERCENTILE = 95  # of the blocks: colour anywhere in the picture counts
+FRAME_SHARE = 0.02  # of the area: a uniform border this large is a frame (provisional order)
+DENSITY_TOLERANCE = 0.03  # pixels per unit of scene within this share of the most tie
+FRAMING_TOLERANCE = 0.004  # of the centre's sides: framings closer than this on every edge are one framing
+CONTENT_TOLERANCE = 0.01  # of the centre's area: content areas closer than this tie
+SAME_PIXELS = 1  # grey levels: full-size pictures this close everywhere are one file re-saved
 
 
 def _table_sum(quality: int) -> float:
@@ -76,17 +141,18 @@ def jpeg_quality(data: bytes) -> int | None:
 class Traits(NamedTuple):
     """What the keep rule reads of one picture without decoding it again."""
 
-    chroma: float            # max - min over R, G, B of the content's most colourful blocks, in grey levels
-    pixels: int              # of the full-size picture (its header)
-    frame_share: float       # share of the area that is uniform border
+    chroma: float  # max - min over R, G, B of the content's most colourful blocks, in grey levels
+    pixels: int  # of the full-size picture (its header)
+    frame_share: float  # share of the area that is uniform border
     lossless: bool
-    quality: int             # JPEG quality setting (100 for a lossless file)
+    quality: int  # JPEG quality setting (100 for a lossless file)
     size_bytes: int
-    detail: float            # fine detail of the reduced copy (`_detail`): a blurred copy has less
+    detail: float  # fine detail of the reduced copy (`_detail`): a blurred copy has less
 
 
-def traits(rgb: Image.Image, grey: Image.Image, content: tuple[float, float, float, float], data: bytes, fmt: str,
-           pixels: int) -> Traits:
+def traits(
+    rgb: Image.Image, grey: Image.Image, content: tuple[float, float, float, float], data: bytes, fmt: str, pixels: int
+) -> Traits:
     """The keep rule's view of a decoded picture (upright RGB and its greyscale at any reduced scale, the
     content box in its pixels), from its file bytes and format."""
     box = tuple(round(value) for value in content)
@@ -95,22 +161,34 @@ def traits(rgb: Image.Image, grey: Image.Image, content: tuple[float, float, flo
     lossless = fmt in LOSSLESS
     quality = 100 if lossless else (jpeg_quality(data) if fmt == "JPEG" else None) or UNKNOWN_LOSSY_QUALITY
     share = (box[2] - box[0]) * (box[3] - box[1]) / max(grey.width * grey.height, 1)
-    return Traits(round(chroma, 3), pixels, round(1 - share, 4), lossless, int(quality), len(data),
-                  round(_detail(np.asarray(grey)), 3))
+    return Traits(
+        round(chroma, 3),
+        pixels,
+        round(1 - share, 4),
+        lossless,
+        int(quality),
+        len(data),
+        round(_detail(np.asarray(grey)), 3),
+    )
 
 
 def provisional(found: Traits) -> tuple:
     """Sort key of a group's provisional centre, smaller first: colour, no frame, most pixels, least compression."""
-    return (found.chroma < COLOUR_CHROMA, found.frame_share > FRAME_SHARE, -found.pixels, not found.lossless,
-            -found.quality)
+    return (
+        found.chroma < COLOUR_CHROMA,
+        found.frame_share > FRAME_SHARE,
+        -found.pixels,
+        not found.lossless,
+        -found.quality,
+    )
 
 
 # --- marks of processing, at full size ---------------------------------------------------------------------------
 
-SAMPLES = 4_000          # pixels each prediction is fitted and measured on
+SAMPLES = 4_000  # pixels each prediction is fitted and measured on
 MARK_PIXELS = 4_000_000  # pixels the marks are measured on, at most
-SCORE_TOLERANCE = 0.1    # predictions this close (share of the best) tie on it
-LEVELS_TOLERANCE = 4.0   # levels used per channel: fewer by more than this is a lossy tone change
+SCORE_TOLERANCE = 0.1  # predictions this close (share of the best) tie on it
+LEVELS_TOLERANCE = 4.0  # levels used per channel: fewer by more than this is a lossy tone change
 DETAIL_TOLERANCE = 0.05  # log2 units of detail above the best predictor's: sharpened
 
 
@@ -136,8 +214,9 @@ def prediction_error(around: np.ndarray, wanted: np.ndarray) -> float:
     bins = centre * TONE_BINS >> 8
     counts = np.bincount(bins, minlength=TONE_BINS)
     used = counts > 0
-    curve = isotonic(np.bincount(bins, wanted, minlength=TONE_BINS)[used] / counts[used],
-                      counts[used].astype(np.float64))
+    curve = isotonic(
+        np.bincount(bins, wanted, minlength=TONE_BINS)[used] / counts[used], counts[used].astype(np.float64)
+    )
     levels = np.bincount(bins, centre, minlength=TONE_BINS)[used] / counts[used]
     table = np.interp(np.arange(256), levels, curve)
     design = np.vstack([table[around], np.ones((1, around.shape[1]))]).T
@@ -164,8 +243,9 @@ def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
     columns = generator.integers(1, width - 1, SAMPLES)
     around = [_neighbourhoods(grey, rows, columns) for grey in greys]
     wanted = [found[4].astype(np.float64) for found in around]
-    scores = [sum(prediction_error(around[j], wanted[k]) for k in range(len(greys)) if k != j)
-              for j in range(len(greys))]
+    scores = [
+        sum(prediction_error(around[j], wanted[k]) for k in range(len(greys)) if k != j) for j in range(len(greys))
+    ]
     best = min(scores)
     chosen = [k for k, score in enumerate(scores) if score <= best * (1 + SCORE_TOLERANCE) + 1e-9]
     first = min(chosen, key=scores.__getitem__)
@@ -173,8 +253,12 @@ def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
         details = {k: _detail(greys[k]) for k in chosen}
         chosen = [k for k in chosen if details[k] <= details[first] + DETAIL_TOLERANCE]
     if len(chosen) > 1:  # a tone change merges or skips levels (even re-encoded, fewer remain)
-        used = {k: float(np.mean([np.count_nonzero(np.bincount(pictures[k][..., c].ravel(), minlength=256))
-                                  for c in range(3)])) for k in chosen}
+        used = {
+            k: float(
+                np.mean([np.count_nonzero(np.bincount(pictures[k][..., c].ravel(), minlength=256)) for c in range(3)])
+            )
+            for k in chosen
+        }
         most = max(used.values())
         chosen = [k for k in chosen if used[k] >= most - LEVELS_TOLERANCE]
     best = min(scores[k] for k in chosen)
@@ -186,8 +270,15 @@ def _detail(grey: np.ndarray) -> float:
     pixels = grey.astype(np.float32)
 
     def fine(values: np.ndarray) -> float:
-        return float(np.abs(4 * values[1:-1, 1:-1] - values[:-2, 1:-1] - values[2:, 1:-1] - values[1:-1, :-2]
-                            - values[1:-1, 2:]).mean()) if min(values.shape) > 2 else 0.0
+        return (
+            float(
+                np.abs(
+                    4 * values[1:-1, 1:-1] - values[:-2, 1:-1] - values[2:, 1:-1] - values[1:-1, :-2] - values[1:-1, 2:]
+                ).mean()
+            )
+            if min(values.shape) > 2
+            else 0.0
+        )
 
     height, width = pixels.shape[0] // 2 * 2, pixels.shape[1] // 2 * 2
     half = pixels[:height, :width].reshape(height // 2, 2, width // 2, 2).mean(axis=(1, 3))
@@ -196,15 +287,16 @@ def _detail(grey: np.ndarray) -> float:
 
 # --- the election --------------------------------------------------------------------------------------------------
 
+
 class Member(NamedTuple):
     """A picture of a verified group, as the centre's placement sees it."""
 
     index: int
     traits: Traits
-    density: float                                     # full-size pixels per pixel of the centre, along a side
-    framing: tuple[float, float, float, float]         # its whole picture on the centre's, in shares of its sides
-    content_area: float                                # its content on the centre's, in shares of its area
-    orientation: str                                   # its turn relative to the centre
+    density: float  # full-size pixels per pixel of the centre, along a side
+    framing: tuple[float, float, float, float]  # its whole picture on the centre's, in shares of its sides
+    content_area: float  # its content on the centre's, in shares of its area
+    orientation: str  # its turn relative to the centre
 
 
 def _framings(group: list[Member]) -> dict[int, set[int]]:
@@ -212,8 +304,10 @@ def _framings(group: list[Member]) -> dict[int, set[int]]:
     found: dict[int, set[int]] = {m.index: {m.index} for m in group}
     for first in group:
         for second in group:
-            if found[first.index] is not found[second.index] and \
-                    max(abs(a - b) for a, b in zip(first.framing, second.framing)) <= FRAMING_TOLERANCE:
+            if (
+                found[first.index] is not found[second.index]
+                and max(abs(a - b) for a, b in zip(first.framing, second.framing)) <= FRAMING_TOLERANCE
+            ):
                 merged = found[first.index] | found[second.index]
                 for index in merged:
                     found[index] = merged
@@ -225,8 +319,9 @@ def _keep(members: list[Member], test: Callable[[Member], bool]) -> list[Member]
     return kept or members
 
 
-def elect(members: list[Member], full_size: Callable[[int], np.ndarray | None], tie_break: Callable[[int], tuple]
-          ) -> tuple[int, str]:
+def elect(
+    members: list[Member], full_size: Callable[[int], np.ndarray | None], tie_break: Callable[[int], tuple]
+) -> tuple[int, str]:
     """The index of the copy to keep among a verified group (the centre and its copies), and the rule that
     decided it (see the module). `full_size(index)` decodes a picture at full size, upright (RGB uint8; None when
     it cannot be decoded); it is asked only for copies tied up to the compression or the marks."""
@@ -244,7 +339,7 @@ def elect(members: list[Member], full_size: Callable[[int], np.ndarray | None], 
     top = max(len(clusters[m.index]) for m in remaining)
     remaining = [m for m in remaining if len(clusters[m.index]) == top]
     if len({id(clusters[m.index]) for m in remaining}) > 1:  # framings as many copies share: the one showing
-        widest = max(m.content_area for m in remaining)     # more of the content, then the one with less border
+        widest = max(m.content_area for m in remaining)  # more of the content, then the one with less border
         remaining = [m for m in remaining if m.content_area >= widest - CONTENT_TOLERANCE]
         least = min(m.traits.frame_share for m in remaining)
         remaining = [m for m in remaining if m.traits.frame_share <= least + CONTENT_TOLERANCE]
@@ -268,8 +363,7 @@ def elect(members: list[Member], full_size: Callable[[int], np.ndarray | None], 
     return min(remaining, key=lambda m: tie_break(m.index)).index, "order"
 
 
-def _least_compressed(members: list[Member], full_size: Callable[[int], np.ndarray | None]
-                      ) -> tuple[list[Member], str]:
+def _least_compressed(members: list[Member], full_size: Callable[[int], np.ndarray | None]) -> tuple[list[Member], str]:
     """The members with the least compression; a lossless one with a tied JPEG's pixels ranks as that JPEG."""
     lossy = [m for m in members if not m.traits.lossless]
     lossless = [m for m in members if m.traits.lossless]
@@ -279,13 +373,18 @@ def _least_compressed(members: list[Member], full_size: Callable[[int], np.ndarr
         resaved = set()
         for member in lossless:
             pixels = full_size(member.index)
-            if pixels is not None and any(other is not None and other.shape == pixels.shape and
-                                          int(np.abs(other.astype(np.int16) - pixels).max()) <= SAME_PIXELS
-                                          for _, other in jpegs):
+            if pixels is not None and any(
+                other is not None
+                and other.shape == pixels.shape
+                and int(np.abs(other.astype(np.int16) - pixels).max()) <= SAME_PIXELS
+                for _, other in jpegs
+            ):
                 resaved.add(member.index)
         if resaved:  # a re-save ranks just below the JPEG it was made from
-            ranked = {m.index: (best - 0.5 if m.index in resaved else 101) if m.traits.lossless else m.traits.quality
-                      for m in members}
+            ranked = {
+                m.index: (best - 0.5 if m.index in resaved else 101) if m.traits.lossless else m.traits.quality
+                for m in members
+            }
             top = max(ranked.values())
             return [m for m in members if ranked[m.index] == top], "compression (a lossless re-save of a JPEG)"
     top = max((m.traits.lossless, m.traits.quality) for m in members)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-TONE_BINS = 64            # grey-level bins of the tone curve
+TONE_BINS = 64  # grey-level bins of the tone curve
 
 
 def isotonic(values: np.ndarray, weights: np.ndarray) -> np.ndarray:

@@ -43,28 +43,28 @@ from benchcurate.curation.images.likeness import ORIENTATIONS, PIL_TRANSPOSE, pl
 from benchcurate.curation.images.survivor import Traits, traits
 from benchcurate.curation.images.tones import TONE_BINS, isotonic
 
-DECODE_SIDE = 256         # the picture is decoded reduced, no side under this (JPEG draft, box average otherwise)
-FINE_PIXELS = 256 * 256   # pixels of the greyscale copy kept for the verification, at most
-PLACE_SIDE = 128          # side of the square copies a crop is placed with (`likeness.place`)
+DECODE_SIDE = 256  # the picture is decoded reduced, no side under this (JPEG draft, box average otherwise)
+FINE_PIXELS = 256 * 256  # pixels of the greyscale copy kept for the verification, at most
+PLACE_SIDE = 128  # side of the square copies a crop is placed with (`likeness.place`)
 # the refinement's levels: (pixels of the copies, Lucas-Kanade steps at most, passes of a 3-pixel blur)
 REFINE_LEVELS = ((64 * 64, 6, 2), (128 * 128, 2, 1))
-MIN_CORRELATION = 0.9     # of the refined copies: below it the placement failed (or the turn is wrong)
+MIN_CORRELATION = 0.9  # of the refined copies: below it the placement failed (or the turn is wrong)
 TRUSTED_CORRELATION = 0.97  # a placement lining the two up this well is not second-guessed by another
 SETTLED_CORRELATION = 0.995  # a first placement lining the two up this well is not refined
-WINDOW_SHARE = 0.05       # of the shorter side: the windows the leftover is averaged over
-RESAMPLE_SHARE = 0.7      # of the size: a picture resampled this much and back shows where resampling aliases
+WINDOW_SHARE = 0.05  # of the shorter side: the windows the leftover is averaged over
+RESAMPLE_SHARE = 0.7  # of the size: a picture resampled this much and back shows where resampling aliases
 COMPARE_PIXELS = FINE_PIXELS  # pixels the part both show is compared at, at most (fewer alias small print)
-CONTENT_TOLERANCE = 8     # grey levels from a border's colour that still count as border
-CONTENT_SHARE = 0.995     # of a row's pixels that must be that near for it to be border (stars on a night sky
-                          # are content)
+CONTENT_TOLERANCE = 8  # grey levels from a border's colour that still count as border
+CONTENT_SHARE = 0.995  # of a row's pixels that must be that near for it to be border (stars on a night sky
+# are content)
 
 
 class Picture(NamedTuple):
     """What the verification and the keep rule read of one picture, from one decode."""
 
-    fine: np.ndarray                                  # uint8 greyscale, at most FINE_PIXELS, upright
-    content: tuple[float, float, float, float]        # box without uniform borders, in `fine` pixels
-    size: tuple[int, int]                             # width and height of the full-size upright picture
+    fine: np.ndarray  # uint8 greyscale, at most FINE_PIXELS, upright
+    content: tuple[float, float, float, float]  # box without uniform borders, in `fine` pixels
+    size: tuple[int, int]  # width and height of the full-size upright picture
     traits: Traits
 
 
@@ -86,37 +86,49 @@ def picture(path: Path, max_pixels: int, data: bytes | None = None) -> Picture:
 def picture_of(decoded, data: bytes) -> Picture:
     """The Picture of a decoded file (`decode.DecodedImage`, upright RGB, perhaps reduced) and its bytes."""
     scale = (FINE_PIXELS / (decoded.image.width * decoded.image.height)) ** 0.5
-    rgb = decoded.image if scale >= 1 else decoded.image.resize(
-        (max(1, round(decoded.image.width * scale)), max(1, round(decoded.image.height * scale))),
-        Image.Resampling.BOX)
+    rgb = (
+        decoded.image
+        if scale >= 1
+        else decoded.image.resize(
+            (max(1, round(decoded.image.width * scale)), max(1, round(decoded.image.height * scale))),
+            Image.Resampling.BOX,
+        )
+    )
     grey = rgb.convert("L")
     box = content_box(grey)
-    return Picture(np.asarray(grey), box, (decoded.width, decoded.height),
-                   traits(rgb, grey, box, data, decoded.format, decoded.width * decoded.height))
+    return Picture(
+        np.asarray(grey),
+        box,
+        (decoded.width, decoded.height),
+        traits(rgb, grey, box, data, decoded.format, decoded.width * decoded.height),
+    )
 
 
 def pack(found: Picture) -> bytes:
     """A Picture as bytes for the run cache (`unpack` reads it)."""
-    header = json.dumps({"shape": found.fine.shape, "content": found.content, "size": found.size,
-                         "traits": found.traits._asdict()}).encode()
+    header = json.dumps(
+        {"shape": found.fine.shape, "content": found.content, "size": found.size, "traits": found.traits._asdict()}
+    ).encode()
     return len(header).to_bytes(4, "little") + header + zlib.compress(found.fine.tobytes(), 1)
 
 
 def unpack(raw: bytes) -> Picture:
     length = int.from_bytes(raw[:4], "little")
-    header = json.loads(raw[4:4 + length])
-    fine = np.frombuffer(zlib.decompress(raw[4 + length:]), dtype=np.uint8).reshape(header["shape"])
+    header = json.loads(raw[4 : 4 + length])
+    fine = np.frombuffer(zlib.decompress(raw[4 + length :]), dtype=np.uint8).reshape(header["shape"])
     return Picture(fine, tuple(header["content"]), tuple(header["size"]), Traits(**header["traits"]))
 
 
 # where a point (x, y) of a picture width x height goes under each PIL transpose (continuous coordinates)
-_POINT = {Image.Transpose.FLIP_LEFT_RIGHT: lambda x, y, w, h: (w - x, y),
-          Image.Transpose.FLIP_TOP_BOTTOM: lambda x, y, w, h: (x, h - y),
-          Image.Transpose.ROTATE_90: lambda x, y, w, h: (y, w - x),
-          Image.Transpose.ROTATE_180: lambda x, y, w, h: (w - x, h - y),
-          Image.Transpose.ROTATE_270: lambda x, y, w, h: (h - y, x),
-          Image.Transpose.TRANSPOSE: lambda x, y, w, h: (y, x),
-          Image.Transpose.TRANSVERSE: lambda x, y, w, h: (h - y, w - x)}
+_POINT = {
+    Image.Transpose.FLIP_LEFT_RIGHT: lambda x, y, w, h: (w - x, y),
+    Image.Transpose.FLIP_TOP_BOTTOM: lambda x, y, w, h: (x, h - y),
+    Image.Transpose.ROTATE_90: lambda x, y, w, h: (y, w - x),
+    Image.Transpose.ROTATE_180: lambda x, y, w, h: (w - x, h - y),
+    Image.Transpose.ROTATE_270: lambda x, y, w, h: (h - y, x),
+    Image.Transpose.TRANSPOSE: lambda x, y, w, h: (y, x),
+    Image.Transpose.TRANSVERSE: lambda x, y, w, h: (h - y, w - x),
+}
 
 
 def inverse(orientation: str) -> str:
@@ -126,14 +138,17 @@ def inverse(orientation: str) -> str:
 
 def _compositions() -> dict[tuple[str, str], str]:
     probe = np.arange(6, dtype=np.uint8).reshape(2, 3)
-    turned = {name: np.asarray(Image.fromarray(probe).transpose(t)) if t is not None else probe
-              for name, t in PIL_TRANSPOSE.items()}
+    turned = {
+        name: np.asarray(Image.fromarray(probe).transpose(t)) if t is not None else probe
+        for name, t in PIL_TRANSPOSE.items()
+    }
     found = {}
     for first, second in ((a, b) for a in PIL_TRANSPOSE for b in PIL_TRANSPOSE):
         step = PIL_TRANSPOSE[second]
         both = turned[first] if step is None else np.asarray(Image.fromarray(turned[first]).transpose(step))
-        found[(first, second)] = next(name for name, pixels in turned.items()
-                                      if pixels.shape == both.shape and np.array_equal(pixels, both))
+        found[(first, second)] = next(
+            name for name, pixels in turned.items() if pixels.shape == both.shape and np.array_equal(pixels, both)
+        )
     return found
 
 
@@ -146,10 +161,16 @@ def oriented(found: Picture, orientation: str) -> Picture:
     if transpose is None:
         return found
     height, width = found.fine.shape
-    corners = [_POINT[transpose](x, y, width, height) for x, y in ((found.content[0], found.content[1]),
-                                                                   (found.content[2], found.content[3]))]
-    box = (min(c[0] for c in corners), min(c[1] for c in corners), max(c[0] for c in corners),
-           max(c[1] for c in corners))
+    corners = [
+        _POINT[transpose](x, y, width, height)
+        for x, y in ((found.content[0], found.content[1]), (found.content[2], found.content[3]))
+    ]
+    box = (
+        min(c[0] for c in corners),
+        min(c[1] for c in corners),
+        max(c[0] for c in corners),
+        max(c[1] for c in corners),
+    )
     size = found.size[::-1] if ORIENTATIONS[orientation][0] else found.size
     return Picture(np.asarray(Image.fromarray(found.fine).transpose(transpose)), box, size, found.traits)
 
@@ -157,6 +178,7 @@ def oriented(found: Picture, orientation: str) -> Picture:
 def squeezed_correlations(first: Picture, second: Picture, turns: list[str]) -> dict[str, float]:
     """For each turn of the first picture, how its content squeezed to 32 x 32 pixels correlates with the
     second's (one resize each: the first's small copy is turned, which is the small copy of it turned)."""
+
     def squeezed(found: Picture) -> Image.Image:
         return Image.fromarray(found.fine).resize((32, 32), Image.Resampling.BOX, box=found.content)
 
@@ -164,8 +186,14 @@ def squeezed_correlations(first: Picture, second: Picture, turns: list[str]) -> 
         return _standardised(np.asarray(image, dtype=np.float32), 0)
 
     small, target = squeezed(first), standardised(squeezed(second))
-    return {turn: float((standardised(small if PIL_TRANSPOSE[turn] is None else small.transpose(PIL_TRANSPOSE[turn]))
-                         * target).mean()) for turn in turns}
+    return {
+        turn: float(
+            (
+                standardised(small if PIL_TRANSPOSE[turn] is None else small.transpose(PIL_TRANSPOSE[turn])) * target
+            ).mean()
+        )
+        for turn in turns
+    }
 
 
 def likeliest_turns(first: Picture, second: Picture, turns: list[str], keep: int) -> list[str]:
@@ -192,8 +220,12 @@ class Placement(NamedTuple):
     by: float
 
     def box(self, box: Box) -> Box:
-        return (self.ax * box[0] + self.bx, self.ay * box[1] + self.by,
-                self.ax * box[2] + self.bx, self.ay * box[3] + self.by)
+        return (
+            self.ax * box[0] + self.bx,
+            self.ay * box[1] + self.by,
+            self.ax * box[2] + self.bx,
+            self.ay * box[3] + self.by,
+        )
 
     def inverse(self) -> Placement:
         return Placement(1 / self.ax, -self.bx / self.ax, 1 / self.ay, -self.by / self.ay)
@@ -274,8 +306,9 @@ def _correlation(first: Image.Image, box: Box, second: Image.Image, placement: P
     return float((_standardised(tone(first_pixels, second_pixels), blur) * _standardised(second_pixels, blur)).mean())
 
 
-def _refine(first: Image.Image, box: Box, second: Image.Image, placement: Placement, start: float
-            ) -> tuple[Placement, float]:
+def _refine(
+    first: Image.Image, box: Box, second: Image.Image, placement: Placement, start: float
+) -> tuple[Placement, float]:
     """The placement refined so that `second` over the mapped box matches `first` over `box` (Gauss-Newton on
     the four ends of the mapped box, with the first's gradients; coarse then fine: REFINE_LEVELS), and the
     correlation of the two at the end (`start`: the one before)."""
@@ -292,8 +325,15 @@ def _refine(first: Image.Image, box: Box, second: Image.Image, placement: Placem
         along_x = (np.arange(width, dtype=np.float32) + 0.5) / width
         along_y = (np.arange(height, dtype=np.float32) + 0.5) / height
         grad_y, grad_x = np.gradient(target)
-        shape = np.stack([(grad_x * (1 - along_x)[None]).ravel(), (grad_y * (1 - along_y)[:, None]).ravel(),
-                          (grad_x * along_x[None]).ravel(), (grad_y * along_y[:, None]).ravel()], axis=1)
+        shape = np.stack(
+            [
+                (grad_x * (1 - along_x)[None]).ravel(),
+                (grad_y * (1 - along_y)[:, None]).ravel(),
+                (grad_x * along_x[None]).ravel(),
+                (grad_y * along_y[:, None]).ravel(),
+            ],
+            axis=1,
+        )
         for _ in range(steps):
             moved = _standardised(sample(tuple(mapped)), blur)
             scale = np.array([width / max(mapped[2] - mapped[0], 1e-6), height / max(mapped[3] - mapped[1], 1e-6)] * 2)
@@ -334,6 +374,7 @@ def _whole(found: Picture) -> Box:
 
 # --- the local change ------------------------------------------------------------------------------------------
 
+
 def tone(source: np.ndarray, target: np.ndarray) -> np.ndarray:
     """`source` (grey levels 0-255) mapped through the monotone curve that best predicts `target` from it."""
     levels = np.clip(np.rint(source), 0, 255).astype(np.intp).ravel()
@@ -354,15 +395,17 @@ def _resampling_change(pixels: np.ndarray) -> np.ndarray:
     """How much each pixel changes when the picture is resampled to RESAMPLE_SHARE of its size and back (fine
     periodic patterns such as barcodes and small print alias: a copy at another scale differs there anyway)."""
     image = Image.fromarray(pixels, mode="F")
-    small = image.resize((max(2, round(image.width * RESAMPLE_SHARE)), max(2, round(image.height * RESAMPLE_SHARE))),
-                         Image.Resampling.BILINEAR)
+    small = image.resize(
+        (max(2, round(image.width * RESAMPLE_SHARE)), max(2, round(image.height * RESAMPLE_SHARE))),
+        Image.Resampling.BILINEAR,
+    )
     back = np.asarray(small.resize(image.size, Image.Resampling.BILINEAR), dtype=np.float32)
     return _blur(np.abs(pixels - back))
 
 
 class _Prepared(NamedTuple):
     blurred: np.ndarray
-    high: np.ndarray     # 3 x 3 maximum of `blurred`
+    high: np.ndarray  # 3 x 3 maximum of `blurred`
     low: np.ndarray
 
 
@@ -376,9 +419,11 @@ def _leftover(source: _Prepared, target: _Prepared, unstable: np.ndarray) -> flo
     from scipy.ndimage import uniform_filter
 
     predicted = tone(source.blurred, target.blurred)
-    found = np.maximum(np.maximum(target.blurred - _extreme(predicted, np.maximum), 0) +
-                       np.maximum(_extreme(predicted, np.minimum) - target.blurred, 0),
-                       np.maximum(predicted - target.high, 0) + np.maximum(target.low - predicted, 0))
+    found = np.maximum(
+        np.maximum(target.blurred - _extreme(predicted, np.maximum), 0)
+        + np.maximum(_extreme(predicted, np.minimum) - target.blurred, 0),
+        np.maximum(predicted - target.high, 0) + np.maximum(target.low - predicted, 0),
+    )
     found = np.maximum(found - unstable, 0)[1:-1, 1:-1]
     if min(found.shape) < 4:
         return 0.0
@@ -404,6 +449,7 @@ def local_difference(first: np.ndarray, second: np.ndarray, limit: float = float
 
 # --- a pair ---------------------------------------------------------------------------------------------------
 
+
 class Verdict(NamedTuple):
     """The verification of a pair: whether it is one picture, the evidence, and the placement (first turned by
     `orientation`, onto the second) the keep rule reads."""
@@ -424,8 +470,10 @@ def _hypotheses(first: Picture, second: Picture) -> Iterable[tuple[str, Placemen
         yield "content", between(first.content, second.content)
     images = (Image.fromarray(first.fine), Image.fromarray(second.fine))
     for box1, box2 in dict.fromkeys(((first.content, second.content), (whole1, whole2))):  # once without borders
-        squares = [np.asarray(image.resize((PLACE_SIDE, PLACE_SIDE), Image.Resampling.BILINEAR, box=box))
-                   for image, box in zip(images, (box1, box2))]
+        squares = [
+            np.asarray(image.resize((PLACE_SIDE, PLACE_SIDE), Image.Resampling.BILINEAR, box=box))
+            for image, box in zip(images, (box1, box2))
+        ]
         sizes = [(box[2] - box[0], box[3] - box[1]) for box in (box1, box2)]
         found = []
         for big, small in ((0, 1), (1, 0)):  # the second inside the first, the first inside the second
@@ -436,14 +484,23 @@ def _hypotheses(first: Picture, second: Picture) -> Iterable[tuple[str, Placemen
         for _, big, window in sorted(found, key=lambda entry: -entry[0])[:1]:
             outer = (box1, box2)[big]
             span_x, span_y = outer[2] - outer[0], outer[3] - outer[1]
-            inner = (outer[0] + window.left * span_x, outer[1] + window.top * span_y,
-                     outer[0] + (window.left + window.width) * span_x,
-                     outer[1] + (window.top + window.height) * span_y)
+            inner = (
+                outer[0] + window.left * span_x,
+                outer[1] + window.top * span_y,
+                outer[0] + (window.left + window.width) * span_x,
+                outer[1] + (window.top + window.height) * span_y,
+            )
             yield "placed", between(box1, inner) if big == 1 else between(inner, box2)
 
 
-def compare(first: Picture, second: Picture, orientation: str, max_local_difference: float,
-            max_uncovered: float, early: bool = True) -> Verdict:
+def compare(
+    first: Picture,
+    second: Picture,
+    orientation: str,
+    max_local_difference: float,
+    max_uncovered: float,
+    early: bool = True,
+) -> Verdict:
     """Verify a pair with the first turned by `orientation`: each placement in turn (`_hypotheses`), refined;
     the first that lines the two up, leaves little uncovered and shows no local change makes them one picture.
     With `early`, placements after it, or after one lining the two up within TRUSTED_CORRELATION, are not
@@ -455,23 +512,38 @@ def compare(first: Picture, second: Picture, orientation: str, max_local_differe
     def judged(name: str, placement: Placement, correlation: float) -> tuple | None:
         share = uncovered(turned, second, placement)
         other = placement.inverse().box(second.content)  # the second's content on the first
-        shared = (max(turned.content[0], other[0]), max(turned.content[1], other[1]),
-                  min(turned.content[2], other[2]), min(turned.content[3], other[3]))
+        shared = (
+            max(turned.content[0], other[0]),
+            max(turned.content[1], other[1]),
+            min(turned.content[2], other[2]),
+            min(turned.content[3], other[3]),
+        )
         if shared[2] - shared[0] < 8 or shared[3] - shared[1] < 8:
             return None
         mapped = placement.box(shared)
-        size = _size_for((0, 0, min(shared[2] - shared[0], mapped[2] - mapped[0]),
-                          min(shared[3] - shared[1], mapped[3] - mapped[1])), COMPARE_PIXELS)
-        local = local_difference(_sample(image1, shared, size), _sample(image2, mapped, size),
-                                 max_local_difference)
+        size = _size_for(
+            (
+                0,
+                0,
+                min(shared[2] - shared[0], mapped[2] - mapped[0]),
+                min(shared[3] - shared[1], mapped[3] - mapped[1]),
+            ),
+            COMPARE_PIXELS,
+        )
+        local = local_difference(_sample(image1, shared, size), _sample(image2, mapped, size), max_local_difference)
         same = share <= max_uncovered and local <= max_local_difference
-        evidence = {"placed": name, "correlation": round(correlation, 3), "uncovered": round(share, 3),
-                    "local_difference": round(local, 3)}
+        evidence = {
+            "placed": name,
+            "correlation": round(correlation, 3),
+            "uncovered": round(share, 3),
+            "local_difference": round(local, 3),
+        }
         return (same, -local), evidence, placement, share
 
     for name, start in _hypotheses(turned, second):
-        placement, correlation = _refine(image1, turned.content, image2, start,
-                                         _correlation(image1, turned.content, image2, start))
+        placement, correlation = _refine(
+            image1, turned.content, image2, start, _correlation(image1, turned.content, image2, start)
+        )
         if correlation < MIN_CORRELATION:
             continue
         found = judged(name, placement, correlation)

@@ -41,15 +41,15 @@ from benchcurate.curation.core.texts import normalise, shingles, shingles_of_nor
 
 DEFAULT_THRESHOLD = 0.8  # Jaccard of word and word-pair sets: a word changed in 20-25 words leaves 0.86-0.89
 DEFAULT_NUM_PERM = 128
-CANDIDATE_RECALL = 0.98   # the chance that LSH makes a pair exactly at the threshold a candidate
-SEED = 1                  # datasketch's default seed
-SCHEME = "affine32"       # datasketch's default permutation scheme (since 2.0)
-SIGNATURE_CHUNK = 20_000         # texts per task
+CANDIDATE_RECALL = 0.98  # the chance that LSH makes a pair exactly at the threshold a candidate
+SEED = 1  # datasketch's default seed
+SCHEME = "affine32"  # datasketch's default permutation scheme (since 2.0)
+SIGNATURE_CHUNK = 20_000  # texts per task
 SIGNATURE_PROCESS_MIN = 400_000  # fewer missing signatures are computed here: about 30 us each, against a
-                                 # worker start-up of about 1 s
-SHINGLE_BLOCK = 4_096            # shingles per block of texts: 2 MB of uint32 per 128 permutations
+# worker start-up of about 1 s
+SHINGLE_BLOCK = 4_096  # shingles per block of texts: 2 MB of uint32 per 128 permutations
 MAX_HASH = np.uint32((1 << 32) - 1)
-NAMESPACE = "minhash"            # of the run cache: signatures as datasketch's LeanMinHash bytes
+NAMESPACE = "minhash"  # of the run cache: signatures as datasketch's LeanMinHash bytes
 # datasketch's LeanMinHash.serialize layout (native byte order): seed, -num_perm, scheme code, then the values
 LEAN_HEADER = struct.Struct("@qiB")
 LEAN_VALUES_AT = struct.calcsize("@qiB0I")
@@ -76,7 +76,7 @@ class MinHashParams:
         threshold = min(self.threshold, 0.99)
         for rows in range(self.num_perm // 2, 0, -1):
             bands = self.num_perm // rows
-            if 1 - (1 - threshold ** rows) ** bands >= CANDIDATE_RECALL:
+            if 1 - (1 - threshold**rows) ** bands >= CANDIDATE_RECALL:
                 return bands, rows
         return self.num_perm, 1
 
@@ -144,7 +144,7 @@ def minhash_rows(normalised: Sequence[str], num_perm: int, word_ngram: int = 2, 
     first = 0
     while first < len(normalised):
         stop = max(first + 1, int(np.searchsorted(ends, starts[first] + SHINGLE_BLOCK, side="right")))
-        rows.append(_block_minima(codes[starts[first]:ends[stop - 1]], counts[first:stop], a, b))
+        rows.append(_block_minima(codes[starts[first] : ends[stop - 1]], counts[first:stop], a, b))
         first = stop
     return np.concatenate(rows)
 
