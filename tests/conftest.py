@@ -4,10 +4,13 @@ stopped by the main process at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 # Before anything imports Prefect, Hugging Face or matplotlib: point every tool's home into one folder per process.
@@ -44,6 +47,7 @@ for _name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LABEL_STUDIO_URL", "LABEL_ST
 import pytest  # noqa: E402
 
 from tests.helpers import SHARED_DIR, run_curate, shared_once  # noqa: E402
+from tests.servers import starts_server
 
 PREFECT_FOLDER = SHARED_DIR / "prefect-out"  # an output folder whose local Prefect server the tests share
 
@@ -63,16 +67,60 @@ MODULE_SECONDS = {"docs/test_publisher.py": 110, "docs/test_readme.py": 100, "do
                   "curation/test_release_splits.py": 20, "flows/test_lmms_eval.py": 18, "flows/test_hub.py": 70}
 
 
+def _uses_a_server(item) -> bool:
+    """Whether a fixture the test uses, directly or through another, is tagged @starts_server."""
+    definitions = getattr(item, "_fixtureinfo", None)
+    return definitions is not None and any(getattr(definition.func, "starts_server", False)
+                                           for chain in definitions.name2fixturedefs.values() for definition in chain)
+
+
 def pytest_collection_modifyitems(config, items):
-    """The longest modules first: pytest-xdist hands out whole files in this order (--dist loadfile, so a module's
+    """Every test using a fixture tagged @starts_server is marked `slow` (make test-quick leaves those out). Then
+    the longest modules first: pytest-xdist hands out whole files in this order (--dist loadfile, so a module's
     fixtures start once), so the long ones start at once and the short ones fill the gaps at the end (then the
     other slow ones, then the rest)."""
+    for item in items:
+        if item.get_closest_marker("slow") is None and _uses_a_server(item):
+            item.add_marker(pytest.mark.slow)
     tests = Path(__file__).parent
 
     def order(item) -> tuple[float, bool]:
         module = item.path.relative_to(tests).as_posix()
         return -MODULE_SECONDS.get(module, 0), item.get_closest_marker("slow") is None
     items.sort(key=order)
+
+
+@contextlib.contextmanager
+def _servers_refused(test: str) -> Iterator[None]:
+    """While a test not marked `slow` runs (its fixtures' setup and teardown included), opening a TCP server socket
+    in this process (the loopback fakes, uvicorn, Dask) or starting a local Label Studio or Prefect server fails
+    it, saying how to mark it."""
+    from benchcurate.annotation.local_server import LocalServer
+
+    message = (f"{test} starts a server but is not marked slow: mark it @pytest.mark.slow, or tag the fixture that "
+               f"starts the server @starts_server (tests/servers.py)")
+    listen = socket.socket.listen
+
+    def guarded_listen(self, *args):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            raise RuntimeError(message)
+        return listen(self, *args)  # a Unix socket (multiprocessing's forkserver) is no server of ours
+
+    def refused_start(*args, **kwargs):
+        raise RuntimeError(message)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "listen", guarded_listen)
+        patch.setattr(LocalServer, "start", refused_start)
+        yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if item.get_closest_marker("slow") is not None:
+        return (yield)
+    with _servers_refused(item.nodeid):
+        return (yield)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -85,6 +133,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 @pytest.fixture(scope="session")
+@starts_server
 def prefect_server() -> str:
     """The API URL of a real Prefect server on loopback, one for the whole run: the product's own local server
     (`curate prefect up`) of a shared output folder, started by the first worker that needs it."""
