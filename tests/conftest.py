@@ -56,15 +56,19 @@ def _is_worker(config) -> bool:
     return hasattr(config, "workerinput")
 
 
-# Seconds each long module took under `make test` (4 workers, 2 cores; `pytest --durations=0`, summed per file).
+# Seconds each long module took under `make test` (4 workers, 2 shared cores; `pytest --durations`, summed per file).
 # Only the order of the run depends on them: re-measure when a module grows a lot.
-MODULE_SECONDS = {"docs/test_publisher.py": 110, "docs/test_readme.py": 100, "docs/test_curator.py": 70,
-                  "docs/test_annotator.py": 60, "docs/test_evaluator.py": 60, "flows/test_resume.py": 100, "flows/test_processes.py": 87, "flows/test_flow_e2e.py": 65,
-                  "flows/test_prefect_server.py": 50, "flows/test_dask.py": 50, "annotation/test_review.py": 46,
-                  "flows/test_deployments.py": 40, "curation/test_eval.py": 31,
-                  "flows/test_confinement_and_secrets.py": 29, "flows/test_disk_full.py": 28,
-                  "flows/test_bad_input.py": 26, "curation/test_hamming.py": 23, "test_packaging.py": 20,
-                  "curation/test_release_splits.py": 20, "flows/test_lmms_eval.py": 18, "flows/test_hub.py": 70}
+MODULE_SECONDS = {"flows/test_prefect_server.py": 292, "docs/test_evaluator.py": 277, "flows/test_resume.py": 257,
+                  "flows/test_dask.py": 203, "flows/test_flow_e2e.py": 200, "docs/test_readme.py": 196,
+                  "flows/test_hub.py": 183, "flows/test_eval_cli.py": 147, "docs/test_curator.py": 132,
+                  "curation/test_dedup_set.py": 132, "curation/test_eval.py": 128, "flows/test_processes.py": 123,
+                  "flows/test_secrets.py": 114, "docs/test_annotator.py": 109, "annotation/test_review.py": 106,
+                  "annotation/test_judge_review.py": 100, "docs/test_publisher.py": 96,
+                  "flows/test_bad_input.py": 91, "flows/test_disk_full.py": 82, "flows/test_user_paths.py": 82,
+                  "annotation/test_review_team.py": 78, "flows/test_confinement_and_secrets.py": 77,
+                  "flows/test_html_report.py": 67, "test_packaging.py": 50, "curation/test_hamming.py": 44,
+                  "flows/test_cli.py": 36, "curation/test_release_checks.py": 35, "flows/test_lmms_eval.py": 34,
+                  "flows/test_cli_truths.py": 29, "flows/test_deployments.py": 28, "annotation/test_server.py": 26}
 
 
 def _uses_a_server(item) -> bool:
