@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,9 +97,9 @@ def pytest_collection_modifyitems(config, items):
 
 @contextlib.contextmanager
 def _servers_refused(test: str) -> Iterator[None]:
-    """While a test not marked `slow` runs (its fixtures' setup and teardown included), opening a TCP server socket
-    in this process (the loopback fakes, uvicorn, Dask) or starting a local Label Studio or Prefect server fails
-    it, saying how to mark it."""
+    """While a test not marked `slow` runs (its fixtures' setup and teardown included), starting a loopback fake,
+    opening any other TCP server socket in this process (uvicorn, Dask) or starting a local Label Studio or Prefect
+    server fails it, saying how to mark it."""
     from benchcurate.annotation.local_server import LocalServer
 
     message = (f"{test} starts a server but is not marked slow: mark it @pytest.mark.slow, or tag the fixture that "
@@ -116,6 +117,9 @@ def _servers_refused(test: str) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(socket.socket, "listen", guarded_listen)
         patch.setattr(LocalServer, "start", refused_start)
+        for fake in ("tests.fakes.openai_server", "tests.fakes.hub_server"):  # refused here, not in their thread
+            if fake in sys.modules:
+                patch.setattr(sys.modules[fake], "serve_in_thread", refused_start)
         yield
 
 
