@@ -53,13 +53,14 @@ def environment() -> dict[str, str]:
 
 def timed_suite(label: str, command: list[str], checkout: Path, work: Path) -> dict:
     log = work / f"{label}-test.log"
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before, load_before = resource.getrusage(resource.RUSAGE_CHILDREN), os.getloadavg()[0]
     run = run_command(command, env=environment(), cwd=checkout, log=log)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    after, load_after = resource.getrusage(resource.RUSAGE_CHILDREN), os.getloadavg()[0]
     passed = PASSED.findall(log.read_text(errors="replace"))
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return {"commit": label, "seconds": round(run.seconds, 1), "passed": int(passed[-1]) if passed else 0,
-            "cpu_seconds": round(cpu, 1), "peak_rss_mb": round(run.tree.peak_rss / 2**20), "command": " ".join(command)}
+            "cpu_seconds": round(cpu, 1), "peak_rss_mb": round(run.tree.peak_rss / 2**20), "command": " ".join(command),
+            "load_average": [round(load_before, 1), round(load_after, 1)]}
 
 
 def modules(commit: str) -> list[str]:
@@ -109,15 +110,15 @@ def main() -> None:
             same = measure(new_commit, work, modules(old_commit))
         quick_loop = timed_suite(f"{new_commit}-quick", ["make", "test-quick"], checkout_of(new_commit, work), work)
     ratio = old["seconds"] / new["seconds"]
-    rows = [[f"before {old['commit']}", old["passed"], old["seconds"], old["cpu_seconds"], 1.0],
-            [f"now {new['commit']}", new["passed"], new["seconds"], new["cpu_seconds"], round(ratio, 2)]]
+
+    def row(name: str, run: dict, faster: object) -> list:
+        return [name, run["passed"], run["seconds"], run["cpu_seconds"], faster, "{}, {}".format(*run["load_average"])]
+    rows = [row(f"before {old['commit']}", old, 1.0), row(f"now {new['commit']}", new, round(ratio, 2))]
     if same:
-        rows.append([f"now, {old_commit}'s modules only", same["passed"], same["seconds"], same["cpu_seconds"],
-                     round(old["seconds"] / same["seconds"], 2)])
+        rows.append(row(f"now, {old_commit}'s modules only", same, round(old["seconds"] / same["seconds"], 2)))
     if quick_loop:
-        rows.append(["now, make test-quick (not slow)", quick_loop["passed"], quick_loop["seconds"],
-                     quick_loop["cpu_seconds"], "-"])
-    text, markdown = table(["commit", "tests passed", "wall s", "CPU s", "x faster"], rows)
+        rows.append(row("now, make test-quick (not slow)", quick_loop, "-"))
+    text, markdown = table(["commit", "tests passed", "wall s", "CPU s", "x faster", "load at start, end"], rows)
     print(text)
     print(f"make test is {ratio:.2f}x faster at {new['commit']} than at {old['commit']}")
     info = machine()
@@ -126,7 +127,9 @@ def main() -> None:
             f"# `make test`, before and after\n\n{machine_line(info)}. Each commit in its own clean clone and "
             f"venv (Label Studio, lmms-eval and playwright installs shared), set up first; the timed `make test` "
             f"is the suite alone (its pytest phase), one commit after the other; then the later commit's "
-            f"`make test-quick`. CPU s: user and system time of the command and the processes it waited for (getrusage).\n\n"
+            f"`make test-quick`. CPU s: user and system time of the command and the processes it waited for "
+            f"(getrusage). The machine may be shared: the load average (1 min) at each command's start and end "
+            f"says how much.\n\n"
             f"{markdown}\n", options.quick)
 
 
