@@ -22,7 +22,7 @@ LMMS_DEPS  := accelerate datasets evaluate transformers openai numpy pyyaml pill
 # The review-page test renders Label Studio in headless Chromium (Debian's package) driven by playwright-core.
 PW := .ls/pw/node_modules/playwright-core/package.json
 
-.PHONY: demo test bench-quick clean constraints ls browser lmms-eval
+.PHONY: demo test test-quick bench-quick clean constraints ls browser lmms-eval
 
 # The demo installs every user-facing extra (`all`: review, dask, plots, xlsx), so each walkthrough in the README
 # and docs/ runs as written after it; the tests add the test and bench extras (pyproject.toml says what each adds).
@@ -80,9 +80,17 @@ demo: $(STAMP)
 # benchmarks' quick runs (tests/test_bench.py) are not tests of the product's behaviour: `make bench-quick`, which
 # CI runs after the tests, so no benchmark rots.
 PYTEST_ARGS ?= -n 4 --dist loadfile --ignore=tests/test_bench.py
-test: $(TEST_STAMP) $(LS_TEMPLATE) $(PW) $(LMMS_STAMP)
-	@$(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
+PYTEST = $(BIN)/python -m pytest $(1); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; status=0; fi; exit $$status
+test: $(TEST_STAMP) $(LS_TEMPLATE) $(PW) $(LMMS_STAMP)
+	@$(call PYTEST,$(PYTEST_ARGS))
+
+# The loop while you work: the tests not marked slow, which start no server, browser or pipeline (tests/conftest.py
+# marks every test using a fixture tagged @starts_server, and fails an unmarked test that starts one), so it needs
+# none of Label Studio, Chromium or lmms-eval. Two workers: these tests use the CPU, not wait on servers.
+QUICK_ARGS ?= -m "not slow" -n 2 --dist loadfile --ignore=tests/test_bench.py -q
+test-quick: $(TEST_STAMP)
+	@$(call PYTEST,$(QUICK_ARGS))
 
 # Every bench/*.py once with --quick: it runs, prints its comparison with the naive way, writes no result.
 bench-quick: $(TEST_STAMP) $(LS_TEMPLATE)

@@ -4,10 +4,14 @@ stopped by the main process at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 # Before anything imports Prefect, Hugging Face or matplotlib: point every tool's home into one folder per process.
@@ -44,6 +48,7 @@ for _name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LABEL_STUDIO_URL", "LABEL_ST
 import pytest  # noqa: E402
 
 from tests.helpers import SHARED_DIR, run_curate, shared_once  # noqa: E402
+from tests.servers import starts_server
 
 PREFECT_FOLDER = SHARED_DIR / "prefect-out"  # an output folder whose local Prefect server the tests share
 
@@ -52,27 +57,78 @@ def _is_worker(config) -> bool:
     return hasattr(config, "workerinput")
 
 
-# Seconds each long module took under `make test` (4 workers, 2 cores; `pytest --durations=0`, summed per file).
+# Seconds each long module took under `make test` (4 workers, 2 shared cores; `pytest --durations`, summed per file).
 # Only the order of the run depends on them: re-measure when a module grows a lot.
-MODULE_SECONDS = {"docs/test_publisher.py": 110, "docs/test_readme.py": 100, "docs/test_curator.py": 70,
-                  "docs/test_annotator.py": 60, "docs/test_evaluator.py": 60, "flows/test_resume.py": 100, "flows/test_processes.py": 87, "flows/test_flow_e2e.py": 65,
-                  "flows/test_prefect_server.py": 50, "flows/test_dask.py": 50, "annotation/test_review.py": 46,
-                  "flows/test_deployments.py": 40, "curation/test_eval.py": 31,
-                  "flows/test_confinement_and_secrets.py": 29, "flows/test_disk_full.py": 28,
-                  "flows/test_bad_input.py": 26, "curation/test_hamming.py": 23, "test_packaging.py": 20,
-                  "curation/test_release_splits.py": 20, "flows/test_lmms_eval.py": 18, "flows/test_hub.py": 70}
+MODULE_SECONDS = {"flows/test_prefect_server.py": 292, "docs/test_evaluator.py": 277, "flows/test_resume.py": 257,
+                  "flows/test_dask.py": 203, "flows/test_flow_e2e.py": 200, "docs/test_readme.py": 196,
+                  "flows/test_hub.py": 183, "flows/test_eval_cli.py": 147, "docs/test_curator.py": 132,
+                  "curation/test_dedup_set.py": 132, "curation/test_eval.py": 128, "flows/test_processes.py": 123,
+                  "flows/test_secrets.py": 114, "docs/test_annotator.py": 109, "annotation/test_review.py": 106,
+                  "annotation/test_judge_review.py": 100, "docs/test_publisher.py": 96,
+                  "flows/test_bad_input.py": 91, "flows/test_disk_full.py": 82, "flows/test_user_paths.py": 82,
+                  "annotation/test_review_team.py": 78, "flows/test_confinement_and_secrets.py": 77,
+                  "flows/test_html_report.py": 67, "test_packaging.py": 50, "curation/test_hamming.py": 44,
+                  "flows/test_cli.py": 36, "curation/test_release_checks.py": 35, "flows/test_lmms_eval.py": 34,
+                  "flows/test_cli_truths.py": 29, "flows/test_deployments.py": 28, "annotation/test_server.py": 26}
+
+
+def _uses_a_server(item) -> bool:
+    """Whether a fixture the test uses, directly or through another, is tagged @starts_server."""
+    definitions = getattr(item, "_fixtureinfo", None)
+    return definitions is not None and any(getattr(definition.func, "starts_server", False)
+                                           for chain in definitions.name2fixturedefs.values() for definition in chain)
 
 
 def pytest_collection_modifyitems(config, items):
-    """The longest modules first: pytest-xdist hands out whole files in this order (--dist loadfile, so a module's
+    """Every test using a fixture tagged @starts_server is marked `slow` (make test-quick leaves those out). Then
+    the longest modules first: pytest-xdist hands out whole files in this order (--dist loadfile, so a module's
     fixtures start once), so the long ones start at once and the short ones fill the gaps at the end (then the
     other slow ones, then the rest)."""
+    for item in items:
+        if item.get_closest_marker("slow") is None and _uses_a_server(item):
+            item.add_marker(pytest.mark.slow)
     tests = Path(__file__).parent
 
     def order(item) -> tuple[float, bool]:
         module = item.path.relative_to(tests).as_posix()
         return -MODULE_SECONDS.get(module, 0), item.get_closest_marker("slow") is None
     items.sort(key=order)
+
+
+@contextlib.contextmanager
+def _servers_refused(test: str) -> Iterator[None]:
+    """While a test not marked `slow` runs (its fixtures' setup and teardown included), starting a loopback fake,
+    opening any other TCP server socket in this process (uvicorn, Dask) or starting a local Label Studio or Prefect
+    server fails it, saying how to mark it."""
+    from benchcurate.annotation.local_server import LocalServer
+
+    message = (f"{test} starts a server but is not marked slow: mark it @pytest.mark.slow, or tag the fixture that "
+               f"starts the server @starts_server (tests/servers.py)")
+    listen = socket.socket.listen
+
+    def guarded_listen(self, *args):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            raise RuntimeError(message)
+        return listen(self, *args)  # a Unix socket (multiprocessing's forkserver) is no server of ours
+
+    def refused_start(*args, **kwargs):
+        raise RuntimeError(message)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "listen", guarded_listen)
+        patch.setattr(LocalServer, "start", refused_start)
+        for fake in ("tests.fakes.openai_server", "tests.fakes.hub_server"):  # refused here, not in their thread
+            if fake in sys.modules:
+                patch.setattr(sys.modules[fake], "serve_in_thread", refused_start)
+        yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if item.get_closest_marker("slow") is not None:
+        return (yield)
+    with _servers_refused(item.nodeid):
+        return (yield)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -85,6 +141,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 @pytest.fixture(scope="session")
+@starts_server
 def prefect_server() -> str:
     """The API URL of a real Prefect server on loopback, one for the whole run: the product's own local server
     (`curate prefect up`) of a shared output folder, started by the first worker that needs it."""

@@ -1,5 +1,5 @@
 """Starting and stopping local servers from tests and benchmarks: a free port, a health wait, a clean stop, a
-local Dask cluster."""
+local Dask cluster, and the tag of a fixture that starts one (the tests using it are `slow`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,18 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 DASK = Path(sys.executable).parent / "dask"
+
+
+def starts_server(fixture_function: Callable) -> Callable:
+    """Tags a fixture that starts a server (Prefect, Label Studio, a loopback fake, Dask), a browser or a whole
+    pipeline; put it under `@pytest.fixture`. tests/conftest.py marks every test that uses the fixture, directly or
+    through another fixture, `slow`, so `make test-quick` leaves it out."""
+    fixture_function.starts_server = True
+    return fixture_function
 
 
 def free_port() -> int:

@@ -3,10 +3,11 @@
 import pytest
 
 from benchcurate.annotation import server
-from tests.servers import free_port
+from tests.servers import free_port, starts_server
 
 
 @pytest.fixture(scope="module")
+@starts_server
 def label_studio(tmp_path_factory):
     """A Label Studio of this module's own on loopback: (data folder, server info, admin token)."""
     data = tmp_path_factory.mktemp("ls")

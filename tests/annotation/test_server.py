@@ -7,7 +7,7 @@ import pytest
 from benchcurate.annotation import server
 from benchcurate.curation.core.errors import UserError
 from tests.helpers import run_curate
-from tests.servers import free_port
+from tests.servers import free_port, starts_server
 
 pytestmark = pytest.mark.slow
 
@@ -15,6 +15,7 @@ KNOWN_TOKEN = "0123456789abcdef0123456789abcdef01234567"
 
 
 @pytest.fixture(scope="module")
+@starts_server
 def running(tmp_path_factory):
     data = tmp_path_factory.mktemp("ls-data")
     info, token = server.up(data, free_port())

@@ -1,5 +1,7 @@
 """Checklists drafted by two models and merged, with the source model kept per item."""
 
+import pytest
+
 from benchcurate.curation.generation.checklist import merge_checklists
 from benchcurate.curation.core.jsonl import read_samples
 from benchcurate.curation.engine.runner import run_all
@@ -44,6 +46,7 @@ def by_model(body):
     return scripted_reply(body)
 
 
+@pytest.mark.slow
 def test_a_run_with_two_drafting_models_merges_their_checklists(tmp_path):
     for seed in range(3):
         make_image(tmp_path / "images" / f"{seed}.png", seed)

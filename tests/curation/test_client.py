@@ -23,6 +23,7 @@ def test_reset_durations_are_parsed(text, seconds):
     assert parse_duration(text) == seconds
 
 
+@pytest.mark.slow
 def test_a_retry_after_http_date_is_honoured():
     # the SDK's retry reads the date form; the date has whole seconds, so the wait lies in (1, 2] seconds
     when = email.utils.formatdate(time.time() + 2, usegmt=True)
@@ -33,6 +34,7 @@ def test_a_retry_after_http_date_is_honoured():
     assert time.monotonic() - started >= 0.9
 
 
+@pytest.mark.slow
 def test_a_429_pauses_every_request_of_the_client_not_only_its_own():
     with FakeOpenAIServer(faults=[Fault(kind="status", status=429, retry_after="0.8")]) as server:
         shared = client(server)
@@ -48,6 +50,7 @@ def test_a_429_pauses_every_request_of_the_client_not_only_its_own():
     assert 0 < pause <= 0.8 and waited >= pause - 0.05  # it waited out what was left of the pause
 
 
+@pytest.mark.slow
 def test_an_exhausted_request_budget_pauses_until_the_reset():
     with FakeOpenAIServer(rate_limit_headers={"x-ratelimit-remaining-requests": "0",
                                               "x-ratelimit-reset-requests": "700ms"}) as server:
@@ -58,6 +61,7 @@ def test_an_exhausted_request_budget_pauses_until_the_reset():
     assert time.monotonic() - started >= 0.6
 
 
+@pytest.mark.slow
 def test_a_429_is_retried_after_the_wait_the_server_asked_for():
     with FakeOpenAIServer(faults=[Fault(kind="status", status=429, retry_after="0.4")]) as server:
         started = time.monotonic()
@@ -67,6 +71,7 @@ def test_a_429_is_retried_after_the_wait_the_server_asked_for():
     assert waited >= 0.4  # honoured Retry-After (a lower bound: behaviour, not speed)
 
 
+@pytest.mark.slow
 def test_retry_after_ms_wins_over_retry_after():
     with FakeOpenAIServer(faults=[Fault(kind="status", status=429, retry_after="30", retry_after_ms="50")]) as server:
         reply = client(server).create(BODY)
@@ -77,12 +82,14 @@ def test_retry_after_ms_wins_over_retry_after():
                                    Fault(kind="status", status=503, retry_after="0"),
                                    Fault(kind="drop_connection"),
                                    Fault(kind="not_a_completion", times=2)])
+@pytest.mark.slow
 def test_server_errors_and_dropped_connections_are_retried(fault):
     with FakeOpenAIServer(faults=[fault]) as server:
         reply = client(server).create(BODY)
         assert reply.attempts == fault.times + 1 and server.completions_served == 1
 
 
+@pytest.mark.slow
 def test_a_body_that_is_not_a_completion_is_named_in_the_error():
     with FakeOpenAIServer(faults=[Fault(kind="not_a_completion", times=5)]) as server:
         with pytest.raises(BackendUnavailable, match="not a chat completion.*Injected fault"):
@@ -90,6 +97,7 @@ def test_a_body_that_is_not_a_completion_is_named_in_the_error():
         assert server.request_count == 2 and server.completions_served == 0
 
 
+@pytest.mark.slow
 def test_giving_up_after_the_attempts_is_backend_unavailable_with_a_resume_hint():
     with FakeOpenAIServer(faults=[Fault(kind="status", status=500, times=10, retry_after="0")]) as server:
         with pytest.raises(BackendUnavailable, match="after 3 attempts.*resume"):
@@ -97,6 +105,7 @@ def test_giving_up_after_the_attempts_is_backend_unavailable_with_a_resume_hint(
         assert server.request_count == 3
 
 
+@pytest.mark.slow
 def test_a_rejected_request_is_not_retried_and_a_bad_key_is_a_user_error():
     with FakeOpenAIServer(faults=[Fault(kind="status", status=400)], expected_api_key="right") as server:
         with pytest.raises(ModelRequestRejected, match="HTTP 400"):
@@ -106,6 +115,7 @@ def test_a_rejected_request_is_not_retried_and_a_bad_key_is_a_user_error():
             client(server, key="wrong").create(BODY)
 
 
+@pytest.mark.slow
 def test_one_client_serves_many_threads_with_usage_reported():
     with FakeOpenAIServer(latency_seconds=0.05) as server:
         shared = client(server, concurrency=3)
@@ -115,6 +125,7 @@ def test_one_client_serves_many_threads_with_usage_reported():
     assert all(reply.input_tokens > 0 and reply.output_tokens > 0 for reply in replies)
 
 
+@pytest.mark.slow
 def test_the_concurrency_limit_holds_across_callers():
     from benchcurate.curation.models.client import shared_client
 

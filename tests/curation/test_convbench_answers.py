@@ -18,11 +18,13 @@ from benchcurate.schemas.evaluation import EvalOptions
 from tests.fakes.judges import marker_world
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import curate_in_process, edited_release, eval_releases
+from tests.servers import starts_server
 
 FORMULA = "=cmd|' /C calc'!A0"
 
 
 @pytest.fixture(scope="module")
+@starts_server
 def scored(tmp_path_factory):
     """A ConvBench release whose first question and reference start as a formula, and a curate eval of it."""
     tmp_path = tmp_path_factory.mktemp("cbanswers")
@@ -106,6 +108,7 @@ def test_the_export_command_takes_a_results_folder_and_keeps_other_files(scored,
     assert (tmp_path / "cb" / "mine.txt").exists()
 
 
+@pytest.mark.slow
 def test_only_a_convbench_eval_is_taken(tmp_path):
     with FakeOpenAIServer(responder=marker_world({"candidate-vlm": 0.5}),
                           models=("candidate-vlm", "judge-vlm")) as server:

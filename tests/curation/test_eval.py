@@ -206,6 +206,7 @@ def test_agreement_percent_and_cohens_kappa():
 
 # --- whole evaluations on real releases ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_multiverse_scores_the_planted_share_and_a_rerun_pays_for_nothing(releases, tmp_path):
     share = 0.4
     with server_for({"candidate-vlm": share}) as server:
@@ -232,6 +233,7 @@ def test_multiverse_scores_the_planted_share_and_a_rerun_pays_for_nothing(releas
     assert "| 1 | candidate-vlm |" in board and "judge-vlm" in board
 
 
+@pytest.mark.slow
 def test_an_unreadable_judge_is_asked_once_more_then_counted_as_a_failure(releases, tmp_path):
     with server_for({"candidate-vlm": 0.5}, broken_judge=True) as server:
         with pytest.raises(NothingScored, match="every judged turn failed .judge_unreadable_reply") as raised:
@@ -245,6 +247,7 @@ def test_an_unreadable_judge_is_asked_once_more_then_counted_as_a_failure(releas
     assert judgments[0]["judge"]["failed"]["raw"] == "I would rather not say." and "asked" in judgments[0]["detail"]
 
 
+@pytest.mark.slow
 def test_self_history_sends_the_models_own_answers(releases, tmp_path):
     seen = []
     with server_for({"candidate-vlm": 1.0}, seen=seen) as server:
@@ -253,6 +256,7 @@ def test_self_history_sends_the_models_own_answers(releases, tmp_path):
     assert later and all(MARK in text_of(messages[1]) for messages in later)  # its own answer, not the reference
 
 
+@pytest.mark.slow
 def test_convbench_three_settings_pairwise_text_only_judge(releases, tmp_path):
     share = 0.5
     seen = []
@@ -284,6 +288,7 @@ def test_convbench_three_settings_pairwise_text_only_judge(releases, tmp_path):
     assert sides == {"A", "B"}
 
 
+@pytest.mark.slow
 def test_convbench_direct_grading(releases, tmp_path):
     with server_for({"candidate-vlm": 1.0}) as server:
         folder = evaluate(options(releases["convbench"], server, tmp_path / "evals", grading="direct", limit=2))
@@ -292,6 +297,7 @@ def test_convbench_direct_grading(releases, tmp_path):
     assert results["sub_scores"]["scores"]["S1"] == 10.0 and results["score"] == 10.0
 
 
+@pytest.mark.slow
 def test_probench_both_orders_and_the_baseline_model(releases, tmp_path):
     data = release_rows(releases["probench"])
     with server_for({"candidate-vlm": 1.0, "baseline-vlm": 0.0}) as server:
@@ -306,6 +312,7 @@ def test_probench_both_orders_and_the_baseline_model(releases, tmp_path):
     assert against_model["baseline"] == "model baseline-vlm" and against_model["usage"]["baseline-vlm"]["calls"] > 0
 
 
+@pytest.mark.slow
 def test_alignmmbench_judges_every_kept_rewrite_after_the_given_history(releases, tmp_path):
     data = release_rows(releases["alignmmbench"])
     seen = []
@@ -326,6 +333,7 @@ def test_alignmmbench_judges_every_kept_rewrite_after_the_given_history(releases
         assert asked and text_of(asked[0]["messages"][0]) == row["history"][0]["utterance"]
 
 
+@pytest.mark.slow
 def test_planted_share_within_two_points_and_elo_orders_two_models(releases, tmp_path):
     """500 samples: the reported win rate is the planted share, and two models' intervals do not overlap."""
     big = replicated_release(releases["probench"], 500, tmp_path / "big")
@@ -347,6 +355,7 @@ def test_planted_share_within_two_points_and_elo_orders_two_models(releases, tmp
     assert board.index("better-vlm") < board.index("candidate-vlm")
 
 
+@pytest.mark.slow
 def test_leaderboard_ranks_models_best_first(releases, tmp_path):
     with server_for({"candidate-vlm": 0.2, "better-vlm": 0.9}) as server:
         for model in ("candidate-vlm", "better-vlm"):
@@ -372,6 +381,7 @@ def test_cli_refuses_what_it_cannot_score(releases, tmp_path):
     assert down.returncode == 3 and "cannot reach the model server" in down.stderr
 
 
+@pytest.mark.slow
 def test_batch_mode_sends_every_call_through_the_batch_api_and_scores_the_same(releases, tmp_path):
     """--batch: a round of batches per call a sample waits for; nothing is sent directly, the scores equal a
     direct eval's, and a round not back in time leaves the eval waiting, to be picked up by the same command."""

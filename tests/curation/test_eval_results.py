@@ -67,6 +67,7 @@ def tampered(release, into):
 
 # --- results per setting, and the leaderboard -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_each_setting_keeps_its_own_results_and_the_leaderboard_ranks_only_comparable_complete_runs(releases,
                                                                                                    tmp_path):
     out = tmp_path / "evals"
@@ -103,6 +104,7 @@ def test_each_setting_keeps_its_own_results_and_the_leaderboard_ranks_only_compa
                        "split test, baseline-better-vlm, judged by judge-vlm"} and stored != against
 
 
+@pytest.mark.slow
 def test_a_run_with_nothing_scored_is_listed_as_failed_unranked_and_the_command_exits_6(releases, tmp_path):
     args = ["eval", str(releases["multiverse"]), "--model", "candidate-vlm", "--judge-model", "judge-vlm",
             "--limit", "2", "--out", str(tmp_path / "evals")]
@@ -120,6 +122,7 @@ def test_a_run_with_nothing_scored_is_listed_as_failed_unranked_and_the_command_
 
 # --- the release is verified ------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_release_that_does_not_verify_is_neither_scored_nor_exported(releases, tmp_path):
     changed = tampered(releases["multiverse"], tmp_path / "copy")
     with server_for({"candidate-vlm": 0.5}) as server:
@@ -136,6 +139,7 @@ def test_a_release_that_does_not_verify_is_neither_scored_nor_exported(releases,
     assert cli.returncode == 2 and "does not verify" in cli.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["../../escaped", "/tmp/escaped-absolute", "a/../../b"])
 def test_a_manifest_name_that_is_not_a_folder_name_is_refused_before_anything_is_written(releases, tmp_path, name):
     copy = shutil.copytree(releases["multiverse"], tmp_path / "release")
@@ -154,6 +158,7 @@ def test_a_manifest_name_that_is_not_a_folder_name_is_refused_before_anything_is
 
 # --- cost -------------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_max_cost_needs_a_price_for_every_model_and_price_gives_one(releases, tmp_path):
     with server_for({"candidate-vlm": 0.5}) as server:
         with pytest.raises(UserError, match="--max-cost needs a price for model 'candidate-vlm'.*--price"):
@@ -206,6 +211,7 @@ def vlmevalkit_predictions(release, folder):
     return path, table
 
 
+@pytest.mark.slow
 def test_vlmevalkit_predictions_are_judged_with_the_papers_protocol_and_the_model_is_not_asked(releases, tmp_path):
     path, table = vlmevalkit_predictions(releases["multiverse"], tmp_path / "lmu")
     seen = []
@@ -223,6 +229,7 @@ def test_vlmevalkit_predictions_are_judged_with_the_papers_protocol_and_the_mode
     assert folder.name.startswith("test.history-oracle.judge-judge-vlm.predictions-")
 
 
+@pytest.mark.slow
 def test_lmms_eval_logged_samples_are_judged_and_settings_it_did_not_run_are_left_out(releases, tmp_path):
     data = list(rows(open_release(releases["convbench"]), "test"))
     lines = []
@@ -246,6 +253,7 @@ def test_lmms_eval_logged_samples_are_judged_and_settings_it_did_not_run_are_lef
     assert results["predictions"]["harness"] == "lmms-eval" and "own earlier answers" in results["history"]
 
 
+@pytest.mark.slow
 def test_predictions_for_another_release_are_refused(releases, tmp_path):
     path, _ = vlmevalkit_predictions(releases["multiverse"], tmp_path / "lmu")
     # the releases share their images, so their samples share ids: the questions tell them apart

@@ -81,6 +81,7 @@ def test_pillows_own_limit_is_never_reported_as_max_pixels(tmp_path):
     assert f"{above:,}" not in str(caught.value) and "max_pixels cannot raise" in str(caught.value)
 
 
+@pytest.mark.slow
 def test_a_model_reply_over_max_reply_chars_drops_its_item_and_is_stored_nowhere(tmp_path):
     limit = BackendSpec.model_fields["max_reply_chars"].default
     marker = "overflow-"
@@ -111,6 +112,7 @@ def test_a_model_reply_over_max_reply_chars_drops_its_item_and_is_stored_nowhere
     assert stored == []
 
 
+@pytest.mark.slow
 def test_a_batch_reply_over_max_reply_chars_is_not_cached_and_the_item_is_asked_again(tmp_path):
     limit = BackendSpec.model_fields["max_reply_chars"].default
     marker = "overflow-"

@@ -3,6 +3,7 @@
 import itertools
 import json
 
+import pytest
 from datasets import load_dataset
 
 from benchcurate.curation.release.writer import write_release
@@ -43,6 +44,7 @@ def repeated_ladder(body):
     return None
 
 
+@pytest.mark.slow
 def test_malformed_ladders_and_short_focus_lists_are_recorded_drops(tmp_path):
     with FakeOpenAIServer(responder=repeated_ladder) as server:
         run_dir = finished_run(tmp_path, "api", "convbench", images=4, backend="openai", base_url=server.base_url, model="fake-vlm")

@@ -23,6 +23,7 @@ def model_stages(report):
     return {stats.stage: stats.usage.get("fake-vlm") for stats in report.stages if stats.usage}
 
 
+@pytest.mark.slow
 def test_costs_are_counted_per_stage_and_a_rerun_is_free(tmp_path):
     with FakeOpenAIServer(responder=scripted_reply) as server:
         run_all(model_run(tmp_path, server, "first"))
@@ -43,6 +44,7 @@ def test_costs_are_counted_per_stage_and_a_rerun_is_free(tmp_path):
         assert all(u.calls == 0 and u.cached_calls > 0 and u.cost_usd == 0 for u in again.values())
 
 
+@pytest.mark.slow
 def test_a_corrupt_cached_reply_is_asked_again_not_an_error_on_every_rerun(tmp_path, caplog):
     with FakeOpenAIServer(responder=scripted_reply) as server:
         run_all(model_run(tmp_path, server, "first"))
@@ -59,6 +61,7 @@ def test_a_corrupt_cached_reply_is_asked_again_not_an_error_on_every_rerun(tmp_p
     assert "a cached image_quality reply did not parse; asking the model again (`--refresh-cache`" in caplog.text
 
 
+@pytest.mark.slow
 def test_refresh_asks_again(tmp_path):
     with FakeOpenAIServer(responder=scripted_reply) as server:
         run_all(model_run(tmp_path, server, "a"))
@@ -73,6 +76,7 @@ def test_refresh_asks_again(tmp_path):
         assert server.completions_served == 2 * calls
 
 
+@pytest.mark.slow
 def test_the_budget_stops_before_it_is_exceeded_and_a_rerun_pays_nothing_twice(tmp_path):
     with FakeOpenAIServer(responder=scripted_reply) as server:
         # each call is estimated at about 0.005 USD (about 1,100 input tokens and 2,048 output tokens)
@@ -87,6 +91,7 @@ def test_the_budget_stops_before_it_is_exceeded_and_a_rerun_pays_nothing_twice(t
         assert len(requests) == len({json.dumps(body, sort_keys=True) for body in requests})  # none sent twice
 
 
+@pytest.mark.slow
 def test_batch_mode_fills_the_cache_through_the_batch_api(tmp_path):
     with FakeOpenAIServer(responder=scripted_reply, batch_seconds=0) as server:
         run_all(model_run(tmp_path, server, "batched", batch=True, batch_poll_seconds=0.05))
@@ -100,6 +105,7 @@ def test_batch_mode_fills_the_cache_through_the_batch_api(tmp_path):
     assert batched.cost_usd == pytest.approx(plain.cost_usd / 2)  # half price
 
 
+@pytest.mark.slow
 def test_a_waiting_batch_is_polled_again_not_resubmitted(tmp_path):
     with FakeOpenAIServer(responder=scripted_reply, batch_seconds=1.5) as server:
         run_dir = model_run(tmp_path, server, "wait", batch=True, batch_wait_seconds=0, batch_poll_seconds=0.05)
@@ -114,6 +120,7 @@ def test_a_waiting_batch_is_polled_again_not_resubmitted(tmp_path):
         assert load_report(run_dir).complete
 
 
+@pytest.mark.slow
 def test_failed_batch_lines_are_submitted_again(tmp_path):
     with FakeOpenAIServer(responder=scripted_reply, batch_seconds=0) as server:
         run_dir = model_run(tmp_path, server, "requeue", images=3, batch=True, batch_poll_seconds=0.05)

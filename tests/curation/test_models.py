@@ -141,6 +141,7 @@ def spec(server, **updates) -> BackendSpec:
                           **updates})
 
 
+@pytest.mark.slow
 def test_openai_backend_parses_structured_output_and_sends_a_downscaled_image(tmp_path):
     image = image_ref(make_image(tmp_path / "big.png", 3, (1600, 1200)))
     with FakeOpenAIServer() as server:
@@ -158,6 +159,7 @@ def test_openai_backend_parses_structured_output_and_sends_a_downscaled_image(tm
     assert max(decoded.size) == 256
 
 
+@pytest.mark.slow
 def test_reply_that_fails_validation_is_asked_again_once(tmp_path):
     image = image_ref(make_image(tmp_path / "a.png", 1))
     with FakeOpenAIServer(faults=[Fault(kind="schema_mismatch")]) as server:
@@ -168,6 +170,7 @@ def test_reply_that_fails_validation_is_asked_again_once(tmp_path):
     assert "does not match the required JSON schema" in retry_messages[-1]["content"]
 
 
+@pytest.mark.slow
 def test_second_invalid_reply_raises_with_the_raw_reply(tmp_path):
     image = image_ref(make_image(tmp_path / "a.png", 1))
     with FakeOpenAIServer(faults=[Fault(kind="invalid_json", times=2)]) as server:
@@ -176,6 +179,7 @@ def test_second_invalid_reply_raises_with_the_raw_reply(tmp_path):
     assert caught.value.raw and "twice" in str(caught.value)
 
 
+@pytest.mark.slow
 def test_server_errors_after_retries_mean_backend_unavailable(tmp_path):
     image = image_ref(make_image(tmp_path / "a.png", 1))
     with FakeOpenAIServer(faults=[Fault(kind="status", status=500, times=5)]) as server:
@@ -184,6 +188,7 @@ def test_server_errors_after_retries_mean_backend_unavailable(tmp_path):
         assert server.request_count == 2  # the first try and one retry
 
 
+@pytest.mark.slow
 def test_check_fails_fast_on_a_down_server_an_unknown_model_and_a_bad_key():
     dead = BackendSpec(kind="openai", base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", max_retries=0)
     with pytest.raises(BackendUnavailable, match="cannot reach"):
@@ -204,6 +209,7 @@ def test_openai_com_without_a_key_is_a_clear_error(monkeypatch):
         OpenAIBackend(BackendSpec(kind="openai"))
 
 
+@pytest.mark.slow
 def test_a_rejected_request_is_an_item_problem_not_a_server_problem(tmp_path):
     from benchcurate.curation.core.errors import ModelRequestRejected
 
@@ -213,6 +219,7 @@ def test_a_rejected_request_is_an_item_problem_not_a_server_problem(tmp_path):
             OpenAIBackend(spec(server), api_key="k").complete(request("image_quality", image))
 
 
+@pytest.mark.slow
 def test_model_replies_are_cached_so_a_rerun_sends_nothing(tmp_path):
     from benchcurate.curation.core.cache import Cache
     from benchcurate.curation.engine.stage import StageContext
@@ -234,6 +241,7 @@ def test_model_replies_are_cached_so_a_rerun_sends_nothing(tmp_path):
         assert server.completions_served == 2                       # a different seed is a different request
 
 
+@pytest.mark.slow
 def test_a_request_keeps_its_slot_until_its_reply_is_stored(tmp_path):
     """A kill can lose at most `concurrency` replies: the next request waits for the last reply to be stored."""
     import time

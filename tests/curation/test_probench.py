@@ -5,6 +5,8 @@ import itertools
 import json
 import random
 
+import pytest
+
 from benchcurate.curation.core.cache import Cache
 from benchcurate.curation.models.offline import OfflineBackend
 from benchcurate.curation.report.run import load_report
@@ -102,6 +104,7 @@ def judge(body):
     return None
 
 
+@pytest.mark.slow
 def test_the_recipe_runs_against_the_loopback_server_with_every_drop_reason_in_the_funnel(tmp_path):
     for seed in range(8):
         make_image(tmp_path / "images" / f"{seed}.png", seed)

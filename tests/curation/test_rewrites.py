@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from benchcurate.curation.importers import import_file
 from benchcurate.curation.core.jsonl import read_samples
 from benchcurate.curation.report.run import load_report
@@ -46,6 +48,7 @@ def echoing(body):
     return None
 
 
+@pytest.mark.slow
 def test_degenerate_rewrites_and_dialogues_are_recorded_drops(tmp_path):
     backend = {"backend": "openai", "model": "fake-vlm"}
     with FakeOpenAIServer(responder=echoing) as server:

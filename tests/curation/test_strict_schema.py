@@ -16,6 +16,7 @@ from benchcurate.curation.models.openai_backend import strict_schema
 
 from ..factories import reply_models
 from ..fakes.openai_server import FakeOpenAIServer
+from ..servers import starts_server
 
 
 class Mood(str, Enum):
@@ -72,6 +73,7 @@ def test_the_transform_changes_what_strict_mode_needs_and_leaves_the_model_schem
 
 
 @pytest.fixture(scope="module")
+@starts_server
 def api():
     with FakeOpenAIServer() as server, openai.OpenAI(base_url=server.base_url, api_key="sk-test",
                                                      max_retries=0) as client:

@@ -142,6 +142,7 @@ def field_responder(body):
     return scripted_reply(body)
 
 
+@pytest.mark.slow
 def test_two_step_classification_against_the_loopback_server(tmp_path, ctx):
     for seed in range(8):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
@@ -245,6 +246,7 @@ def chat_requests(server) -> int:
     return sum(request.path.endswith("/chat/completions") for request in server.requests)
 
 
+@pytest.mark.slow
 def test_decision_parameters_replay_stored_scores_without_model_calls(tmp_path):
     with FakeOpenAIServer(responder=varied) as server:
         run_dir = model_run(tmp_path, server, "thresholds", images=24)

@@ -28,6 +28,7 @@ from benchcurate.curation.models.openai_backend import strict_schema
 from benchcurate.curation.models.prompting import load_prompt
 
 from ..factories import reply_models
+from ..servers import starts_server
 from . import openai_server
 from .openai_server import FakeOpenAIServer, Fault, instance_from_schema
 
@@ -99,6 +100,7 @@ def no_threads_left_behind():
 
 
 @pytest.fixture
+@starts_server
 def server():
     with FakeOpenAIServer() as running:
         yield running
@@ -159,6 +161,7 @@ def test_image_part_and_key_are_recorded_as_sent(server, client):
     assert "sk-test" not in json.dumps(recorded.body)
 
 
+@pytest.mark.slow
 def test_bodies_can_be_left_unrecorded():
     with FakeOpenAIServer(record_bodies=False) as lean:
         with openai.OpenAI(base_url=lean.base_url, api_key="sk-test", max_retries=0) as opened:
@@ -290,6 +293,7 @@ def test_slow_fault_delays_the_reply(server, client):
     assert time.monotonic() - started >= 0.3
 
 
+@pytest.mark.slow
 def test_latency_applies_to_every_completion():
     with FakeOpenAIServer(latency_seconds=0.15) as slow_server:
         with openai.OpenAI(base_url=slow_server.base_url, api_key="sk-test", max_retries=0) as slow_client:
@@ -355,6 +359,7 @@ def test_stats_and_reset_over_http(server, client):
 # Keys, models, paths and the server's life
 
 
+@pytest.mark.slow
 def test_wrong_api_key_is_rejected():
     with FakeOpenAIServer(expected_api_key="sk-right", faults=[Fault("status", status=503)]) as keyed:
         with openai.OpenAI(base_url=keyed.base_url, api_key="sk-wrong", max_retries=0) as wrong:
@@ -395,6 +400,7 @@ def test_unknown_path_is_a_json_404(server, method, path):
     assert server.request_count == 1
 
 
+@pytest.mark.slow
 def test_stop_frees_the_port_and_threads():
     before = set(threading.enumerate())
     with FakeOpenAIServer() as running:
@@ -504,6 +510,7 @@ def jsonl(client: openai.OpenAI, file_id: str) -> dict[str, dict]:
     return by_id
 
 
+@pytest.mark.slow
 def test_batch_end_to_end_matches_synchronous_calls():
     with batch_client() as (server, client, clock):
         created = start_batch(client, metadata={"run": "nightly"})
@@ -552,6 +559,7 @@ def test_uploaded_file_round_trips(client):
         client.files.content("file-missing")
 
 
+@pytest.mark.slow
 def test_batch_status_steps_through_a_third_of_batch_seconds_each():
     with batch_client(batch_seconds=3) as (server, client, clock):
         created = start_batch(client)
@@ -567,12 +575,14 @@ def test_batch_status_steps_through_a_third_of_batch_seconds_each():
     assert batch.completed_at - batch.created_at == 3  # batch_seconds after the wall-clock creation
 
 
+@pytest.mark.slow
 def test_batch_that_is_first_read_late_still_has_every_timestamp():
     with batch_client() as (_server, client, clock):
         batch = finish(client, clock, start_batch(client).id)
     assert batch.status == "completed" and None not in (batch.in_progress_at, batch.finalizing_at)
 
 
+@pytest.mark.slow
 def test_zero_batch_seconds_completes_on_first_read():
     with batch_client(batch_seconds=0, clock=time.monotonic) as (server, client, _clock):
         created = start_batch(client)
@@ -646,6 +656,7 @@ def test_invalid_batches_are_rejected(server, client, monkeypatch, spoil):
     assert server.batches_created == 0
 
 
+@pytest.mark.slow
 def test_line_faults_fail_or_corrupt_single_lines():
     with batch_client(batch_line_faults={"req-1": "error"}) as (server, client, clock):
         batch = finish(client, clock, start_batch(client).id)
@@ -675,6 +686,7 @@ def test_line_faults_fail_or_corrupt_single_lines():
         FakeOpenAIServer(batch_faults=["explode"])
 
 
+@pytest.mark.slow
 def test_invalid_line_body_lands_in_the_error_file():
     with batch_client() as (_server, client, clock):
         lines = batch_lines(2)
@@ -686,6 +698,7 @@ def test_invalid_line_body_lands_in_the_error_file():
     assert (batch.request_counts.completed, batch.request_counts.failed) == (1, 1)
 
 
+@pytest.mark.slow
 def test_whole_batch_fails_or_expires_once_then_succeeds():
     with batch_client(batch_faults=["failed"]) as (server, client, clock):
         created = start_batch(client)
@@ -710,6 +723,7 @@ def test_whole_batch_fails_or_expires_once_then_succeeds():
         assert (server.batches_created, server.batch_lines_served, server.completions_served) == (4, 10, 0)
 
 
+@pytest.mark.slow
 def test_cancel_and_unknown_batch():
     with batch_client() as (server, client, clock):
         created = start_batch(client)

@@ -118,6 +118,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.slow
 def test_a_private_server_folder_is_0700_and_every_file_in_it_0600(tmp_path):
     folder = tmp_path / "label-studio"
     (folder / "files").mkdir(parents=True)
@@ -218,6 +219,7 @@ def test_credentials_in_the_base_url_are_used_and_never_written_down_even_when_e
     assert files_holding(prefect_data, secrets) == {}  # its database, write-ahead log included
 
 
+@pytest.mark.slow
 def test_an_api_key_a_server_echoes_in_its_error_is_not_stored(tmp_path, monkeypatch):
     key = "sk-test-ECHOED-0123456789"
     monkeypatch.setenv("OPENAI_API_KEY", key)
@@ -282,6 +284,7 @@ def test_negative_usage_is_charged_at_the_estimate_and_the_budget_stops_with_exi
     assert spent + reserved + next_call > cap
 
 
+@pytest.mark.slow
 def test_usage_reported_far_below_the_request_is_charged_at_least_its_input_estimate(tmp_path):
     tiny = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
     cap = 0.05

@@ -11,13 +11,14 @@ from benchcurate.curation.engine.runner import PROCESS_CHUNK_ITEMS
 from tests.factories import make_image, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import REPO, SESSION_DIR, funnel, run_curate, stage_outputs
-from tests.servers import dask_cluster, dask_scheduler, dask_workers
+from tests.servers import dask_cluster, dask_scheduler, dask_workers, starts_server
 
 pytestmark = pytest.mark.slow
 WORKER_KEY = "sk-test-dask-workers-0123"  # what the workers' environment holds; no task argument carries it
 
 
 @pytest.fixture(scope="module")
+@starts_server
 def cluster(prefect_server):
     """tcp address of a scheduler with two single-threaded worker processes; workers report to the test server."""
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": WORKER_KEY}

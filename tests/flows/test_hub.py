@@ -25,11 +25,13 @@ import yaml
 
 from tests.fakes.hub_server import FakeHub, Token, hub_env
 from tests.helpers import CURATE, SMALL, curate_in_process, finished_run, run_curate, stage_outputs
+from tests.servers import starts_server
 
 WRITE = f"hf_canary{secrets.token_hex(12)}"  # alice's write token, a member of my-org
 READ = f"hf_canaryread{secrets.token_hex(8)}"
 STRANGER = f"hf_canarystranger{secrets.token_hex(8)}"  # bob's write token: not a member of my-org
 REPO = "my-org/bench"
+pytestmark = pytest.mark.slow  # every test publishes to a loopback Hub
 LOAD = """
 import hashlib, json, sys
 import datasets
@@ -77,6 +79,7 @@ def lfs_files(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
+@starts_server
 def hub():
     with FakeHub({WRITE: Token("alice", "write", ("my-org",)), READ: Token("carol", "read", ("my-org",)),
                   STRANGER: Token("bob", "write")}) as server:
@@ -290,7 +293,6 @@ def test_a_failure_between_commit_and_tag_is_finished_by_the_rerun_without_a_new
     assert refs["tags"]["v0.1.0"] == refs["branches"]["main"]
 
 
-@pytest.mark.slow
 def test_a_network_failure_halfway_is_resumed_by_running_the_command_again(hub, env, work, releases):
     _, second, _, _ = releases
     wanted = set(lfs_files(second))
