@@ -22,7 +22,7 @@ LMMS_DEPS  := accelerate datasets evaluate transformers openai numpy pyyaml pill
 # The review-page test renders Label Studio in headless Chromium (Debian's package) driven by playwright-core.
 PW := .ls/pw/node_modules/playwright-core/package.json
 
-.PHONY: demo test test-quick bench-quick clean constraints ls browser lmms-eval
+.PHONY: demo test test-quick lint bench-quick clean constraints ls browser lmms-eval
 
 # The demo installs every user-facing extra (`all`: review, dask, plots, xlsx), so each walkthrough in the README
 # and docs/ runs as written after it; the tests add the test and bench extras (pyproject.toml says what each adds).
@@ -82,8 +82,13 @@ demo: $(STAMP)
 PYTEST_ARGS ?= -n 4 --dist loadfile --ignore=tests/test_bench.py
 PYTEST = $(BIN)/python -m pytest $(1); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; status=0; fi; exit $$status
-test: $(TEST_STAMP) $(LS_TEMPLATE) $(PW) $(LMMS_STAMP)
+test: lint $(LS_TEMPLATE) $(PW) $(LMMS_STAMP)
 	@$(call PYTEST,$(PYTEST_ARGS))
+
+# ruff's lint and format check, with the rules pyproject.toml chooses (`ruff format .` fixes the format).
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # The loop while you work: the tests not marked slow, which start no server, browser or pipeline (tests/conftest.py
 # marks every test using a fixture tagged @starts_server, and fails an unmarked test that starts one), so it needs

@@ -16,10 +16,10 @@ import math
 import random
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Callable
 
 from PIL import Image, ImageDraw, ImageFont
 
@@ -33,31 +33,121 @@ class RenderedImage:
     description: str  # one line saying what it shows
 
 
-KINDS = ("bar_chart", "line_chart", "pie_chart", "scatter_plot", "document", "table", "flowchart",
-         "tree_diagram", "network_diagram", "ui_screenshot", "receipt", "icon")
+KINDS = (
+    "bar_chart",
+    "line_chart",
+    "pie_chart",
+    "scatter_plot",
+    "document",
+    "table",
+    "flowchart",
+    "tree_diagram",
+    "network_diagram",
+    "ui_screenshot",
+    "receipt",
+    "icon",
+)
 
-_COUNTS = {"bar_chart": 5, "line_chart": 4, "pie_chart": 3, "scatter_plot": 2, "document": 7, "table": 3,
-           "flowchart": 4, "tree_diagram": 3, "network_diagram": 2, "ui_screenshot": 5, "receipt": 2, "icon": 1}
+_COUNTS = {
+    "bar_chart": 5,
+    "line_chart": 4,
+    "pie_chart": 3,
+    "scatter_plot": 2,
+    "document": 7,
+    "table": 3,
+    "flowchart": 4,
+    "tree_diagram": 3,
+    "network_diagram": 2,
+    "ui_screenshot": 5,
+    "receipt": 2,
+    "icon": 1,
+}
 _JPEG_KINDS = frozenset({"document", "receipt"})
 
 WHITE = (255, 255, 255)
 INK = (25, 25, 25)
 GREY_TEXT = (110, 110, 110)
 GRID = (228, 228, 228)
-SATURATED = ((31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (140, 80, 200),
-             (23, 160, 190), (227, 80, 160))
+SATURATED = (
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (140, 80, 200),
+    (23, 160, 190),
+    (227, 80, 160),
+)
 PASTELS = ((198, 219, 239), (253, 218, 180), (204, 235, 197), (222, 218, 240), (255, 240, 170), (250, 205, 215))
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-               "October", "November", "December")
-FIRST_NAMES = ("Alice", "Ben", "Chloe", "David", "Emma", "Farid", "Grace", "Hugo", "Ines", "James", "Kira",
-               "Liam", "Maya", "Noah", "Olivia", "Priya", "Rosa", "Sam", "Tom", "Yuki")
-LAST_NAMES = ("Adams", "Baker", "Chen", "Diaz", "Evans", "Fischer", "Garcia", "Hughes", "Ito", "Khan",
-              "Lopez", "Moreau", "Novak", "Okafor", "Patel", "Rossi", "Silva", "Turner", "Weber", "Young")
+MONTH_NAMES = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+FIRST_NAMES = (
+    "Alice",
+    "Ben",
+    "Chloe",
+    "David",
+    "Emma",
+    "Farid",
+    "Grace",
+    "Hugo",
+    "Ines",
+    "James",
+    "Kira",
+    "Liam",
+    "Maya",
+    "Noah",
+    "Olivia",
+    "Priya",
+    "Rosa",
+    "Sam",
+    "Tom",
+    "Yuki",
+)
+LAST_NAMES = (
+    "Adams",
+    "Baker",
+    "Chen",
+    "Diaz",
+    "Evans",
+    "Fischer",
+    "Garcia",
+    "Hughes",
+    "Ito",
+    "Khan",
+    "Lopez",
+    "Moreau",
+    "Novak",
+    "Okafor",
+    "Patel",
+    "Rossi",
+    "Silva",
+    "Turner",
+    "Weber",
+    "Young",
+)
 CITIES = ("Lisbon", "Oslo", "Denver", "Madrid", "Toronto", "Cairo", "Seoul")
-CITY_MEAN_C = {"Lisbon": 17.5, "Oslo": 6.5, "Denver": 10.5, "Madrid": 15.0, "Toronto": 9.0, "Cairo": 22.5,
-               "Seoul": 12.5}  # rough annual means, so the temperature lines are plausible
+CITY_MEAN_C = {
+    "Lisbon": 17.5,
+    "Oslo": 6.5,
+    "Denver": 10.5,
+    "Madrid": 15.0,
+    "Toronto": 9.0,
+    "Cairo": 22.5,
+    "Seoul": 12.5,
+}  # rough annual means, so the temperature lines are plausible
 
 
 def _seed(kind: str, index: int) -> int:
@@ -67,7 +157,8 @@ def _seed(kind: str, index: int) -> int:
 
 # --------------------------------------------------------------------------------------------------- text
 
-@lru_cache(maxsize=None)
+
+@cache
 def _font(size: int) -> ImageFont.FreeTypeFont:
     return ImageFont.load_default(size=size)
 
@@ -78,8 +169,16 @@ def _fit(text: str, size: int, max_width: float, min_size: int = 8) -> ImageFont
     return _font(size)
 
 
-def _text(draw: ImageDraw.ImageDraw, xy: tuple[float, float], text: str, size: int = 14, fill=INK,
-          anchor: str = "la", max_width: float | None = None, bold: bool = False) -> None:
+def _text(
+    draw: ImageDraw.ImageDraw,
+    xy: tuple[float, float],
+    text: str,
+    size: int = 14,
+    fill=INK,
+    anchor: str = "la",
+    max_width: float | None = None,
+    bold: bool = False,
+) -> None:
     font = _fit(text, size, max_width - bold) if max_width else _font(size)
     draw.text(xy, text, font=font, fill=fill, anchor=anchor)
     if bold:  # a second pass 1px to the right; stroke_width smears small glyphs together
@@ -122,18 +221,92 @@ def _date(rng: random.Random) -> str:
 # ------------------------------------------------------------------------------------------ vocabulary
 
 _WORDS = {
-    "noun": ("report", "team", "budget", "schedule", "office", "customer", "project", "meeting", "policy",
-             "committee", "system", "review", "supplier", "account", "record", "request", "program",
-             "building", "plan", "survey", "result", "member", "service", "order", "delivery", "manager",
-             "district", "library", "garden", "proposal", "deadline", "contract", "workshop", "station"),
-    "adj": ("annual", "new", "current", "local", "final", "quarterly", "public", "small", "regional", "early",
-            "revised", "simple", "weekly", "central", "shared", "detailed", "monthly", "internal"),
-    "verb": ("reviewed", "approved", "updated", "prepared", "discussed", "supported", "completed", "described",
-             "received", "improved", "confirmed", "planned", "shared", "checked", "reduced", "extended"),
+    "noun": (
+        "report",
+        "team",
+        "budget",
+        "schedule",
+        "office",
+        "customer",
+        "project",
+        "meeting",
+        "policy",
+        "committee",
+        "system",
+        "review",
+        "supplier",
+        "account",
+        "record",
+        "request",
+        "program",
+        "building",
+        "plan",
+        "survey",
+        "result",
+        "member",
+        "service",
+        "order",
+        "delivery",
+        "manager",
+        "district",
+        "library",
+        "garden",
+        "proposal",
+        "deadline",
+        "contract",
+        "workshop",
+        "station",
+    ),
+    "adj": (
+        "annual",
+        "new",
+        "current",
+        "local",
+        "final",
+        "quarterly",
+        "public",
+        "small",
+        "regional",
+        "early",
+        "revised",
+        "simple",
+        "weekly",
+        "central",
+        "shared",
+        "detailed",
+        "monthly",
+        "internal",
+    ),
+    "verb": (
+        "reviewed",
+        "approved",
+        "updated",
+        "prepared",
+        "discussed",
+        "supported",
+        "completed",
+        "described",
+        "received",
+        "improved",
+        "confirmed",
+        "planned",
+        "shared",
+        "checked",
+        "reduced",
+        "extended",
+    ),
     "prep": ("for", "with", "after", "before", "during", "from", "about", "within", "across"),
     "adv": ("carefully", "recently", "again", "quickly", "together", "as expected", "on time", "in full"),
-    "opener": ("In addition,", "However,", "As a result,", "For this reason,", "At the same time,",
-               "Last month,", "In general,", "As agreed,"),
+    "opener": (
+        "In addition,",
+        "However,",
+        "As a result,",
+        "For this reason,",
+        "At the same time,",
+        "Last month,",
+        "In general,",
+        "As agreed,",
+    ),
 }
 _TEMPLATES = (
     "the {adj} {noun} was {verb} {prep} the {noun}.",
@@ -169,6 +342,7 @@ def _paragraph(rng: random.Random, lo: int = 4, hi: int = 7) -> str:
 
 
 # --------------------------------------------------------------------------------------------- charts
+
 
 @dataclass
 class _Plot:
@@ -220,15 +394,31 @@ def _legend(draw: ImageDraw.ImageDraw, x: float, y: float, items: list[tuple[str
         _text(draw, (x + 22, top + 7), label, 13, anchor="lm", max_width=max_width - 24)
 
 
-def _axes(img: Image.Image, title: str, xlabel: str, ylabel: str, xlim: tuple[float, float],
-          yticks: list[float], xticks: list[tuple[float, str]], legend_w: int) -> _Plot:
+def _axes(
+    img: Image.Image,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    xlim: tuple[float, float],
+    yticks: list[float],
+    xticks: list[tuple[float, str]],
+    legend_w: int,
+) -> _Plot:
     """Title, black axes with ticks and numeric labels, axis titles, light y grid; returns the data mapping."""
     draw = ImageDraw.Draw(img)
     w, h = img.size
     _text(draw, (w / 2, 16), title, 20, anchor="ma", max_width=w - 40, bold=True)
     label_w = max(_font(12).getlength(_fmt(t)) for t in yticks)
-    plot = _Plot(left=48 + label_w, top=62, right=w - 28 - legend_w, bottom=h - 70,
-                 x0=xlim[0], x1=xlim[1], y0=yticks[0], y1=yticks[-1])
+    plot = _Plot(
+        left=48 + label_w,
+        top=62,
+        right=w - 28 - legend_w,
+        bottom=h - 70,
+        x0=xlim[0],
+        x1=xlim[1],
+        y0=yticks[0],
+        y1=yticks[-1],
+    )
     for value in yticks:
         y = plot.py(value)
         if value != yticks[0]:
@@ -248,16 +438,47 @@ def _axes(img: Image.Image, title: str, xlabel: str, ylabel: str, xlim: tuple[fl
 
 
 _BAR_TOPICS = (  # title, x label, y label, categories, series pool, series noun, value range, what
-    ("Quarterly revenue by region", "Quarter", "Revenue ($ thousands)", ("Q1", "Q2", "Q3", "Q4"),
-     ("North", "South", "East", "West", "Central"), "regions", (80, 400), "quarterly revenue"),
+    (
+        "Quarterly revenue by region",
+        "Quarter",
+        "Revenue ($ thousands)",
+        ("Q1", "Q2", "Q3", "Q4"),
+        ("North", "South", "East", "West", "Central"),
+        "regions",
+        (80, 400),
+        "quarterly revenue",
+    ),
     ("Monthly rainfall in {city}", "Month", "Rainfall (mm)", MONTHS, (), "", (8, 160), "monthly rainfall"),
-    ("Units sold by product", "Product", "Units sold", ("Laptop", "Tablet", "Phone", "Monitor", "Printer"),
-     ("2021", "2022", "2023"), "years", (150, 1200), "units sold per product"),
-    ("How staff commute to work", "Mode of transport", "Respondents",
-     ("Car", "Bus", "Train", "Bicycle", "Walking", "Other"), (), "", (5, 120), "survey answers on commuting"),
-    ("Average exam score by subject", "Subject", "Score (out of 100)",
-     ("Maths", "Physics", "History", "English", "Biology"), ("Class A", "Class B", "Class C"), "classes",
-     (55, 95), "average exam scores per subject"),
+    (
+        "Units sold by product",
+        "Product",
+        "Units sold",
+        ("Laptop", "Tablet", "Phone", "Monitor", "Printer"),
+        ("2021", "2022", "2023"),
+        "years",
+        (150, 1200),
+        "units sold per product",
+    ),
+    (
+        "How staff commute to work",
+        "Mode of transport",
+        "Respondents",
+        ("Car", "Bus", "Train", "Bicycle", "Walking", "Other"),
+        (),
+        "",
+        (5, 120),
+        "survey answers on commuting",
+    ),
+    (
+        "Average exam score by subject",
+        "Subject",
+        "Score (out of 100)",
+        ("Maths", "Physics", "History", "English", "Biology"),
+        ("Class A", "Class B", "Class C"),
+        "classes",
+        (55, 95),
+        "average exam scores per subject",
+    ),
 )
 
 
@@ -270,15 +491,24 @@ def _bar_chart(rng: random.Random, index: int) -> tuple[Image.Image, str]:
     values = [[rng.uniform(lo, hi) for _ in cats] for _ in series]
     colours = rng.sample(SATURATED, len(series))
     img = _chart_canvas(rng)
-    plot = _axes(img, title, xlabel, ylabel, (0, len(cats)), _ticks(0, hi * 1.05),
-                 [(i + 0.5, c) for i, c in enumerate(cats)], _legend_width(series if pool else []))
+    plot = _axes(
+        img,
+        title,
+        xlabel,
+        ylabel,
+        (0, len(cats)),
+        _ticks(0, hi * 1.05),
+        [(i + 0.5, c) for i, c in enumerate(cats)],
+        _legend_width(series if pool else []),
+    )
     draw = ImageDraw.Draw(img)
     group = 0.72 if pool else 0.6
     for s, row in enumerate(values):
         for c, value in enumerate(row):
             x = c + (1 - group) / 2 + s * group / len(series)
-            draw.rectangle((plot.px(x), plot.py(value), plot.px(x + group / len(series)) - 1, plot.bottom - 1),
-                           fill=colours[s])
+            draw.rectangle(
+                (plot.px(x), plot.py(value), plot.px(x + group / len(series)) - 1, plot.bottom - 1), fill=colours[s]
+            )
     if pool:
         _legend(draw, plot.right + 18, plot.top, list(zip(series, colours)), img.width - plot.right - 24)
         return img, f"grouped bar chart of {what} for {len(series)} {noun} ({', '.join(series)})"
@@ -287,12 +517,31 @@ def _bar_chart(rng: random.Random, index: int) -> tuple[Image.Image, str]:
 
 _LINE_TOPICS = (  # title, x label, y label, x tick labels, series pool, base range, amplitude, trend, noise, phase
     ("Average monthly temperature", "Month", "Temperature (°C)", MONTHS, CITIES, (2, 18), 9, 0, 0.8, -1.57),
-    ("Weekly website visitors", "Week", "Visitors", tuple(str(i) for i in range(1, 13)),
-     ("Desktop", "Mobile", "Tablet"), (900, 4000), 300, 120, 150, 0.0),
+    (
+        "Weekly website visitors",
+        "Week",
+        "Visitors",
+        tuple(str(i) for i in range(1, 13)),
+        ("Desktop", "Mobile", "Tablet"),
+        (900, 4000),
+        300,
+        120,
+        150,
+        0.0,
+    ),
     ("Share price of {company}", "Month", "Price ($)", MONTHS, (), (40, 120), 6, 1.5, 3, 0.5),
-    ("Electricity demand over a day", "Hour of day", "Demand (MW)",
-     tuple(f"{h}:00" if h % 3 == 0 else "" for h in range(24)), ("Weekday", "Weekend"), (300, 500), 90, 0, 12,
-     -2.0),
+    (
+        "Electricity demand over a day",
+        "Hour of day",
+        "Demand (MW)",
+        tuple(f"{h}:00" if h % 3 == 0 else "" for h in range(24)),
+        ("Weekday", "Weekend"),
+        (300, 500),
+        90,
+        0,
+        12,
+        -2.0,
+    ),
 )
 
 
@@ -310,16 +559,28 @@ def _line_chart(rng: random.Random, index: int) -> tuple[Image.Image, str]:
         row = []
         for i in range(n):
             walk += rng.gauss(0, noise) if not pool else 0.0  # share prices wander; the others are seasonal
-            row.append(level + scale * amp * math.sin(2 * math.pi * i / period + phase + shift) + trend * i + walk
-                       + rng.gauss(0, noise))
+            row.append(
+                level
+                + scale * amp * math.sin(2 * math.pi * i / period + phase + shift)
+                + trend * i
+                + walk
+                + rng.gauss(0, noise)
+            )
         data.append(row)
     flat = [v for row in data for v in row]
     spread = max(flat) - min(flat)
     colours = rng.sample(SATURATED, len(series))
     img = _chart_canvas(rng)
-    plot = _axes(img, title, xlabel, ylabel, (-0.5, n - 0.5),
-                 _ticks(min(flat) - 0.05 * spread, max(flat) + 0.05 * spread),
-                 list(enumerate(xlabels)), _legend_width(series if pool else []))
+    plot = _axes(
+        img,
+        title,
+        xlabel,
+        ylabel,
+        (-0.5, n - 0.5),
+        _ticks(min(flat) - 0.05 * spread, max(flat) + 0.05 * spread),
+        list(enumerate(xlabels)),
+        _legend_width(series if pool else []),
+    )
     draw = ImageDraw.Draw(img)
     for row, colour in zip(data, colours):
         points = [(plot.px(i), plot.py(v)) for i, v in enumerate(row)]
@@ -380,18 +641,29 @@ def _pie_chart(rng: random.Random, index: int) -> tuple[Image.Image, str]:
         mid = math.radians((start + end) / 2)
         at = 0.76 if hole else 0.62
         if share >= 6:
-            _text(draw, (cx + at * r * math.cos(mid), cy + at * r * math.sin(mid)), f"{share}%", 15,
-                  fill=WHITE, anchor="mm", bold=True)
+            _text(
+                draw,
+                (cx + at * r * math.cos(mid), cy + at * r * math.sin(mid)),
+                f"{share}%",
+                15,
+                fill=WHITE,
+                anchor="mm",
+                bold=True,
+            )
         start = end
     if hole:
         draw.ellipse((cx - hole * r, cy - hole * r, cx + hole * r, cy + hole * r), fill=WHITE)
         _text(draw, (cx, cy - 12), str(len(labels)), 26, anchor="mm", bold=True)
         _text(draw, (cx, cy + 16), "categories", 13, fill=GREY_TEXT, anchor="mm")
     shape = "donut chart" if hole else "pie chart"
-    where = {"pie_right_legend": "legend on the right", "donut_left_legend": "legend on the left",
-             "pie_legend_below": "legend below"}[layout]
-    return img, (f"{shape} of {title.split(' (')[0].lower()} split into {len(labels)} slices "
-                 f"({', '.join(labels)}), {where}")
+    where = {
+        "pie_right_legend": "legend on the right",
+        "donut_left_legend": "legend on the left",
+        "pie_legend_below": "legend below",
+    }[layout]
+    return img, (
+        f"{shape} of {title.split(' (')[0].lower()} split into {len(labels)} slices ({', '.join(labels)}), {where}"
+    )
 
 
 def _scatter_plot(rng: random.Random, index: int) -> tuple[Image.Image, str]:
@@ -415,8 +687,7 @@ def _scatter_plot(rng: random.Random, index: int) -> tuple[Image.Image, str]:
     xt, yt = _ticks(min(xs), max(xs)), _ticks(min(ys), max(ys))
     colours = rng.sample(SATURATED, len(groups))
     img = _chart_canvas(rng)
-    plot = _axes(img, title, xlabel, ylabel, (xt[0], xt[-1]), yt, [(v, _fmt(v)) for v in xt],
-                 _legend_width(groups))
+    plot = _axes(img, title, xlabel, ylabel, (xt[0], xt[-1]), yt, [(v, _fmt(v)) for v in xt], _legend_width(groups))
     draw = ImageDraw.Draw(img)
     for row, colour in zip(data, colours):
         for x, y in row:
@@ -425,8 +696,11 @@ def _scatter_plot(rng: random.Random, index: int) -> tuple[Image.Image, str]:
         mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
         slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
         x0, x1 = min(xs), max(xs)
-        draw.line((plot.px(x0), plot.py(my + slope * (x0 - mx)), plot.px(x1), plot.py(my + slope * (x1 - mx))),
-                  fill=INK, width=2)
+        draw.line(
+            (plot.px(x0), plot.py(my + slope * (x0 - mx)), plot.px(x1), plot.py(my + slope * (x1 - mx))),
+            fill=INK,
+            width=2,
+        )
     else:
         _legend(draw, plot.right + 18, plot.top, list(zip(groups, colours)), img.width - plot.right - 24)
     shape = "with a trend line" if len(groups) == 1 else f"in {len(groups)} groups ({', '.join(groups)})"
@@ -436,20 +710,56 @@ def _scatter_plot(rng: random.Random, index: int) -> tuple[Image.Image, str]:
 # ------------------------------------------------------------------------------------------ documents
 
 _DOCUMENTS = (  # title, blocks; a block is (type, argument)
-    ("Memorandum", [("meta", "To: All staff"), ("meta", "From: {name}, Operations"),
-                    ("meta", "Subject: Changes to the {adj} {noun}"), ("para", 0), ("para", 0), ("para", 0),
-                    ("para", 0)]),
-    ("Minutes of the {Adj} Committee Meeting", [("meta", "Present: {name}, {name}, {name}"),
-                                                ("heading", "Discussion"), ("para", 0), ("para", 0),
-                                                ("heading", "Action items"), ("list", 4), ("para", 0)]),
-    ("Quarterly Project Report", [("heading", "1. Summary"), ("para", 0), ("heading", "2. Progress"),
-                                  ("para", 0), ("list", 3), ("heading", "3. Next steps"), ("para", 0)]),
+    (
+        "Memorandum",
+        [
+            ("meta", "To: All staff"),
+            ("meta", "From: {name}, Operations"),
+            ("meta", "Subject: Changes to the {adj} {noun}"),
+            ("para", 0),
+            ("para", 0),
+            ("para", 0),
+            ("para", 0),
+        ],
+    ),
+    (
+        "Minutes of the {Adj} Committee Meeting",
+        [
+            ("meta", "Present: {name}, {name}, {name}"),
+            ("heading", "Discussion"),
+            ("para", 0),
+            ("para", 0),
+            ("heading", "Action items"),
+            ("list", 4),
+            ("para", 0),
+        ],
+    ),
+    (
+        "Quarterly Project Report",
+        [
+            ("heading", "1. Summary"),
+            ("para", 0),
+            ("heading", "2. Progress"),
+            ("para", 0),
+            ("list", 3),
+            ("heading", "3. Next steps"),
+            ("para", 0),
+        ],
+    ),
     ("Notice to Residents", [("para", 0), ("para", 0), ("list", 3), ("para", 0), ("para", 0)]),
-    ("Application for a Community Garden Plot",
-     [("para", 0), ("fields", "Full name|Address|Phone|Email|Preferred start date"), ("para", 0),
-      ("fields", "Signature|Date")]),
-    ("Letter of Reference", [("meta", "Dear {name},"), ("para", 0), ("para", 0), ("para", 0),
-                             ("meta", "Sincerely,"), ("meta", "{name}")]),
+    (
+        "Application for a Community Garden Plot",
+        [
+            ("para", 0),
+            ("fields", "Full name|Address|Phone|Email|Preferred start date"),
+            ("para", 0),
+            ("fields", "Signature|Date"),
+        ],
+    ),
+    (
+        "Letter of Reference",
+        [("meta", "Dear {name},"), ("para", 0), ("para", 0), ("para", 0), ("meta", "Sincerely,"), ("meta", "{name}")],
+    ),
     ("Laboratory Safety Guidelines", [("para", 0), ("list", 6), ("para", 0), ("para", 0)]),
 )
 
@@ -475,8 +785,12 @@ def _document(rng: random.Random, index: int) -> tuple[Image.Image, str]:
         _text(draw, (margin, 116), f"Date: {_date(rng)}", 15, fill=GREY_TEXT)
         draw.line((margin, 146, right, 146), fill=(180, 180, 180), width=1)
     if title == "Laboratory Safety Guidelines":  # a shaded warning callout under the heading
-        warning = _wrap("Warning: eye protection, gloves and a buttoned lab coat must be worn at all times. "
-                        "Report every spill or injury to the supervisor at once.", _font(16), right - margin - 90)
+        warning = _wrap(
+            "Warning: eye protection, gloves and a buttoned lab coat must be worn at all times. "
+            "Report every spill or injury to the supervisor at once.",
+            _font(16),
+            right - margin - 90,
+        )
         box_h = 36 + lh * len(warning)
         draw.rectangle((margin, y, right, y + box_h), fill=(255, 240, 200), outline=(225, 170, 60), width=2)
         draw.rectangle((margin, y, margin + 8, y + box_h), fill=(225, 150, 30))
@@ -502,8 +816,9 @@ def _document(rng: random.Random, index: int) -> tuple[Image.Image, str]:
             break
         counts[block] = counts.get(block, 0) + 1
         if block == "meta":
-            text = re.sub(r"\{(\w+)\}", lambda m: _name(rng) if m.group(1) == "name" else rng.choice(
-                _WORDS[m.group(1)]), arg)
+            text = re.sub(
+                r"\{(\w+)\}", lambda m: _name(rng) if m.group(1) == "name" else rng.choice(_WORDS[m.group(1)]), arg
+            )
             lines([text], margin)
         elif block == "heading":
             y += 6
@@ -539,14 +854,33 @@ def _table(rng: random.Random, index: int) -> tuple[Image.Image, str]:
     if index == 1:
         title = "Staff directory"
         header = ["Name", "Department", "Office", "Extension", "Years"]
-        rows = [[_name(rng), rng.choice(("Finance", "Sales", "Legal", "Engineering", "Support")),
-                 f"{rng.choice('ABC')}-{rng.randint(101, 420)}", str(rng.randint(2000, 4999)),
-                 str(rng.randint(1, 25))] for _ in range(n_rows)]
+        rows = [
+            [
+                _name(rng),
+                rng.choice(("Finance", "Sales", "Legal", "Engineering", "Support")),
+                f"{rng.choice('ABC')}-{rng.randint(101, 420)}",
+                str(rng.randint(2000, 4999)),
+                str(rng.randint(1, 25)),
+            ]
+            for _ in range(n_rows)
+        ]
     elif index == 2:
         title = f"Sales by region, {rng.randint(2019, 2024)} ($)"
         header = ["Region", "Q1", "Q2", "Q3", "Q4", "Total"]
-        regions = ("North", "South", "East", "West", "Central", "Coastal", "Mountain", "Metro", "Lakes",
-                   "Islands", "Valley", "Plains")
+        regions = (
+            "North",
+            "South",
+            "East",
+            "West",
+            "Central",
+            "Coastal",
+            "Mountain",
+            "Metro",
+            "Lakes",
+            "Islands",
+            "Valley",
+            "Plains",
+        )
         rows = []
         for region in regions[:n_rows]:
             quarters = [rng.randint(12_000, 95_000) for _ in range(4)]
@@ -554,13 +888,24 @@ def _table(rng: random.Random, index: int) -> tuple[Image.Image, str]:
     else:
         title = "Warehouse inventory"
         header = ["Item", "SKU", "In stock", "Unit price", "Value"]
-        items = ("Desk lamp", "Office chair", "Notebook", "Stapler", "Monitor arm", "Keyboard", "Mouse pad",
-                 "Whiteboard", "Paper tray", "USB cable", "Headset", "Filing box")
+        items = (
+            "Desk lamp",
+            "Office chair",
+            "Notebook",
+            "Stapler",
+            "Monitor arm",
+            "Keyboard",
+            "Mouse pad",
+            "Whiteboard",
+            "Paper tray",
+            "USB cable",
+            "Headset",
+            "Filing box",
+        )
         rows = []
         for item in rng.sample(items, n_rows):
             stock, price = rng.randint(0, 400), rng.randint(150, 25_000) / 100
-            rows.append([item, f"SK-{rng.randint(1000, 9999)}", str(stock), f"{price:.2f}",
-                         f"{stock * price:,.2f}"])
+            rows.append([item, f"SK-{rng.randint(1000, 9999)}", str(stock), f"{price:.2f}", f"{stock * price:,.2f}"])
     spreadsheet = rng.random() < 0.67  # row numbers and column letters, like a spreadsheet grid
     w = rng.randint(880, 1000)
     row_h = rng.randint(32, 38)
@@ -604,33 +949,51 @@ def _table(rng: random.Random, index: int) -> tuple[Image.Image, str]:
 
 # ------------------------------------------------------------------------------------------- diagrams
 
+
 def _arrow(draw: ImageDraw.ImageDraw, points: list[tuple[float, float]], fill=(60, 60, 60), head: float = 11):
     draw.line(points, fill=fill, width=2)
     (x0, y0), (x1, y1) = points[-2], points[-1]
     angle = math.atan2(y1 - y0, x1 - x0)
-    draw.polygon([(x1, y1)] + [(x1 - head * math.cos(angle + d), y1 - head * math.sin(angle + d)) for d in (-0.4, 0.4)],
-                 fill=fill)
+    draw.polygon(
+        [(x1, y1)] + [(x1 - head * math.cos(angle + d), y1 - head * math.sin(angle + d)) for d in (-0.4, 0.4)],
+        fill=fill,
+    )
 
 
 def _node(draw: ImageDraw.ImageDraw, shape: str, cx: float, cy: float, w: float, h: float, label: str, fill):
     box = (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
     if shape == "decision":
-        draw.polygon([(cx, box[1]), (box[2], cy), (cx, box[3]), (box[0], cy)], fill=fill, outline=(70, 70, 70),
-                     width=2)
+        draw.polygon([(cx, box[1]), (box[2], cy), (cx, box[3]), (box[0], cy)], fill=fill, outline=(70, 70, 70), width=2)
     else:
-        draw.rounded_rectangle(box, radius=h / 2 if shape == "terminal" else 10, fill=fill, outline=(70, 70, 70),
-                               width=2)
+        draw.rounded_rectangle(
+            box, radius=h / 2 if shape == "terminal" else 10, fill=fill, outline=(70, 70, 70), width=2
+        )
     _text(draw, (cx, cy), label, 15, INK, "mm", max_width=w * (0.62 if shape == "decision" else 1) - 16)
 
 
 _FLOWS = (  # what, steps before the decision, decision, steps after "yes", step on "no" (loops back)
-    ("order handling", ["Receive order", "Check stock"], "In stock?", ["Pack items", "Ship order"],
-     "Reorder from supplier"),
+    (
+        "order handling",
+        ["Receive order", "Check stock"],
+        "In stock?",
+        ["Pack items", "Ship order"],
+        "Reorder from supplier",
+    ),
     ("user login", ["Open login page", "Enter password"], "Valid?", ["Load dashboard"], "Show error message"),
-    ("support ticket handling", ["Ticket received", "Assign agent"], "Resolved?", ["Close ticket", "Send survey"],
-     "Escalate to lead"),
-    ("expense approval", ["Submit expense"], "Receipt attached?", ["Manager approves", "Pay employee"],
-     "Request receipt"),
+    (
+        "support ticket handling",
+        ["Ticket received", "Assign agent"],
+        "Resolved?",
+        ["Close ticket", "Send survey"],
+        "Escalate to lead",
+    ),
+    (
+        "expense approval",
+        ["Submit expense"],
+        "Receipt attached?",
+        ["Manager approves", "Pay employee"],
+        "Request receipt",
+    ),
 )
 _FLOW_LINE = (60, 60, 60)
 
@@ -639,25 +1002,40 @@ def _flowchart(rng: random.Random, index: int) -> tuple[Image.Image, str]:
     """Four layouts: top to bottom with the loop on the right, left to right with the loop underneath, top to
     bottom with a title and the loop on the left, and left to right across swimlanes."""
     what, before, decision, after, no_step = _FLOWS[(index - 1) % len(_FLOWS)]
-    nodes = ([("terminal", "Start")] + [("process", s) for s in before] + [("decision", decision)]
-             + [("process", s) for s in after] + [("terminal", "End")])
+    nodes = (
+        [("terminal", "Start")]
+        + [("process", s) for s in before]
+        + [("decision", decision)]
+        + [("process", s) for s in after]
+        + [("terminal", "End")]
+    )
     layout = ("down_right", "across", "down_left", "swimlanes")[(index - 1) % 4]
     fills = rng.sample(PASTELS, rng.randint(1, 3))
     fill_of = {"terminal": fills[0], "process": fills[1 % len(fills)], "decision": fills[2 % len(fills)]}
     d = len(before) + 1  # index of the decision node
     if layout in ("down_right", "down_left"):
-        img, how = _flow_down(rng, nodes, d, no_step, fill_of, side=1 if layout == "down_right" else -1,
-                              title=what if layout == "down_left" else None)
+        img, how = _flow_down(
+            rng,
+            nodes,
+            d,
+            no_step,
+            fill_of,
+            side=1 if layout == "down_right" else -1,
+            title=what if layout == "down_left" else None,
+        )
     elif layout == "across":
         img, how = _flow_across(rng, nodes, d, no_step, fill_of, what)
     else:
         img, how = _flow_lanes(rng, nodes, d, no_step, fill_of, what)
-    return img, (f"flowchart of {what}: {len(nodes)} steps {how} with a '{decision}' decision "
-                 f"that loops back through '{no_step}'")
+    return img, (
+        f"flowchart of {what}: {len(nodes)} steps {how} with a '{decision}' decision "
+        f"that loops back through '{no_step}'"
+    )
 
 
-def _flow_down(rng: random.Random, nodes: list, d: int, no_step: str, fill_of: dict, side: int,
-               title: str | None) -> tuple[Image.Image, str]:
+def _flow_down(
+    rng: random.Random, nodes: list, d: int, no_step: str, fill_of: dict, side: int, title: str | None
+) -> tuple[Image.Image, str]:
     spacing = rng.randint(100, 115)
     head = 60 if title else 0
     w, h = rng.randint(700, 800), 40 + head + len(nodes) * spacing
@@ -685,8 +1063,9 @@ def _flow_down(rng: random.Random, nodes: list, d: int, no_step: str, fill_of: d
     return img, "top to bottom" + (", titled," if title else "")
 
 
-def _flow_across(rng: random.Random, nodes: list, d: int, no_step: str, fill_of: dict,
-                 what: str) -> tuple[Image.Image, str]:
+def _flow_across(
+    rng: random.Random, nodes: list, d: int, no_step: str, fill_of: dict, what: str
+) -> tuple[Image.Image, str]:
     size_of = {"terminal": (100, 44), "process": (150, 52), "decision": (130, 80)}
     gap = rng.randint(44, 56)
     w = 40 + sum(size_of[s][0] for s, _ in nodes) + gap * (len(nodes) - 1)
@@ -714,8 +1093,9 @@ def _flow_across(rng: random.Random, nodes: list, d: int, no_step: str, fill_of:
     return img, "left to right"
 
 
-def _flow_lanes(rng: random.Random, nodes: list, d: int, no_step: str, fill_of: dict,
-                what: str) -> tuple[Image.Image, str]:
+def _flow_lanes(
+    rng: random.Random, nodes: list, d: int, no_step: str, fill_of: dict, what: str
+) -> tuple[Image.Image, str]:
     lanes = ("Employee", "Manager", "Finance")
     lane_of = [0] * d + [1] * 2 + [2] * (len(nodes) - d - 2)  # the decision and the next step are the manager's
     size_of = {"terminal": (100, 44), "process": (140, 52), "decision": (190, 88)}
@@ -728,8 +1108,9 @@ def _flow_lanes(rng: random.Random, nodes: list, d: int, no_step: str, fill_of: 
     lane_fill = fill_of["terminal"]
     for k, lane in enumerate(lanes):
         y = top + k * lane_h
-        draw.rectangle((10, y, w - 10, y + lane_h), fill=WHITE if k % 2 == 0 else (248, 248, 250),
-                       outline=(150, 150, 150))
+        draw.rectangle(
+            (10, y, w - 10, y + lane_h), fill=WHITE if k % 2 == 0 else (248, 248, 250), outline=(150, 150, 150)
+        )
         draw.rectangle((10, y, head, y + lane_h), fill=lane_fill, outline=(150, 150, 150))
         _text(draw, ((10 + head) / 2, y + lane_h / 2), lane, 15, INK, "mm", bold=True)
     xs = [head + 10 + col * (i + 0.5) for i in range(len(nodes))]
@@ -757,15 +1138,36 @@ def _flow_lanes(rng: random.Random, nodes: list, d: int, no_step: str, fill_of: 
 
 
 _TREES = (  # what, root, {branch: leaves}
-    ("organisation chart", "Chief Executive", {
-        "Operations": ["Logistics", "Facilities", "Purchasing"], "Finance": ["Accounting", "Payroll", "Audit"],
-        "Engineering": ["Platform", "Mobile", "Quality"], "Sales": ["Accounts", "Partners", "Marketing"]}),
-    ("animal taxonomy", "Animals", {
-        "Mammals": ["Dog", "Whale", "Bat"], "Birds": ["Eagle", "Penguin", "Owl"], "Fish": ["Salmon", "Shark"],
-        "Reptiles": ["Lizard", "Turtle", "Snake"]}),
-    ("website site map", "Home", {
-        "Products": ["Laptops", "Phones", "Accessories"], "Support": ["FAQ", "Contact", "Returns"],
-        "About": ["Team", "Careers"], "Blog": ["News", "Guides", "Events"]}),
+    (
+        "organisation chart",
+        "Chief Executive",
+        {
+            "Operations": ["Logistics", "Facilities", "Purchasing"],
+            "Finance": ["Accounting", "Payroll", "Audit"],
+            "Engineering": ["Platform", "Mobile", "Quality"],
+            "Sales": ["Accounts", "Partners", "Marketing"],
+        },
+    ),
+    (
+        "animal taxonomy",
+        "Animals",
+        {
+            "Mammals": ["Dog", "Whale", "Bat"],
+            "Birds": ["Eagle", "Penguin", "Owl"],
+            "Fish": ["Salmon", "Shark"],
+            "Reptiles": ["Lizard", "Turtle", "Snake"],
+        },
+    ),
+    (
+        "website site map",
+        "Home",
+        {
+            "Products": ["Laptops", "Phones", "Accessories"],
+            "Support": ["FAQ", "Contact", "Returns"],
+            "About": ["Team", "Careers"],
+            "Blog": ["News", "Guides", "Events"],
+        },
+    ),
 )
 
 
@@ -803,8 +1205,16 @@ def _tree_diagram(rng: random.Random, index: int) -> tuple[Image.Image, str]:
         connect(branch_x[branch], levels[1], [leaf_x[(branch, leaf)] for leaf in leaves], levels[2])
     _node(draw, "process", root_x, levels[0], 180, box_h, root, fills[0])
     for branch, leaves in tree.items():
-        _node(draw, "process", branch_x[branch], levels[1], min(150, slot * len(leaves) - 12), box_h, branch,
-              fills[1 % len(fills)])
+        _node(
+            draw,
+            "process",
+            branch_x[branch],
+            levels[1],
+            min(150, slot * len(leaves) - 12),
+            box_h,
+            branch,
+            fills[1 % len(fills)],
+        )
         for leaf in leaves:
             _node(draw, "process", leaf_x[(branch, leaf)], levels[2], leaf_w, box_h, leaf, fills[2 % len(fills)])
     return img, (f"tree diagram ({what}) rooted at '{root}' with {len(tree)} branches and {n_leaves} leaves")
@@ -860,8 +1270,16 @@ def _light(colour: tuple, keep: int = 4) -> tuple:
     return tuple(c // keep + 255 - 255 // keep for c in colour)
 
 
-def _top_bar(draw: ImageDraw.ImageDraw, rng: random.Random, w: int, bar_h: int, colour: tuple, app: str,
-             links: tuple[str, ...] = (), hamburger: bool = False) -> None:
+def _top_bar(
+    draw: ImageDraw.ImageDraw,
+    rng: random.Random,
+    w: int,
+    bar_h: int,
+    colour: tuple,
+    app: str,
+    links: tuple[str, ...] = (),
+    hamburger: bool = False,
+) -> None:
     """A solid coloured application bar: optional menu icon, app name, optional links, Help and an avatar."""
     draw.rectangle((0, 0, w, bar_h - 1), fill=colour)
     x = 24
@@ -892,27 +1310,64 @@ def _clip(text: str, font: ImageFont.FreeTypeFont, width: float) -> str:
     return " ".join(words).rstrip(",.") + "..."
 
 
-def _pill(draw: ImageDraw.ImageDraw, cx: float, cy: float, text: str, colour: tuple, width: float = 62,
-          bg: tuple | None = None) -> None:
-    draw.rounded_rectangle((cx - width / 2, cy - 11, cx + width / 2, cy + 11), 11,
-                           fill=bg or tuple(c // 5 + 204 for c in colour))
+def _pill(
+    draw: ImageDraw.ImageDraw,
+    cx: float,
+    cy: float,
+    text: str,
+    colour: tuple,
+    width: float = 62,
+    bg: tuple | None = None,
+) -> None:
+    draw.rounded_rectangle(
+        (cx - width / 2, cy - 11, cx + width / 2, cy + 11), 11, fill=bg or tuple(c // 5 + 204 for c in colour)
+    )
     _text(draw, (cx, cy), text, 12, colour, "mm", max_width=width - 8)
 
 
 def _button(draw: ImageDraw.ImageDraw, box: tuple, label: str, colour: tuple, filled: bool = True) -> None:
     draw.rounded_rectangle(box, 6, fill=colour if filled else WHITE, outline=colour, width=2)
-    _text(draw, ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2), label, 15, WHITE if filled else colour, "mm",
-          max_width=box[2] - box[0] - 12, bold=filled)
+    _text(
+        draw,
+        ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2),
+        label,
+        15,
+        WHITE if filled else colour,
+        "mm",
+        max_width=box[2] - box[0] - 12,
+        bold=filled,
+    )
 
 
 def _field(draw: ImageDraw.ImageDraw, box: tuple, text: str, placeholder: bool = True) -> None:
     draw.rounded_rectangle(box, 6, fill=WHITE, outline=(190, 194, 200), width=1)
-    _text(draw, (box[0] + 12, (box[1] + box[3]) / 2), text, 14, (150, 150, 155) if placeholder else INK, "lm",
-          max_width=box[2] - box[0] - 24)
+    _text(
+        draw,
+        (box[0] + 12, (box[1] + box[3]) / 2),
+        text,
+        14,
+        (150, 150, 155) if placeholder else INK,
+        "lm",
+        max_width=box[2] - box[0] - 24,
+    )
 
 
-_PRODUCTS = ("Desk lamp", "Office chair", "Notebook A5", "Stapler", "Monitor arm", "Keyboard", "Mouse pad",
-             "Whiteboard", "Paper tray", "USB-C cable", "Headset", "Filing box", "Desk organiser", "Webcam")
+_PRODUCTS = (
+    "Desk lamp",
+    "Office chair",
+    "Notebook A5",
+    "Stapler",
+    "Monitor arm",
+    "Keyboard",
+    "Mouse pad",
+    "Whiteboard",
+    "Paper tray",
+    "USB-C cable",
+    "Headset",
+    "Filing box",
+    "Desk organiser",
+    "Webcam",
+)
 
 
 def _ui_inventory(rng: random.Random, img: Image.Image, accent: tuple) -> str:
@@ -937,8 +1392,7 @@ def _ui_inventory(rng: random.Random, img: Image.Image, accent: tuple) -> str:
     _button(draw, (x1 - 140, fy, x1, fy + 38), "Add product", accent)
     ty, row_h = fy + 56, 38
     rows = int((h - ty - 60) // row_h) - 1
-    cols = (("Product", 0.0), ("SKU", 0.30), ("Category", 0.45), ("In stock", 0.64), ("Price", 0.76),
-            ("Status", 0.88))
+    cols = (("Product", 0.0), ("SKU", 0.30), ("Category", 0.45), ("In stock", 0.64), ("Price", 0.76), ("Status", 0.88))
     tw = x1 - x0
     draw.rectangle((x0, ty, x1, ty + row_h * (rows + 1)), fill=WHITE, outline=_LINE)
     draw.rectangle((x0 + 1, ty + 1, x1 - 1, ty + row_h), fill=(240, 241, 244))
@@ -950,21 +1404,32 @@ def _ui_inventory(rng: random.Random, img: Image.Image, accent: tuple) -> str:
         draw.line((x0 + 1, y, x1 - 1, y), fill=(235, 236, 240))
         stock = rng.choice((0, rng.randint(1, 9), rng.randint(10, 400), rng.randint(10, 400)))
         state = stock_states[0 if stock >= 10 else 1 if stock else 2]
-        cells = (item, f"SK-{rng.randint(1000, 9999)}", rng.choice(("Furniture", "Stationery", "Electronics")),
-                 str(stock), f"${rng.randint(150, 25000) / 100:.2f}")
-        for (name, at), cell in zip(cols, cells):
+        cells = (
+            item,
+            f"SK-{rng.randint(1000, 9999)}",
+            rng.choice(("Furniture", "Stationery", "Electronics")),
+            str(stock),
+            f"${rng.randint(150, 25000) / 100:.2f}",
+        )
+        for (_name, at), cell in zip(cols, cells):
             _text(draw, (x0 + 14 + at * tw, y + row_h / 2), cell, 14, INK if at == 0 else _MUTED, "lm")
         _pill(draw, x0 + 14 + 0.88 * tw + 34, y + row_h / 2, state[0], state[1])
     py = ty + row_h * (rows + 1) + 16
     _text(draw, (x0, py + 14), f"Showing 1-{rows} of {rng.randint(120, 480)} products", 13, GREY_TEXT, "lm")
     for k, label in enumerate(("<", "1", "2", "3", ">")):
         bx = x1 - 36 * (5 - k)
-        draw.rounded_rectangle((bx, py, bx + 30, py + 28), 5, fill=accent if label == "1" else WHITE,
-                               outline=accent if label == "1" else _LINE)
+        draw.rounded_rectangle(
+            (bx, py, bx + 30, py + 28),
+            5,
+            fill=accent if label == "1" else WHITE,
+            outline=accent if label == "1" else _LINE,
+        )
         _text(draw, (bx + 15, py + 14), label, 13, WHITE if label == "1" else _MUTED, "mm")
-    return (f"UI screenshot of the 'Inventory Manager' app: top bar, left side menu with 'Products' selected, "
-            f"search and filter fields, an 'Add product' button and a product table with {rows} rows and "
-            f"stock status pills")
+    return (
+        f"UI screenshot of the 'Inventory Manager' app: top bar, left side menu with 'Products' selected, "
+        f"search and filter fields, an 'Add product' button and a product table with {rows} rows and "
+        f"stock status pills"
+    )
 
 
 def _ui_mailbox(rng: random.Random, img: Image.Image, accent: tuple) -> str:
@@ -991,8 +1456,10 @@ def _ui_mailbox(rng: random.Random, img: Image.Image, accent: tuple) -> str:
     row_h = 72
     selected = rng.randrange(1, 4)
     senders = [_name(rng) for _ in range((h - bar_h) // row_h + 1)]
-    subjects = [f"{rng.choice(('', '', 'Re: ', 'Fwd: '))}The {rng.choice(_WORDS['adj'])} {rng.choice(_WORDS['noun'])}"
-                for _ in senders]
+    subjects = [
+        f"{rng.choice(('', '', 'Re: ', 'Fwd: '))}The {rng.choice(_WORDS['adj'])} {rng.choice(_WORDS['noun'])}"
+        for _ in senders
+    ]
     for r, (sender, subject) in enumerate(zip(senders, subjects)):
         y = bar_h + r * row_h
         if r == selected:
@@ -1006,8 +1473,7 @@ def _ui_mailbox(rng: random.Random, img: Image.Image, accent: tuple) -> str:
         draw.line((lx0 + 1, y + row_h, lx1 - 1, y + row_h), fill=(236, 237, 241))
     rx0, rx1 = lx1 + 28, w - 28
     subject = subjects[selected]
-    _text(draw, (rx0, bar_h + 26), subject, 22, INK, bold=True,
-          max_width=rx1 - rx0)
+    _text(draw, (rx0, bar_h + 26), subject, 22, INK, bold=True, max_width=rx1 - rx0)
     draw.ellipse((rx0, bar_h + 70, rx0 + 40, bar_h + 110), fill=_light(accent, 2))
     who = senders[selected]
     _text(draw, (rx0 + 20, bar_h + 90), who[0], 16, WHITE, "mm", bold=True)
@@ -1025,14 +1491,30 @@ def _ui_mailbox(rng: random.Random, img: Image.Image, accent: tuple) -> str:
     y = min(y, h - 70)
     _button(draw, (rx0, y + 10, rx0 + 100, y + 46), "Reply", accent, filled=False)
     _button(draw, (rx0 + 114, y + 10, rx0 + 224, y + 46), "Forward", accent, filled=False)
-    return (f"UI screenshot of the 'Mailbox' app: top bar with search, folder list with a Compose button, "
-            f"a list of {len(senders)} messages with one selected and a reading pane showing '{subject}'")
+    return (
+        f"UI screenshot of the 'Mailbox' app: top bar with search, folder list with a Compose button, "
+        f"a list of {len(senders)} messages with one selected and a reading pane showing '{subject}'"
+    )
 
 
-_TASKS = ("Update the onboarding guide", "Fix login timeout", "Design the new invoice", "Review Q3 budget",
-          "Migrate the database", "Write release notes", "Plan the team offsite", "Test the mobile layout",
-          "Call the supplier", "Clean up old tickets", "Draft the press release", "Order new laptops",
-          "Prepare the board slides", "Translate the help pages", "Renew SSL certificate", "Audit user access")
+_TASKS = (
+    "Update the onboarding guide",
+    "Fix login timeout",
+    "Design the new invoice",
+    "Review Q3 budget",
+    "Migrate the database",
+    "Write release notes",
+    "Plan the team offsite",
+    "Test the mobile layout",
+    "Call the supplier",
+    "Clean up old tickets",
+    "Draft the press release",
+    "Order new laptops",
+    "Prepare the board slides",
+    "Translate the help pages",
+    "Renew SSL certificate",
+    "Audit user access",
+)
 
 
 def _ui_kanban(rng: random.Random, img: Image.Image, accent: tuple) -> str:
@@ -1052,8 +1534,7 @@ def _ui_kanban(rng: random.Random, img: Image.Image, accent: tuple) -> str:
     _button(draw, (w - 150, bar_h + 7, w - 24, bar_h + tab_h - 7), "New task", accent)
     columns = ("Backlog", "To do", "In progress", "Done")
     dots = ((150, 150, 160), (31, 119, 180), (230, 140, 20), (44, 160, 44))
-    tags = (("Design", (140, 80, 200)), ("Bug", (214, 39, 40)), ("Docs", (23, 160, 190)),
-            ("Ops", (230, 140, 20)))
+    tags = (("Design", (140, 80, 200)), ("Bug", (214, 39, 40)), ("Docs", (23, 160, 190)), ("Ops", (230, 140, 20)))
     gap, top = 16, bar_h + tab_h + 18
     col_w = (w - 2 * 24 - gap * (len(columns) - 1)) / len(columns)
     tasks = rng.sample(_TASKS, len(_TASKS))
@@ -1080,8 +1561,10 @@ def _ui_kanban(rng: random.Random, img: Image.Image, accent: tuple) -> str:
             ax = cx + col_w - 34
             draw.ellipse((ax, y + 62, ax + 24, y + 86), fill=_light(rng.choice(SATURATED), 2))
             _text(draw, (ax + 12, y + 74), rng.choice(FIRST_NAMES)[0], 12, WHITE, "mm", bold=True)
-    return (f"UI screenshot of the 'Project Tracker' app: top bar, a tab strip with 'Board' selected and a "
-            f"kanban board with {len(columns)} columns ({', '.join(columns)}) holding {sum(counts)} task cards")
+    return (
+        f"UI screenshot of the 'Project Tracker' app: top bar, a tab strip with 'Board' selected and a "
+        f"kanban board with {len(columns)} columns ({', '.join(columns)}) holding {sum(counts)} task cards"
+    )
 
 
 def _ui_analytics(rng: random.Random, img: Image.Image, accent: tuple) -> str:
@@ -1101,8 +1584,12 @@ def _ui_analytics(rng: random.Random, img: Image.Image, accent: tuple) -> str:
     x0, x1 = rail + 26, w - 26
     _text(draw, (x0, bar_h + 22), "Sales overview", 22, text, bold=True)
     _field(draw, (x1 - 190, bar_h + 16, x1, bar_h + 50), "Last 14 days")
-    kpis = (("Revenue", f"${rng.randint(12, 98)},{rng.randint(100, 999)}"), ("Orders", f"{rng.randint(300, 2400):,}"),
-            ("Visitors", f"{rng.randint(8, 60)},{rng.randint(100, 999)}"), ("Conversion", f"{rng.uniform(1, 5):.1f}%"))
+    kpis = (
+        ("Revenue", f"${rng.randint(12, 98)},{rng.randint(100, 999)}"),
+        ("Orders", f"{rng.randint(300, 2400):,}"),
+        ("Visitors", f"{rng.randint(8, 60)},{rng.randint(100, 999)}"),
+        ("Conversion", f"{rng.uniform(1, 5):.1f}%"),
+    )
     ky, kh, gap = bar_h + 68, 86, 16
     kw = (x1 - x0 - gap * (len(kpis) - 1)) / len(kpis)
     for k, (label, value) in enumerate(kpis):
@@ -1111,8 +1598,15 @@ def _ui_analytics(rng: random.Random, img: Image.Image, accent: tuple) -> str:
         _text(draw, (kx + 16, ky + 20), label, 13, muted, "lm")
         _text(draw, (kx + 16, ky + 50), value, 24, text, "lm", bold=True)
         up = rng.random() < 0.7
-        _text(draw, (kx + kw - 14, ky + 20), f"{'+' if up else '-'}{rng.uniform(1, 15):.1f}%", 12,
-              (80, 200, 120) if up else (240, 90, 90), "rm", bold=True)
+        _text(
+            draw,
+            (kx + kw - 14, ky + 20),
+            f"{'+' if up else '-'}{rng.uniform(1, 15):.1f}%",
+            12,
+            (80, 200, 120) if up else (240, 90, 90),
+            "rm",
+            bold=True,
+        )
     cy = ky + kh + gap
     cw = (x1 - x0) * 0.62
     draw.rounded_rectangle((x0, cy, x0 + cw, h - 22), 8, fill=panel)
@@ -1138,8 +1632,10 @@ def _ui_analytics(rng: random.Random, img: Image.Image, accent: tuple) -> str:
         _text(draw, (x1 - 16, y + 6), f"{int(share * 400)}", 13, muted, "rm")
         draw.rounded_rectangle((px0 + 16, y + 20, x1 - 16, y + 26), 3, fill=(58, 62, 75))
         draw.rounded_rectangle((px0 + 16, y + 20, px0 + 16 + share * (x1 - px0 - 32), y + 26), 3, fill=accent)
-    return ("UI screenshot of the 'Shop Admin' app in a dark theme: top bar with navigation links, an icon rail, "
-            f"{len(kpis)} KPI cards, a bar chart of revenue per day and a top-products list")
+    return (
+        "UI screenshot of the 'Shop Admin' app in a dark theme: top bar with navigation links, an icon rail, "
+        f"{len(kpis)} KPI cards, a bar chart of revenue per day and a top-products list"
+    )
 
 
 def _ui_portal(rng: random.Random, img: Image.Image, accent: tuple) -> str:
@@ -1170,8 +1666,13 @@ def _ui_portal(rng: random.Random, img: Image.Image, accent: tuple) -> str:
     half, y = (fw - 60) / 2, top + 50
     fields = (  # label, value, box (two half-width inputs side by side, then a full-width text area)
         ("Doctor", f"Dr. {rng.choice(LAST_NAMES)}", (x0 + 20, y + 20, x0 + 20 + half, y + 58)),
-        ("Date", f"{MONTH_NAMES[visits[-1][0] + 1]} {rng.randint(1, 28)}", (x0 + 40 + half, y + 20, x0 + fw - 20, y + 58)),
-        ("Reason", "Describe your symptoms...", (x0 + 20, y + 90, x0 + fw - 20, y + 160)))
+        (
+            "Date",
+            f"{MONTH_NAMES[visits[-1][0] + 1]} {rng.randint(1, 28)}",
+            (x0 + 40 + half, y + 20, x0 + fw - 20, y + 58),
+        ),
+        ("Reason", "Describe your symptoms...", (x0 + 20, y + 90, x0 + fw - 20, y + 160)),
+    )
     for label, value, box in fields:
         _text(draw, (box[0], box[1] - 20), label, 13, _MUTED, bold=True)
         _field(draw, box, value, placeholder=label == "Reason")
@@ -1189,16 +1690,27 @@ def _ui_portal(rng: random.Random, img: Image.Image, accent: tuple) -> str:
         _text(draw, (ax0 + 43, y + 15), MONTHS[visits[k][0]], 11, accent, "mm", bold=True)
         _text(draw, (ax0 + 43, y + 32), str(visits[k][1]), 16, INK, "mm", bold=True)
         _text(draw, (ax0 + 80, y + 14), f"Dr. {_name(rng)}", 14, INK, "lm", bold=True, max_width=x1 - ax0 - 190)
-        _text(draw, (ax0 + 80, y + 34), rng.choice(("Check-up", "Blood test", "Dentist", "Physiotherapy",
-                                                    "Eye exam")), 13, GREY_TEXT, "lm")
+        _text(
+            draw,
+            (ax0 + 80, y + 34),
+            rng.choice(("Check-up", "Blood test", "Dentist", "Physiotherapy", "Eye exam")),
+            13,
+            GREY_TEXT,
+            "lm",
+        )
         _pill(draw, x1 - 60, y + 23, rng.choice(("Confirmed", "Pending")), accent, 80)
-    return (f"UI screenshot of the 'Health Portal' app: top bar with links, a hero banner welcoming {name}, "
-            f"an appointment booking form and a list of {n} upcoming appointments")
+    return (
+        f"UI screenshot of the 'Health Portal' app: top bar with links, a hero banner welcoming {name}, "
+        f"an appointment booking form and a list of {n} upcoming appointments"
+    )
 
 
 _UI_LAYOUTS = (  # renderer, accent colour
-    (_ui_inventory, (31, 119, 180)), (_ui_mailbox, (214, 39, 40)), (_ui_kanban, (44, 160, 44)),
-    (_ui_analytics, (140, 80, 200)), (_ui_portal, (23, 130, 160)),
+    (_ui_inventory, (31, 119, 180)),
+    (_ui_mailbox, (214, 39, 40)),
+    (_ui_kanban, (44, 160, 44)),
+    (_ui_analytics, (140, 80, 200)),
+    (_ui_portal, (23, 130, 160)),
 )
 
 
@@ -1211,6 +1723,7 @@ def _ui_screenshot(rng: random.Random, index: int) -> tuple[Image.Image, str]:
 
 # -------------------------------------------------------------------------------------------- receipt
 
+
 def _mono(draw: ImageDraw.ImageDraw, x: float, y: float, text: str, pitch: float, size: int, fill, bold=False):
     """Draw text on a fixed character grid, so columns line up like a till printer's."""
     font = _font(size)
@@ -1221,12 +1734,59 @@ def _mono(draw: ImageDraw.ImageDraw, x: float, y: float, text: str, pitch: float
 
 
 _STORES = (
-    ("CORNER MARKET", ("Milk 1L", "Bread", "Eggs x12", "Butter", "Apples", "Bananas", "Cheddar", "Coffee",
-                       "Rice 1kg", "Pasta", "Tomatoes", "Olive oil", "Yoghurt", "Orange juice", "Onions",
-                       "Chicken", "Cereal", "Tea bags", "Soap", "Tissues", "Chocolate", "Carrots", "Honey")),
-    ("GREEN LEAF CAFE", ("Latte", "Cappuccino", "Espresso", "Flat white", "Green tea", "Croissant", "Bagel",
-                         "Muffin", "Avocado toast", "Soup of day", "Club sandwich", "Salad bowl", "Brownie",
-                         "Lemonade", "Iced tea", "Cookie", "Scone", "Water", "Hot chocolate", "Pancakes")),
+    (
+        "CORNER MARKET",
+        (
+            "Milk 1L",
+            "Bread",
+            "Eggs x12",
+            "Butter",
+            "Apples",
+            "Bananas",
+            "Cheddar",
+            "Coffee",
+            "Rice 1kg",
+            "Pasta",
+            "Tomatoes",
+            "Olive oil",
+            "Yoghurt",
+            "Orange juice",
+            "Onions",
+            "Chicken",
+            "Cereal",
+            "Tea bags",
+            "Soap",
+            "Tissues",
+            "Chocolate",
+            "Carrots",
+            "Honey",
+        ),
+    ),
+    (
+        "GREEN LEAF CAFE",
+        (
+            "Latte",
+            "Cappuccino",
+            "Espresso",
+            "Flat white",
+            "Green tea",
+            "Croissant",
+            "Bagel",
+            "Muffin",
+            "Avocado toast",
+            "Soup of day",
+            "Club sandwich",
+            "Salad bowl",
+            "Brownie",
+            "Lemonade",
+            "Iced tea",
+            "Cookie",
+            "Scone",
+            "Water",
+            "Hot chocolate",
+            "Pancakes",
+        ),
+    ),
 )
 
 
@@ -1252,8 +1812,10 @@ def _receipt(rng: random.Random, index: int) -> tuple[Image.Image, str]:
     row(f"{rng.randint(1, 299)} {rng.choice(('HIGH ST', 'MILL RD', 'PARK AVE', 'KING ST'))}".center(cols))
     row(f"TEL {rng.randint(200, 999)}-{rng.randint(1000, 9999)}".center(cols))
     row("-" * cols)
-    pair(f"{rng.randint(1, 28):02d}/{rng.randint(1, 12):02d}/{rng.randint(2019, 2024)}",
-         f"{rng.randint(7, 21):02d}:{rng.randint(0, 59):02d}")
+    pair(
+        f"{rng.randint(1, 28):02d}/{rng.randint(1, 12):02d}/{rng.randint(2019, 2024)}",
+        f"{rng.randint(7, 21):02d}:{rng.randint(0, 59):02d}",
+    )
     pair(f"TILL {rng.randint(1, 6)}", f"No. {rng.randint(1000, 9999)}")
     row("-" * cols)
     footer_lines = 12
@@ -1277,8 +1839,10 @@ def _receipt(rng: random.Random, index: int) -> tuple[Image.Image, str]:
     pair("TAX 8%", f"{tax / 100:.2f}")
     pair("TOTAL", f"{(total_cents + tax) / 100:.2f}", bold=True)
     row("=" * cols)
-    pair(rng.choice(("VISA", "MASTERCARD", "DEBIT")) + f" ****{rng.randint(1000, 9999)}",
-         f"{(total_cents + tax) / 100:.2f}")
+    pair(
+        rng.choice(("VISA", "MASTERCARD", "DEBIT")) + f" ****{rng.randint(1000, 9999)}",
+        f"{(total_cents + tax) / 100:.2f}",
+    )
     pair("AUTH CODE", f"{rng.randint(100000, 999999)}")
     pair("ITEMS", str(n_items))
     row()
@@ -1296,6 +1860,7 @@ def _receipt(rng: random.Random, index: int) -> tuple[Image.Image, str]:
 
 # ----------------------------------------------------------------------------------------------- icon
 
+
 def _icon(rng: random.Random, index: int) -> tuple[Image.Image, str]:
     base, mark, extra = rng.sample(SATURATED, 2) + [WHITE]
     if rng.random() < 0.5:  # light tile with coloured marks, or coloured tile with white marks
@@ -1311,18 +1876,32 @@ def _icon(rng: random.Random, index: int) -> tuple[Image.Image, str]:
         draw.rounded_rectangle((16, 16, 60, 60), 8, fill=mark)
         draw.rounded_rectangle((36, 36, 80, 80), 8, fill=extra)
     else:
-        draw.polygon([(48 + 36 * math.cos(a), 48 + 36 * math.sin(a)) for a in
-                      (math.pi / 6 + k * math.pi / 3 for k in range(6))], fill=mark)
+        draw.polygon(
+            [(48 + 36 * math.cos(a), 48 + 36 * math.sin(a)) for a in (math.pi / 6 + k * math.pi / 3 for k in range(6))],
+            fill=mark,
+        )
         draw.ellipse((34, 34, 62, 62), fill=extra)
-    shapes = {"ring_triangle": "a ring around a triangle", "stacked_squares": "two overlapping rounded squares",
-              "hexagon_dot": "a hexagon with a dot"}[design]
+    shapes = {
+        "ring_triangle": "a ring around a triangle",
+        "stacked_squares": "two overlapping rounded squares",
+        "hexagon_dot": "a hexagon with a dot",
+    }[design]
     return img, f"flat logo-like icon: {shapes} in 3 colours on a plain square, no text"
 
 
 _RENDERERS: dict[str, Callable[[random.Random, int], tuple[Image.Image, str]]] = {
-    "bar_chart": _bar_chart, "line_chart": _line_chart, "pie_chart": _pie_chart, "scatter_plot": _scatter_plot,
-    "document": _document, "table": _table, "flowchart": _flowchart, "tree_diagram": _tree_diagram,
-    "network_diagram": _network_diagram, "ui_screenshot": _ui_screenshot, "receipt": _receipt, "icon": _icon,
+    "bar_chart": _bar_chart,
+    "line_chart": _line_chart,
+    "pie_chart": _pie_chart,
+    "scatter_plot": _scatter_plot,
+    "document": _document,
+    "table": _table,
+    "flowchart": _flowchart,
+    "tree_diagram": _tree_diagram,
+    "network_diagram": _network_diagram,
+    "ui_screenshot": _ui_screenshot,
+    "receipt": _receipt,
+    "icon": _icon,
 }
 
 
@@ -1356,8 +1935,14 @@ def write_index(images: list[RenderedImage], out_dir: Path) -> Path:
         for image in images:
             with Image.open(image.path) as opened:
                 shape = {"format": opened.format, "width": opened.width, "height": opened.height}
-            row = {"file": image.path.name, "kind": image.kind, "description": image.description, **shape,
-                   "license": LICENSE, "sha256": hashlib.sha256(image.path.read_bytes()).hexdigest()}
+            row = {
+                "file": image.path.name,
+                "kind": image.kind,
+                "description": image.description,
+                **shape,
+                "license": LICENSE,
+                "sha256": hashlib.sha256(image.path.read_bytes()).hexdigest(),
+            }
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path
 

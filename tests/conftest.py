@@ -48,7 +48,7 @@ for _name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LABEL_STUDIO_URL", "LABEL_ST
 import pytest  # noqa: E402
 
 from tests.helpers import SHARED_DIR, run_curate, shared_once  # noqa: E402
-from tests.servers import starts_server
+from tests.servers import starts_server  # noqa: E402
 
 PREFECT_FOLDER = SHARED_DIR / "prefect-out"  # an output folder whose local Prefect server the tests share
 
@@ -59,24 +59,49 @@ def _is_worker(config) -> bool:
 
 # Seconds each long module took under `make test` (4 workers, 2 shared cores; `pytest --durations`, summed per file).
 # Only the order of the run depends on them: re-measure when a module grows a lot.
-MODULE_SECONDS = {"flows/test_prefect_server.py": 292, "docs/test_evaluator.py": 277, "flows/test_resume.py": 257,
-                  "flows/test_dask.py": 203, "flows/test_flow_e2e.py": 200, "docs/test_readme.py": 196,
-                  "flows/test_hub.py": 183, "flows/test_eval_cli.py": 147, "docs/test_curator.py": 132,
-                  "curation/test_dedup_set.py": 132, "curation/test_eval.py": 128, "flows/test_processes.py": 123,
-                  "flows/test_secrets.py": 114, "docs/test_annotator.py": 109, "annotation/test_review.py": 106,
-                  "annotation/test_judge_review.py": 100, "docs/test_publisher.py": 96,
-                  "flows/test_bad_input.py": 91, "flows/test_disk_full.py": 82, "flows/test_user_paths.py": 82,
-                  "annotation/test_review_team.py": 78, "flows/test_confinement_and_secrets.py": 77,
-                  "flows/test_html_report.py": 67, "test_packaging.py": 50, "curation/test_hamming.py": 44,
-                  "flows/test_cli.py": 36, "curation/test_release_checks.py": 35, "flows/test_lmms_eval.py": 34,
-                  "flows/test_cli_truths.py": 29, "flows/test_deployments.py": 28, "annotation/test_server.py": 26}
+MODULE_SECONDS = {
+    "flows/test_prefect_server.py": 292,
+    "docs/test_evaluator.py": 277,
+    "flows/test_resume.py": 257,
+    "flows/test_dask.py": 203,
+    "flows/test_flow_e2e.py": 200,
+    "docs/test_readme.py": 196,
+    "flows/test_hub.py": 183,
+    "flows/test_eval_cli.py": 147,
+    "docs/test_curator.py": 132,
+    "curation/test_dedup_set.py": 132,
+    "curation/test_eval.py": 128,
+    "flows/test_processes.py": 123,
+    "flows/test_secrets.py": 114,
+    "docs/test_annotator.py": 109,
+    "annotation/test_review.py": 106,
+    "annotation/test_judge_review.py": 100,
+    "docs/test_publisher.py": 96,
+    "flows/test_bad_input.py": 91,
+    "flows/test_disk_full.py": 82,
+    "flows/test_user_paths.py": 82,
+    "annotation/test_review_team.py": 78,
+    "flows/test_confinement_and_secrets.py": 77,
+    "flows/test_html_report.py": 67,
+    "test_packaging.py": 50,
+    "curation/test_hamming.py": 44,
+    "flows/test_cli.py": 36,
+    "curation/test_release_checks.py": 35,
+    "flows/test_lmms_eval.py": 34,
+    "flows/test_cli_truths.py": 29,
+    "flows/test_deployments.py": 28,
+    "annotation/test_server.py": 26,
+}
 
 
 def _uses_a_server(item) -> bool:
     """Whether a fixture the test uses, directly or through another, is tagged @starts_server."""
     definitions = getattr(item, "_fixtureinfo", None)
-    return definitions is not None and any(getattr(definition.func, "starts_server", False)
-                                           for chain in definitions.name2fixturedefs.values() for definition in chain)
+    return definitions is not None and any(
+        getattr(definition.func, "starts_server", False)
+        for chain in definitions.name2fixturedefs.values()
+        for definition in chain
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -92,6 +117,7 @@ def pytest_collection_modifyitems(config, items):
     def order(item) -> tuple[float, bool]:
         module = item.path.relative_to(tests).as_posix()
         return -MODULE_SECONDS.get(module, 0), item.get_closest_marker("slow") is None
+
     items.sort(key=order)
 
 
@@ -102,8 +128,10 @@ def _servers_refused(test: str) -> Iterator[None]:
     server fails it, saying how to mark it."""
     from benchcurate.annotation.local_server import LocalServer
 
-    message = (f"{test} starts a server but is not marked slow: mark it @pytest.mark.slow, or tag the fixture that "
-               f"starts the server @starts_server (tests/servers.py)")
+    message = (
+        f"{test} starts a server but is not marked slow: mark it @pytest.mark.slow, or tag the fixture that "
+        f"starts the server @starts_server (tests/servers.py)"
+    )
     listen = socket.socket.listen
 
     def guarded_listen(self, *args):
@@ -165,8 +193,11 @@ def demo_run(prefect_env) -> tuple[Path, subprocess.CompletedProcess]:
 
     def run() -> list:
         workdir.mkdir()
-        result = run_curate(["run", "multiverse", "--demo", "--run-id", "e2e", "--progress", "log"], workdir,
-                            {**prefect_env, "PREFECT_LOGGING_LEVEL": "INFO"})  # INFO: the progress lines
+        result = run_curate(
+            ["run", "multiverse", "--demo", "--run-id", "e2e", "--progress", "log"],
+            workdir,
+            {**prefect_env, "PREFECT_LOGGING_LEVEL": "INFO"},
+        )  # INFO: the progress lines
         return [result.args, result.returncode, result.stdout, result.stderr]
 
     args, code, stdout, stderr = shared_once("demo", run)

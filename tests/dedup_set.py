@@ -28,7 +28,7 @@ from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps
 from tests.helpers import REPO
 
 DEMO = REPO / "curation" / "demo"
-ORIGINAL_SHARE = 0.9   # of the shipped photo's sides: the original is its middle, the rest is scenery for shifts
+ORIGINAL_SHARE = 0.9  # of the shipped photo's sides: the original is its middle, the rest is scenery for shifts
 EDITS = {  # kind -> edits (name: strength)
     "resize_down": {"resize_75": 0.75, "resize_50": 0.5, "resize_25": 0.25},
     "recompress": {"jpeg_80": 80, "jpeg_50": 50, "jpeg_30": 30},
@@ -40,37 +40,49 @@ EDITS = {  # kind -> edits (name: strength)
     "format_change": {"other_format": None, "webp": None},
     "greyscale": {"greyscale": None},
     "mirror": {"mirror": None},
-    "quarter_turn": {"turn_90": Image.Transpose.ROTATE_90, "turn_270": Image.Transpose.ROTATE_270,
-                     "turn_180": Image.Transpose.ROTATE_180},
+    "quarter_turn": {
+        "turn_90": Image.Transpose.ROTATE_90,
+        "turn_270": Image.Transpose.ROTATE_270,
+        "turn_180": Image.Transpose.ROTATE_180,
+    },
     "sharpen": {"sharpen_mild": (1, 80), "sharpen_strong": (2, 200)},
     "blur": {"blur_08": 0.8, "blur_15": 1.5},
 }
-NEGATIVES = {"spot_difference": ("spot_added", "object_removed"), "changed_label": ("changed_label",),
-             "video_frame": ("next_frame",), "camera_shift": ("shift_4", "shift_6")}
+NEGATIVES = {
+    "spot_difference": ("spot_added", "object_removed"),
+    "changed_label": ("changed_label",),
+    "video_frame": ("next_frame",),
+    "camera_shift": ("shift_4", "shift_6"),
+}
 PHOTO_ONLY = {"camera_shift"}
-KIND_OF = {edit: kind for kind, edits in EDITS.items() for edit in edits} | \
-    {edit: kind for kind, edits in NEGATIVES.items() for edit in edits}
+KIND_OF = {edit: kind for kind, edits in EDITS.items() for edit in edits} | {
+    edit: kind for kind, edits in NEGATIVES.items() for edit in edits
+}
 
 
 @dataclass(frozen=True)
 class Entry:
     path: Path
-    original: str   # the original's name
-    kind: str       # "original", an edit kind of EDITS or a hard-negative kind of NEGATIVES
-    edit: str       # "original", or the edit's name
-    category: str   # photo, or the render's kind (bar_chart, document, ...)
+    original: str  # the original's name
+    kind: str  # "original", an edit kind of EDITS or a hard-negative kind of NEGATIVES
+    edit: str  # "original", or the edit's name
+    category: str  # photo, or the render's kind (bar_chart, document, ...)
 
     @property
     def negative(self) -> bool:
         return self.kind in NEGATIVES
 
 
-def sources(photos: int | None = None, renders_per_kind: int | None = None,
-            names: tuple[str, ...] | None = None) -> list[tuple[Path, str]]:
+def sources(
+    photos: int | None = None, renders_per_kind: int | None = None, names: tuple[str, ...] | None = None
+) -> list[tuple[Path, str]]:
     """(path, category) of the shipped pictures: photos (the 102-pixel microaneurysms crop left out), then the
     renders in their index's order; with `names`, only the pictures of those names (file stems)."""
-    found = sorted(path for path in (DEMO / "photos").iterdir()
-                   if path.suffix.lower() in (".png", ".jpg", ".jpeg") and path.stem != "microaneurysms")
+    found = sorted(
+        path
+        for path in (DEMO / "photos").iterdir()
+        if path.suffix.lower() in (".png", ".jpg", ".jpeg") and path.stem != "microaneurysms"
+    )
     chosen = [(path, "photo") for path in found[:photos]]
     taken: dict[str, int] = {}
     for entry in (json.loads(line) for line in (DEMO / "rendered" / "IMAGES.jsonl").read_text().splitlines()):
@@ -91,7 +103,7 @@ def _window(scene: Image.Image, dx: float = 0.0, dy: float = 0.0) -> Image.Image
 def _region(image: Image.Image, rng: random.Random, share: float, busy: bool = False) -> tuple[int, int, int, int]:
     """A box covering about `share` of the area inside the middle 80%; with `busy`, the most varied of 12."""
     width, height = image.size
-    w, h = max(4, round(width * share ** 0.5)), max(4, round(height * share ** 0.5))
+    w, h = max(4, round(width * share**0.5)), max(4, round(height * share**0.5))
     boxes = []
     for _ in range(12 if busy else 1):
         x = rng.randint(round(width * 0.1), max(round(width * 0.1), round(width * 0.9) - w))
@@ -101,7 +113,7 @@ def _region(image: Image.Image, rng: random.Random, share: float, busy: bool = F
 
 
 def _noisy(image: Image.Image, rng: random.Random, sigma: float) -> Image.Image:
-    noise = np.random.default_rng(rng.randrange(2 ** 32)).normal(0, sigma, (image.height, image.width, 3))
+    noise = np.random.default_rng(rng.randrange(2**32)).normal(0, sigma, (image.height, image.width, 3))
     return Image.fromarray(np.clip(np.asarray(image, dtype=np.float64) + noise, 0, 255).astype(np.uint8))
 
 
@@ -119,8 +131,14 @@ def edited(image: Image.Image, edit: str, rng: random.Random) -> Image.Image:
     if kind == "crop_one_side":
         cut_x, cut_y = round(width * strength), round(height * strength)
         side = rng.choice(("left", "right", "top", "bottom"))
-        return image.crop({"left": (cut_x, 0, width, height), "right": (0, 0, width - cut_x, height),
-                           "top": (0, cut_y, width, height), "bottom": (0, 0, width, height - cut_y)}[side])
+        return image.crop(
+            {
+                "left": (cut_x, 0, width, height),
+                "right": (0, 0, width - cut_x, height),
+                "top": (0, cut_y, width, height),
+                "bottom": (0, 0, width, height - cut_y),
+            }[side]
+        )
     if kind == "crop_all_sides":
         cut_x, cut_y = round(width * strength), round(height * strength)
         return image.crop((cut_x, cut_y, width - cut_x, height - cut_y))
@@ -193,8 +211,9 @@ def _suffix(edit: str, original_format: str) -> str:
     return ".jpg" if jpeg != (edit == "other_format") else ".png"
 
 
-def build(folder: Path, photos: int | None = None, renders_per_kind: int | None = None,
-          names: tuple[str, ...] | None = None) -> list[Entry]:
+def build(
+    folder: Path, photos: int | None = None, renders_per_kind: int | None = None, names: tuple[str, ...] | None = None
+) -> list[Entry]:
     """The set's files under `folder` (written once; a rebuild reuses them): originals, copies, hard negatives."""
     folder.mkdir(parents=True, exist_ok=True)
     entries = []
@@ -238,9 +257,21 @@ def keys(entries: list[Entry], pictures: list | None = None):
         if pictures is not None:
             pictures.append(print_["picture"])
         turned = print_["phash_orientations"]
-        found.append(ImageKey(f"{k:05d}", sha256_file(entry.path), print_["phash"], print_["width"] * print_["height"],
-                              entry.path.stat().st_size, "set", "", str(entry.path),
-                              tuple(turned.split(",")), print_["phash_trimmed"], print_["phash_centre"]))
+        found.append(
+            ImageKey(
+                f"{k:05d}",
+                sha256_file(entry.path),
+                print_["phash"],
+                print_["width"] * print_["height"],
+                entry.path.stat().st_size,
+                "set",
+                "",
+                str(entry.path),
+                tuple(turned.split(",")),
+                print_["phash_trimmed"],
+                print_["phash_centre"],
+            )
+        )
     return found
 
 
@@ -270,14 +301,14 @@ def _same_pixels(first: Path, second: Path) -> bool:
 
 @dataclass
 class Scores:
-    recall: dict[str, float]            # per edit kind: share of copies grouped with their original
-    phash_recall: dict[str, float]      # the same for plain pHash: the copy within the threshold of the original
-    negative_merges: dict[str, int]     # per hard-negative kind: grouped with their original
-    original_merges: int                # two different originals grouped (hard: of one kind)
-    impure_groups: int                  # groups holding pictures of two scenes
+    recall: dict[str, float]  # per edit kind: share of copies grouped with their original
+    phash_recall: dict[str, float]  # the same for plain pHash: the copy within the threshold of the original
+    negative_merges: dict[str, int]  # per hard-negative kind: grouped with their original
+    original_merges: int  # two different originals grouped (hard: of one kind)
+    impure_groups: int  # groups holding pictures of two scenes
     groups: int
-    original_kept: float                # share of groups whose kept picture is the original or has its pixels
-    kept_by_kind: dict[str, int]        # which kind of picture each group kept
+    original_kept: float  # share of groups whose kept picture is the original or has its pixels
+    kept_by_kind: dict[str, int]  # which kind of picture each group kept
 
 
 def score(entries: list[Entry], items, dropped: dict, threshold: int) -> Scores:
@@ -288,7 +319,7 @@ def score(entries: list[Entry], items, dropped: dict, threshold: int) -> Scores:
     originals = {entry.original: k for k, entry in enumerate(entries) if entry.kind == "original"}
     recall: dict[str, list[bool]] = {}
     phash: dict[str, list[bool]] = {}
-    merges = {kind: 0 for kind in NEGATIVES}
+    merges = dict.fromkeys(NEGATIVES, 0)
     for k, entry in enumerate(entries):
         if entry.kind == "original":
             continue
@@ -305,8 +336,9 @@ def score(entries: list[Entry], items, dropped: dict, threshold: int) -> Scores:
     groups = {kept: found for kept, found in members.items() if len(found) > 1}
     scene = [entry.path.name if entry.negative else entry.original for entry in entries]
     impure = sum(len({scene[k] for k in found}) > 1 for found in groups.values())
-    original_merges = sum(len({entries[k].original for k in found if entries[k].kind == "original"}) > 1
-                          for found in groups.values())
+    original_merges = sum(
+        len({entries[k].original for k in found if entries[k].kind == "original"}) > 1 for found in groups.values()
+    )
     kept_by_kind: dict[str, int] = {}
     right = 0
     for kept, found in groups.items():
@@ -314,6 +346,13 @@ def score(entries: list[Entry], items, dropped: dict, threshold: int) -> Scores:
         kept_by_kind[kind] = kept_by_kind.get(kind, 0) + 1
         first = originals.get(entries[kept].original)
         right += kind == "original" or (first in found and _same_pixels(entries[kept].path, entries[first].path))
-    return Scores({kind: round(sum(v) / len(v), 4) for kind, v in recall.items()},
-                  {kind: round(sum(v) / len(v), 4) for kind, v in phash.items()}, merges, original_merges,
-                  impure, len(groups), round(right / max(1, len(groups)), 4), kept_by_kind)
+    return Scores(
+        {kind: round(sum(v) / len(v), 4) for kind, v in recall.items()},
+        {kind: round(sum(v) / len(v), 4) for kind, v in phash.items()},
+        merges,
+        original_merges,
+        impure,
+        len(groups),
+        round(right / max(1, len(groups)), 4),
+        kept_by_kind,
+    )

@@ -13,6 +13,7 @@ a model server at 127.0.0.1:8000) are replaced by the sandbox's own values befor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -33,8 +34,12 @@ FENCE = re.compile(r"^```(\w*)\s*$")
 DIRECTIVE = re.compile(r"<!--\s*doc-test:\s*(.+?)\s*-->")
 EXPECTED_EXIT = re.compile(r"\(exit (\d+)\)")
 # commands CI itself runs (`.ci/run` is `make test`, which builds Label Studio's venv): shown, not run again here
-RUN_BY_CI = {"make test": "CI runs it: .ci/run", "make ls": "make test builds it", "make test-quick": "CI's quick loop",
-             "make bench-quick": "CI runs it after make test"}
+RUN_BY_CI = {
+    "make test": "CI runs it: .ci/run",
+    "make ls": "make test builds it",
+    "make test-quick": "CI's quick loop",
+    "make bench-quick": "CI runs it after make test",
+}
 # what a command runs in place of one that would install the project again into the sandbox
 INSTEAD = {"make demo": "curate run multiverse"}
 
@@ -86,8 +91,16 @@ def _bash_steps(doc: Path, start: int, lines: list[str]) -> list[Step]:
             continue
         expected = EXPECTED_EXIT.search(comment)
         background = command.endswith("&") and not command.endswith("&&")
-        result.append(Step(doc, first, "bash", command.rstrip("&").strip() if background else command,
-                           int(expected.group(1)) if expected else 0, background))
+        result.append(
+            Step(
+                doc,
+                first,
+                "bash",
+                command.rstrip("&").strip() if background else command,
+                int(expected.group(1)) if expected else 0,
+                background,
+            )
+        )
     return result
 
 
@@ -100,7 +113,7 @@ def _split_comment(line: str) -> tuple[str, str]:
         elif char in "'\"":
             quote = char
         elif char == "#" and (index == 0 or line[index - 1].isspace()):
-            return line[:index].strip(), line[index + 1:]
+            return line[:index].strip(), line[index + 1 :]
     return line.strip(), ""
 
 
@@ -144,16 +157,25 @@ def run_doc(doc: Path, sandbox: Sandbox, steps_by_name: dict[str, Callable[[Sand
             if step.kind == "python":
                 code = _run(sandbox, [sys.executable, "-c", text], step, where)
             elif step.background:
-                sandbox.background.append(subprocess.Popen(["bash", "-c", text], cwd=sandbox.cwd, env=sandbox.env,
-                                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                                           start_new_session=True))
+                sandbox.background.append(
+                    subprocess.Popen(
+                        ["bash", "-c", text],
+                        cwd=sandbox.cwd,
+                        env=sandbox.env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
+                )
                 time.sleep(1)
                 ran += 1
                 continue
             else:
                 code = _run_bash(sandbox, text, step, where)
-            assert code == step.expect_exit, f"{where}: `{text}` ended with {code}, the guide says " \
-                                             f"{step.expect_exit}\n" + "\n".join(sandbox.log[-2:])[-6000:]
+            assert code == step.expect_exit, (
+                f"{where}: `{text}` ended with {code}, the guide says "
+                f"{step.expect_exit}\n" + "\n".join(sandbox.log[-2:])[-6000:]
+            )
             ran += 1
     finally:
         for process in sandbox.background:
@@ -184,20 +206,27 @@ def _stop(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=20)
     except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def new_sandbox(root: Path, extra_env: dict[str, str] | None = None) -> Sandbox:
     """A working folder and a HOME of its own, the venv's commands first on PATH, no secret of the machine."""
     (root / "work").mkdir(parents=True)
     (root / "home").mkdir()
-    keep = {name: value for name, value in os.environ.items()
-            if name not in ("OPENAI_API_KEY", "HF_TOKEN", "LABEL_STUDIO_API_KEY", "LABEL_STUDIO_URL")}
-    env = {**keep, "HOME": str(root / "home"), "PWD": str(root / "work"), "COLUMNS": "200",
-           "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", **(extra_env or {})}
+    keep = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("OPENAI_API_KEY", "HF_TOKEN", "LABEL_STUDIO_API_KEY", "LABEL_STUDIO_URL")
+    }
+    env = {
+        **keep,
+        "HOME": str(root / "home"),
+        "PWD": str(root / "work"),
+        "COLUMNS": "200",
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        **(extra_env or {}),
+    }
     return Sandbox(root, env)
 
 
@@ -206,6 +235,7 @@ def json_lines(path: Path) -> list[dict]:
 
 
 # --- what a guide cannot show as a command: <!-- doc-test: NAME ARGS --> ------------------------------------------
+
 
 def images(sandbox: Sandbox, args: list[str]) -> None:
     """`images FOLDER COUNT`: a reader's own pictures."""
@@ -238,20 +268,36 @@ def hub(sandbox: Sandbox, args: list[str]) -> None:
     token = "hf_doctestwritetoken0123456789"
     server = FakeHub({token: Token("reader", "write", (args[0].split("/")[0],))})
     sandbox.context.setdefault("servers", []).append(server)
-    sandbox.env.update({"HF_ENDPOINT": server.endpoint, "HF_HUB_DISABLE_XET": "1", "HF_HUB_OFFLINE": "0",
-                        "HF_DATASETS_OFFLINE": "0", "HF_HOME": str(sandbox.root / "hf_home")})
+    sandbox.env.update(
+        {
+            "HF_ENDPOINT": server.endpoint,
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_HUB_OFFLINE": "0",
+            "HF_DATASETS_OFFLINE": "0",
+            "HF_HOME": str(sandbox.root / "hf_home"),
+        }
+    )
     sandbox.replacements["hf_..."] = token
 
 
 def convbench_sheet(sandbox: Sandbox, args: list[str]) -> None:
     """`convbench-sheet FILE IMAGES`: ConvBench's released spreadsheet and its picture folder, a few rows."""
-    from tests.factories import CONVBENCH_COLUMNS, convbench_sheet as sheet
+    from tests.factories import CONVBENCH_COLUMNS
+    from tests.factories import convbench_sheet as sheet
 
     rows = []
     for seed in range(3):
         make_image(sandbox.cwd / args[1] / f"{seed}.png", 40 + seed)
-        rows.append([seed + 1, f"{seed}.png", "What is drawn here?", "Why are the colours as they are?",
-                     "Write a short advertisement for it.", "1. mentions the colours\n2. is persuasive"])
+        rows.append(
+            [
+                seed + 1,
+                f"{seed}.png",
+                "What is drawn here?",
+                "Why are the colours as they are?",
+                "Write a short advertisement for it.",
+                "1. mentions the colours\n2. is persuasive",
+            ]
+        )
     sheet(sandbox.cwd / args[0], rows, header=[*CONVBENCH_COLUMNS, "third_turn_demands"])
 
 
@@ -259,12 +305,19 @@ def questions(sandbox: Sandbox, args: list[str]) -> None:
     """`questions FILE`: a JSONL of questions, some copies with a word changed, two languages."""
     import json
 
-    texts = ["What is the trend of the blue line between 2010 and 2020 in this chart?",
-             "What is the trend of the blue line between 2010 and 2021 in this chart?",
-             "Which room of the house is shown in the photo, and how can you tell?",
-             "这张图片里的建筑是什么风格？请说明理由。", "How many people are waiting at the bus stop?"]
-    (sandbox.cwd / args[0]).write_text("".join(json.dumps({"id": f"q{i}", "question": text}, ensure_ascii=False)
-                                               + "\n" for i, text in enumerate(texts)), encoding="utf-8")
+    texts = [
+        "What is the trend of the blue line between 2010 and 2020 in this chart?",
+        "What is the trend of the blue line between 2010 and 2021 in this chart?",
+        "Which room of the house is shown in the photo, and how can you tell?",
+        "这张图片里的建筑是什么风格？请说明理由。",
+        "How many people are waiting at the bus stop?",
+    ]
+    (sandbox.cwd / args[0]).write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "question": text}, ensure_ascii=False) + "\n" for i, text in enumerate(texts)
+        ),
+        encoding="utf-8",
+    )
 
 
 def wait_for(sandbox: Sandbox, args: list[str]) -> None:
@@ -313,9 +366,11 @@ def _as_person(sandbox: Sandbox, email: str):
     url = sandbox.context["label_studio"]
     with httpx.Client(base_url=url) as browser:
         browser.get("/user/login/")
-        browser.post("/user/login/", data={"email": email, "password": REVIEWER_PASSWORD,
-                                           "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
-                     headers={"Referer": f"{url}/user/login/"})
+        browser.post(
+            "/user/login/",
+            data={"email": email, "password": REVIEWER_PASSWORD, "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
+            headers={"Referer": f"{url}/user/login/"},
+        )
         return LabelStudio(base_url=url, api_key=browser.get("/api/current-user/token").json()["token"])
 
 
@@ -337,9 +392,13 @@ def annotate(sandbox: Sandbox, args: list[str]) -> None:
             answers = {"natural": "yes", "correct": "yes", "needs_image": "yes"}
             if tie and index == 0 and number == len(people) - 1:
                 answers["correct"] = "no"
-            client.annotations.create(id=task.id, result=[
-                {"from_name": name, "to_name": "image", "type": "choices", "value": {"choices": [value]}}
-                for name, value in answers.items()])
+            client.annotations.create(
+                id=task.id,
+                result=[
+                    {"from_name": name, "to_name": "image", "type": "choices", "value": {"choices": [value]}}
+                    for name, value in answers.items()
+                ],
+            )
 
 
 def adjudicate(sandbox: Sandbox, args: list[str]) -> None:
@@ -350,8 +409,14 @@ def adjudicate(sandbox: Sandbox, args: list[str]) -> None:
         result = []
         for index, settle in enumerate(task.data["settle"]):
             option = next(value for value, answer in settle["answers"].items() if answer == "yes")
-            result.append({"from_name": f"settle_{index}", "to_name": f"question_{index}", "type": "choices",
-                           "value": {"choices": [option]}})
+            result.append(
+                {
+                    "from_name": f"settle_{index}",
+                    "to_name": f"question_{index}",
+                    "type": "choices",
+                    "value": {"choices": [option]},
+                }
+            )
         client.annotations.create(id=task.id, result=result)
 
 
@@ -365,15 +430,23 @@ def label_judgments(sandbox: Sandbox, args: list[str]) -> None:
     labels = {item.item_id: (item.judge_label, item.scale) for item in judge_items(results)[1]}
     project = load_state(results).project_id
     for number, email in enumerate(args[1:]):
-        subprocess.run(["curate", "ls", "user", "add", email], cwd=sandbox.cwd, env=sandbox.env, check=True,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            ["curate", "ls", "user", "add", email],
+            cwd=sandbox.cwd,
+            env=sandbox.env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         client = _as_person(sandbox, email)
         for index, task in enumerate(sorted(client.tasks.list(project=project, fields="all"), key=lambda t: t.id)):
             label, scale = labels[task.data["item_id"]]
             if number and index == 0:
                 label = next(option for option in scale if option != label)
-            client.annotations.create(id=task.id, result=[{"from_name": "verdict", "to_name": "shown",
-                                                           "type": "choices", "value": {"choices": [label]}}])
+            client.annotations.create(
+                id=task.id,
+                result=[{"from_name": "verdict", "to_name": "shown", "type": "choices", "value": {"choices": [label]}}],
+            )
 
 
 def lmms_eval(sandbox: Sandbox, args: list[str]) -> None:
@@ -382,12 +455,25 @@ def lmms_eval(sandbox: Sandbox, args: list[str]) -> None:
     sandbox.env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 
 
-STEPS = {"label-judgments": label_judgments, "lmms-eval": lmms_eval, "images": images, "model-server": model_server, "hub": hub, "convbench-sheet": convbench_sheet,
-         "questions": questions, "wait-for": wait_for, "free-port": free_port, "sample-id": sample_id,
-         "label-studio": label_studio, "annotate": annotate, "adjudicate": adjudicate}
+STEPS = {
+    "label-judgments": label_judgments,
+    "lmms-eval": lmms_eval,
+    "images": images,
+    "model-server": model_server,
+    "hub": hub,
+    "convbench-sheet": convbench_sheet,
+    "questions": questions,
+    "wait-for": wait_for,
+    "free-port": free_port,
+    "sample-id": sample_id,
+    "label-studio": label_studio,
+    "annotate": annotate,
+    "adjudicate": adjudicate,
+}
 
 
 # --- running a guide -----------------------------------------------------------------------------------------------
+
 
 def guide_sandbox(tmp_path: Path, prefect_env: dict[str, str] | None) -> Sandbox:
     sandbox = new_sandbox(tmp_path / "sandbox", prefect_env)
@@ -404,8 +490,5 @@ def run_guide(name: str, sandbox: Sandbox) -> None:
     finally:
         for server in sandbox.context.get("servers", []):
             server.stop()
-        subprocess.run(["curate", "prefect", "down"], cwd=sandbox.cwd, env=sandbox.env, capture_output=True,
-                       timeout=60)
+        subprocess.run(["curate", "prefect", "down"], cwd=sandbox.cwd, env=sandbox.env, capture_output=True, timeout=60)
         subprocess.run(["curate", "ls", "down"], cwd=sandbox.cwd, env=sandbox.env, capture_output=True, timeout=60)
-
-

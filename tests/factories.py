@@ -34,9 +34,21 @@ def make_sample(seed: int, **updates) -> Sample:
     rng = random.Random(seed)
     sha = "".join(rng.choice("0123456789abcdef") for _ in range(64))
     phash = "".join(rng.choice("0123456789abcdef") for _ in range(16))
-    sample = Sample(id=f"s{seed:04d}", images=[ImageRef(path=f"/nonexistent/{seed}.png", sha256=sha, size_bytes=1000,
-                                                       width=100, height=100, format="PNG", phash=phash)],
-                    provenance=Provenance(source_dataset="factory", source_id=str(seed), license="CC0-1.0"))
+    sample = Sample(
+        id=f"s{seed:04d}",
+        images=[
+            ImageRef(
+                path=f"/nonexistent/{seed}.png",
+                sha256=sha,
+                size_bytes=1000,
+                width=100,
+                height=100,
+                format="PNG",
+                phash=phash,
+            )
+        ],
+        provenance=Provenance(source_dataset="factory", source_id=str(seed), license="CC0-1.0"),
+    )
     return sample.model_copy(update=updates)
 
 
@@ -45,12 +57,28 @@ def scripted_reply(body: dict) -> object | None:
     the stages' checks; None (a generated schema instance) for everything else."""
     name = (body.get("response_format") or {}).get("json_schema", {}).get("name")
     if name == "ConversationReply":
-        return {"utterances": [{"speaker": speaker, "text": f"{speaker} says something about turn {index}"}
-                               for index, speaker in enumerate(["user", "assistant"] * 4)]}
+        return {
+            "utterances": [
+                {"speaker": speaker, "text": f"{speaker} says something about turn {index}"}
+                for index, speaker in enumerate(["user", "assistant"] * 4)
+            ]
+        }
     if name == "ChecklistReply":
-        return {"checklists": [{"user_turn": turn, "items": [
-            {"question": f"Does answer {turn} use the image?", "main_criteria": "Perceptual Understanding",
-             "sub_criteria": "grounding"}]} for turn in range(1, 5)]}
+        return {
+            "checklists": [
+                {
+                    "user_turn": turn,
+                    "items": [
+                        {
+                            "question": f"Does answer {turn} use the image?",
+                            "main_criteria": "Perceptual Understanding",
+                            "sub_criteria": "grounding",
+                        }
+                    ],
+                }
+                for turn in range(1, 5)
+            ]
+        }
     return None
 
 
@@ -62,21 +90,32 @@ def decide(stage, items, cfg, ctx):
 def reply_models() -> list[type[BaseModel]]:
     """The output_schema model of every prompt version in prompts/."""
     folder = Path(__file__).resolve().parents[1] / "prompts"
-    models = {load_prompt(entry.name, version).output_schema
-              for entry in folder.iterdir() if entry.is_dir() for version in available_versions(entry.name)}
+    models = {
+        load_prompt(entry.name, version).output_schema
+        for entry in folder.iterdir()
+        if entry.is_dir()
+        for version in available_versions(entry.name)
+    }
     return sorted(models, key=lambda model: model.__name__)
 
 
 def png_header_only(width: int, height: int) -> bytes:
     """A PNG that declares width x height and holds no pixels: Pillow refuses it when opening, past its own limit."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
     header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
 
 
-CONVBENCH_COLUMNS = ["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
-                     "The_third_turn_instruction"]
+CONVBENCH_COLUMNS = [
+    "ID",
+    "image_id",
+    "The_first_turn_instruction",
+    "The_second_turn_instruction",
+    "The_third_turn_instruction",
+]
 
 
 def convbench_sheet(path: Path, rows: list[list], header: list | None = None) -> Path:

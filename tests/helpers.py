@@ -19,9 +19,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from benchcurate.curation.recipes import load_recipe, resolve_run, run_options
 from benchcurate.curation.engine.runner import run_all
 from benchcurate.curation.engine.store import RunStore
+from benchcurate.curation.recipes import load_recipe, resolve_run, run_options
 from benchcurate.schemas import RunConfig
 from tests.factories import make_image
 
@@ -46,21 +46,34 @@ def _test_dir(name: str) -> Path:
 # The stages of the multiverse recipe, in order, as the funnel and the progress lines name them.
 MULTIVERSE_STAGES = [spec.stage for spec in load_recipe("multiverse").stages]
 # Overrides that let a handful of generated pictures reach a release.
-SMALL = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
-         "category_weighted_sample": {"max_items": 100}, "conversation_generate": {"min_utterances": 2}}
+SMALL = {
+    "image_quality": {"min_quality_score": 1},
+    "category_min_size": {"min_items_per_category": 1},
+    "category_weighted_sample": {"max_items": 100},
+    "conversation_generate": {"min_utterances": 2},
+}
 
 
 # --- running curate ------------------------------------------------------------------------------
 
-def run_curate(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
-               ) -> subprocess.CompletedProcess:
+
+def run_curate(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """The real `curate` console script in a subprocess."""
-    return subprocess.run([str(CURATE), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [str(CURATE), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
-def curate_in_process(args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
-                      ) -> subprocess.CompletedProcess:
+def curate_in_process(
+    args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """`curate ARGS` run in this process with typer's CliRunner, as run_curate would in a subprocess (the same
     .returncode, .stdout, .stderr): for commands that start no server or worker, it saves a process start and
     Prefect-free imports of about two seconds of CPU each."""
@@ -73,15 +86,28 @@ def curate_in_process(args: list[str], cwd: Path | None = None, env: dict[str, s
     return subprocess.CompletedProcess(["curate", *args], result.exit_code, result.stdout, result.stderr)
 
 
-def kill_run_when(args: list[str], cwd: Path, env: dict[str, str], reached: Callable[[], bool],
-                  timeout: float = 180, log: Path | None = None, settle: float = 1.0) -> float | None:
+def kill_run_when(
+    args: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    reached: Callable[[], bool],
+    timeout: float = 180,
+    log: Path | None = None,
+    settle: float = 1.0,
+) -> float | None:
     """`curate ARGS` (environment: ours updated with `env`) started in its own process group, which is SIGKILLed
     once `reached()` holds or `timeout` s passed; the time.monotonic() of the kill, or None when the run ended
     first. Its output goes to `log`, or nowhere. Returns `settle` s after the kill: requests the run had sent
     reach the servers it talked to (a loaded machine may read them late) before the caller counts them."""
     with open(log or os.devnull, "w") as output:
-        process = subprocess.Popen([str(CURATE), *args], cwd=cwd, env={**os.environ, **env}, start_new_session=True,
-                                   stdout=output, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [str(CURATE), *args],
+            cwd=cwd,
+            env={**os.environ, **env},
+            start_new_session=True,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + timeout
     while process.poll() is None and time.monotonic() < deadline and not reached():
         time.sleep(0.02)
@@ -95,6 +121,7 @@ def kill_run_when(args: list[str], cwd: Path, env: dict[str, str], reached: Call
 
 
 # --- what pytest-xdist workers share ---------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def shared_lock(name: str) -> Iterator[None]:
@@ -115,13 +142,20 @@ def shared_once(name: str, make: Callable[[], object]) -> object:
 
 # --- preparing runs ------------------------------------------------------------------------------
 
+
 def resolve(recipe: str, out_dir: Path, **options: object) -> RunConfig:
     """A run's configuration as `curate run` resolves it, from RunOptions fields given as keywords."""
     return resolve_run(recipe, run_options(**options), out_dir)
 
 
-def prepared_run(tmp_path: Path, run_id: str = "run", recipe: str = "multiverse", images: int = 6,
-                 input_path: Path | None = None, **options: object) -> Path:
+def prepared_run(
+    tmp_path: Path,
+    run_id: str = "run",
+    recipe: str = "multiverse",
+    images: int = 6,
+    input_path: Path | None = None,
+    **options: object,
+) -> Path:
     """A run configured as `curate run` would, on `images` generated pictures (or `input_path`); not yet run."""
     if input_path is None:
         input_path = tmp_path / "images"
@@ -141,6 +175,7 @@ def finished_run(tmp_path: Path, run_id: str = "run", recipe: str = "multiverse"
 
 
 # --- reading what a run printed and stored ----------------------------------------------------------
+
 
 def funnel(stdout: str) -> dict[str, list[str]]:
     """stage -> [in, removed, ...reasons..., out] from the printed funnel table."""
@@ -173,10 +208,15 @@ def stage_outputs(run_dir: Path) -> dict[str, tuple[list[dict], list[dict]]]:
     root = str(run_dir.parent.parent)
 
     def rows(path: Path) -> list[dict]:
-        return [{key: value for key, value in json.loads(line).items() if key != "stage_key"}
-                for line in path.read_text().replace(root, "<out>").splitlines()]
-    return {entry.stage: (rows(Path(entry.output_dir) / "decisions.jsonl"),
-                          rows(Path(entry.output_dir) / "kept.jsonl")) for entry in RunStore(run_dir).chain()}
+        return [
+            {key: value for key, value in json.loads(line).items() if key != "stage_key"}
+            for line in path.read_text().replace(root, "<out>").splitlines()
+        ]
+
+    return {
+        entry.stage: (rows(Path(entry.output_dir) / "decisions.jsonl"), rows(Path(entry.output_dir) / "kept.jsonl"))
+        for entry in RunStore(run_dir).chain()
+    }
 
 
 def funnel_artifact_of(run, artifacts):
@@ -203,10 +243,20 @@ FAKE_PRICES = {"fake-vlm": {"input_per_million": 1.0, "output_per_million": 2.0}
 
 def model_run(tmp_path: Path, server, run_id: str, images: int = 4, **backend: object) -> Path:
     """A multiverse run on the loopback `server` (not yet run): every image kept, one retry, prices known."""
-    overrides = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
-                 "backend": {"prices": FAKE_PRICES, "max_retries": 1, **backend}}
-    return prepared_run(tmp_path, run_id, images=images, backend="openai", base_url=server.base_url, model="fake-vlm",
-                        overrides=overrides)
+    overrides = {
+        "image_quality": {"min_quality_score": 1},
+        "category_min_size": {"min_items_per_category": 1},
+        "backend": {"prices": FAKE_PRICES, "max_retries": 1, **backend},
+    }
+    return prepared_run(
+        tmp_path,
+        run_id,
+        images=images,
+        backend="openai",
+        base_url=server.base_url,
+        model="fake-vlm",
+        overrides=overrides,
+    )
 
 
 def eval_releases() -> dict[str, Path]:
@@ -221,6 +271,7 @@ def eval_releases() -> dict[str, Path]:
             run_dir = finished_run(folder, recipe, recipe, images=8, overrides=SMALL if recipe == "multiverse" else {})
             made[recipe] = str(write_release(run_dir, folder / "out"))
         return made
+
     return {recipe: Path(path) for recipe, path in shared_once("eval-releases", make).items()}
 
 
@@ -228,6 +279,7 @@ def replicated_release(release: Path, count: int, into: Path) -> Path:
     """A copy of a real release grown to `count` rows: its rows repeated in order, each copy with its own index
     and its user turns marked "(case k)", so every row asks its own questions. For evaluations at a size the
     pipeline would take minutes to reach."""
+
     def grow(originals: list[dict]) -> list[dict]:
         copies = []
         for k in range(count):
@@ -239,6 +291,7 @@ def replicated_release(release: Path, count: int, into: Path) -> Path:
                     turn["utterance"] = f"{turn['utterance']} (case {k})"
             copies.append(row)
         return copies
+
     return edited_release(release, into, grow)
 
 

@@ -63,9 +63,13 @@ def dask_scheduler(env: dict[str, str], logs: Path) -> Iterator[tuple[str, subpr
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     with open(logs / "dask-scheduler.log", "a") as log:
-        scheduler = subprocess.Popen([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                      "--no-dashboard"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        scheduler = subprocess.Popen(
+            [str(DASK), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         yield address, scheduler
     finally:
@@ -76,9 +80,24 @@ def dask_scheduler(env: dict[str, str], logs: Path) -> Iterator[tuple[str, subpr
 def dask_workers(address: str, env: dict[str, str], logs: Path, count: int = 2) -> Iterator[subprocess.Popen]:
     """`count` single-threaded worker processes joined to the scheduler at `address` (`dask worker`)."""
     with open(logs / "dask-workers.log", "a") as log:
-        workers = subprocess.Popen([str(DASK), "worker", address, "--nworkers", str(count), "--nthreads", "1",
-                                    "--no-dashboard", "--host", "127.0.0.1"], env=env, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        workers = subprocess.Popen(
+            [
+                str(DASK),
+                "worker",
+                address,
+                "--nworkers",
+                str(count),
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--host",
+                "127.0.0.1",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         from distributed import Client
 
@@ -90,10 +109,13 @@ def dask_workers(address: str, env: dict[str, str], logs: Path, count: int = 2) 
 
 
 @contextlib.contextmanager
-def dask_cluster(env: dict[str, str], logs: Path, worker_env: dict[str, str] | None = None
-                 ) -> Iterator[tuple[str, list[int]]]:
+def dask_cluster(
+    env: dict[str, str], logs: Path, worker_env: dict[str, str] | None = None
+) -> Iterator[tuple[str, list[int]]]:
     """A Dask scheduler and two single-threaded worker processes on loopback (`dask scheduler`, `dask worker`), as
     an operator starts them, their output in `logs`; yields (tcp address, their pids) once both workers joined."""
-    with dask_scheduler(env, logs) as (address, scheduler), \
-            dask_workers(address, {**env, **(worker_env or {})}, logs) as workers:
+    with (
+        dask_scheduler(env, logs) as (address, scheduler),
+        dask_workers(address, {**env, **(worker_env or {})}, logs) as workers,
+    ):
         yield address, [workers.pid, scheduler.pid]

@@ -40,8 +40,11 @@ PREFECT_URL_VARIABLE = "BENCH_PREFECT_API_URL"  # bench/common.py's: the Prefect
 
 def results_state() -> dict[str, tuple[int, str]]:
     """Every file under bench/results/: (modification time, sha256) by path."""
-    return {str(path.relative_to(RESULTS)): (path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest())
-            for path in sorted(RESULTS.rglob("*")) if path.is_file()}
+    return {
+        str(path.relative_to(RESULTS)): (path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest())
+        for path in sorted(RESULTS.rglob("*"))
+        if path.is_file()
+    }
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda path: path.stem)
@@ -51,8 +54,9 @@ def test_quick_mode_compares_and_writes_no_result(script, prefect_env, tmp_path)
         pytest.skip(f"no Label Studio venv at {venv_dir()} (make ls)")
     before = results_state()
     env = {**os.environ, PREFECT_URL_VARIABLE: prefect_env["PREFECT_API_URL"]}
-    result = subprocess.run([sys.executable, str(script), "--quick"], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(script), "--quick"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     missing = [text for text in COMPARISONS[script.stem] if text not in result.stdout]
     assert not missing, (missing, result.stdout[-3000:])

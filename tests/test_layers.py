@@ -18,9 +18,11 @@ import pytest
 from tests.helpers import REPO
 
 LAYERS = ["schemas", "curation", "annotation", "flows"]
-FORBIDDEN = {"schemas": ("prefect", "prefect_dask", "label_studio", "label_studio_sdk", "typer"),
-             "curation": ("prefect", "prefect_dask", "label_studio", "label_studio_sdk", "typer"),
-             "annotation": ("prefect", "prefect_dask", "typer")}
+FORBIDDEN = {
+    "schemas": ("prefect", "prefect_dask", "label_studio", "label_studio_sdk", "typer"),
+    "curation": ("prefect", "prefect_dask", "label_studio", "label_studio_sdk", "typer"),
+    "annotation": ("prefect", "prefect_dask", "typer"),
+}
 LOOSE_AT_MOST = 4
 
 
@@ -69,8 +71,11 @@ def test_each_layer_imports_only_those_below_it_and_never_a_forbidden_package(gr
     for module, targets in graph.items():
         layer = layer_of(module)
         for target in targets:
-            if target.startswith("benchcurate.") and layer_of(target) and \
-                    LAYERS.index(layer_of(target)) > LAYERS.index(layer):
+            if (
+                target.startswith("benchcurate.")
+                and layer_of(target)
+                and LAYERS.index(layer_of(target)) > LAYERS.index(layer)
+            ):
                 wrong.append(f"{module} imports {target}, a layer above it")
             if target in FORBIDDEN.get(layer, ()):
                 wrong.append(f"{module} imports {target}")

@@ -14,8 +14,13 @@ import pytest
 
 from tests.helpers import REPO, run_curate
 
-LAYERS = {"schemas": "schemas", "curation": "curation", "annotation": "annotation", "flows": "flows",
-          "prompts": "prompts"}
+LAYERS = {
+    "schemas": "schemas",
+    "curation": "curation",
+    "annotation": "annotation",
+    "flows": "flows",
+    "prompts": "prompts",
+}
 EXTRA_MODULES = ("openpyxl", "label_studio_sdk", "prefect_dask", "dask", "distributed", "psutil")
 
 
@@ -27,29 +32,56 @@ def test_every_package_folder_is_installed_under_benchcurate():
     listed = set(setuptools_config()["packages"])
     found = {"benchcurate"} | {
         "benchcurate." + ".".join(init.parent.relative_to(REPO).parts)
-        for layer in LAYERS for init in (REPO / layer).rglob("__init__.py")}
+        for layer in LAYERS
+        for init in (REPO / layer).rglob("__init__.py")
+    }
     assert listed == found
 
 
 def test_the_wheel_holds_benchcurate_and_its_data_files_and_nothing_else_at_the_top(tmp_path):
     source = tmp_path / "source"  # a copy: an in-tree build would leave build/ in the checkout
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", ".venv", ".ls", "outputs", "build",
-                                                                "*.egg-info", "__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", str(source),
-                    "-w", str(tmp_path)], check=True, capture_output=True, cwd=tmp_path)
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(".git", ".venv", ".ls", "outputs", "build", "*.egg-info", "__pycache__"),
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            str(source),
+            "-w",
+            str(tmp_path),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
     (wheel,) = tmp_path.glob("benchcurate-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {name.split("/")[0] for name in names} == {"benchcurate", wheel.name.split("-py3")[0] + ".dist-info"}
-    data = {path.relative_to(REPO).as_posix() for pattern in ("prompts/*/*.yaml", "curation/**/*.yaml",
-                                                               "curation/demo/*/*") for path in REPO.glob(pattern)}
+    data = {
+        path.relative_to(REPO).as_posix()
+        for pattern in ("prompts/*/*.yaml", "curation/**/*.yaml", "curation/demo/*/*")
+        for path in REPO.glob(pattern)
+    }
     assert {f"benchcurate/{path}" for path in data} <= set(names)
     assert not any("maintainer" in name or "tests/" in name for name in names)
 
 
 def test_no_module_imports_a_layer_by_its_bare_name():
     bare = re.compile(r"^\s*(from|import) (schemas|curation|annotation|flows|prompts)\b", re.M)
-    offenders = [str(path.relative_to(REPO)) for folder in (*LAYERS, "tests", "bench", "benchcurate")
-                 for path in (REPO / folder).rglob("*.py") if bare.search(path.read_text(encoding="utf-8"))]
+    offenders = [
+        str(path.relative_to(REPO))
+        for folder in (*LAYERS, "tests", "bench", "benchcurate")
+        for path in (REPO / folder).rglob("*.py")
+        if bare.search(path.read_text(encoding="utf-8"))
+    ]
     assert offenders == []
     for name in LAYERS:  # not importable from outside the checkout
         result = subprocess.run([sys.executable, "-c", f"import {name}"], cwd="/", capture_output=True, text=True)

@@ -37,9 +37,15 @@ def person(label_studio):
                 added = team.add_user(review.connect(data), email, role)
             with httpx.Client(base_url=info.url) as browser:
                 browser.get("/user/login/")
-                browser.post("/user/login/", data={"email": email, "password": f"pw-{email}-0123",
-                                                   "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
-                             headers={"Referer": f"{info.url}/user/login/"})
+                browser.post(
+                    "/user/login/",
+                    data={
+                        "email": email,
+                        "password": f"pw-{email}-0123",
+                        "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+                    },
+                    headers={"Referer": f"{info.url}/user/login/"},
+                )
                 own = browser.get("/api/current-user/token").json()["token"]
             made[email] = (added.person.id, LabelStudio(base_url=info.url, api_key=own))
         return made[email]

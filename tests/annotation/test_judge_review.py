@@ -25,10 +25,17 @@ DISAGREE = 3  # tasks on which the second reviewer gives the other end of the sc
 def results(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("judged")
     release = write_release(finished_run(tmp_path, "mv", "multiverse", images=6, overrides=SMALL), tmp_path / "out")
-    with FakeOpenAIServer(responder=marker_world({"candidate-vlm": 0.5}), models=("candidate-vlm", "judge-vlm")) \
-            as fake:
-        return evaluate(EvalOptions(release=str(release), candidate={"model": "candidate-vlm", "base_url": fake.base_url},
-                                    judge={"model": "judge-vlm", "base_url": fake.base_url}, out=str(tmp_path / "ev")))
+    with FakeOpenAIServer(
+        responder=marker_world({"candidate-vlm": 0.5}), models=("candidate-vlm", "judge-vlm")
+    ) as fake:
+        return evaluate(
+            EvalOptions(
+                release=str(release),
+                candidate={"model": "candidate-vlm", "base_url": fake.base_url},
+                judge={"model": "judge-vlm", "base_url": fake.base_url},
+                out=str(tmp_path / "ev"),
+            )
+        )
 
 
 def kappa(pairs):
@@ -36,13 +43,16 @@ def kappa(pairs):
     n = len(pairs)
     observed = sum(a == b for a, b in pairs) / n
     first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
-    chance = sum(first[label] * second[label] for label in first) / n ** 2
+    chance = sum(first[label] * second[label] for label in first) / n**2
     return (observed - chance) / (1 - chance)
 
 
 def choose(client, task_id, user_id, label):
-    client.annotations.create(id=task_id, completed_by=user_id, result=[
-        {"from_name": "verdict", "to_name": "shown", "type": "choices", "value": {"choices": [label]}}])
+    client.annotations.create(
+        id=task_id,
+        completed_by=user_id,
+        result=[{"from_name": "verdict", "to_name": "shown", "type": "choices", "value": {"choices": [label]}}],
+    )
 
 
 def test_agreement_without_labels_says_what_to_do(results):
@@ -80,8 +90,12 @@ def test_people_make_the_judges_calls_and_agreement_is_computed(label_studio, re
     for k, item_id in enumerate(ordered):
         choose(client, tasks[item_id].id, alice, labels[item_id])
         choose(client, tasks[item_id].id, bob, flipped[labels[item_id]] if k < DISAGREE else labels[item_id])
-    client.annotations.create(id=tasks[ordered[-1]].id, result=[  # off the scale: reported, not used
-        {"from_name": "verdict", "to_name": "shown", "type": "choices", "value": {"choices": ["maybe"]}}])
+    client.annotations.create(
+        id=tasks[ordered[-1]].id,
+        result=[  # off the scale: reported, not used
+            {"from_name": "verdict", "to_name": "shown", "type": "choices", "value": {"choices": ["maybe"]}}
+        ],
+    )
 
     pulled = curate_in_process(["eval", "review", "pull", str(results), "--data", str(data)])
     assert pulled.returncode == 0 and f"{2 * len(items)} labels (1 off the scale, left out)" in pulled.stdout
@@ -91,8 +105,10 @@ def test_people_make_the_judges_calls_and_agreement_is_computed(label_studio, re
     assert report["judge_vs_majority"]["items"] == len(items) - DISAGREE
     assert report["judge_vs_majority"]["percent_agreement"] == 100.0
     every = [(labels[item_id], labels[item_id]) for item_id in ordered]
-    every += [(labels[item_id], flipped[labels[item_id]] if k < DISAGREE else labels[item_id])
-              for k, item_id in enumerate(ordered)]
+    every += [
+        (labels[item_id], flipped[labels[item_id]] if k < DISAGREE else labels[item_id])
+        for k, item_id in enumerate(ordered)
+    ]
     assert report["judge_vs_each_label"]["percent_agreement"] == round(100 * (1 - DISAGREE / (2 * len(items))), 2)
     assert report["judge_vs_each_label"]["cohen_kappa"] == pytest.approx(kappa(every), abs=1e-4)
     text = curate_in_process(["eval", "agreement", str(results)]).stdout
@@ -116,10 +132,15 @@ def test_a_label_studio_failing_is_one_line_and_exit_3_for_every_review_command(
         from pathlib import Path
 
         from benchcurate.curation.evaluation.engine import read_results
+
         release = Path(read_results(results).release_folder)  # <out>/releases/<name>/<version>
         run_dir = release.parents[2] / "runs" / json.loads((release / "manifest.json").read_text())["run_id"]
-        commands = [["review", "push", str(run_dir)], ["review", "pull", str(run_dir)],
-                    ["eval", "review", "push", str(results)], ["eval", "review", "pull", str(results)]]
+        commands = [
+            ["review", "push", str(run_dir)],
+            ["review", "pull", str(run_dir)],
+            ["eval", "review", "push", str(results)],
+            ["eval", "review", "pull", str(results)],
+        ]
         for command in (commands[0], commands[2]):
             assert curate_in_process([*command, "--data", str(data)]).returncode == 0
         with sqlite3.connect(data / "label_studio.sqlite3") as database:

@@ -43,21 +43,43 @@ def team_run(tmp_path: Path) -> Path:
     rows = []
     for seed in range(SAMPLES):
         path = make_image(tmp_path / "images" / f"{seed}.png", seed)
-        turns = [Turn(speaker="user", level=level, utterance=f"Sample {seed}: {question}", checklist=[
-            ChecklistItem(question=f"Does the answer {aspect}?", main_criteria="Factual Correctness",
-                          sub_criteria=aspect) for aspect in (f"name what the {level} asks", f"stay on sample {seed}")])
-            for level, question in (("perception", "what is in the picture?"), ("reasoning", "why is it laid out so?"),
-                                    ("creation", "write a short caption for it."))]
-        sample = Sample(id=f"team{seed:02d}", images=[ImageRef(path=str(path), sha256=sha256_file(path),
-                                                               size_bytes=path.stat().st_size, format="PNG")],
-                        provenance=Provenance(source_dataset="team", source_id=f"{seed}.png", license="CC0-1.0"),
-                        conversation=turns)
+        turns = [
+            Turn(
+                speaker="user",
+                level=level,
+                utterance=f"Sample {seed}: {question}",
+                checklist=[
+                    ChecklistItem(
+                        question=f"Does the answer {aspect}?", main_criteria="Factual Correctness", sub_criteria=aspect
+                    )
+                    for aspect in (f"name what the {level} asks", f"stay on sample {seed}")
+                ],
+            )
+            for level, question in (
+                ("perception", "what is in the picture?"),
+                ("reasoning", "why is it laid out so?"),
+                ("creation", "write a short caption for it."),
+            )
+        ]
+        sample = Sample(
+            id=f"team{seed:02d}",
+            images=[ImageRef(path=str(path), sha256=sha256_file(path), size_bytes=path.stat().st_size, format="PNG")],
+            provenance=Provenance(source_dataset="team", source_id=f"{seed}.png", license="CC0-1.0"),
+            conversation=turns,
+        )
         rows.append(sample.model_dump_json())
     samples = tmp_path / "samples.jsonl"
     samples.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    config = resolve("convbench", tmp_path / "out", input_path=str(samples), run_id="team",
-                     overrides={"conversation_review": {"mode": "human", "reviewers": 2},
-                                "image_near_dedup": {"max_hamming_distance": 0}})
+    config = resolve(
+        "convbench",
+        tmp_path / "out",
+        input_path=str(samples),
+        run_id="team",
+        overrides={
+            "conversation_review": {"mode": "human", "reviewers": 2},
+            "image_near_dedup": {"max_hamming_distance": 0},
+        },
+    )
     store = RunStore(tmp_path / "out" / "runs" / "team")
     store.save_config(config)
     run_all(store.root)
@@ -90,13 +112,29 @@ def browse(label_studio_url: str, plans_by_name: dict[str, dict], work: Path) ->
     running = {}
     for name, plan in plans_by_name.items():
         home = work / f"chrome-{name}"
-        env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "CHROMIUM_PATH": chromium,
-               "PLAYWRIGHT_CORE": str(playwright)}
-        (work / f"{name}.plan.json").write_text(json.dumps({**plan, "failure_shot": str(work / f"{name}.png")}),
-                                                encoding="utf-8")
-        running[name] = subprocess.Popen(["node", str(Path(__file__).with_name("review_round.js")), label_studio_url,
-                                          str(work / f"{name}.plan.json"), str(work / f"{name}.out.json")],
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        env = {
+            **os.environ,
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "CHROMIUM_PATH": chromium,
+            "PLAYWRIGHT_CORE": str(playwright),
+        }
+        (work / f"{name}.plan.json").write_text(
+            json.dumps({**plan, "failure_shot": str(work / f"{name}.png")}), encoding="utf-8"
+        )
+        running[name] = subprocess.Popen(
+            [
+                "node",
+                str(Path(__file__).with_name("review_round.js")),
+                label_studio_url,
+                str(work / f"{name}.plan.json"),
+                str(work / f"{name}.out.json"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
     found = {}
     for name, process in running.items():
         _, stderr = process.communicate(timeout=300)
@@ -121,6 +159,7 @@ def test_two_people_and_an_adjudicator_review_a_round_through_label_studios_page
     monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
     monkeypatch.delenv("CURATE_REVIEWER_PASSWORD", raising=False)
     from tests.servers import free_port
+
     data = tmp_path / "ls"
     info, _ = server.up(data, free_port())
     try:
@@ -143,21 +182,43 @@ def _round_of_two(tmp_path: Path, data: Path, url: str) -> None:
     todo = plans(ids)
     SHOT_DIR.mkdir(parents=True, exist_ok=True)
     shots = {"ann": {ids[0]: str(SHOT_DIR / "review_page.png")}, "bo": {}}
-    secrets = {"ann": [CAPTION.splitlines()[0], FOCUS["bo"].splitlines()[0]], "bo": [FIX.splitlines()[0],
-                                                                                  FOCUS["ann"].splitlines()[0]]}
-    seen = browse(url, {name: {"email": f"{name}@example.org", "password": passwords[name], "phase": 1,
-                               "project": state.project_id, "tasks": todo[name], "secrets": secrets[name],
-                               "shots": shots[name]} for name in ("ann", "bo")}, tmp_path)
+    secrets = {
+        "ann": [CAPTION.splitlines()[0], FOCUS["bo"].splitlines()[0]],
+        "bo": [FIX.splitlines()[0], FOCUS["ann"].splitlines()[0]],
+    }
+    seen = browse(
+        url,
+        {
+            name: {
+                "email": f"{name}@example.org",
+                "password": passwords[name],
+                "phase": 1,
+                "project": state.project_id,
+                "tasks": todo[name],
+                "secrets": secrets[name],
+                "shots": shots[name],
+            }
+            for name in ("ann", "bo")
+        },
+        tmp_path,
+    )
     for name, found in seen.items():  # each got every task once, and never saw the other's answers
         assert sorted(found["seen"]) == sorted(ids) and found["secrets_seen"] == [], (name, found)
         assert found["tallest_group"] <= found["visible"], found  # each turn's box fits a 1366x768 screen at once
     # a third person's queue is empty: every task has its two reviewers
     import httpx
+
     with httpx.Client(base_url=url) as browser:
         browser.get("/user/login/")
-        browser.post("/user/login/", data={"email": "cy@example.org", "password": passwords["cy"],
-                                           "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
-                     headers={"Referer": f"{url}/user/login/"})
+        browser.post(
+            "/user/login/",
+            data={
+                "email": "cy@example.org",
+                "password": passwords["cy"],
+                "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+            },
+            headers={"Referer": f"{url}/user/login/"},
+        )
         assert browser.get(f"/api/projects/{state.project_id}/next").status_code == 404
 
     pulled = curate_in_process(["review", "pull", str(run_dir), "--data", str(data)])
@@ -170,6 +231,7 @@ def _round_of_two(tmp_path: Path, data: Path, url: str) -> None:
     assert sorted(per_task) == sorted(state.pushed.values())
     assert all(len(people) == 2 and len(set(people)) == 2 for people in per_task.values())
     from benchcurate.curation.review.conversation_review import read_record
+
     record = read_record(run_dir)
     for kind in ("natural", "correct", "needs_image"):  # by hand from the raw annotations
         given = defaultdict(list)
@@ -186,8 +248,16 @@ def _round_of_two(tmp_path: Path, data: Path, url: str) -> None:
             assert record.samples[sample_id].questions[kind].majority == majority
     assert record.agreement["natural"].kappa_undefined == "undefined: every answer was 'yes'"
     s = ids
-    assert [record.samples[i].status for i in s[:8]] == ["accepted", "accepted", "pending", "pending", "rejected",
-                                                         "pending", "accepted", "accepted"]
+    assert [record.samples[i].status for i in s[:8]] == [
+        "accepted",
+        "accepted",
+        "pending",
+        "pending",
+        "rejected",
+        "pending",
+        "accepted",
+        "accepted",
+    ]
     assert record.samples[s[2]].questions["check_1_0"].by == "open"
     assert record.samples[s[5]].texts["focus_2"].by == "open"
 
@@ -196,11 +266,25 @@ def _round_of_two(tmp_path: Path, data: Path, url: str) -> None:
     phase2 = curate_in_process(["review", "push", str(run_dir), "--phase", "2", "--data", str(data)])
     assert "pushed 3, already there 0" in phase2.stdout, phase2.stdout + phase2.stderr
     state = review.load_state(run_dir)
-    settle = {s[2]: {"choose": {"0": "delete ("}}, s[3]: {"choose": {"0": "yes ("}},
-              s[5]: {"choose": {"0": f"Version {sorted(FOCUS.values()).index(FOCUS['bo']) + 1}"}}}
-    adjudicated = browse(url, {"cy": {"email": "cy@example.org", "password": passwords["cy"], "phase": 2,
-                                      "project": state.phase2_project_id, "tasks": settle,
-                                      "shots": {s[5]: str(SHOT_DIR / "review_adjudication.png")}}}, tmp_path)["cy"]
+    settle = {
+        s[2]: {"choose": {"0": "delete ("}},
+        s[3]: {"choose": {"0": "yes ("}},
+        s[5]: {"choose": {"0": f"Version {sorted(FOCUS.values()).index(FOCUS['bo']) + 1}"}},
+    }
+    adjudicated = browse(
+        url,
+        {
+            "cy": {
+                "email": "cy@example.org",
+                "password": passwords["cy"],
+                "phase": 2,
+                "project": state.phase2_project_id,
+                "tasks": settle,
+                "shots": {s[5]: str(SHOT_DIR / "review_adjudication.png")},
+            }
+        },
+        tmp_path,
+    )["cy"]
     assert sorted(adjudicated["seen"]) == sorted(settle)
     pulled = curate_in_process(["review", "pull", str(run_dir), "--data", str(data)])
     assert "pending 0" in pulled.stdout, pulled.stdout
@@ -213,17 +297,20 @@ def _round_of_two(tmp_path: Path, data: Path, url: str) -> None:
 
     run_all(run_dir)
     from benchcurate.curation.release.writer import write_release
+
     release = write_release(run_dir, tmp_path / "out")
     import pyarrow.parquet as pq
+
     rows = {row["index"]: row for row in pq.read_table(release / "data").to_pylist()}
     assert s[4] not in rows and len(rows) == SAMPLES - 1
-    assert rows[s[0]]["conversation"][1]["reference"] == FIX                       # the fix, exactly as typed
+    assert rows[s[0]]["conversation"][1]["reference"] == FIX  # the fix, exactly as typed
     assert rows[s[6]]["caption"] == CAPTION
     assert rows[s[5]]["conversation"][2]["focus_points"] == ["keeps it under 50 words", "uses the caption"]
     assert all(len(row["review_reviewers"]) >= 2 for row in rows.values())
     # ConvBench's release has no checklist column: the run's final items hold them
     final = {row["id"]: row for row in map(json.loads, RunStore(run_dir).last_kept_path().read_text().splitlines())}
     assert [item["question"] for item in final[s[1]]["conversation"][0]["checklist"]] == [
-        "Does the answer name what the perception asks?"]                            # both deleted item 2
-    assert len(final[s[2]]["conversation"][1]["checklist"]) == 1                    # the adjudicator deleted it
+        "Does the answer name what the perception asks?"
+    ]  # both deleted item 2
+    assert len(final[s[2]]["conversation"][1]["checklist"]) == 1  # the adjudicator deleted it
     assert final[s[7]]["conversation"][0]["checklist"][-1]["question"] == ADDED.split(" | ")[0]

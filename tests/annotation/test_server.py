@@ -25,6 +25,7 @@ def running(tmp_path_factory):
 
 def test_it_starts_healthy_with_a_working_admin_token_printed_once(running, monkeypatch):
     from label_studio_sdk import LabelStudio
+
     info, token = running
     assert info.healthy and info.version == "1.23.2" and token and len(token) == 40
     assert (info.data_dir / "token").read_text().strip() == token
@@ -34,19 +35,25 @@ def test_it_starts_healthy_with_a_working_admin_token_printed_once(running, monk
     again, new_token = server.up(info.data_dir, 1)  # already running: the port is not even looked at
     assert again.pid == info.pid and new_token is None
     # the server's own database holds it (that is how it authenticates); nothing else may, its log included
-    leaked = [path for path in info.data_dir.rglob("*") if path.is_file() and path.name != "token"
-              and not path.name.startswith("label_studio.sqlite3") and token.encode() in path.read_bytes()]
+    leaked = [
+        path
+        for path in info.data_dir.rglob("*")
+        if path.is_file()
+        and path.name != "token"
+        and not path.name.startswith("label_studio.sqlite3")
+        and token.encode() in path.read_bytes()
+    ]
     assert leaked == [] and (info.data_dir / "server.log").exists()
 
 
 def test_signup_without_an_invite_is_closed(running):
     import urllib.error
     import urllib.request
+
     info, _ = running
-    request = urllib.request.Request(f"{info.url}/user/signup/", data=b"email=x@y.z&password=abcdefgh1",
-                                     method="POST")
+    request = urllib.request.Request(f"{info.url}/user/signup/", data=b"email=x@y.z&password=abcdefgh1", method="POST")
     with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(request, timeout=10)  # noqa: S310 - loopback
+        urllib.request.urlopen(request, timeout=10)  # loopback
     assert refused.value.code in (403, 404)
 
 
@@ -75,6 +82,7 @@ def test_the_cli_uses_the_given_token_and_stops_the_server(tmp_path):
         assert "1.23.2" in started.stdout and KNOWN_TOKEN not in started.stdout + started.stderr
         assert not (data / "token").exists()
         from label_studio_sdk import LabelStudio
+
         url = started.stdout.split(" at ")[1].split()[0]
         assert LabelStudio(base_url=url, api_key=KNOWN_TOKEN).users.whoami().email == server.USERNAME
         status = run_curate(["ls", "status", "--data", str(data)], tmp_path)

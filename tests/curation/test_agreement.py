@@ -35,6 +35,7 @@ def test_kappa_is_undefined_not_one_when_every_answer_is_the_same():
     assert fleiss_kappa({"a": ["yes", "yes"], "b": ["yes", "yes"]}) is None
     assert cohen_kappa({"a": "yes", "b": "yes"}, {"a": "yes", "b": "yes"}) is None
     from benchcurate.curation.review.agreement import figures
+
     same = figures({"a": ["yes", "yes"], "b": ["yes", "yes", "yes"], "c": ["yes"]})
     assert (same.percent, same.fleiss_kappa, same.kappa_undefined) == (1.0, None, "undefined: every answer was 'yes'")
     assert (same.items_with_two_or_more, same.answers) == (2, 5)

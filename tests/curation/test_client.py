@@ -17,8 +17,19 @@ def client(server, attempts=4, concurrency=4, key="sk-test") -> ChatClient:
     return ChatClient(server.base_url, key, concurrency=concurrency, timeout_seconds=10, max_attempts=attempts)
 
 
-@pytest.mark.parametrize("text,seconds", [("1s", 1.0), ("6m0s", 360.0), ("250ms", 0.25), ("1h2m3.5s", 3723.5),
-                                          ("0.5s", 0.5), ("", None), ("soon", None), ("5", None)])
+@pytest.mark.parametrize(
+    "text,seconds",
+    [
+        ("1s", 1.0),
+        ("6m0s", 360.0),
+        ("250ms", 0.25),
+        ("1h2m3.5s", 3723.5),
+        ("0.5s", 0.5),
+        ("", None),
+        ("soon", None),
+        ("5", None),
+    ],
+)
 def test_reset_durations_are_parsed(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -52,8 +63,9 @@ def test_a_429_pauses_every_request_of_the_client_not_only_its_own():
 
 @pytest.mark.slow
 def test_an_exhausted_request_budget_pauses_until_the_reset():
-    with FakeOpenAIServer(rate_limit_headers={"x-ratelimit-remaining-requests": "0",
-                                              "x-ratelimit-reset-requests": "700ms"}) as server:
+    with FakeOpenAIServer(
+        rate_limit_headers={"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "700ms"}
+    ) as server:
         shared = client(server)
         shared.create(BODY)
         started = time.monotonic()
@@ -78,10 +90,15 @@ def test_retry_after_ms_wins_over_retry_after():
     assert reply.attempts == 2
 
 
-@pytest.mark.parametrize("fault", [Fault(kind="status", status=500, times=2, retry_after="0"),
-                                   Fault(kind="status", status=503, retry_after="0"),
-                                   Fault(kind="drop_connection"),
-                                   Fault(kind="not_a_completion", times=2)])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault(kind="status", status=500, times=2, retry_after="0"),
+        Fault(kind="status", status=503, retry_after="0"),
+        Fault(kind="drop_connection"),
+        Fault(kind="not_a_completion", times=2),
+    ],
+)
 @pytest.mark.slow
 def test_server_errors_and_dropped_connections_are_retried(fault):
     with FakeOpenAIServer(faults=[fault]) as server:

@@ -33,12 +33,19 @@ def scored(tmp_path_factory):
         first = next(turn for turn in found[0]["conversation"] if turn["speaker"] == "user")
         first["utterance"], first["reference"] = FORMULA + " " + first["utterance"], FORMULA
         return found
+
     release = edited_release(eval_releases()["convbench"], tmp_path / "release", edit)
-    with FakeOpenAIServer(responder=marker_world({"candidate-vlm": 0.5}),
-                          models=("candidate-vlm", "judge-vlm")) as server:
-        folder = evaluate(EvalOptions(release=str(release), candidate={"model": "candidate-vlm", "base_url":
-                                      server.base_url}, judge={"model": "judge-vlm", "base_url": server.base_url},
-                                      out=str(tmp_path / "evals")))
+    with FakeOpenAIServer(
+        responder=marker_world({"candidate-vlm": 0.5}), models=("candidate-vlm", "judge-vlm")
+    ) as server:
+        folder = evaluate(
+            EvalOptions(
+                release=str(release),
+                candidate={"model": "candidate-vlm", "base_url": server.base_url},
+                judge={"model": "judge-vlm", "base_url": server.base_url},
+                out=str(tmp_path / "evals"),
+            )
+        )
     return release, folder
 
 
@@ -61,7 +68,7 @@ def test_each_row_number_holds_that_rows_answers_in_every_setting(scored, tmp_pa
     checked = 0
     for part_number, part in enumerate(parts, 1):
         sheet = pd.read_excel(part / "ConvBench.xlsx")  # as the scripts read it
-        chunk = data[3 * (part_number - 1):3 * part_number]
+        chunk = data[3 * (part_number - 1) : 3 * part_number]
         assert len(sheet) == len(chunk)
         positions = np.load(part / "ConvBenchEval" / "pairwise.npy")
         assert len(positions) >= 578  # the scripts' summary reads positions up to row 578
@@ -70,13 +77,17 @@ def test_each_row_number_holds_that_rows_answers_in_every_setting(scored, tmp_pa
             assert sheet["The_first_turn_instruction"][i] == users[0]  # the sheet's row is this sample
             assert positions[i] == (0 if cb_model_is_a(row["index"], "own") else 1)
             own = script_reads(part, "candidate-vlm", "0", i + 1)
-            assert own == {f"{o}_turn_answer": answers[(row["index"], "own", t)]
-                           for t, o in enumerate(("first", "second", "third"), 1)}
+            assert own == {
+                f"{o}_turn_answer": answers[(row["index"], "own", t)]
+                for t, o in enumerate(("first", "second", "third"), 1)
+            }
             assert script_reads(part, "candidate-vlm", "1", i + 1) == {
                 "second_turn_answer": answers[(row["index"], "perception", 2)],
-                "third_turn_answer": answers[(row["index"], "perception", 3)]}
+                "third_turn_answer": answers[(row["index"], "perception", 3)],
+            }
             assert script_reads(part, "candidate-vlm", "2", i + 1) == {
-                "third_turn_answer": answers[(row["index"], "perception_reasoning", 3)]}
+                "third_turn_answer": answers[(row["index"], "perception_reasoning", 3)]
+            }
             line = mapping[(mapping["part"] == str(part_number)) & (mapping["row"] == str(i + 1))]
             assert list(line["sample_id"]) == [row["index"]]
             checked += 1
@@ -110,11 +121,18 @@ def test_the_export_command_takes_a_results_folder_and_keeps_other_files(scored,
 
 @pytest.mark.slow
 def test_only_a_convbench_eval_is_taken(tmp_path):
-    with FakeOpenAIServer(responder=marker_world({"candidate-vlm": 0.5}),
-                          models=("candidate-vlm", "judge-vlm")) as server:
-        folder = evaluate(EvalOptions(release=str(eval_releases()["multiverse"]), candidate={
-            "model": "candidate-vlm", "base_url": server.base_url}, judge={"model": "judge-vlm", "base_url":
-            server.base_url}, out=str(tmp_path / "evals"), limit=1))
+    with FakeOpenAIServer(
+        responder=marker_world({"candidate-vlm": 0.5}), models=("candidate-vlm", "judge-vlm")
+    ) as server:
+        folder = evaluate(
+            EvalOptions(
+                release=str(eval_releases()["multiverse"]),
+                candidate={"model": "candidate-vlm", "base_url": server.base_url},
+                judge={"model": "judge-vlm", "base_url": server.base_url},
+                out=str(tmp_path / "evals"),
+                limit=1,
+            )
+        )
     with pytest.raises(UserError, match="holds a multiverse eval"):
         export_convbench_answers(folder, tmp_path / "cb")
     with pytest.raises(UserError, match="holds no results.json"):

@@ -6,10 +6,12 @@ from tests.factories import make_sample
 
 
 def conversation(*utterances, sub="Eiffel Tower"):
-    turns = [Turn(speaker="user" if index % 2 == 0 else "assistant", utterance=text)
-             for index, text in enumerate(utterances)]
-    return make_sample(1, conversation=turns, categories=Categories(image_main="Architecture and Landmarks",
-                                                                    image_sub=sub))
+    turns = [
+        Turn(speaker="user" if index % 2 == 0 else "assistant", utterance=text) for index, text in enumerate(utterances)
+    ]
+    return make_sample(
+        1, conversation=turns, categories=Categories(image_main="Architecture and Landmarks", image_sub=sub)
+    )
 
 
 GOOD = ("How tall is it?", "About 330 m.", "When was it built?", "1889.", "Plan a visit there.", "Sure: ...")
@@ -33,6 +35,7 @@ def test_naming_the_entity_in_a_user_turn_is_a_recorded_drop():
 def test_short_and_non_alternating_conversations_are_dropped_with_their_reason():
     assert check(conversation(*GOOD[:4]), ConversationConfig()).reason == "conversation_too_short"
     swapped = conversation(*GOOD)
-    swapped = swapped.model_copy(update={"conversation": [swapped.conversation[1], *swapped.conversation[:1],
-                                                          *swapped.conversation[2:]]})
+    swapped = swapped.model_copy(
+        update={"conversation": [swapped.conversation[1], *swapped.conversation[:1], *swapped.conversation[2:]]}
+    )
     assert check(swapped, ConversationConfig()).reason == "conversation_malformed"

@@ -45,7 +45,7 @@ def photo(name: str = "astronaut") -> Image.Image:
 def fine(image: Image.Image, tmp_path, name: str) -> verify.Picture:
     path = tmp_path / f"{name}.png"
     image.save(path)
-    return verify.picture(path, 10 ** 9)
+    return verify.picture(path, 10**9)
 
 
 def test_the_orientation_hashes_are_the_phash_of_the_turned_picture():
@@ -66,7 +66,9 @@ def test_a_frame_is_trimmed_and_a_picture_without_one_is_left_alone():
     assert abs(trim_borders(framed).width - original.width) <= 2
     assert abs(trim_borders(framed).height - original.height) <= 2
     grey = framed.convert("L")
-    assert distance(likeness_hashes(grey)["phash_trimmed"], likeness_hashes(original.convert("L"))["phash_trimmed"]) <= 4
+    assert (
+        distance(likeness_hashes(grey)["phash_trimmed"], likeness_hashes(original.convert("L"))["phash_trimmed"]) <= 4
+    )
     box = verify.content_box(framed.convert("L").resize((framed.width // 2, framed.height // 2)))
     assert box == pytest.approx((15, 10, 15 + original.width / 2, 10 + original.height / 2), abs=2)
 
@@ -84,27 +86,38 @@ def test_a_crop_lies_inside_its_original_and_a_camera_shift_does_not(tmp_path):
     assert left == pytest.approx(cut * first.fine.shape[1] / width, abs=1.5)
     inner = original.crop((cut, cut, width - cut, height - cut))
     shifted = original.crop((0, 0, width - 2 * cut, height - 2 * cut))
-    found = verify.compare(fine(inner, tmp_path, "inner"), fine(shifted, tmp_path, "shifted"), "identity",
-                           CONFIG.max_local_difference, CONFIG.max_uncovered_share)
+    found = verify.compare(
+        fine(inner, tmp_path, "inner"),
+        fine(shifted, tmp_path, "shifted"),
+        "identity",
+        CONFIG.max_local_difference,
+        CONFIG.max_uncovered_share,
+    )
     assert not found.same and found.evidence["uncovered"] > 3 * CONFIG.max_uncovered_share, found
 
 
 def test_the_verification_tells_a_local_change_from_a_global_one(tmp_path):
     original = photo()
     first = fine(original, tmp_path, "original")
-    edits = {"darker": ImageEnhance.Brightness(original).enhance(0.8),
-             "sharpened": original.filter(ImageFilter.UnsharpMask(radius=2, percent=150, threshold=2)),
-             "half": original.resize((original.width // 2, original.height // 2), Image.Resampling.LANCZOS)}
+    edits = {
+        "darker": ImageEnhance.Brightness(original).enhance(0.8),
+        "sharpened": original.filter(ImageFilter.UnsharpMask(radius=2, percent=150, threshold=2)),
+        "half": original.resize((original.width // 2, original.height // 2), Image.Resampling.LANCZOS),
+    }
     for name, edited in edits.items():
-        found = verify.compare(first, fine(edited, tmp_path, name), "identity", CONFIG.max_local_difference,
-                               CONFIG.max_uncovered_share)
+        found = verify.compare(
+            first, fine(edited, tmp_path, name), "identity", CONFIG.max_local_difference, CONFIG.max_uncovered_share
+        )
         assert found.same, (name, found)
     patched = original.copy()
     side = original.width // 10
-    patched.paste((255, 0, 255), (original.width // 3, original.height // 3, original.width // 3 + side,
-                                  original.height // 3 + side))
-    found = verify.compare(first, fine(patched, tmp_path, "patched"), "identity", CONFIG.max_local_difference,
-                           CONFIG.max_uncovered_share)
+    patched.paste(
+        (255, 0, 255),
+        (original.width // 3, original.height // 3, original.width // 3 + side, original.height // 3 + side),
+    )
+    found = verify.compare(
+        first, fine(patched, tmp_path, "patched"), "identity", CONFIG.max_local_difference, CONFIG.max_uncovered_share
+    )
     assert not found.same and found.evidence["local_difference"] > 2 * CONFIG.max_local_difference, found
 
 
@@ -150,8 +163,9 @@ def test_the_keep_rule_ranks_what_a_copy_lost_before_marks_of_processing():
     framings = [(0.05, 0.0, 1.0, 1.0), (-0.1, -0.1, 1.1, 1.1), (0.0, 0.0, 1.0, 1.0), (0.0, 0.0, 1.0, 1.0)]
     assert survivor.elect(members(*[original] * 4, framing=framings), none, order)[0] == 2
     # without a majority: the framing showing more content (not the crop), then less border (not the frame)
-    alone = members(original, original._replace(frame_share=0.3), original, framing=framings[:3],
-                    areas=[0.95, 1.0, 1.0])
+    alone = members(
+        original, original._replace(frame_share=0.3), original, framing=framings[:3], areas=[0.95, 1.0, 1.0]
+    )
     assert survivor.elect(alone, none, order) == (2, "framing")
     # the orientation most share beats a mirror image
     turns = ["flip_left_right", "identity", "identity"]
@@ -174,8 +188,9 @@ def test_a_lossless_re_save_of_a_jpeg_ranks_as_that_jpeg(tmp_path):
     found = survivor.elect(members(png, jpeg), lambda index: pixels, lambda index: index)
     assert found == (1, "compression (a lossless re-save of a JPEG)")
     other = np.asarray(photo())  # pixels of its own: the lossless file wins
-    assert survivor.elect(members(png, jpeg), lambda index: other if index == 0 else pixels,
-                          lambda index: index)[0] == 0
+    assert (
+        survivor.elect(members(png, jpeg), lambda index: other if index == 0 else pixels, lambda index: index)[0] == 0
+    )
 
 
 @pytest.mark.parametrize("name", ["astronaut", "coffee"])
@@ -183,9 +198,13 @@ def test_the_original_has_the_fewest_marks_among_its_edited_copies(name):
     """Brightened, darkened, sharpened and blurred copies of one size: the one the others are predicted from best
     is the original."""
     original = photo(name)
-    copies = [original, ImageEnhance.Brightness(original).enhance(1.1), ImageEnhance.Brightness(original).enhance(0.9),
-              original.filter(ImageFilter.UnsharpMask(radius=1, percent=80, threshold=2)),
-              original.filter(ImageFilter.GaussianBlur(1.0))]
+    copies = [
+        original,
+        ImageEnhance.Brightness(original).enhance(1.1),
+        ImageEnhance.Brightness(original).enhance(0.9),
+        original.filter(ImageFilter.UnsharpMask(radius=1, percent=80, threshold=2)),
+        original.filter(ImageFilter.GaussianBlur(1.0)),
+    ]
     order = [2, 0, 4, 1, 3]  # the original not first
     pictures = [np.asarray(copies[k]) for k in order]
     assert survivor.fewest_marks(pictures) == [order.index(0)]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from benchcurate.curation.core.decode import decode_image
 from benchcurate.curation.demo import corpus
 from benchcurate.curation.demo.corpus import build_demo_corpus, corpus_signature, data_root, shipped_index
-from benchcurate.curation.core.decode import decode_image
 from benchcurate.curation.images.near_dedup import NearDedupConfig, distance
 from benchcurate.curation.images.phash import PhashConfig, fingerprint
 
@@ -18,8 +18,9 @@ INDEX_FIELDS = {"file", "kind", "description", "format", "width", "height", "lic
 
 
 def _shipped_images() -> list[Path]:
-    return [Path(str(data_root() / folder / entry["file"])) for folder in corpus.SHIPPED
-            for entry in shipped_index(folder)]
+    return [
+        Path(str(data_root() / folder / entry["file"])) for folder in corpus.SHIPPED for entry in shipped_index(folder)
+    ]
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -71,8 +72,12 @@ def test_distinct_shipped_images_are_not_near_duplicates_at_the_default_threshol
     threshold = NearDedupConfig().max_hamming_distance
     hashes = {path.name: fingerprint(path, PhashConfig())["phash"] for path in _shipped_images()}
     names = list(hashes)
-    close = [(a, b, distance(hashes[a], hashes[b])) for i, a in enumerate(names) for b in names[i + 1:]
-             if distance(hashes[a], hashes[b]) <= threshold]
+    close = [
+        (a, b, distance(hashes[a], hashes[b]))
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        if distance(hashes[a], hashes[b]) <= threshold
+    ]
     assert len(hashes) == 56 and not close
 
 
@@ -92,8 +97,9 @@ def test_the_signature_depends_on_content_not_location(data_copy, monkeypatch):
     assert corpus_signature() == original
 
 
-@pytest.mark.parametrize("name", ["rendered/icon-01.png", "rendered/IMAGES.jsonl", "photos/coffee.png",
-                                  "photos/LICENSES.jsonl"])
+@pytest.mark.parametrize(
+    "name", ["rendered/icon-01.png", "rendered/IMAGES.jsonl", "photos/coffee.png", "photos/LICENSES.jsonl"]
+)
 def test_changing_any_shipped_file_changes_the_signature(data_copy, name):
     before = corpus_signature()
     (data_copy / name).write_bytes((data_copy / name).read_bytes() + b"\n")

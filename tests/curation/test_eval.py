@@ -25,9 +25,9 @@ from benchcurate.curation.evaluation.judging import (
 )
 from benchcurate.curation.evaluation.multiverse import MULTIVERSE
 from benchcurate.curation.evaluation.probench import PROBENCH
-from benchcurate.curation.release.reading import open_release, rows
 from benchcurate.curation.evaluation.statistics import agreement, bootstrap_interval, slope
 from benchcurate.curation.models.prompting import load_prompt
+from benchcurate.curation.release.reading import open_release, rows
 from benchcurate.schemas.evaluation import EvalOptions, Judgment
 from tests.fakes.judges import MARK, marked, marker_world, text_of
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -41,13 +41,20 @@ def server_for(shares: dict[str, float], **more) -> FakeOpenAIServer:
 
 
 def options(release, server, out, model="candidate-vlm", **more) -> EvalOptions:
-    return EvalOptions(release=str(release), candidate={"model": model, "base_url": server.base_url},
-                       judge={"model": "judge-vlm", "base_url": server.base_url}, out=str(out), **more)
+    return EvalOptions(
+        release=str(release),
+        candidate={"model": model, "base_url": server.base_url},
+        judge={"model": "judge-vlm", "base_url": server.base_url},
+        out=str(out),
+        **more,
+    )
 
 
 def results_of(folder) -> tuple[dict, list[dict]]:
-    return (json.loads((folder / "results.json").read_text()),
-            [json.loads(line) for line in (folder / "judgments.jsonl").read_text().splitlines()])
+    return (
+        json.loads((folder / "results.json").read_text()),
+        [json.loads(line) for line in (folder / "judgments.jsonl").read_text().splitlines()],
+    )
 
 
 def user_questions(row: dict) -> list[str]:
@@ -64,6 +71,7 @@ def release_rows(folder) -> list[dict]:
 
 
 # --- parsers ------------------------------------------------------------------------------------------------------
+
 
 def test_parsers_read_the_papers_formats_and_refuse_the_rest():
     assert read_quality('{"score": 7}') == 7 and read_quality('```json\n{"score": "9"}\n```') == 9
@@ -98,12 +106,27 @@ def test_parsers_read_the_papers_formats_and_refuse_the_rest():
 
 # --- arithmetic on hand-computed cases ------------------------------------------------------------------------------
 
+
 def test_multiverse_arithmetic_on_hand_computed_turns():
     def turn(sample, number, completion, quality, goal):
-        return Judgment(sample_id=sample, turn=number, question="q", groups={"goal": goal}, scores={
-            "checklist_completion": 100 * completion, "quality": 10 * quality, "score": completion * 10 * quality})
-    judgments = [turn("a", 1, 0.5, 8, "Plan"), turn("a", 2, 1.0, 6, "Plan"), turn("b", 1, 0.75, 4, "Learn"),
-                 Judgment(sample_id="b", turn=2, question="q", failure="judge_unreadable_reply")]
+        return Judgment(
+            sample_id=sample,
+            turn=number,
+            question="q",
+            groups={"goal": goal},
+            scores={
+                "checklist_completion": 100 * completion,
+                "quality": 10 * quality,
+                "score": completion * 10 * quality,
+            },
+        )
+
+    judgments = [
+        turn("a", 1, 0.5, 8, "Plan"),
+        turn("a", 2, 1.0, 6, "Plan"),
+        turn("b", 1, 0.75, 4, "Learn"),
+        Judgment(sample_id="b", turn=2, question="q", failure="judge_unreadable_reply"),
+    ]
     result = MULTIVERSE.aggregate(judgments)
     # turn scores: 0.5*80 = 40, 1.0*60 = 60, 0.75*40 = 30; the failed turn counts in no mean
     assert result.score == pytest.approx((40 + 60 + 30) / 3)
@@ -116,25 +139,47 @@ def test_multiverse_arithmetic_on_hand_computed_turns():
 
 
 def _cb(sample, setting, turn, **scores):
-    return Judgment(sample_id=sample, turn=turn, setting=setting, question="q",
-                    groups={"score": judging.CB_SCORE_NAMES[(setting, turn)]}, scores=scores)
+    return Judgment(
+        sample_id=sample,
+        turn=turn,
+        setting=setting,
+        question="q",
+        groups={"score": judging.CB_SCORE_NAMES[(setting, turn)]},
+        scores=scores,
+    )
 
 
 def test_convbench_nine_scores_r1_and_r2_by_hand():
     # two samples; in setting (i) the model wins turn 1 of both, turn 2 of one, turn 3 of none, the whole of one
-    wins = {("own", 1): (1, 1), ("own", 2): (1, 0), ("own", 3): (0, 0), ("own", 0): (1, 0),
-            ("perception", 2): (1, 1), ("perception", 3): (1, 0), ("perception", 0): (1, 1),
-            ("perception_reasoning", 3): (1, 1), ("perception_reasoning", 0): (0, 1)}
-    judgments = [_cb(sample, setting, turn, win=float(outcome[k])) for (setting, turn), outcome in wins.items()
-                 for k, sample in enumerate(("a", "b"))]
+    wins = {
+        ("own", 1): (1, 1),
+        ("own", 2): (1, 0),
+        ("own", 3): (0, 0),
+        ("own", 0): (1, 0),
+        ("perception", 2): (1, 1),
+        ("perception", 3): (1, 0),
+        ("perception", 0): (1, 1),
+        ("perception_reasoning", 3): (1, 1),
+        ("perception_reasoning", 0): (0, 1),
+    }
+    judgments = [
+        _cb(sample, setting, turn, win=float(outcome[k]))
+        for (setting, turn), outcome in wins.items()
+        for k, sample in enumerate(("a", "b"))
+    ]
     result = CONVBENCH.aggregate(judgments)
     scores = result.sub_scores["scores"]
     assert (scores["S1"], scores["S2"], scores["S3"], scores["S0"]) == (100.0, 50.0, 0.0, 50.0)
     assert (scores["S^2"], scores["S^3"], scores["S^0"], scores["S~3"], scores["S~0"]) == (100, 50, 100, 100, 50)
     assert scores["R2"] == 50.0 and scores["R1"] == 50.0 == result.score  # R2 = (100+50+0)/3, R1 = (R2+S0)/2
     # Table 1's brackets: perfect perception against own history, then perfect reasoning on top of perception
-    assert result.sub_scores["gains_from_gold_history"] == {"S^2 - S2": 50.0, "S^3 - S3": 50.0, "S^0 - S0": 50.0,
-                                                            "S~3 - S^3": 50.0, "S~0 - S^0": -50.0}
+    assert result.sub_scores["gains_from_gold_history"] == {
+        "S^2 - S2": 50.0,
+        "S^3 - S3": 50.0,
+        "S^0 - S0": 50.0,
+        "S~3 - S^3": 50.0,
+        "S~0 - S^0": -50.0,
+    }
     # direct grading: the same formulas over mean ratings
     direct = [_cb("a", "own", turn, rating=rating) for turn, rating in ((1, 8.0), (2, 6.0), (3, 4.0), (0, 7.0))]
     scores = CONVBENCH.aggregate(direct).sub_scores["scores"]
@@ -157,10 +202,22 @@ def test_probench_verdicts_from_the_models_side_and_its_aggregate():
     assert judging.pb_margin("A>>B", "model_first") == 2 and judging.pb_margin("A>>B", "baseline_first") == -2
     assert judging.pb_margin("A=B", "baseline_first") == 0
     # sample a: the model wins clearly in both orders; b: a slight loss and a tie
-    judgments = [Judgment(sample_id=sample, turn=0, setting=order, question="q", groups={"language": language},
-                          scores={"margin": float(margin)})
-                 for sample, order, margin, language in (("a", "model_first", 2, "en"), ("a", "baseline_first", 2, "en"),
-                                                         ("b", "model_first", -1, "fr"), ("b", "baseline_first", 0, "fr"))]
+    judgments = [
+        Judgment(
+            sample_id=sample,
+            turn=0,
+            setting=order,
+            question="q",
+            groups={"language": language},
+            scores={"margin": float(margin)},
+        )
+        for sample, order, margin, language in (
+            ("a", "model_first", 2, "en"),
+            ("a", "baseline_first", 2, "en"),
+            ("b", "model_first", -1, "fr"),
+            ("b", "baseline_first", 0, "fr"),
+        )
+    ]
     result = PROBENCH.aggregate(judgments)
     assert result.sub_scores["win_rate"]["value"] == pytest.approx(100 * (1 + 1 + 0 + 0.5) / 4)
     # battles: 3 + 3 wins, 1 loss, 1 tie (weight 1), plus the prior of half a tie
@@ -175,11 +232,24 @@ def test_probench_verdicts_from_the_models_side_and_its_aggregate():
 
 def test_alignmmbench_headline_is_the_mean_of_task_means_and_the_spread_over_rewrites_is_ours():
     def judged(sample, variant, task, rating):
-        return Judgment(sample_id=sample, turn=1, setting=f"variant-{variant}", question="q",
-                        groups={"task": task, "category": "Perception & Understanding"}, scores={"rating": rating})
-    judgments = [judged("a", 0, "Counting", 9), judged("a", 1, "Counting", 3), judged("a", 2, "Counting", 6),
-                 judged("b", 0, "OCR", 8), judged("b", 1, "OCR", 8), judged("c", 0, "OCR", 2),
-                 judged("d", 0, "OCR", 10)]
+        return Judgment(
+            sample_id=sample,
+            turn=1,
+            setting=f"variant-{variant}",
+            question="q",
+            groups={"task": task, "category": "Perception & Understanding"},
+            scores={"rating": rating},
+        )
+
+    judgments = [
+        judged("a", 0, "Counting", 9),
+        judged("a", 1, "Counting", 3),
+        judged("a", 2, "Counting", 6),
+        judged("b", 0, "OCR", 8),
+        judged("b", 1, "OCR", 8),
+        judged("c", 0, "OCR", 2),
+        judged("d", 0, "OCR", 10),
+    ]
     result = ALIGNMMBENCH.aggregate(judgments)
     # Table 3's Avg: Counting (9+3+6)/3 = 6, OCR (8+8+2+10)/4 = 7, their mean 6.5; per question 46/7
     assert result.score == 6.5 and result.sub_scores["per_task"] == {"Counting": 6.0, "OCR": 7.0}
@@ -205,6 +275,7 @@ def test_agreement_percent_and_cohens_kappa():
 
 
 # --- whole evaluations on real releases ---------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_multiverse_scores_the_planted_share_and_a_rerun_pays_for_nothing(releases, tmp_path):
@@ -277,11 +348,18 @@ def test_convbench_three_settings_pairwise_text_only_judge(releases, tmp_path):
     # the judge never saw the image and read the caption; the model saw it; 6 answers per sample (3 + 2 + 1)
     judge_bodies = [body for body in seen if body["model"] == "judge-vlm"]
     assert len(judge_bodies) == 9 * len(data)
-    assert not any(part.get("type") == "image_url" for body in judge_bodies for message in body["messages"]
-                   if isinstance(message["content"], list) for part in message["content"])
+    assert not any(
+        part.get("type") == "image_url"
+        for body in judge_bodies
+        for message in body["messages"]
+        if isinstance(message["content"], list)
+        for part in message["content"]
+    )
     captions = {row["caption"] for row in data}
-    assert all(text_of(body["messages"][-1]).split("Image description:\n", 1)[1].split("\n\n<|The Start", 1)[0]
-               in captions for body in judge_bodies)
+    assert all(
+        text_of(body["messages"][-1]).split("Image description:\n", 1)[1].split("\n\n<|The Start", 1)[0] in captions
+        for body in judge_bodies
+    )
     assert results["usage"]["candidate-vlm"]["calls"] == 6 * len(data)
     # both presentation orders occur
     sides = {j["judge"]["pairwise"]["model_was"] for j in judgments}
@@ -302,11 +380,19 @@ def test_probench_both_orders_and_the_baseline_model(releases, tmp_path):
     data = release_rows(releases["probench"])
     with server_for({"candidate-vlm": 1.0, "baseline-vlm": 0.0}) as server:
         stored = evaluate(options(releases["probench"], server, tmp_path / "evals"))
-        other = evaluate(options(releases["probench"], server, tmp_path / "evals2",
-                                 baseline={"model": "baseline-vlm", "base_url": server.base_url}))
+        other = evaluate(
+            options(
+                releases["probench"],
+                server,
+                tmp_path / "evals2",
+                baseline={"model": "baseline-vlm", "base_url": server.base_url},
+            )
+        )
     results, judgments = results_of(stored)
     assert len(judgments) == 2 * len(data) and {j["setting"] for j in judgments} == {"model_first", "baseline_first"}
-    assert results["sub_scores"]["win_rate"]["value"] == 100.0 and results["baseline"] == "the release's baseline answers"
+    assert (
+        results["sub_scores"]["win_rate"]["value"] == 100.0 and results["baseline"] == "the release's baseline answers"
+    )
     assert results["score"] > 1114 + 400  # every battle won, three times over
     against_model, _ = results_of(other)
     assert against_model["baseline"] == "model baseline-vlm" and against_model["usage"]["baseline-vlm"]["calls"] > 0
@@ -329,7 +415,9 @@ def test_alignmmbench_judges_every_kept_rewrite_after_the_given_history(releases
     assert results["sub_scores"]["ours"]["seed_questions_with_rewrites"] > 0
     with_history = [row for row in data if row["history"]]
     for row in with_history:  # the given history goes before the question, as chat turns
-        asked = [b for b in seen if b["model"] == "candidate-vlm" and user_questions(row)[0] in text_of(b["messages"][-1])]
+        asked = [
+            b for b in seen if b["model"] == "candidate-vlm" and user_questions(row)[0] in text_of(b["messages"][-1])
+        ]
         assert asked and text_of(asked[0]["messages"][0]) == row["history"][0]["utterance"]
 
 
@@ -340,8 +428,9 @@ def test_planted_share_within_two_points_and_elo_orders_two_models(releases, tmp
     found = {}
     with server_for({"candidate-vlm": 0.3, "better-vlm": 0.7}) as server:
         for model in ("candidate-vlm", "better-vlm"):
-            found[model], _ = results_of(evaluate(options(big, server, tmp_path / "evals", model=model,
-                                                          concurrency=32)))
+            found[model], _ = results_of(
+                evaluate(options(big, server, tmp_path / "evals", model=model, concurrency=32))
+            )
     data = release_rows(big)
     for model, share in (("candidate-vlm", 0.3), ("better-vlm", 0.7)):
         planted = 100 * sum(marked(user_questions(row)[-1], share) for row in data) / len(data)
@@ -372,12 +461,37 @@ def test_cli_refuses_what_it_cannot_score(releases, tmp_path):
     assert not_release.returncode == 2 and "is not a release folder" in not_release.stderr
     bad = curate_in_process(["eval", str(release), "--model", "m", "--judge-model", "j", "--history", "mine"])
     assert bad.returncode == 2 and "history" in bad.stderr
-    wrong = curate_in_process(["eval", str(releases["probench"]), "--model", "m", "--judge-model", "j",
-                               "--history", "self", "--out", str(tmp_path / "evals")])
+    wrong = curate_in_process(
+        [
+            "eval",
+            str(releases["probench"]),
+            "--model",
+            "m",
+            "--judge-model",
+            "j",
+            "--history",
+            "self",
+            "--out",
+            str(tmp_path / "evals"),
+        ]
+    )
     assert wrong.returncode == 2 and "--history does not apply to a probench release" in wrong.stderr
-    down = curate_in_process(["eval", str(release), "--model", "m", "--judge-model", "j", "--base-url",
-                              "http://127.0.0.1:9/v1", "--judge-base-url", "http://127.0.0.1:9/v1",
-                              "--out", str(tmp_path / "evals")])
+    down = curate_in_process(
+        [
+            "eval",
+            str(release),
+            "--model",
+            "m",
+            "--judge-model",
+            "j",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--judge-base-url",
+            "http://127.0.0.1:9/v1",
+            "--out",
+            str(tmp_path / "evals"),
+        ]
+    )
     assert down.returncode == 3 and "cannot reach the model server" in down.stderr
 
 
@@ -389,8 +503,9 @@ def test_batch_mode_sends_every_call_through_the_batch_api_and_scores_the_same(r
         direct, _ = results_of(evaluate(options(releases["multiverse"], server, tmp_path / "direct", limit=3)))
         server.reset()
         server.batch_seconds = 0
-        batched = options(releases["multiverse"], server, tmp_path / "batched", limit=3, batch=True,
-                          batch_poll_seconds=0.05)
+        batched = options(
+            releases["multiverse"], server, tmp_path / "batched", limit=3, batch=True, batch_poll_seconds=0.05
+        )
         found, _ = results_of(evaluate(batched))
         assert server.completions_served == 0 and server.batch_lines_served == found["turns_judged"] * 3
         # 4 turns x (answer, quality, checklist), each round one batch per role that asked
@@ -398,8 +513,15 @@ def test_batch_mode_sends_every_call_through_the_batch_api_and_scores_the_same(r
     assert found["score"] == direct["score"] and found["usage"]["judge-vlm"]["batch_calls"] > 0
     with server_for({"candidate-vlm": 0.5}) as server:
         server.batch_seconds = 5
-        slow = options(releases["multiverse"], server, tmp_path / "slow", limit=1, batch=True,
-                       batch_wait_seconds=0, batch_poll_seconds=0.05)
+        slow = options(
+            releases["multiverse"],
+            server,
+            tmp_path / "slow",
+            limit=1,
+            batch=True,
+            batch_wait_seconds=0,
+            batch_poll_seconds=0.05,
+        )
         with pytest.raises(StageWaiting, match="still running"):
             evaluate(slow)
         created = server.batches_created
@@ -409,9 +531,20 @@ def test_batch_mode_sends_every_call_through_the_batch_api_and_scores_the_same(r
 
 
 def pb_judged(sample, margin, length, order="model_first"):
-    return Judgment(sample_id=sample, turn=0, setting=order, question="q", groups={},
-                    scores={"margin": float(margin), "style_length": length, "style_headers": 0.0,
-                            "style_lists": 0.0, "style_bold": 0.0})
+    return Judgment(
+        sample_id=sample,
+        turn=0,
+        setting=order,
+        question="q",
+        groups={},
+        scores={
+            "margin": float(margin),
+            "style_length": length,
+            "style_headers": 0.0,
+            "style_lists": 0.0,
+            "style_bold": 0.0,
+        },
+    )
 
 
 def test_style_control_needs_several_models_and_then_takes_away_wins_that_go_with_length():
@@ -434,13 +567,22 @@ def test_style_control_needs_several_models_and_then_takes_away_wins_that_go_wit
     lockstep = PROBENCH.across_models({"x": x[:40], "y": y})
     assert "lockstep" in lockstep["x"]["bradley_terry_style_controlled"]["note"]
     assert judging.pb_style(["# Plan\n- **one**\n- two"], ["one two"]) == {
-        "length": pytest.approx((6 - 2) / (6 + 2)), "headers": 1.0, "lists": 1.0, "bold": 1.0}
+        "length": pytest.approx((6 - 2) / (6 + 2)),
+        "headers": 1.0,
+        "lists": 1.0,
+        "bold": 1.0,
+    }
 
 
 def test_online_elo_is_the_median_over_many_battle_orders():
     even = [(1, -1)] * 30 + [(-1, 1)] * 30  # every sample: a win in one order, a loss in the other
-    result = PROBENCH.aggregate([pb_judged(f"s{k}", margin, 0.0, order) for k, pair in enumerate(even)
-                                 for margin, order in zip(pair, ("model_first", "baseline_first"))])
+    result = PROBENCH.aggregate(
+        [
+            pb_judged(f"s{k}", margin, 0.0, order)
+            for k, pair in enumerate(even)
+            for margin, order in zip(pair, ("model_first", "baseline_first"))
+        ]
+    )
     elo = result.sub_scores["elo_online"]
     assert abs(elo["value"] - 1114) < 15 and elo["interval"][0] < 1114 < elo["interval"][1]
     assert elo["interval"][1] - elo["interval"][0] > 20 and "orders" in elo["note"]
@@ -450,8 +592,11 @@ def test_online_elo_is_the_median_over_many_battle_orders():
 
 def test_a_judge_that_favours_a_position_is_named_in_a_warning():
     # the judge always picks A: the model wins when shown first and loses when shown second
-    judgments = [pb_judged(f"s{k}", margin, 0.0, order) for k in range(40)
-                 for margin, order in ((2, "model_first"), (-2, "baseline_first"))]
+    judgments = [
+        pb_judged(f"s{k}", margin, 0.0, order)
+        for k in range(40)
+        for margin, order in ((2, "model_first"), (-2, "baseline_first"))
+    ]
     result = PROBENCH.aggregate(judgments)
     assert result.sub_scores["ours"]["position_preference"]["first_position_chosen_percent"] == 100.0
     assert result.sub_scores["ours"]["order_consistency"] == 0.0

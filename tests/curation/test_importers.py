@@ -33,14 +33,33 @@ def rejected(out):
 
 def test_multiverse_dataset_folder_maps_persona_turns_checklists_and_categories(tmp_path):
     image = png_bytes("red")
-    good = {"index": "mv-1", "image": {"bytes": image, "path": "a.png"}, "character": "A nurse.",
-            "scenario": "Night shift.", "goal": "check a chart",
-            "conversation": [{"speaker": "user", "utterance": "What does this show?", "checklist": [
-                                 {"question": "Does it name the axis?", "main_criteria": "Perceptual Understanding",
-                                  "sub_criteria": "axis"}]},
-                             {"speaker": "assistant", "utterance": "A rising line.", "checklist": []}],
-            "main_goal_category": "Analysis", "sub_goal_category": "trend", "main_task_category": "Chart",
-            "sub_task_category": "line", "image_main_category": "Charts and Graphs", "image_sub_category": "line"}
+    good = {
+        "index": "mv-1",
+        "image": {"bytes": image, "path": "a.png"},
+        "character": "A nurse.",
+        "scenario": "Night shift.",
+        "goal": "check a chart",
+        "conversation": [
+            {
+                "speaker": "user",
+                "utterance": "What does this show?",
+                "checklist": [
+                    {
+                        "question": "Does it name the axis?",
+                        "main_criteria": "Perceptual Understanding",
+                        "sub_criteria": "axis",
+                    }
+                ],
+            },
+            {"speaker": "assistant", "utterance": "A rising line.", "checklist": []},
+        ],
+        "main_goal_category": "Analysis",
+        "sub_goal_category": "trend",
+        "main_task_category": "Chart",
+        "sub_task_category": "line",
+        "image_main_category": "Charts and Graphs",
+        "image_sub_category": "line",
+    }
     bad = {**good, "index": "mv-2", "conversation": [{"speaker": "narrator", "utterance": "x", "checklist": []}]}
     folder = tmp_path / "MultiVerse" / "data"
     folder.mkdir(parents=True)
@@ -66,15 +85,33 @@ def test_multiverse_dataset_folder_maps_persona_turns_checklists_and_categories(
 
 def test_convbench_sheet_becomes_the_three_level_ladder(tmp_path):
     make_image(tmp_path / "visit_bench_images" / "cat.png", 1)
-    header = ["ID", "image_id", "The_first_turn_instruction", "The_second_turn_instruction",
-              "The_third_turn_instruction", "third_turn_demands", None]
-    convbench_sheet(tmp_path / "ConvBench.xlsx", header=header, rows=[
-        [1, "cat.png", "What animal is it?", "Why is it hiding?", "Write a short poem about it.",
-         "1. mentions the box\n2. rhymes", None],
-        [2, "gone.png", "Describe the room.", "What time is it?", "Plan a party here.", None, None],
-        [3, "cat.png", "Only one turn", None, None, None, None],
-        [None, None, None, None, None, None, None],
-    ])
+    header = [
+        "ID",
+        "image_id",
+        "The_first_turn_instruction",
+        "The_second_turn_instruction",
+        "The_third_turn_instruction",
+        "third_turn_demands",
+        None,
+    ]
+    convbench_sheet(
+        tmp_path / "ConvBench.xlsx",
+        header=header,
+        rows=[
+            [
+                1,
+                "cat.png",
+                "What animal is it?",
+                "Why is it hiding?",
+                "Write a short poem about it.",
+                "1. mentions the box\n2. rhymes",
+                None,
+            ],
+            [2, "gone.png", "Describe the room.", "What time is it?", "Plan a party here.", None, None],
+            [3, "cat.png", "Only one turn", None, None, None, None],
+            [None, None, None, None, None, None, None],
+        ],
+    )
     out = tmp_path / "cb.jsonl"
     summary = import_file("convbench", tmp_path / "ConvBench.xlsx", out)
     assert summary.imported == 2 and summary.without_image == 1 and summary.rejected == {"malformed_row": 1}
@@ -94,11 +131,19 @@ def test_a_file_that_is_not_a_workbook_is_a_user_error(tmp_path):
 
 def test_probench_jsonl_maps_roles_strips_placeholders_and_keeps_the_track(tmp_path):
     make_image(tmp_path / "img" / "q1.png", 2)
-    rows = [{"uuid": "u1", "chat_type": "multi-round", "image": ["img/q1.png"],
-             "conversations": [{"from": "human", "value": "<|img|>What is wrong here?"},
-                               {"from": "gpt", "value": "The bolt is loose."},
-                               {"from": "human", "value": "How do I fix it?"}]},
-            {"uuid": "u2", "conversations": [{"from": "robot", "value": "hi"}]}]
+    rows = [
+        {
+            "uuid": "u1",
+            "chat_type": "multi-round",
+            "image": ["img/q1.png"],
+            "conversations": [
+                {"from": "human", "value": "<|img|>What is wrong here?"},
+                {"from": "gpt", "value": "The bolt is loose."},
+                {"from": "human", "value": "How do I fix it?"},
+            ],
+        },
+        {"uuid": "u2", "conversations": [{"from": "robot", "value": "hi"}]},
+    ]
     path = tmp_path / "probench.jsonl"
     deep = "[" * 100_000 + "]" * 100_000  # past the JSON parser's recursion limit: one rejected row, not a crash
     path.write_text("\n".join(json.dumps(row) for row in rows) + "\n{not json\n" + deep + "\n")
@@ -114,11 +159,26 @@ def test_probench_jsonl_maps_roles_strips_placeholders_and_keeps_the_track(tmp_p
 
 
 def test_alignmmbench_keeps_history_reference_labels_and_chinese_text(tmp_path):
-    rows = [{"question_id": "00000000-0", "image_path": "images/000000000.jpg",
-             "history": [{"user": "图里有什么？", "assistant": "一只猫。"}], "prompt": "你刚才说错了，请改正。",
-             "ref_answer": "图中是一只狗。", "task": "Incoherence", "category": "Dialogue Context"},
-            {"question_id": "00000001-0", "image_path": "images/1.jpg", "history": [], "prompt": "",
-             "ref_answer": "x", "task": "OCR", "category": "Perception & Understanding"}]
+    rows = [
+        {
+            "question_id": "00000000-0",
+            "image_path": "images/000000000.jpg",
+            "history": [{"user": "图里有什么？", "assistant": "一只猫。"}],
+            "prompt": "你刚才说错了，请改正。",
+            "ref_answer": "图中是一只狗。",
+            "task": "Incoherence",
+            "category": "Dialogue Context",
+        },
+        {
+            "question_id": "00000001-0",
+            "image_path": "images/1.jpg",
+            "history": [],
+            "prompt": "",
+            "ref_answer": "x",
+            "task": "OCR",
+            "category": "Perception & Understanding",
+        },
+    ]
     path = tmp_path / "metadata.jsonl"
     path.write_text("\n".join(json.dumps(row, ensure_ascii=False) for row in rows), encoding="utf-8")
     out = tmp_path / "amb.jsonl"

@@ -10,12 +10,12 @@ import pytest
 from PIL import Image
 
 from benchcurate.curation.core.cache import Cache
-from benchcurate.curation.core.errors import UserError
-from benchcurate.curation.images import ingest
 from benchcurate.curation.core.decode import ImageDecodeError, decode_image
-from benchcurate.curation.models.offline import OfflineBackend
+from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.engine.runner import run_stage
 from benchcurate.curation.engine.stage import StageContext
+from benchcurate.curation.images import ingest
+from benchcurate.curation.models.offline import OfflineBackend
 from benchcurate.schemas import BackendSpec, Keep
 from tests.factories import make_image, png_header_only, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -25,8 +25,13 @@ SMALL_SIZE = (64, 48)
 
 
 def ingest_all(path: Path, tmp_path: Path, **config) -> dict:
-    ctx = StageContext(run_dir=tmp_path, stage="image_ingest", run_seed=0, backend=OfflineBackend(),
-                       cache=Cache(tmp_path / "cache.sqlite"))
+    ctx = StageContext(
+        run_dir=tmp_path,
+        stage="image_ingest",
+        run_seed=0,
+        backend=OfflineBackend(),
+        cache=Cache(tmp_path / "cache.sqlite"),
+    )
     cfg = ingest.IngestConfig(input_path=str(path), **config)
     return {item.provenance.source_path: (item, verdict) for item, verdict in ingest.read(cfg, ctx)}
 
@@ -40,8 +45,9 @@ def test_csv_and_jsonl_manifest_paths_no_file_system_takes_are_dropped_row_by_ro
     long_row = results["list.csv:2"][1]
     assert long_row.reason == "path_invalid" and f"{len(long_part.encode())} bytes" in long_row.detail["error"]
     # JSON can spell a name no file system encoding writes (a lone surrogate): unreadable, not a crash
-    (tmp_path / "list.jsonl").write_text(json.dumps({"path": "bad\udcff.png"}) + "\n"
-                                         + json.dumps({"path": "ok.png"}) + "\n")
+    (tmp_path / "list.jsonl").write_text(
+        json.dumps({"path": "bad\udcff.png"}) + "\n" + json.dumps({"path": "ok.png"}) + "\n"
+    )
     results = ingest_all(tmp_path / "list.jsonl", tmp_path)
     assert results["list.jsonl:1"][1].reason == "unreadable_name" and results["list.jsonl:2"][1] == Keep()
 
@@ -104,11 +110,14 @@ def test_a_model_reply_over_max_reply_chars_drops_its_item_and_is_stored_nowhere
     assert len(sent) == 1 and [row["reason"] for row in dropped] == ["model_reply_too_large"]
     reply_chars = len(json.dumps(oversized))
     assert reply_chars > limit
-    assert f"the reply has {reply_chars:,} characters, over backend.max_reply_chars ({limit:,})" in \
-        dropped[0]["detail"]["error"]
+    assert (
+        f"the reply has {reply_chars:,} characters, over backend.max_reply_chars ({limit:,})"
+        in dropped[0]["detail"]["error"]
+    )
     assert len(kept) == images - 1
-    stored = [path for path in (tmp_path / "out").rglob("*")
-              if path.is_file() and (marker * 2).encode() in path.read_bytes()]
+    stored = [
+        path for path in (tmp_path / "out").rglob("*") if path.is_file() and (marker * 2).encode() in path.read_bytes()
+    ]
     assert stored == []
 
 
@@ -133,5 +142,6 @@ def test_a_batch_reply_over_max_reply_chars_is_not_cached_and_the_item_is_asked_
         assert (server.batches_created, server.completions_served) == (2, 0)
     _, kept = stage_outputs(run_dir)["image_quality"]
     assert len(sent) == 1 and len(kept) == images
-    assert not [path for path in (tmp_path / "out").rglob("*")
-                if path.is_file() and (marker * 2).encode() in path.read_bytes()]
+    assert not [
+        path for path in (tmp_path / "out").rglob("*") if path.is_file() and (marker * 2).encode() in path.read_bytes()
+    ]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from benchcurate.curation.core.errors import UserError
-from benchcurate.curation.release.writer import write_release
 from benchcurate.curation.engine.runner import run_all
 from benchcurate.curation.engine.store import RunStore
+from benchcurate.curation.release.writer import write_release
 from tests.helpers import SMALL, finished_run
 
 
@@ -21,10 +21,17 @@ class Notes:
     def __init__(self) -> None:
         self.warnings: list[tuple[str, str]] = []
 
-    def start(self, stage, index, total): pass
-    def advance(self, count): pass
-    def finish(self, stats, skipped): pass
-    def finish_waiting(self, stage, detail): pass
+    def start(self, stage, index, total):
+        pass
+
+    def advance(self, count):
+        pass
+
+    def finish(self, stats, skipped):
+        pass
+
+    def finish_waiting(self, stage, detail):
+        pass
 
     def warn(self, stage: str, message: str) -> None:
         self.warnings.append((stage, message))
@@ -50,8 +57,9 @@ def test_a_line_removed_from_a_finished_stage_is_noticed_said_and_redone(run_dir
     kept.write_text("".join(lines[:1] + lines[2:]))  # one sample gone, no decision says why
     notes = Notes()
     run_all(run_dir, notes)
-    assert notes.warnings == [("image_quality", "its stored output changed since it was written (kept.jsonl); "
-                                                "redoing it")]
+    assert notes.warnings == [
+        ("image_quality", "its stored output changed since it was written (kept.jsonl); redoing it")
+    ]
     assert len(kept.read_text().splitlines()) == len(lines) and kept_ids(run_dir) == expected
 
 
@@ -73,8 +81,9 @@ def test_edited_scores_in_a_work_folder_are_recomputed(run_dir):
 def test_a_release_refuses_a_final_output_changed_since_it_was_written(run_dir, tmp_path):
     final = RunStore(run_dir).last_kept_path()
     final.write_text(final.read_text().splitlines(keepends=True)[0])  # truncated to one sample
-    with pytest.raises(UserError, match="stored output .* changed since it was written; rerun `curate run "
-                                        "multiverse --run-id sealed`"):
+    with pytest.raises(
+        UserError, match="stored output .* changed since it was written; rerun `curate run multiverse --run-id sealed`"
+    ):
         write_release(run_dir, tmp_path / "out")
     run_all(run_dir)
     release = write_release(run_dir, tmp_path / "out")

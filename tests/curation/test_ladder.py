@@ -6,10 +6,10 @@ import json
 import pytest
 from datasets import load_dataset
 
-from benchcurate.curation.release.writer import write_release
-from benchcurate.curation.report.run import load_report
 from benchcurate.curation.engine.runner import run_all
 from benchcurate.curation.engine.store import RunStore
+from benchcurate.curation.release.writer import write_release
+from benchcurate.curation.report.run import load_report
 from tests.factories import CONVBENCH_COLUMNS, convbench_sheet, make_image
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import finished_run, resolve
@@ -37,8 +37,11 @@ def repeated_ladder(body):
     name = body.get("response_format", {}).get("json_schema", {}).get("name")
     if name == "LadderReply":
         odd = next(LADDERS) % 2
-        return {"perception": "What is on the left?", "reasoning": "What is on the left?" if odd else "Why there?",
-                "creation": "Write a plan."}
+        return {
+            "perception": "What is on the left?",
+            "reasoning": "What is on the left?" if odd else "Why there?",
+            "creation": "Write a plan.",
+        }
     if name == "FocusPointsReply":
         return {"points": ["Is it a plan?"]}
     return None
@@ -47,7 +50,9 @@ def repeated_ladder(body):
 @pytest.mark.slow
 def test_malformed_ladders_and_short_focus_lists_are_recorded_drops(tmp_path):
     with FakeOpenAIServer(responder=repeated_ladder) as server:
-        run_dir = finished_run(tmp_path, "api", "convbench", images=4, backend="openai", base_url=server.base_url, model="fake-vlm")
+        run_dir = finished_run(
+            tmp_path, "api", "convbench", images=4, backend="openai", base_url=server.base_url, model="fake-vlm"
+        )
     stats = {stage.stage: stage for stage in load_report(run_dir).stages}
     ladder = stats["ladder_generate"]
     assert ladder.items_in == 4 and ladder.by_reason == {"ladder_malformed": 2} and ladder.kept == 2
@@ -58,25 +63,38 @@ def test_malformed_ladders_and_short_focus_lists_are_recorded_drops(tmp_path):
 
 def test_an_imported_convbench_sheet_keeps_its_turns_and_gets_the_missing_parts(tmp_path):
     from benchcurate.curation.importers import import_file
+
     make_image(tmp_path / "visit_bench_images" / "a.png", 5)
-    convbench_sheet(tmp_path / "ConvBench.xlsx", header=[*CONVBENCH_COLUMNS, "third_turn_demands"], rows=[
-        [7, "a.png", "What is drawn?", "Why this colour?", "Write an ad for it.", "1. mentions colour"]])
+    convbench_sheet(
+        tmp_path / "ConvBench.xlsx",
+        header=[*CONVBENCH_COLUMNS, "third_turn_demands"],
+        rows=[[7, "a.png", "What is drawn?", "Why this colour?", "Write an ad for it.", "1. mentions colour"]],
+    )
     import_file("convbench", tmp_path / "ConvBench.xlsx", tmp_path / "cb.jsonl")
-    config = resolve("convbench", tmp_path / "out", input_path=str(tmp_path / "cb.jsonl"), run_id="imp",
-                         overrides={"focus_points_generate": {"min_focus_points": 1}})
+    config = resolve(
+        "convbench",
+        tmp_path / "out",
+        input_path=str(tmp_path / "cb.jsonl"),
+        run_id="imp",
+        overrides={"focus_points_generate": {"min_focus_points": 1}},
+    )
     store = RunStore(tmp_path / "out" / "runs" / "imp")
     store.save_config(config)
     run_all(store.root)
     final = next(store.root.glob("stages/*_conversation_review/*/kept.jsonl"))
     (sample,) = [json.loads(line) for line in final.read_text().splitlines()]
-    assert [turn["utterance"] for turn in sample["conversation"]] == ["What is drawn?", "Why this colour?",
-                                                                      "Write an ad for it."]
+    assert [turn["utterance"] for turn in sample["conversation"]] == [
+        "What is drawn?",
+        "Why this colour?",
+        "Write an ad for it.",
+    ]
     assert sample["conversation"][2]["focus_points"] == ["mentions colour"]  # the sheet's, not drafted
     assert all(turn["reference"] for turn in sample["conversation"]) and sample["caption"]
     assert "ladder" not in sample["generated_by"] and "focus_points" not in sample["generated_by"]
     # ConvBench's CC-BY-4.0 covers its annotations; its pictures are VisIT-Bench's, under terms nobody stated
-    from benchcurate.curation.release.writer import write_release
     from benchcurate.curation.importers.convbench import SOURCE
+    from benchcurate.curation.release.writer import write_release
+
     folder = write_release(store.root, tmp_path / "out")
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["licenses"] == {"unknown": 1} and manifest["text_licenses"] == {"CC-BY-4.0": 1}

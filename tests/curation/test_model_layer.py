@@ -5,13 +5,13 @@ import sqlite3
 
 import pytest
 
+from benchcurate.curation.engine.registry import STAGES
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.curation.models.batch import MAX_LINES_PER_FILE, PendingRequest, shards
 from benchcurate.curation.models.pricing import BudgetExceeded
 from benchcurate.curation.recipes import load_recipe
 from benchcurate.curation.report.run import funnel_text, load_report
-from benchcurate.curation.engine.runner import run_all
-from benchcurate.curation.engine.registry import STAGES
-from benchcurate.curation.engine.store import RunStore
 from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import FAKE_PRICES, model_run, resolve
@@ -30,9 +30,14 @@ def test_costs_are_counted_per_stage_and_a_rerun_is_free(tmp_path):
         calls = server.completions_served
         report = load_report(tmp_path / "out" / "runs" / "first")
         usage = model_stages(report)
-        assert set(usage) == {"image_quality", "image_category", "persona_generate", "conversation_generate",
-                              "goal_task_label",
-                              "checklist_generate"}
+        assert set(usage) == {
+            "image_quality",
+            "image_category",
+            "persona_generate",
+            "conversation_generate",
+            "goal_task_label",
+            "checklist_generate",
+        }
         assert sum(u.calls for u in usage.values()) == calls
         quality = usage["image_quality"]
         assert quality.calls == 4 and quality.input_tokens > 0
@@ -51,8 +56,10 @@ def test_a_corrupt_cached_reply_is_asked_again_not_an_error_on_every_rerun(tmp_p
         calls = server.completions_served
         cache = tmp_path / "out" / "cache" / "cache.sqlite"
         with sqlite3.connect(cache) as db:  # the quality replies damaged on disk
-            damaged = db.execute("UPDATE entries SET value = '{\"content\": \"{not json\"}' WHERE namespace = "
-                                 "'model_reply' AND value LIKE '%quality_score%'").rowcount
+            damaged = db.execute(
+                'UPDATE entries SET value = \'{"content": "{not json"}\' WHERE namespace = '
+                "'model_reply' AND value LIKE '%quality_score%'"
+            ).rowcount
         assert damaged == 4
         run_all(model_run(tmp_path, server, "second"))
         usage = model_stages(load_report(tmp_path / "out" / "runs" / "second"))
@@ -66,11 +73,20 @@ def test_refresh_asks_again(tmp_path):
     with FakeOpenAIServer(responder=scripted_reply) as server:
         run_all(model_run(tmp_path, server, "a"))
         calls = server.completions_served
-        config = resolve("multiverse", tmp_path / "out", run_id="a", backend="openai",
-                             base_url=server.base_url, model="fake-vlm", refresh_cache=True,
-                             overrides={"image_quality": {"min_quality_score": 1},
-                                        "category_min_size": {"min_items_per_category": 1},
-                                        "backend": {"prices": FAKE_PRICES, "max_retries": 1}})
+        config = resolve(
+            "multiverse",
+            tmp_path / "out",
+            run_id="a",
+            backend="openai",
+            base_url=server.base_url,
+            model="fake-vlm",
+            refresh_cache=True,
+            overrides={
+                "image_quality": {"min_quality_score": 1},
+                "category_min_size": {"min_items_per_category": 1},
+                "backend": {"prices": FAKE_PRICES, "max_retries": 1},
+            },
+        )
         RunStore(tmp_path / "out" / "runs" / "a").save_config(config)
         run_all(tmp_path / "out" / "runs" / "a")
         assert server.completions_served == 2 * calls

@@ -6,10 +6,10 @@ from typing import get_args
 import pytest
 from PIL import Image
 
-from benchcurate.curation.demo.corpus import data_root, shipped_index
+from benchcurate.curation.core.decode import ImageDecodeError
 from benchcurate.curation.core.errors import BackendUnavailable, ModelOutputInvalid, UserError
 from benchcurate.curation.core.fingerprint import sha256_file
-from benchcurate.curation.core.decode import ImageDecodeError
+from benchcurate.curation.demo.corpus import data_root, shipped_index
 from benchcurate.curation.models import ModelRequest, make_backend
 from benchcurate.curation.models.offline import OfflineBackend
 from benchcurate.curation.models.openai_backend import OpenAIBackend
@@ -25,8 +25,9 @@ from tests.servers import free_port
 def image_ref(path: Path) -> ImageRef:
     with Image.open(path) as opened:
         width, height = opened.size
-    return ImageRef(path=str(path), sha256=sha256_file(path), size_bytes=path.stat().st_size, width=width,
-                    height=height)
+    return ImageRef(
+        path=str(path), sha256=sha256_file(path), size_bytes=path.stat().st_size, width=width, height=height
+    )
 
 
 def request(prompt_id: str, image: ImageRef, seed: int = 1, **variables) -> ModelRequest:
@@ -60,18 +61,27 @@ def test_offline_outputs_are_labelled_and_deterministic(demo_images):
 # What offline.category promises for drawn images: colour blocks are charts, ink rows on white are documents,
 # app chrome is a UI, pastel boxes are diagrams, a tall text strip is a receipt, a small flat mark is an icon.
 CATEGORY_OF_KIND = {
-    "bar_chart": "Charts and Graphs", "line_chart": "Charts and Graphs", "pie_chart": "Charts and Graphs",
-    "scatter_plot": "Charts and Graphs", "document": "Documents and Paperwork", "table": "Documents and Paperwork",
-    "flowchart": "Diagrams and Schematics", "tree_diagram": "Diagrams and Schematics",
-    "network_diagram": "Diagrams and Schematics", "ui_screenshot": "Web Design and User Interfaces",
-    "receipt": "Receipts and Invoices", "icon": "Brands and Products"}
+    "bar_chart": "Charts and Graphs",
+    "line_chart": "Charts and Graphs",
+    "pie_chart": "Charts and Graphs",
+    "scatter_plot": "Charts and Graphs",
+    "document": "Documents and Paperwork",
+    "table": "Documents and Paperwork",
+    "flowchart": "Diagrams and Schematics",
+    "tree_diagram": "Diagrams and Schematics",
+    "network_diagram": "Diagrams and Schematics",
+    "ui_screenshot": "Web Design and User Interfaces",
+    "receipt": "Receipts and Invoices",
+    "icon": "Brands and Products",
+}
 
 
 def test_offline_category_follows_the_recorded_kind_of_every_shipped_image(demo_images):
     assert set(SHIPPED_KIND.values()) == set(CATEGORY_OF_KIND)  # every shipped kind is checked
     backend = OfflineBackend()
-    found = {stem: backend.complete(request("image_category", image)).value.category
-             for stem, image in demo_images.items()}
+    found = {
+        stem: backend.complete(request("image_category", image)).value.category for stem, image in demo_images.items()
+    }
     wrong = {stem: category for stem, category in found.items() if category != CATEGORY_OF_KIND[SHIPPED_KIND[stem]]}
     assert not wrong
 
@@ -106,8 +116,11 @@ def test_offline_photo_is_proposed_as_a_new_category(tmp_path):
 
 def test_offline_conversation_alternates_and_checklist_covers_each_user_turn(demo_images):
     backend = OfflineBackend()
-    reply = backend.complete(request("conversation", demo_images["document-02"], turns="4", utterances="8",
-                                     character="c", scenario="s", goal="g")).value
+    reply = backend.complete(
+        request(
+            "conversation", demo_images["document-02"], turns="4", utterances="8", character="c", scenario="s", goal="g"
+        )
+    ).value
     assert isinstance(reply, ConversationReply)
     assert [u.speaker for u in reply.utterances] == ["user", "assistant"] * 4
     text = "\n".join(f"{u.speaker.upper()}: {u.text}" for u in reply.utterances)
@@ -121,14 +134,18 @@ def test_offline_pixel_statistics_are_stored_once_and_read_back_by_later_stages(
 
     image = image_ref(make_image(tmp_path / "chart.png", 11, (320, 240)))
     cache = Cache(tmp_path / "cache.sqlite")
-    first = {prompt: OfflineBackend(cache).complete(request(prompt, image)).value
-             for prompt in ("image_quality", "image_category", "persona")}
+    first = {
+        prompt: OfflineBackend(cache).complete(request(prompt, image)).value
+        for prompt in ("image_quality", "image_category", "persona")
+    }
     assert cache.count(STATS_NAMESPACE) == 1
     # another process: no memory of the image, and the file is gone; the stored statistics give the same answers
     stats_for_file.cache_clear()
     Path(image.path).unlink()
-    again = {prompt: OfflineBackend(Cache(tmp_path / "cache.sqlite")).complete(request(prompt, image)).value
-             for prompt in first}
+    again = {
+        prompt: OfflineBackend(Cache(tmp_path / "cache.sqlite")).complete(request(prompt, image)).value
+        for prompt in first
+    }
     assert again == first
     with pytest.raises(ImageDecodeError):  # without the store it would have to decode the missing file
         OfflineBackend().complete(request("image_quality", image))
@@ -136,9 +153,11 @@ def test_offline_pixel_statistics_are_stored_once_and_read_back_by_later_stages(
 
 # --- the OpenAI protocol against a real loopback server ------------------------------------------------
 
+
 def spec(server, **updates) -> BackendSpec:
-    return BackendSpec(**{"kind": "openai", "base_url": server.base_url, "model": "fake-vlm", "max_retries": 0,
-                          **updates})
+    return BackendSpec(
+        **{"kind": "openai", "base_url": server.base_url, "model": "fake-vlm", "max_retries": 0, **updates}
+    )
 
 
 @pytest.mark.slow
@@ -146,7 +165,8 @@ def test_openai_backend_parses_structured_output_and_sends_a_downscaled_image(tm
     image = image_ref(make_image(tmp_path / "big.png", 3, (1600, 1200)))
     with FakeOpenAIServer() as server:
         result = OpenAIBackend(spec(server, image_max_side_px=256), api_key="sk-test").complete(
-            request("image_quality", image))
+            request("image_quality", image)
+        )
         body = server.requests[-1].body
     assert isinstance(result.value, QualityReply) and result.generation.backend == "openai"
     assert body["response_format"]["json_schema"]["name"] == "QualityReply"
@@ -155,6 +175,7 @@ def test_openai_backend_parses_structured_output_and_sends_a_downscaled_image(tm
     assert url.startswith("data:image/jpeg;base64,")
     import base64
     import io
+
     decoded = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
     assert max(decoded.size) == 256
 
@@ -225,20 +246,29 @@ def test_model_replies_are_cached_so_a_rerun_sends_nothing(tmp_path):
     from benchcurate.curation.engine.stage import StageContext
     from benchcurate.schemas import Provenance, Sample
 
-    item = Sample(id="x", images=[image_ref(make_image(tmp_path / "a.png", 1))],
-                  provenance=Provenance(source_dataset="t", source_id="1", license="CC0-1.0"))
+    item = Sample(
+        id="x",
+        images=[image_ref(make_image(tmp_path / "a.png", 1))],
+        provenance=Provenance(source_dataset="t", source_id="1", license="CC0-1.0"),
+    )
     cache = Cache(tmp_path / "cache.sqlite")
     with FakeOpenAIServer() as server:
+
         def ask(seed):
-            ctx = StageContext(run_dir=tmp_path, stage="image_quality", run_seed=seed,
-                               backend=OpenAIBackend(spec(server), cache=cache, api_key="k"), cache=cache)
+            ctx = StageContext(
+                run_dir=tmp_path,
+                stage="image_quality",
+                run_seed=seed,
+                backend=OpenAIBackend(spec(server), cache=cache, api_key="k"),
+                cache=cache,
+            )
             return ctx.ask("image_quality", 1, item)
 
         first = ask(0)
         assert server.completions_served == 1
-        assert ask(0) == first and server.completions_served == 1   # answered from the cache
+        assert ask(0) == first and server.completions_served == 1  # answered from the cache
         ask(1)
-        assert server.completions_served == 2                       # a different seed is a different request
+        assert server.completions_served == 2  # a different seed is a different request
 
 
 @pytest.mark.slow
@@ -261,8 +291,7 @@ def test_a_request_keeps_its_slot_until_its_reply_is_stored(tmp_path):
 
     image = image_ref(make_image(tmp_path / "a.png", 1))
     with FakeOpenAIServer() as server:
-        backend = OpenAIBackend(spec(server, concurrency=1), cache=SlowCache(tmp_path / "cache.sqlite"),
-                                api_key="k")
+        backend = OpenAIBackend(spec(server, concurrency=1), cache=SlowCache(tmp_path / "cache.sqlite"), api_key="k")
         with ThreadPoolExecutor(3) as pool:
             list(pool.map(lambda seed: backend.complete(request("image_quality", image, seed=seed)), range(3)))
         assert server.completions_served == 3

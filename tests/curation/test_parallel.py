@@ -29,8 +29,9 @@ for line in open("/proc/self/maps"):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator and /proc are Linux's")
 def test_stage_processes_keep_large_temporaries_on_the_heap():
     def where(mode: str) -> str:
-        return subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            [sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True
+        ).stdout.strip()
 
     assert where("default") == "mmap"  # glibc's default: a fresh mapping, zeroed pages on every touch
     assert where("tuned") == "heap"

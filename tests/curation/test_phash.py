@@ -7,10 +7,10 @@ import pytest
 from PIL import Image
 
 from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.engine.stage import StageContext, record_scores
 from benchcurate.curation.images import ingest, phash
 from benchcurate.curation.images.near_dedup import distance
 from benchcurate.curation.models.offline import OfflineBackend
-from benchcurate.curation.engine.stage import StageContext, record_scores
 from benchcurate.schemas import Drop, Keep
 from tests.factories import make_image
 
@@ -18,8 +18,13 @@ PHOTOS = Path(__file__).resolve().parents[2] / "curation" / "demo" / "photos"
 
 
 def context(tmp_path) -> StageContext:
-    return StageContext(run_dir=tmp_path, stage="image_phash", run_seed=0, backend=OfflineBackend(),
-                        cache=Cache(tmp_path / "cache.sqlite"))
+    return StageContext(
+        run_dir=tmp_path,
+        stage="image_phash",
+        run_seed=0,
+        backend=OfflineBackend(),
+        cache=Cache(tmp_path / "cache.sqlite"),
+    )
 
 
 def hash_folder(root: Path, tmp_path: Path, cfg: phash.PhashConfig | None = None) -> dict:
@@ -66,10 +71,20 @@ def zoo(tmp_path_factory) -> Path:
 
 
 EXPECTED = {
-    "good.jpg": Keep(), "png-named.jpg": Keep(), "rotated-exif.jpg": Keep(), "palette.png": Keep(),
-    "cmyk.jpg": Keep(), "sixteen.png": Keep(), "opaque-alpha.png": Keep(), "animated.gif": Keep(),
-    "empty.png": "image_empty", "truncated.jpg": "image_truncated", "garbage.png": "image_unreadable",
-    "vector.png": "image_unsupported_format", "phone.jpg": "image_unsupported_format", "bomb.png": "image_too_large",
+    "good.jpg": Keep(),
+    "png-named.jpg": Keep(),
+    "rotated-exif.jpg": Keep(),
+    "palette.png": Keep(),
+    "cmyk.jpg": Keep(),
+    "sixteen.png": Keep(),
+    "opaque-alpha.png": Keep(),
+    "animated.gif": Keep(),
+    "empty.png": "image_empty",
+    "truncated.jpg": "image_truncated",
+    "garbage.png": "image_unreadable",
+    "vector.png": "image_unsupported_format",
+    "phone.jpg": "image_unsupported_format",
+    "bomb.png": "image_too_large",
 }
 
 
@@ -89,7 +104,7 @@ def test_zoo_details(zoo, tmp_path):
     good = results["good.jpg"][1].images[0]
     rotated = results["rotated-exif.jpg"][1].images[0]
     assert (good.width, good.height) == (400, 300) and (rotated.width, rotated.height) == (300, 400)
-    assert distance(good.phash, rotated.phash) > 10              # orientation applied before hashing
+    assert distance(good.phash, rotated.phash) > 10  # orientation applied before hashing
     assert results["png-named.jpg"][1].images[0].format == "PNG"  # the content decides, not the suffix
     assert good.phash_algorithm.startswith("imagehash ") and "phash hash_size=8" in good.phash_algorithm
     assert distance(results["opaque-alpha.png"][1].images[0].phash, good.phash) <= 2
@@ -111,7 +126,9 @@ def test_transparent_image_hashes_like_its_visible_content(tmp_path):
     assert results["transparent.png"][1].images[0].phash == results["flattened.png"][1].images[0].phash
 
 
-@pytest.mark.parametrize("name,size", [("big.jpg", (2048, 2048)), ("big.png", (2050, 1301)), ("alpha.png", (1030, 1800))])
+@pytest.mark.parametrize(
+    "name,size", [("big.jpg", (2048, 2048)), ("big.png", (2050, 1301)), ("alpha.png", (1030, 1800))]
+)
 def test_a_reduced_decode_keeps_the_hash_close_and_the_true_size(tmp_path, name, size):
     """JPEGs are drafted by libjpeg, other formats box-averaged (sides that the factor does not divide, alpha)."""
     root = tmp_path / "in"
@@ -170,9 +187,16 @@ def test_our_dct_steps_give_imagehash_phash_bits_on_every_format_and_decode_path
         with Image.open(PHOTOS / name) as photo:
             photo.load()
             stem = Path(name).stem
-            for fmt, suffix, mode in (("PNG", "png", photo.mode), ("JPEG", "jpg", "RGB"), ("WEBP", "webp", "RGB"),
-                                      ("GIF", "gif", "P"), ("BMP", "bmp", "RGB"), ("TIFF", "tif", "RGB"),
-                                      ("PNG", "la.png", "LA"), ("JPEG", "cmyk.jpg", "CMYK")):
+            for fmt, suffix, mode in (
+                ("PNG", "png", photo.mode),
+                ("JPEG", "jpg", "RGB"),
+                ("WEBP", "webp", "RGB"),
+                ("GIF", "gif", "P"),
+                ("BMP", "bmp", "RGB"),
+                ("TIFF", "tif", "RGB"),
+                ("PNG", "la.png", "LA"),
+                ("JPEG", "cmyk.jpg", "CMYK"),
+            ):
                 path = tmp_path / f"{stem}.{suffix}"
                 photo.convert(mode).resize((photo.width * 2, photo.height * 2)).save(path, fmt)
                 files.append(path)

@@ -3,14 +3,19 @@ from pathlib import Path
 import pytest
 
 from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.engine.registry import STAGES
 from benchcurate.curation.models.prompting import available_versions, load_prompt
 from benchcurate.curation.recipes import available_recipes, load_recipe
-from benchcurate.curation.engine.registry import STAGES
 from tests.factories import make_image
 from tests.helpers import resolve
 
-PROMPT_IDS = tuple(sorted(entry.name for entry in (Path(__file__).parents[2] / "prompts").iterdir()
-                          if entry.is_dir() and not entry.name.startswith("_")))
+PROMPT_IDS = tuple(
+    sorted(
+        entry.name
+        for entry in (Path(__file__).parents[2] / "prompts").iterdir()
+        if entry.is_dir() and not entry.name.startswith("_")
+    )
+)
 
 
 def stage_config(run, name):
@@ -23,8 +28,14 @@ def test_multiverse_recipe_holds_the_paper_defaults(tmp_path):
     assert stage_config(run, "image_quality")["min_quality_score"] == 5
     assert stage_config(run, "category_min_size")["min_items_per_category"] == 50
     assert stage_config(run, "category_weighted_sample")["max_items"] == 1000
-    assert stage_config(run, "conversation_generate") == {"prompt_version": 1, "model": None, "batch": None, "turns": 4,
-                                                          "min_utterances": 6, "forbid_entity_name": True}
+    assert stage_config(run, "conversation_generate") == {
+        "prompt_version": 1,
+        "model": None,
+        "batch": None,
+        "turns": 4,
+        "min_utterances": 6,
+        "forbid_entity_name": True,
+    }
     assert stage_config(run, "image_ingest")["input_path"] == str(tmp_path.resolve())
 
 
@@ -37,7 +48,9 @@ def test_demo_overrides_apply_only_to_the_demo_corpus(tmp_path):
 def test_user_overrides_win_and_are_validated(tmp_path):
     run = resolve("multiverse", tmp_path, overrides={"image_quality": {"min_quality_score": 3}})
     assert stage_config(run, "image_quality")["min_quality_score"] == 3
-    with pytest.raises(UserError, match=r"bad parameter for stage image_quality: min_quality_score: .*less than or equal to 5"):
+    with pytest.raises(
+        UserError, match=r"bad parameter for stage image_quality: min_quality_score: .*less than or equal to 5"
+    ):
         resolve("multiverse", tmp_path, overrides={"image_quality": {"min_quality_score": 9}})
     with pytest.raises(UserError, match="min_qualty_score: Extra inputs are not permitted"):
         resolve("multiverse", tmp_path, overrides={"image_quality": {"min_qualty_score": 3}})
@@ -46,7 +59,9 @@ def test_user_overrides_win_and_are_validated(tmp_path):
 
 
 def test_unknown_recipe_and_missing_folder_say_what_to_do(tmp_path):
-    with pytest.raises(UserError, match="unknown recipe 'multiversal'; available: alignmmbench, convbench, multiverse, probench"):
+    with pytest.raises(
+        UserError, match="unknown recipe 'multiversal'; available: alignmmbench, convbench, multiverse, probench"
+    ):
         load_recipe("multiversal")
     with pytest.raises(UserError, match="does not exist.*leave --input out to run the bundled demo corpus"):
         resolve("multiverse", tmp_path, input_path=str(tmp_path / "missing"))
@@ -124,8 +139,12 @@ def test_changed_stages_lists_what_reruns(tmp_path):
 
     base = resolve("multiverse", tmp_path, input_path=str(tmp_path))
     same = resolve("multiverse", tmp_path, input_path=str(tmp_path))
-    tighter = resolve("multiverse", tmp_path, input_path=str(tmp_path),
-                          overrides={"category_min_size": {"min_items_per_category": 10}})
+    tighter = resolve(
+        "multiverse",
+        tmp_path,
+        input_path=str(tmp_path),
+        overrides={"category_min_size": {"min_items_per_category": 10}},
+    )
     assert changed_stages(base, same) == [] and changed_stages(base, tighter) == ["category_min_size"]
 
 
@@ -153,12 +172,14 @@ def test_a_stage_of_another_package_is_found_through_its_entry_point(tmp_path, m
 
     (tmp_path / "my_stages.py").write_text(
         "from benchcurate.curation.images.quality import STAGE as QUALITY\n"
-        "STAGE = QUALITY.__class__(**{**QUALITY.__dict__, 'name': 'my_quality'})\n")
+        "STAGE = QUALITY.__class__(**{**QUALITY.__dict__, 'name': 'my_quality'})\n"
+    )
     info = tmp_path / "my_stages-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-stages\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[benchcurate.stages]\nmy_quality = my_stages:STAGE\n"
-                                           "image_quality = my_stages:STAGE\n")
+    (info / "entry_points.txt").write_text(
+        "[benchcurate.stages]\nmy_quality = my_stages:STAGE\nimage_quality = my_stages:STAGE\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
     found = registry.Registry(registry._installed())

@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.engine.runner import run_all, run_stage
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.curation.recipes import load_recipe
 from benchcurate.curation.release.card import license_metadata
 from benchcurate.curation.release.writer import CHECKSUM_FILE, release, write_release
-from benchcurate.curation.engine.runner import run_all, run_stage
-from benchcurate.curation.engine.store import RunStore
 from tests.factories import make_image
 from tests.helpers import SMALL, prepared_run, resolve
 
@@ -29,12 +29,15 @@ def released(tmp_path_factory):
 
 def test_release_loads_offline_with_datasets_in_a_fresh_process(released):
     _, _, folder = released
-    code = ("import sys, json; from datasets import load_dataset; ds = load_dataset(sys.argv[1])['test']; "
-            "row = ds[0]; print(json.dumps({'n': len(ds), 'size': list(row['image'].size), "
-            "'speaker': row['conversation'][0]['speaker'], 'checklist': len(row['conversation'][0]['checklist'])}))")
+    code = (
+        "import sys, json; from datasets import load_dataset; ds = load_dataset(sys.argv[1])['test']; "
+        "row = ds[0]; print(json.dumps({'n': len(ds), 'size': list(row['image'].size), "
+        "'speaker': row['conversation'][0]['speaker'], 'checklist': len(row['conversation'][0]['checklist'])}))"
+    )
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, env=env,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(folder)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded == {"n": 6, "size": [320, 240], "speaker": "user", "checklist": loaded["checklist"]}
@@ -46,17 +49,23 @@ def test_two_releases_with_the_same_version_load_apart_offline(released, tmp_pat
     other_run = prepared_run(tmp_path, "other", overrides=SMALL)
     config = RunStore(other_run).load_config()
     overrides = {**SMALL, "category_weighted_sample": {"max_items": 2}}
-    smaller = resolve("multiverse", tmp_path / "out", input_path=config.input_path, run_id="other",
-                          overrides=overrides)
+    smaller = resolve("multiverse", tmp_path / "out", input_path=config.input_path, run_id="other", overrides=overrides)
     RunStore(other_run).save_config(smaller)
     run_all(other_run)
     other = write_release(other_run, tmp_path / "out")
     assert other.name == folder.name == "0.1.0"
-    code = ("import sys; from datasets import load_dataset; "
-            "print(*(len(load_dataset(path)['test']) for path in sys.argv[1:]))")
+    code = (
+        "import sys; from datasets import load_dataset; "
+        "print(*(len(load_dataset(path)['test']) for path in sys.argv[1:]))"
+    )
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([sys.executable, "-c", code, str(folder), str(other), str(folder)], capture_output=True,
-                            text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(folder), str(other), str(folder)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-3:] == ["6", "2", "6"]
 
@@ -77,9 +86,15 @@ def test_manifest_and_card_say_the_offline_backend_produced_the_content(released
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["offline_outputs"] is True and manifest["backends"] == ["offline-heuristic"]
     assert manifest["sample_count"] == 6 and manifest["review_modes"] == ["auto"]
-    assert {p["prompt_id"] for p in manifest["prompts"]} == {"image_quality", "image_category", "persona",
-                                                             "conversation", "goal_task", "checklist"}
-    assert [stage["stage"] for stage in manifest["funnel"]][0] == "image_ingest"
+    assert {p["prompt_id"] for p in manifest["prompts"]} == {
+        "image_quality",
+        "image_category",
+        "persona",
+        "conversation",
+        "goal_task",
+        "checklist",
+    }
+    assert next(stage["stage"] for stage in manifest["funnel"]) == "image_ingest"
     card = (folder / "README.md").read_text()
     assert card.startswith("---\n") and "Offline heuristic outputs" in card and "image_ingest" in card
 
@@ -116,8 +131,9 @@ def test_the_same_content_again_is_the_version_that_holds_it(released):
 def test_config_name_is_the_release_name_in_every_version_and_mixed_terms_link_a_license_file(released):
     tmp_path, run_dir, first = released
     second = write_release(run_dir, tmp_path / "out", "0.2.0")
-    metas = [yaml.safe_load(folder.joinpath("README.md").read_text().split("\n---\n")[0][4:])
-             for folder in (first, second)]
+    metas = [
+        yaml.safe_load(folder.joinpath("README.md").read_text().split("\n---\n")[0][4:]) for folder in (first, second)
+    ]
     assert [meta["configs"][0]["config_name"] for meta in metas] == ["multiverse-curated"] * 2
     manifest = json.loads((second / "manifest.json").read_text())
     assert manifest["licenses"] == {"unknown": 6}  # no Hub license id covers it

@@ -12,11 +12,11 @@ from datasets.info import DatasetInfosDict
 
 from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.core.fingerprint import sha256_file
+from benchcurate.curation.engine.runner import run_all
+from benchcurate.curation.engine.store import RunStore
 from benchcurate.curation.release.columns import features
 from benchcurate.curation.release.verify import diff, verify
 from benchcurate.curation.release.writer import CHECKSUM_FILE, assign_split, write_release
-from benchcurate.curation.engine.runner import run_all
-from benchcurate.curation.engine.store import RunStore
 from tests.helpers import SMALL, curate_in_process, prepared_run, resolve
 
 OFFLINE = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
@@ -33,23 +33,27 @@ def finished(tmp_path_factory):
 
 def card_metadata(folder):
     text = (folder / "README.md").read_text()
-    return yaml.safe_load(text[4:text.index("\n---\n", 4)])
+    return yaml.safe_load(text[4 : text.index("\n---\n", 4)])
 
 
 def load_offline(folder) -> dict[str, list[str]]:
     """Every split's sample ids, as `datasets` loads the folder in a fresh offline process."""
-    code = ("import sys, json; from datasets import load_dataset; d = load_dataset(sys.argv[1]); "
-            "print(json.dumps({name: list(d[name]['index']) for name in d}))")
-    result = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, env=OFFLINE,
-                            timeout=120)
+    code = (
+        "import sys, json; from datasets import load_dataset; d = load_dataset(sys.argv[1]); "
+        "print(json.dumps({name: list(d[name]['index']) for name in d}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(folder)], capture_output=True, text=True, env=OFFLINE, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_two_splits_in_many_shards_load_offline_and_verify(finished):
     tmp_path, run_dir = finished
-    folder = write_release(run_dir, tmp_path / "out", "1.0.0",
-                           overrides={"splits": HALVES, "max_shard_mb": 0.001})  # ~1 KB: one row per shard
+    folder = write_release(
+        run_dir, tmp_path / "out", "1.0.0", overrides={"splits": HALVES, "max_shard_mb": 0.001}
+    )  # ~1 KB: one row per shard
     manifest = json.loads((folder / "manifest.json").read_text())
     loaded = load_offline(folder)
     assert {name: len(ids) for name, ids in loaded.items()} == manifest["splits"]
@@ -78,6 +82,7 @@ def test_rows_stream_out_in_row_groups_that_load_as_one_split(finished, monkeypa
     import pyarrow.parquet as pq
 
     from benchcurate.curation.release import writer
+
     tmp_path, run_dir = finished
     monkeypatch.setattr(writer, "ROW_GROUP_BYTES", 1)  # every row its own group
     folder = write_release(run_dir, tmp_path / "out", "1.2.0")
@@ -93,17 +98,25 @@ def test_a_card_whose_split_sizes_lie_fails_verify_and_loading(finished):
     card = folder / "README.md"
     meta = card_metadata(folder)
     first = meta["dataset_info"]["splits"][0]
-    card.write_text(card.read_text().replace(f"num_examples: {first['num_examples']}\n",
-                                             f"num_examples: {first['num_examples'] + 5}\n", 1))
+    card.write_text(
+        card.read_text().replace(
+            f"num_examples: {first['num_examples']}\n", f"num_examples: {first['num_examples'] + 5}\n", 1
+        )
+    )
     # re-sign the edited card, as someone who edits it by hand and regenerates the checksums would
     sums = folder / CHECKSUM_FILE
-    sums.write_text("".join(f"{sha256_file(card)}  README.md\n" if line.endswith("  README.md") else line + "\n"
-                            for line in sums.read_text().splitlines()))
+    sums.write_text(
+        "".join(
+            f"{sha256_file(card)}  README.md\n" if line.endswith("  README.md") else line + "\n"
+            for line in sums.read_text().splitlines()
+        )
+    )
     problems = verify(folder)
     assert any("dataset_info splits" in problem and first["name"] in problem for problem in problems), problems
     code = "import sys; from datasets import load_dataset; load_dataset(sys.argv[1])"
-    result = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, env=OFFLINE,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(folder)], capture_output=True, text=True, env=OFFLINE, timeout=120
+    )
     assert result.returncode != 0 and "split" in result.stderr.lower()
 
 
@@ -112,9 +125,15 @@ def test_a_sample_keeps_its_split_when_other_samples_come_and_go(finished, tmp_p
     first = write_release(run_dir, tmp_path / "out", "1.0.0", overrides={"splits": HALVES})
     subset = prepared_run(tmp_path, "subset", overrides=SMALL)
     config = RunStore(subset).load_config()
-    RunStore(subset).save_config(resolve("multiverse", tmp_path / "out", run_id="subset",
-                                             input_path=config.input_path,
-                                             overrides={**SMALL, "category_weighted_sample": {"max_items": 3}}))
+    RunStore(subset).save_config(
+        resolve(
+            "multiverse",
+            tmp_path / "out",
+            run_id="subset",
+            input_path=config.input_path,
+            overrides={**SMALL, "category_weighted_sample": {"max_items": 3}},
+        )
+    )
     run_all(subset)
     second = write_release(subset, tmp_path / "out", "1.1.0", overrides={"splits": HALVES})
     before, after = load_offline(first), load_offline(second)
@@ -149,8 +168,21 @@ def test_the_command_line_takes_splits_and_rejects_a_malformed_one(finished):
     tmp_path, run_dir = finished
     bad = curate_in_process(["release", str(run_dir), "--split", "test", "--out", str(tmp_path / "out")], tmp_path)
     assert bad.returncode == 2 and "NAME=FRACTION" in bad.stderr
-    good = curate_in_process(["release", str(run_dir), "--version", "3.0.0", "--split", "test=0.5", "--split", "dev=0.5",
-                       "--out", str(tmp_path / "out")], tmp_path)
+    good = curate_in_process(
+        [
+            "release",
+            str(run_dir),
+            "--version",
+            "3.0.0",
+            "--split",
+            "test=0.5",
+            "--split",
+            "dev=0.5",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        tmp_path,
+    )
     assert good.returncode == 0, good.stderr
     folder = tmp_path / "out" / "releases" / "multiverse-curated" / "3.0.0"
     assert good.stdout.strip() == str(folder)

@@ -19,24 +19,50 @@ FIX = "3 faces appear on the left, 2024 figures below\nsecond line, ünïcode �
 
 def sample(seed=1):
     check = [ChecklistItem(question=f"Does it say {n}?", main_criteria="m", sub_criteria="s") for n in ("a", "b", "c")]
-    return make_sample(seed, caption="A caption.", rewrites=[Rewrite(text="another way to ask")], conversation=[
-        Turn(speaker="user", utterance="What is shown?", reference="A cat.", checklist=check),
-        Turn(speaker="assistant", utterance="A cat on a mat."),
-        Turn(speaker="user", utterance="Write a poem about it.", reference="Cats sit.",
-             focus_points=["rhymes", "mentions the mat"])])
+    return make_sample(
+        seed,
+        caption="A caption.",
+        rewrites=[Rewrite(text="another way to ask")],
+        conversation=[
+            Turn(speaker="user", utterance="What is shown?", reference="A cat.", checklist=check),
+            Turn(speaker="assistant", utterance="A cat on a mat."),
+            Turn(
+                speaker="user",
+                utterance="Write a poem about it.",
+                reference="Cats sit.",
+                focus_points=["rhymes", "mentions the mat"],
+            ),
+        ],
+    )
 
 
 def answers(who, annotation, choices=None, texts=None, notes=None):
-    return ReviewerAnswers(reviewer=who, annotation_id=annotation, choices={**YES, "rewrite_0": "keep", **(choices or {})},
-                           texts=texts or {}, notes=notes)
+    return ReviewerAnswers(
+        reviewer=who,
+        annotation_id=annotation,
+        choices={**YES, "rewrite_0": "keep", **(choices or {})},
+        texts=texts or {},
+        notes=notes,
+    )
 
 
 def decide(submitted, settled=(), required=2, adjudicators=None, samples=None):
     samples = samples or [sample()]
-    return decide_round(RoundInput(
-        run_id="run", project="run review round 1", round=1, required=required, pulled_at=datetime(2025, 1, 1, tzinfo=UTC),
-        fields={s.id: review_fields(s) for s in samples}, submitted=list(submitted), settled=list(settled),
-        adjudicators=adjudicators, names={"ann": "ann@example.org"}, rejected=[]))
+    return decide_round(
+        RoundInput(
+            run_id="run",
+            project="run review round 1",
+            round=1,
+            required=required,
+            pulled_at=datetime(2025, 1, 1, tzinfo=UTC),
+            fields={s.id: review_fields(s) for s in samples},
+            submitted=list(submitted),
+            settled=list(settled),
+            adjudicators=adjudicators,
+            names={"ann": "ann@example.org"},
+            rejected=[],
+        )
+    )
 
 
 def one(record):
@@ -64,8 +90,9 @@ def test_two_different_edits_wait_for_an_adjudicator_who_picks_one():
     assert waiting.status == "pending" and waiting.texts["reference_1"].by == "open"
     assert waiting.texts["reference_1"].versions == {"ann": "Cats sit on mats.", "bo": "A cat sits."}
     assert "reference_1 (different edits)" in waiting.waiting_for and waiting.open_keys() == ["reference_1"]
-    ruling = Settled("s0001", 20, [Adjudication(key="reference_1", adjudicator="cy", annotation_id=3,
-                                                answer="A cat sits.")])
+    ruling = Settled(
+        "s0001", 20, [Adjudication(key="reference_1", adjudicator="cy", annotation_id=3, answer="A cat sits.")]
+    )
     settled = one(decide(entries, [ruling], adjudicators=frozenset({"cy"})))
     assert settled.status == "accepted" and settled.phase == 2 and settled.texts["reference_1"].value == "A cat sits."
     assert settled.reviewers == ["ann", "bo", "cy"]
@@ -78,7 +105,9 @@ def test_checklist_keep_and_delete_are_votes_and_a_tie_is_adjudicated():
     outcome = one(decide(entries))
     assert outcome.questions["check_0_0"].decided == "delete" and outcome.questions["check_0_2"].decided == "keep"
     assert outcome.questions["check_0_1"].by == "open" and outcome.questions["check_0_1"].answers == {
-        "ann": "delete", "bo": "keep"}
+        "ann": "delete",
+        "bo": "keep",
+    }
     assert outcome.status == "pending"
     ruling = Settled("s0001", 20, [Adjudication(key="check_0_1", adjudicator="cy", annotation_id=3, answer="keep")])
     record = decide(entries, [ruling])
@@ -103,47 +132,71 @@ def test_one_review_is_not_enough_when_two_are_required():
 
 
 def test_a_person_with_two_different_annotations_counts_not_at_all_and_equal_ones_once():
-    twice = [Submitted("s0001", 10, answers("ann", 1)), Submitted("s0001", 10, answers("ann", 2, {"correct": "no"})),
-             Submitted("s0001", 10, answers("bo", 3))]
+    twice = [
+        Submitted("s0001", 10, answers("ann", 1)),
+        Submitted("s0001", 10, answers("ann", 2, {"correct": "no"})),
+        Submitted("s0001", 10, answers("bo", 3)),
+    ]
     record = decide(twice)
     assert one(record).status == "pending" and [a.reviewer for a in one(record).answers] == ["bo"]
     assert {entry.annotation_id for entry in record.rejected} == {1, 2}
     assert "2 different annotations" in record.rejected[0].problem
-    same = [Submitted("s0001", 10, answers("ann", 1)), Submitted("s0001", 10, answers("ann", 2)),
-            Submitted("s0001", 10, answers("bo", 3))]
+    same = [
+        Submitted("s0001", 10, answers("ann", 1)),
+        Submitted("s0001", 10, answers("ann", 2)),
+        Submitted("s0001", 10, answers("bo", 3)),
+    ]
     assert one(decide(same)).status == "accepted" and not decide(same).rejected
 
 
 def test_an_adjudicator_who_reviewed_the_sample_or_lacks_the_role_does_not_count():
-    tie = [Submitted("s0001", 10, answers("ann", 1, choices={"correct": "no"})), Submitted("s0001", 10, answers("bo", 2))]
+    tie = [
+        Submitted("s0001", 10, answers("ann", 1, choices={"correct": "no"})),
+        Submitted("s0001", 10, answers("bo", 2)),
+    ]
     own = Settled("s0001", 20, [Adjudication(key="correct", adjudicator="ann", annotation_id=3, answer="no")])
     other = Settled("s0001", 20, [Adjudication(key="correct", adjudicator="dee", annotation_id=4, answer="yes")])
     record = decide(tie, [own, other], adjudicators=frozenset({"cy"}))
     assert one(record).status == "pending"
     assert sorted(entry.problem.split(" ", 1)[1] for entry in record.rejected) == [
         "does not have the adjudicator role (`curate ls user add EMAIL --role adjudicator`)",
-        "reviewed this sample in phase 1 and cannot adjudicate it"]
-    two = [Settled("s0001", 20, [Adjudication(key="correct", adjudicator=who, annotation_id=n, answer=answer)])
-           for n, (who, answer) in enumerate((("cy", "yes"), ("dee", "no")))]
+        "reviewed this sample in phase 1 and cannot adjudicate it",
+    ]
+    two = [
+        Settled("s0001", 20, [Adjudication(key="correct", adjudicator=who, annotation_id=n, answer=answer)])
+        for n, (who, answer) in enumerate((("cy", "yes"), ("dee", "no")))
+    ]
     assert one(decide(tie, two)).questions["correct"].by == "open"  # two adjudicators who differ settle nothing
 
 
 def test_new_checklist_items_of_every_reviewer_are_kept_once():
-    entries = [Submitted("s0001", 10, answers("ann", 1, texts={"checkadd_0": "Is it a cat? | Accuracy | animal"})),
-               Submitted("s0001", 10, answers("bo", 2, texts={"checkadd_0": "Is it a cat? | Accuracy | animal\n"
-                                                                              "Is the mat red? | Colour | mat"}))]
+    entries = [
+        Submitted("s0001", 10, answers("ann", 1, texts={"checkadd_0": "Is it a cat? | Accuracy | animal"})),
+        Submitted(
+            "s0001",
+            10,
+            answers("bo", 2, texts={"checkadd_0": "Is it a cat? | Accuracy | animal\nIs the mat red? | Colour | mat"}),
+        ),
+    ]
     record = decide(entries)
-    assert one(record).additions == {"checkadd_0": ["Is it a cat? | Accuracy | animal", "Is the mat red? | Colour | mat"]}
+    assert one(record).additions == {
+        "checkadd_0": ["Is it a cat? | Accuracy | animal", "Is the mat red? | Colour | mat"]
+    }
     added = apply_outcome(sample(), one(record), record).conversation[0].checklist[-2:]
     assert [(c.question, c.main_criteria, c.sub_criteria, c.source_model) for c in added] == [
-        ("Is it a cat?", "Accuracy", "animal", "reviewer"), ("Is the mat red?", "Colour", "mat", "reviewer")]
+        ("Is it a cat?", "Accuracy", "animal", "reviewer"),
+        ("Is the mat red?", "Colour", "mat", "reviewer"),
+    ]
 
 
 def test_agreement_and_per_reviewer_figures_equal_a_hand_computation():
     samples = [sample(seed) for seed in range(1, 5)]
     votes = {1: ("yes", "yes"), 2: ("yes", "no"), 3: ("no", "no"), 4: ("yes", "yes")}  # needs_image per sample
-    entries = [Submitted(f"s{seed:04d}", seed, answers(who, 10 * seed + k, {"needs_image": votes[seed][k]}))
-               for seed in votes for k, who in enumerate(("ann", "bo"))]
+    entries = [
+        Submitted(f"s{seed:04d}", seed, answers(who, 10 * seed + k, {"needs_image": votes[seed][k]}))
+        for seed in votes
+        for k, who in enumerate(("ann", "bo"))
+    ]
     ruling = Settled("s0002", 99, [Adjudication(key="needs_image", adjudicator="cy", annotation_id=99, answer="no")])
     record = decide(entries, [ruling], samples=samples)
     figures = record.agreement["needs_image"]
@@ -151,8 +204,11 @@ def test_agreement_and_per_reviewer_figures_equal_a_hand_computation():
     assert figures.percent == pytest.approx(3 / 4)
     assert figures.fleiss_kappa == pytest.approx((3 / 4 - 34 / 64) / (1 - 34 / 64))
     natural = record.agreement["natural"]
-    assert natural.percent == 1.0 and natural.fleiss_kappa is None and natural.kappa_undefined == \
-        "undefined: every answer was 'yes'"
+    assert (
+        natural.percent == 1.0
+        and natural.fleiss_kappa is None
+        and natural.kappa_undefined == "undefined: every answer was 'yes'"
+    )
     # ann agrees with every decision; bo said "no" on s0002, which the adjudicator decided "no" as well
     decisions = 4 * 3 + 4 + 4 * 3  # criteria, rewrites, checklist items per sample
     assert (record.reviewers["ann"].compared, record.reviewers["ann"].agreed) == (decisions, decisions - 1)
@@ -163,19 +219,36 @@ def test_agreement_and_per_reviewer_figures_equal_a_hand_computation():
 
 def test_the_record_does_not_depend_on_the_order_annotations_arrive_in():
     samples = [sample(seed) for seed in range(1, 4)]
-    entries = [Submitted(f"s{seed:04d}", seed, answers(who, 10 * seed + n, {"correct": random.Random(seed + n).choice(
-        ["yes", "no"])}, {"reference_0": f"fix {seed}"} if who == "ann" else {})) for seed in range(1, 4)
-        for n, who in enumerate(("ann", "bo"))]
+    entries = [
+        Submitted(
+            f"s{seed:04d}",
+            seed,
+            answers(
+                who,
+                10 * seed + n,
+                {"correct": random.Random(seed + n).choice(["yes", "no"])},
+                {"reference_0": f"fix {seed}"} if who == "ann" else {},
+            ),
+        )
+        for seed in range(1, 4)
+        for n, who in enumerate(("ann", "bo"))
+    ]
     shuffled = entries[:]
     random.Random(7).shuffle(shuffled)
     assert decide(entries, samples=samples) == decide(shuffled, samples=samples)
 
 
-@pytest.mark.parametrize(("typed", "points"), [
-    ("3 faces appear\n2024 figures", ["3 faces appear", "2024 figures"]),
-    ("1. names the light\n2) stays short\n- no list\n* starred", ["names the light", "stays short", "no list", "starred"]),
-    ("  12 apostles \n\n10. tenth", ["12 apostles", "tenth"]),
-])
+@pytest.mark.parametrize(
+    ("typed", "points"),
+    [
+        ("3 faces appear\n2024 figures", ["3 faces appear", "2024 figures"]),
+        (
+            "1. names the light\n2) stays short\n- no list\n* starred",
+            ["names the light", "stays short", "no list", "starred"],
+        ),
+        ("  12 apostles \n\n10. tenth", ["12 apostles", "tenth"]),
+    ],
+)
 def test_focus_points_keep_their_leading_numbers_and_lose_only_list_markers(typed, points):
     edited = apply_edits(sample(), {"focus_1": typed})
     assert edited.conversation[2].focus_points == points

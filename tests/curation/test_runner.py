@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from benchcurate.curation.core.errors import BackendUnavailable, ModelOutputInvalid, StageFailed
-from benchcurate.curation.report.run import funnel_text, load_report
 from benchcurate.curation.engine.runner import run_all, run_stage
 from benchcurate.curation.engine.stage import (
     ItemStage,
@@ -20,6 +19,7 @@ from benchcurate.curation.engine.stage import (
     decision_field,
 )
 from benchcurate.curation.engine.store import RunStore
+from benchcurate.curation.report.run import funnel_text, load_report
 from benchcurate.schemas import Drop, Generation, Keep, Recipe, ReleaseSpec, RunConfig, Scores, StageSpec
 from tests.factories import make_sample
 
@@ -55,7 +55,11 @@ def toy_score(item, cfg, ctx):
 
 
 def toy_decide(scores, cfg):
-    return Keep() if scores.values["value"] >= cfg.min_value else Drop(reason="toy_low", detail={"value": scores.values["value"]})
+    return (
+        Keep()
+        if scores.values["value"] >= cfg.min_value
+        else Drop(reason="toy_low", detail={"value": scores.values["value"]})
+    )
 
 
 class TakeConfig(StageConfig):
@@ -78,8 +82,16 @@ def toy_split(item, cfg, ctx):
     if cfg.fail_all:
         raise ValueError("broken for everyone")
     made = Generation(backend="toy-backend", model="toy-model", prompt_id="toy", prompt_version=1)
-    return [item.model_copy(update={"id": f"{item.id}/copy-{n}", "parent_id": item.id,
-                                    "generated_by": {**item.generated_by, "copy": made}}) for n in range(cfg.copies)]
+    return [
+        item.model_copy(
+            update={
+                "id": f"{item.id}/copy-{n}",
+                "parent_id": item.id,
+                "generated_by": {**item.generated_by, "copy": made},
+            }
+        )
+        for n in range(cfg.copies)
+    ]
 
 
 def toy_check(item, cfg):
@@ -105,26 +117,41 @@ def toy_evens(views, cfg, ctx):
 
 REGISTRY = {
     "toy_mark": SetStage(name="toy_mark", config=TakeConfig, view=toy_parity, relabel=toy_mark),
-    "toy_evens": SetStage(name="toy_evens", config=TakeConfig, view=toy_parity, select=toy_evens,
-                          reasons=("toy_odd",)),
-    "toy_split": TransformStage(name="toy_split", config=SplitConfig, generate=toy_split, check=toy_check,
-                                reasons=("toy_odd_copy",)),
-    "toy_source": SourceStage(name="toy_source", config=SourceConfig, read=toy_read, reasons=("toy_bad",),
-                              describe_input=lambda cfg: f"toy-{cfg.count}"),
-    "toy_score": ItemStage(name="toy_score", config=ScoreConfig, score=toy_score, decide=toy_decide,
-                           reasons=("toy_low",)),
+    "toy_evens": SetStage(name="toy_evens", config=TakeConfig, view=toy_parity, select=toy_evens, reasons=("toy_odd",)),
+    "toy_split": TransformStage(
+        name="toy_split", config=SplitConfig, generate=toy_split, check=toy_check, reasons=("toy_odd_copy",)
+    ),
+    "toy_source": SourceStage(
+        name="toy_source",
+        config=SourceConfig,
+        read=toy_read,
+        reasons=("toy_bad",),
+        describe_input=lambda cfg: f"toy-{cfg.count}",
+    ),
+    "toy_score": ItemStage(
+        name="toy_score", config=ScoreConfig, score=toy_score, decide=toy_decide, reasons=("toy_low",)
+    ),
     "toy_take": SetStage(name="toy_take", config=TakeConfig, select=toy_take, reasons=("toy_not_taken",)),
 }
 
 
 def make_run(tmp_path, score_config=None, take_config=None, extra=()) -> Path:
-    recipe = Recipe(name="toy", description="toy", paper="none", stages=[
-        StageSpec(stage="toy_source"), StageSpec(stage="toy_score", config=score_config or {}),
-        StageSpec(stage="toy_take", config=take_config or {}), *extra],
-        release=ReleaseSpec(name="toy", pretty_name="Toy"))
+    recipe = Recipe(
+        name="toy",
+        description="toy",
+        paper="none",
+        stages=[
+            StageSpec(stage="toy_source"),
+            StageSpec(stage="toy_score", config=score_config or {}),
+            StageSpec(stage="toy_take", config=take_config or {}),
+            *extra,
+        ],
+        release=ReleaseSpec(name="toy", pretty_name="Toy"),
+    )
     run_dir = tmp_path / "runs" / "toy-run"
-    RunStore(run_dir).save_config(RunConfig(run_id="toy-run", recipe=recipe, demo=False, code_version="test",
-                                            created_at=datetime.now(UTC)))
+    RunStore(run_dir).save_config(
+        RunConfig(run_id="toy-run", recipe=recipe, demo=False, code_version="test", created_at=datetime.now(UTC))
+    )
     return run_dir
 
 
@@ -161,7 +188,7 @@ def test_rerun_skips_completed_stages(tmp_path):
     first = run_all(run_dir, registry=REGISTRY)
     CALLS.clear()
     second = run_all(run_dir, registry=REGISTRY)
-    assert CALLS == Counter() and first == second
+    assert Counter() == CALLS and first == second
 
 
 def test_threshold_change_replays_decisions_without_rescoring(tmp_path):
@@ -170,7 +197,7 @@ def test_threshold_change_replays_decisions_without_rescoring(tmp_path):
     run_dir = make_run(tmp_path, {"min_value": 6})
     stats = run_all(run_dir, registry=REGISTRY)
     assert CALLS["score"] == 0  # stored scores were reused
-    assert CALLS["take"] == 1   # its input changed, so the next stage ran again
+    assert CALLS["take"] == 1  # its input changed, so the next stage ran again
     assert stats[1].by_reason["toy_low"] == 4 and stats[2].items_in == 1
 
 
@@ -185,7 +212,7 @@ def test_a_stage_that_does_not_change_its_output_does_not_rerun_the_next(tmp_pat
     run_all(make_run(tmp_path, take_config={"keep_first": 100}), registry=REGISTRY)
     CALLS.clear()
     run_all(make_run(tmp_path, {"min_value": -5}, {"keep_first": 100}), registry=REGISTRY)
-    assert CALLS == Counter()  # min_value -5 and 0 keep the same items: toy_take's input digest is unchanged
+    assert Counter() == CALLS  # min_value -5 and 0 keep the same items: toy_take's input digest is unchanged
 
 
 def test_server_down_fails_the_stage_and_a_rerun_resumes_with_the_same_result(tmp_path):
@@ -200,8 +227,15 @@ def test_server_down_fails_the_stage_and_a_rerun_resumes_with_the_same_result(tm
 
 
 def test_undeclared_drop_reason_is_a_programming_error(tmp_path):
-    registry = {**REGISTRY, "toy_take": SetStage(name="toy_take", config=TakeConfig, reasons=(),
-                                                 select=lambda items, cfg, ctx: [Drop(reason="surprise")] * len(items))}
+    registry = {
+        **REGISTRY,
+        "toy_take": SetStage(
+            name="toy_take",
+            config=TakeConfig,
+            reasons=(),
+            select=lambda items, cfg, ctx: [Drop(reason="surprise")] * len(items),
+        ),
+    }
     with pytest.raises(ValueError, match="undeclared reason 'surprise'"):
         run_all(make_run(tmp_path), registry=registry)
 
@@ -238,6 +272,7 @@ def test_leftover_partial_folders_from_a_crash_are_replaced(tmp_path):
         (stale / "DONE").unlink()
         for written in stale.glob("*.jsonl"):
             written.write_text("half a line from a killed proc")
+
     def timeless(stats):
         return [entry.model_copy(update={"seconds": 0}) for entry in stats]
 

@@ -27,7 +27,7 @@ def key(monkeypatch) -> str:
 
 @pytest.mark.parametrize("start,length", [(0, 8), (0, 12), (5, 8), (len(KEY) - 8, 8), (3, 20), (0, len(KEY))])
 def test_any_run_of_eight_or_more_characters_is_replaced(key, start, length):
-    piece = key[start:start + length]
+    piece = key[start : start + length]
     text = f"the server said: Authorization: Bearer {piece}; bye"
     assert secrets.redact(text) == "the server said: Authorization: Bearer [redacted]; bye"
     assert secrets.leaks(text)

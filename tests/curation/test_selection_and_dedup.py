@@ -5,18 +5,19 @@ from collections import Counter
 import pytest
 
 from benchcurate.curation.core.cache import Cache
+from benchcurate.curation.engine.stage import StageContext
 from benchcurate.curation.images import exact_dedup, near_dedup
 from benchcurate.curation.models.offline import OfflineBackend
 from benchcurate.curation.selection import min_size, weighted_sample
-from benchcurate.curation.engine.stage import StageContext
 from benchcurate.schemas import Categories, Drop, Keep
 from tests.factories import decide, make_sample
 
 
 @pytest.fixture
 def ctx(tmp_path):
-    return StageContext(run_dir=tmp_path, stage="test", run_seed=7, backend=OfflineBackend(),
-                        cache=Cache(tmp_path / "cache.sqlite"))
+    return StageContext(
+        run_dir=tmp_path, stage="test", run_seed=7, backend=OfflineBackend(), cache=Cache(tmp_path / "cache.sqlite")
+    )
 
 
 def with_image(sample, **image_updates):
@@ -25,8 +26,9 @@ def with_image(sample, **image_updates):
 
 def test_exact_dedup_keeps_the_preferred_source_and_names_the_kept_one(ctx):
     a = make_sample(1)
-    b = make_sample(2).model_copy(update={"images": a.images,
-                                          "provenance": a.provenance.model_copy(update={"source_dataset": "mirror"})})
+    b = make_sample(2).model_copy(
+        update={"images": a.images, "provenance": a.provenance.model_copy(update={"source_dataset": "mirror"})}
+    )
     c = make_sample(3)
     verdicts = decide(exact_dedup.STAGE, [a, b, c], exact_dedup.ExactDedupConfig(source_priority=("mirror",)), ctx)
     assert verdicts[0] == Drop(reason="exact_duplicate", detail={"duplicate_of": b.id, "sha256": a.images[0].sha256})
@@ -52,9 +54,17 @@ def test_near_dedup_keeps_the_largest_image_and_records_distance(ctx):
     far = with_image(make_sample(4), phash=f"{phash ^ ((1 << 64) - 1):016x}")
     cfg = near_dedup.NearDedupConfig(max_hamming_distance=4, verify=False, keep_rule="largest")
     verdicts = decide(near_dedup.STAGE, [small, large, far], cfg, ctx)
-    assert verdicts[0] == Drop(reason="near_duplicate", detail={
-        "near_duplicate_of": large.id, "hamming_distance": 3, "orientation": "identity", "matched_on": "full",
-        "keep_rule": "largest", "group_size": 2})
+    assert verdicts[0] == Drop(
+        reason="near_duplicate",
+        detail={
+            "near_duplicate_of": large.id,
+            "hamming_distance": 3,
+            "orientation": "identity",
+            "matched_on": "full",
+            "keep_rule": "largest",
+            "group_size": 2,
+        },
+    )
     assert verdicts[1:] == [Keep(), Keep()]
 
 
@@ -82,8 +92,9 @@ def test_min_size_drops_small_categories_with_their_size(ctx):
     items = [categorised(i, "Charts") for i in range(3)] + [categorised(10, "Receipts")]
     verdicts = decide(min_size.STAGE, items, min_size.MinSizeConfig(min_items_per_category=2), ctx)
     assert verdicts[:3] == [Keep()] * 3
-    assert verdicts[3] == Drop(reason="category_too_small",
-                               detail={"category": "Receipts", "category_size": 1, "min_items_per_category": 2})
+    assert verdicts[3] == Drop(
+        reason="category_too_small", detail={"category": "Receipts", "category_size": 1, "min_items_per_category": 2}
+    )
 
 
 def corpus(sizes):
@@ -130,8 +141,9 @@ def test_weighted_sample_is_uniform_within_a_category_over_many_seeds(tmp_path):
     items = corpus({"a": 10})
     hits = Counter()
     for seed in range(400):
-        seeded = StageContext(run_dir=tmp_path, stage="s", run_seed=seed, backend=OfflineBackend(),
-                              cache=Cache(tmp_path / "c.sqlite"))
+        seeded = StageContext(
+            run_dir=tmp_path, stage="s", run_seed=seed, backend=OfflineBackend(), cache=Cache(tmp_path / "c.sqlite")
+        )
         verdicts = decide(weighted_sample.STAGE, items, weighted_sample.WeightedSampleConfig(max_items=3), seeded)
         hits.update(item.id for item, v in zip(items, verdicts) if v == Keep())
     # each item is drawn with probability 0.3: 120 of 400 expected; 5 sigma is about 46
@@ -142,8 +154,9 @@ def test_a_different_seed_draws_a_different_sample(tmp_path):
     items = corpus({"a": 50})
     picks = []
     for seed in (1, 2):
-        seeded = StageContext(run_dir=tmp_path, stage="s", run_seed=seed, backend=OfflineBackend(),
-                              cache=Cache(tmp_path / "c.sqlite"))
+        seeded = StageContext(
+            run_dir=tmp_path, stage="s", run_seed=seed, backend=OfflineBackend(), cache=Cache(tmp_path / "c.sqlite")
+        )
         verdicts = decide(weighted_sample.STAGE, items, weighted_sample.WeightedSampleConfig(max_items=10), seeded)
         picks.append({item.id for item, v in zip(items, verdicts) if v == Keep()})
     assert picks[0] != picks[1]
@@ -152,8 +165,12 @@ def test_a_different_seed_draws_a_different_sample(tmp_path):
 def write_hashes(path, rows):
     import json
 
-    path.write_text("".join(json.dumps({"path": name, "phash": value, "width": 10, "height": 10, "bytes": 1})
-                            + "\n" for name, value in rows))
+    path.write_text(
+        "".join(
+            json.dumps({"path": name, "phash": value, "width": 10, "height": 10, "bytes": 1}) + "\n"
+            for name, value in rows
+        )
+    )
     return path
 
 
@@ -165,8 +182,10 @@ def test_items_matching_a_reference_set_are_dropped_naming_the_reference(ctx, tm
     reference = write_hashes(tmp_path / "old.jsonl", [("old/a.png", base.images[0].phash)])
     cfg = near_dedup.NearDedupConfig(max_hamming_distance=4, reference=(str(reference),))
     verdicts = decide(near_dedup.STAGE, [base, near, unrelated], cfg, ctx)
-    assert verdicts[0] == Drop(reason="matches_reference", detail={
-        "reference": "old/a.png", "reference_set": str(reference), "hamming_distance": 0})
+    assert verdicts[0] == Drop(
+        reason="matches_reference",
+        detail={"reference": "old/a.png", "reference_set": str(reference), "hamming_distance": 0},
+    )
     assert verdicts[1].reason == "matches_reference" and verdicts[1].detail["hamming_distance"] == 2
     assert verdicts[2] == Keep()
 

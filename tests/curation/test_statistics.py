@@ -13,20 +13,42 @@ def check(question, main="Memory", sub="recall"):
 
 
 def fixture():
-    first = make_sample(1, categories=Categories(image_main="Charts and Graphs", goal_main="Analysis"), conversation=[
-        Turn(speaker="user", utterance="What is this chart about?",                       # 5 words
-             checklist=[check("Does it name the topic?"), check("does it  name the topic?", "Memory", "Recall")]),
-        Turn(speaker="assistant", utterance="It shows sales by month."),                    # 5 words
-        Turn(speaker="user", utterance="Which month was best?", checklist=[check("Is May named?", "Factual Correctness")]),
-        Turn(speaker="assistant", utterance="May was the best month by far, with twice the sales of April."),  # 13
-    ])
-    second = make_sample(2, categories=Categories(image_main="Photographs"), conversation=[
-        Turn(speaker="user", utterance="图里有几只猫？", reference="两只猫。"),   # 7 and 4 characters (punctuation counted)
-    ])
-    third = make_sample(3, categories=Categories(image_main="Charts and Graphs"), conversation=[
-        Turn(speaker="user", utterance="Describe it"), Turn(speaker="user", utterance="Now more"),
-        Turn(speaker="user", utterance="And a poem"),
-    ])
+    first = make_sample(
+        1,
+        categories=Categories(image_main="Charts and Graphs", goal_main="Analysis"),
+        conversation=[
+            Turn(
+                speaker="user",
+                utterance="What is this chart about?",  # 5 words
+                checklist=[check("Does it name the topic?"), check("does it  name the topic?", "Memory", "Recall")],
+            ),
+            Turn(speaker="assistant", utterance="It shows sales by month."),  # 5 words
+            Turn(
+                speaker="user",
+                utterance="Which month was best?",
+                checklist=[check("Is May named?", "Factual Correctness")],
+            ),
+            Turn(speaker="assistant", utterance="May was the best month by far, with twice the sales of April."),  # 13
+        ],
+    )
+    second = make_sample(
+        2,
+        categories=Categories(image_main="Photographs"),
+        conversation=[
+            Turn(
+                speaker="user", utterance="图里有几只猫？", reference="两只猫。"
+            ),  # 7 and 4 characters (punctuation counted)
+        ],
+    )
+    third = make_sample(
+        3,
+        categories=Categories(image_main="Charts and Graphs"),
+        conversation=[
+            Turn(speaker="user", utterance="Describe it"),
+            Turn(speaker="user", utterance="Now more"),
+            Turn(speaker="user", utterance="And a poem"),
+        ],
+    )
     return [first, second, third]
 
 

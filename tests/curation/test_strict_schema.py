@@ -43,11 +43,11 @@ class Outline(BaseModel):
 class Described(BaseModel):
     """Every shape pydantic writes that strict mode treats specially."""
 
-    focus: Spot = Field(description="where the eye lands")          # $ref with a sibling keyword
-    backup: Spot | None = None                                         # nullable union, default null
-    regions: list[Region]                                              # $ref inside items; a one-entry allOf
-    mood: Mood = Field(description="overall tone")                     # enum definition with a sibling keyword
-    kind: Literal["photo", "chart"] = "photo"                          # non-null default kept
+    focus: Spot = Field(description="where the eye lands")  # $ref with a sibling keyword
+    backup: Spot | None = None  # nullable union, default null
+    regions: list[Region]  # $ref inside items; a one-entry allOf
+    mood: Mood = Field(description="overall tone")  # enum definition with a sibling keyword
+    kind: Literal["photo", "chart"] = "photo"  # non-null default kept
     outline: Outline | None = Field(default=None, description="tree")  # recursive definition
 
 
@@ -75,15 +75,19 @@ def test_the_transform_changes_what_strict_mode_needs_and_leaves_the_model_schem
 @pytest.fixture(scope="module")
 @starts_server
 def api():
-    with FakeOpenAIServer() as server, openai.OpenAI(base_url=server.base_url, api_key="sk-test",
-                                                     max_retries=0) as client:
+    with (
+        FakeOpenAIServer() as server,
+        openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0) as client,
+    ):
         yield client
 
 
 def ask(client: openai.OpenAI, name: str, schema: dict):
-    return client.chat.completions.create(model="fake-vlm", messages=[{"role": "user", "content": "Describe it."}],
-                                          response_format={"type": "json_schema", "json_schema": {
-                                              "name": name, "schema": schema, "strict": True}})
+    return client.chat.completions.create(
+        model="fake-vlm",
+        messages=[{"role": "user", "content": "Describe it."}],
+        response_format={"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}},
+    )
 
 
 @pytest.mark.parametrize("model", [*reply_models(), *CRAFTED[:3]], ids=lambda model: model.__name__)
@@ -92,29 +96,68 @@ def test_a_strict_api_accepts_every_reply_schema_and_its_reply_validates(api, mo
     model.model_validate_json(reply.choices[0].message.content)
 
 
-@pytest.mark.parametrize(("schema", "says"), [
-    ({**strict_schema(Spot), "$defs": {"Spot": strict_schema(Spot)},
-      "properties": {"x": {"$ref": "#/$defs/Spot", "description": "where"}, "y": {"type": "integer"}}},
-     "Invalid schema for response_format 'Check': context=('properties', 'x'), $ref cannot have keywords "
-     "{'description'}."),
-    ({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
-     "Invalid schema for response_format 'Check': In context=(), 'additionalProperties' is required to be "
-     "supplied and to be false."),
-    ({"type": "object", "additionalProperties": False, "required": ["a"],
-      "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}},
-     "Invalid schema for response_format 'Check': In context=(), 'required' is required to be supplied and to be "
-     "an array including every key in properties. Missing 'b'."),
-    ({"type": "object", "additionalProperties": False, "required": ["items"], "properties": {"items": {
-        "type": "array", "items": {"type": "object", "properties": {"v": {"type": "number"}}, "required": ["v"]}}}},
-     "Invalid schema for response_format 'Check': In context=('properties', 'items', 'items'), "
-     "'additionalProperties' is required to be supplied and to be false."),
-    ({"type": "object", "additionalProperties": False, "required": ["name"],
-      "properties": {"name": {"type": "string", "minLength": 1}}},
-     "Invalid schema for response_format 'Check': In context=('properties', 'name'), 'minLength' is not permitted."),
-    ({"type": "object", "additionalProperties": False, "required": ["a"],
-      "properties": {"a": {"allOf": [{"type": "string"}, {"type": "string"}]}}},
-     "Invalid schema for response_format 'Check': In context=('properties', 'a'), 'allOf' is not permitted."),
-])
+@pytest.mark.parametrize(
+    ("schema", "says"),
+    [
+        (
+            {
+                **strict_schema(Spot),
+                "$defs": {"Spot": strict_schema(Spot)},
+                "properties": {"x": {"$ref": "#/$defs/Spot", "description": "where"}, "y": {"type": "integer"}},
+            },
+            "Invalid schema for response_format 'Check': context=('properties', 'x'), $ref cannot have keywords "
+            "{'description'}.",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+            "Invalid schema for response_format 'Check': In context=(), 'additionalProperties' is required to be "
+            "supplied and to be false.",
+        ),
+        (
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["a"],
+                "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+            },
+            "Invalid schema for response_format 'Check': In context=(), 'required' is required to be supplied and to be "
+            "an array including every key in properties. Missing 'b'.",
+        ),
+        (
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["items"],
+                "properties": {
+                    "items": {
+                        "type": "array",
+                        "items": {"type": "object", "properties": {"v": {"type": "number"}}, "required": ["v"]},
+                    }
+                },
+            },
+            "Invalid schema for response_format 'Check': In context=('properties', 'items', 'items'), "
+            "'additionalProperties' is required to be supplied and to be false.",
+        ),
+        (
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name"],
+                "properties": {"name": {"type": "string", "minLength": 1}},
+            },
+            "Invalid schema for response_format 'Check': In context=('properties', 'name'), 'minLength' is not permitted.",
+        ),
+        (
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["a"],
+                "properties": {"a": {"allOf": [{"type": "string"}, {"type": "string"}]}},
+            },
+            "Invalid schema for response_format 'Check': In context=('properties', 'a'), 'allOf' is not permitted.",
+        ),
+    ],
+)
 def test_a_strict_api_refuses_what_strict_mode_forbids(api, schema, says):
     with pytest.raises(openai.BadRequestError) as refused:
         ask(api, "Check", schema)

@@ -8,14 +8,14 @@ from collections import Counter
 import pytest
 
 from benchcurate.curation.core.cache import Cache
-from benchcurate.curation.models.offline import OfflineBackend
-from benchcurate.curation.report.run import histograms, load_report, merged_labels, write_label_report
 from benchcurate.curation.engine.runner import run_all
-from benchcurate.curation.selection import balance, weighted_sample
 from benchcurate.curation.engine.stage import StageContext
 from benchcurate.curation.labels import fields, normalise
-from benchcurate.curation.taxonomy import probench_taxonomy
 from benchcurate.curation.labels.normalise import canonical_names, label_key
+from benchcurate.curation.models.offline import OfflineBackend
+from benchcurate.curation.report.run import histograms, load_report, merged_labels, write_label_report
+from benchcurate.curation.selection import balance, weighted_sample
+from benchcurate.curation.taxonomy import probench_taxonomy
 from benchcurate.schemas import Categories, Drop, ImageRef, Keep, Turn
 from tests.factories import decide, make_image, make_sample, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -24,23 +24,33 @@ from tests.helpers import model_run, resolve
 
 @pytest.fixture
 def ctx(tmp_path):
-    return StageContext(run_dir=tmp_path, stage="test", run_seed=7, backend=OfflineBackend(),
-                        cache=Cache(tmp_path / "cache.sqlite"))
+    return StageContext(
+        run_dir=tmp_path, stage="test", run_seed=7, backend=OfflineBackend(), cache=Cache(tmp_path / "cache.sqlite")
+    )
 
 
 def ref_for(path):
     data = path.read_bytes()
-    return ImageRef(path=str(path), sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), width=320,
-                    height=240, format="PNG")
+    return ImageRef(
+        path=str(path),
+        sha256=hashlib.sha256(data).hexdigest(),
+        size_bytes=len(data),
+        width=320,
+        height=240,
+        format="PNG",
+    )
 
 
 def labelled(names, kind="image"):
     main, sub = normalise.LABEL_FIELDS[kind]
-    return [make_sample(seed, categories=Categories(**{main: name, sub: f"sub {seed % 2}"}))
-            for seed, name in enumerate(names)]
+    return [
+        make_sample(seed, categories=Categories(**{main: name, sub: f"sub {seed % 2}"}))
+        for seed, name in enumerate(names)
+    ]
 
 
 # --- category merging ----------------------------------------------------------------------------
+
 
 def test_spelling_variants_share_a_key_and_different_names_do_not():
     assert label_key("Charts & Graphs") == label_key("graphs and charts") == label_key("Chart, Graph")
@@ -49,12 +59,22 @@ def test_spelling_variants_share_a_key_and_different_names_do_not():
 
 
 def test_merging_prefers_the_seeded_name_then_the_most_frequent_spelling():
-    counts = Counter({"photos": 2, "Photography": 1, "Photographs": 1, "graphs & charts": 3, "Street Art": 2,
-                      "street arts": 5, "Cats": 1})
-    mapping = canonical_names(counts, {"Photos": "Photographs", "Photography": "Photographs"},
-                              ("Charts and Graphs", "Photographs"))
+    counts = Counter(
+        {
+            "photos": 2,
+            "Photography": 1,
+            "Photographs": 1,
+            "graphs & charts": 3,
+            "Street Art": 2,
+            "street arts": 5,
+            "Cats": 1,
+        }
+    )
+    mapping = canonical_names(
+        counts, {"Photos": "Photographs", "Photography": "Photographs"}, ("Charts and Graphs", "Photographs")
+    )
     assert mapping["photos"] == mapping["Photography"] == mapping["Photographs"] == "Photographs"
-    assert mapping["graphs & charts"] == "Charts and Graphs"          # a seeded spelling wins
+    assert mapping["graphs & charts"] == "Charts and Graphs"  # a seeded spelling wins
     assert mapping["Street Art"] == mapping["street arts"] == "street arts"  # else the most frequent one
     assert mapping["Cats"] == "Cats"
 
@@ -86,8 +106,11 @@ def test_the_stage_rewrites_labels_keeps_the_raw_ones_and_records_the_mapping(ct
     assert [item.categories.image_main for item in out] == ["Photographs"] * 3 + ["Charts and Graphs"] * 2
     assert out[1].categories.image_sub == out[2].categories.image_sub
     assert out[1].scores["category_normalise"]["image_main_raw"] == "photos" and not out[0].scores
-    assert ctx.summary["image"]["merged"] == {"Charts & Graphs": "Charts and Graphs", "PHOTOGRAPH": "Photographs",
-                                              "photos": "Photographs"}
+    assert ctx.summary["image"]["merged"] == {
+        "Charts & Graphs": "Charts and Graphs",
+        "PHOTOGRAPH": "Photographs",
+        "photos": "Photographs",
+    }
     assert ctx.summary["image"]["categories_before"] == 5 and ctx.summary["image"]["categories_after"] == 2
     recipe_synonym = normalise.NormaliseConfig(synonyms={"Charts and Graphs": "Data Plots"})
     again = relabelled(items, recipe_synonym, StageContext(**{**ctx.__dict__, "summary": {}}))
@@ -97,12 +120,18 @@ def test_the_stage_rewrites_labels_keeps_the_raw_ones_and_records_the_mapping(ct
 def test_task_fields_merge_onto_probench_names(ctx):
     items = labelled(["coding", "Coding", "Data Cleaning", "data-cleaning", "Creative writings"], kind="task")
     out = relabelled(items, normalise.NormaliseConfig(labels=["task"]), ctx)
-    assert [item.categories.task_main for item in out] == ["Coding", "Coding", "Data Cleaning", "Data Cleaning",
-                                                           "Creative Writing"]
+    assert [item.categories.task_main for item in out] == [
+        "Coding",
+        "Coding",
+        "Data Cleaning",
+        "Data Cleaning",
+        "Creative Writing",
+    ]
     assert all(item.categories.image_main is None for item in out)
 
 
 # --- ProBench fields -----------------------------------------------------------------------------
+
 
 def test_the_taxonomy_file_matches_the_paper_counts():
     taxonomy = probench_taxonomy()
@@ -132,8 +161,14 @@ def field_responder(body):
     if name == "FieldReply":
         proposals = [("Other", "Maps"), ("Other", "maps"), ("Photographs", None), ("Medical Images", None)]
         field, proposed = proposals[digest % len(proposals)]
-        return {"image_reasoning": "r", "image_field": field, "proposed_image_field": proposed,
-                "question_reasoning": None, "question_field": None, "proposed_question_field": None}
+        return {
+            "image_reasoning": "r",
+            "image_field": field,
+            "proposed_image_field": proposed,
+            "question_reasoning": None,
+            "question_field": None,
+            "proposed_question_field": None,
+        }
     if name == "SubfieldReply":
         text = body["messages"][-1]["content"]
         text = text if isinstance(text, str) else " ".join(p.get("text", "") for p in text)
@@ -148,13 +183,16 @@ def test_two_step_classification_against_the_loopback_server(tmp_path, ctx):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
     from benchcurate.curation.models.openai_backend import OpenAIBackend
     from benchcurate.schemas import BackendSpec
+
     with FakeOpenAIServer(responder=field_responder) as server:
-        backend = OpenAIBackend(BackendSpec(kind="openai", base_url=server.base_url, model="fake-vlm"),
-                                Cache(tmp_path / "replies.sqlite"))
+        backend = OpenAIBackend(
+            BackendSpec(kind="openai", base_url=server.base_url, model="fake-vlm"), Cache(tmp_path / "replies.sqlite")
+        )
         live = StageContext(**{**ctx.__dict__, "backend": backend})
         items = [make_sample(seed, images=[ref_for(tmp_path / "images" / f"{seed}.png")]) for seed in range(8)]
-        labelled_items = [fields.apply(item, fields.score(item, fields.FieldConfig(), live), fields.FieldConfig())
-                          for item in items]
+        labelled_items = [
+            fields.apply(item, fields.score(item, fields.FieldConfig(), live), fields.FieldConfig()) for item in items
+        ]
         assert server.completions_served == 16  # field, then sub-field, per item
     mains = {item.categories.image_main for item in labelled_items}
     assert mains <= {"Maps", "maps", "Photographs", "Medical Images"} and None not in mains
@@ -164,6 +202,7 @@ def test_two_step_classification_against_the_loopback_server(tmp_path, ctx):
 
 
 # --- domain balancing ----------------------------------------------------------------------------
+
 
 def test_water_filling_meets_its_guarantees_on_random_fields():
     rng = random.Random(0)
@@ -176,9 +215,9 @@ def test_water_filling_meets_its_guarantees_on_random_fields():
         floor_share = target // len(sizes)
         for name, size in sizes.items():
             assert 0 <= quotas[name] <= size
-            assert quotas[name] >= min(size, floor_share)          # no field below its share unless smaller
+            assert quotas[name] >= min(size, floor_share)  # no field below its share unless smaller
             if cap is not None and size <= cap:
-                assert quotas[name] == size                          # only over-represented fields are cut
+                assert quotas[name] == size  # only over-represented fields are cut
         for a in sizes:
             for b in sizes:
                 if sizes[a] > sizes[b]:
@@ -200,19 +239,25 @@ def test_balancing_drops_only_from_large_fields_reproducibly(ctx):
 
 # --- sampling weights ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("weighting", ["proportional", "sqrt", "uniform"])
 def test_sampled_shares_follow_the_weights_and_the_summary_records_them(weighting, tmp_path):
     sizes = {"a": 400, "b": 100, "c": 25}
     items = labelled([name for name, size in sizes.items() for _ in range(size)])
     exponent = weighted_sample.WEIGHT_EXPONENT[weighting]
-    weights = {name: size ** exponent for name, size in sizes.items()}
+    weights = {name: size**exponent for name, size in sizes.items()}
     cap = 60
     inclusion = Counter()
     for seed in range(60):
-        seeded = StageContext(run_dir=tmp_path, stage="s", run_seed=seed, backend=OfflineBackend(),
-                              cache=Cache(tmp_path / "c.sqlite"))
-        verdicts = decide(weighted_sample.STAGE, items, weighted_sample.WeightedSampleConfig(max_items=cap,
-                                                                                       weighting=weighting), seeded)
+        seeded = StageContext(
+            run_dir=tmp_path, stage="s", run_seed=seed, backend=OfflineBackend(), cache=Cache(tmp_path / "c.sqlite")
+        )
+        verdicts = decide(
+            weighted_sample.STAGE,
+            items,
+            weighted_sample.WeightedSampleConfig(max_items=cap, weighting=weighting),
+            seeded,
+        )
         kept = Counter(item.categories.image_main for item, v in zip(items, verdicts) if v == Keep())
         for name in sizes:
             expected = cap * weights[name] / sum(weights.values())
@@ -228,6 +273,7 @@ def test_sampled_shares_follow_the_weights_and_the_summary_records_them(weightin
 
 # --- whole runs ----------------------------------------------------------------------------------
 
+
 def varied(body):
     """Quality 1-5 and category names (proposed spellings included) that depend on the image."""
     name = body.get("response_format", {}).get("json_schema", {}).get("name")
@@ -235,8 +281,14 @@ def varied(body):
     if name == "QualityReply":
         return {"rationale": "r", "quality_score": 1 + digest % 5}
     if name == "CategoryReply":
-        options = [("Charts and Graphs", None), ("Others", "Photos"), ("Others", "photographs"),
-                   ("Others", "Photography"), ("Diagrams and Schematics", None), ("Others", "Street Art")]
+        options = [
+            ("Charts and Graphs", None),
+            ("Others", "Photos"),
+            ("Others", "photographs"),
+            ("Others", "Photography"),
+            ("Diagrams and Schematics", None),
+            ("Others", "Street Art"),
+        ]
         main, proposed = options[digest % len(options)]
         return {"category": main, "sub_category": "general", "proposed_category": proposed}
     return scripted_reply(body)
@@ -254,14 +306,29 @@ def test_decision_parameters_replay_stored_scores_without_model_calls(tmp_path):
         calls = chat_requests(server)
         assert calls > 24
         before = {stats.stage: stats.kept for stats in load_report(run_dir).stages}
-        overrides = [("image_quality", {"min_quality_score": 3}), ("category_min_size", {"min_items_per_category": 2}),
-                     ("category_weighted_sample", {"max_items": 5, "weighting": "uniform"})]
+        overrides = [
+            ("image_quality", {"min_quality_score": 3}),
+            ("category_min_size", {"min_items_per_category": 2}),
+            ("category_weighted_sample", {"max_items": 5, "weighting": "uniform"}),
+        ]
         from benchcurate.curation.engine.store import RunStore
+
         config = RunStore(run_dir).load_config()
-        settings = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1},
-                    "backend": {"max_retries": 1}, **dict(overrides)}
-        changed = resolve("multiverse", tmp_path / "out", run_id="thresholds", backend="openai",
-                              base_url=server.base_url, model="fake-vlm", overrides=settings)
+        settings = {
+            "image_quality": {"min_quality_score": 1},
+            "category_min_size": {"min_items_per_category": 1},
+            "backend": {"max_retries": 1},
+            **dict(overrides),
+        }
+        changed = resolve(
+            "multiverse",
+            tmp_path / "out",
+            run_id="thresholds",
+            backend="openai",
+            base_url=server.base_url,
+            model="fake-vlm",
+            overrides=settings,
+        )
         assert changed.input_path == config.input_path
         RunStore(run_dir).save_config(changed)
         run_all(run_dir)
@@ -277,7 +344,9 @@ def test_decision_parameters_replay_stored_scores_without_model_calls(tmp_path):
     raw, merged = image.columns[0][1], dict(image.columns)["category_normalise"]
     photo_names = {name for name in raw if name.casefold().startswith("photo")}
     assert len(photo_names) >= 2 and sum(raw.values()) == sum(merged.values())
-    assert merged["Photographs"] == sum(raw[name] for name in photo_names) and not photo_names - {"Photographs"} & set(merged)
+    assert merged["Photographs"] == sum(raw[name] for name in photo_names) and not photo_names - {"Photographs"} & set(
+        merged
+    )
     paths = write_label_report(report, run_dir)
     assert {path.suffix for path in paths} == {".md", ".png"}
     assert all(path.stat().st_size > 1000 for path in paths if path.suffix == ".png")

@@ -98,8 +98,13 @@ def test_a_stored_signature_loads_as_a_lean_minhash_and_a_users_lsh_query_finds_
     from datasketch import LeanMinHash
 
     store = Cache(tmp_path / "cache.sqlite")
-    texts = [BASE, BASE.replace("by how much", "by how much exactly"), "What does the sign on the left door say?",
-             "Count the birds on the wire.", "count the birds on the wires."]
+    texts = [
+        BASE,
+        BASE.replace("by how much", "by how much exactly"),
+        "What does the sign on the left door say?",
+        "Count the birds on the wire.",
+        "count the birds on the wires.",
+    ]
     params = MinHashParams(threshold=0.6)
     matrix, _ = signatures(texts, params, store)
     stored = store.get_bytes_many(minhash.NAMESPACE, [minhash.signature_key(normalise(text), params) for text in texts])
@@ -109,8 +114,12 @@ def test_a_stored_signature_loads_as_a_lean_minhash_and_a_users_lsh_query_finds_
         assert lean.seed == 1 and len(lean) == params.num_perm
         assert any(np.array_equal(lean.hashvalues, row) for row in matrix)
     index = minhash.lsh_index([f"t{k}" for k in range(len(texts))], matrix, params)
-    found = {(f"t{k}", other) for k, text in enumerate(texts)
-             for other in index.query(_datasketch_signature(text, params)) if other != f"t{k}"}
+    found = {
+        (f"t{k}", other)
+        for k, text in enumerate(texts)
+        for other in index.query(_datasketch_signature(text, params))
+        if other != f"t{k}"
+    }
     bands, rows = params.bands()
     ours = minhash.candidate_pairs(matrix, bands, rows)
     assert found == {(f"t{i}", f"t{j}") for i, j in ours} | {(f"t{j}", f"t{i}") for i, j in ours}
@@ -118,11 +127,13 @@ def test_a_stored_signature_loads_as_a_lean_minhash_and_a_users_lsh_query_finds_
 
 
 def test_verbatim_and_near_copies_group_and_different_texts_stay_apart():
-    texts = [BASE,
-             "  which of the two BARS in this chart grew faster between 2019 and 2021, and by how much? ",  # verbatim
-             BASE.replace("by how much", "by how much exactly"),                                          # near
-             "What does the sign on the left door say?",
-             "What does the sign on the right door say?"]
+    texts = [
+        BASE,
+        "  which of the two BARS in this chart grew faster between 2019 and 2021, and by how much? ",  # verbatim
+        BASE.replace("by how much", "by how much exactly"),  # near
+        "What does the sign on the left door say?",
+        "What does the sign on the right door say?",
+    ]
     pairs = dropped_pairs(texts)
     assert pairs == {(0, 1), (0, 2)}  # the two door questions differ in one word of nine: 0.7, below 0.8
 
@@ -137,8 +148,9 @@ def test_chinese_near_copies_are_found_by_character_shingles():
 
 
 def test_a_reference_text_is_kept_over_ours():
-    groups, _ = near_duplicate_groups(["Describe the painting!", "Something else"], MinHashParams(),
-                                      None, reference=["describe the painting."])
+    groups, _ = near_duplicate_groups(
+        ["Describe the painting!", "Something else"], MinHashParams(), None, reference=["describe the painting."]
+    )
     assert len(groups) == 1 and groups[0].kept is None and groups[0].reference == 0
     assert groups[0].members == [(0, 1.0)]
 
@@ -153,50 +165,74 @@ def test_stored_signatures_are_reused_and_a_threshold_change_computes_none(tmp_p
     assert other["signatures_computed"] == 50  # other parameters, other signatures
 
 
-@pytest.mark.parametrize("text,code", [("How many cats are in the picture?", "en"),
-                                       ("¿Cuántos gatos hay en la foto?", "es"),
-                                       ("Wie viele Katzen siehst du auf dem Bild?", "de"),
-                                       ("图里有几只猫？", "zh"), ("写真に猫は何匹いますか", "ja"),
-                                       ("사진에 고양이가 몇 마리 있나요?", "ko"), ("数一数鸟。", "zh"), ("鳥を数えて。", "ja"),
-                                       ("Hi!", "unknown"), ("12345 ?!", "unknown"), ("猫", "unknown")])
+@pytest.mark.parametrize(
+    "text,code",
+    [
+        ("How many cats are in the picture?", "en"),
+        ("¿Cuántos gatos hay en la foto?", "es"),
+        ("Wie viele Katzen siehst du auf dem Bild?", "de"),
+        ("图里有几只猫？", "zh"),
+        ("写真に猫は何匹いますか", "ja"),
+        ("사진에 고양이가 몇 마리 있나요?", "ko"),
+        ("数一数鸟。", "zh"),
+        ("鳥を数えて。", "ja"),
+        ("Hi!", "unknown"),
+        ("12345 ?!", "unknown"),
+        ("猫", "unknown"),
+    ],
+)
 def test_languages_are_iso_codes_and_short_texts_are_unknown(text, code):
     assert detect(text)[0] == code
     assert detect(text) == detect(text)  # seeded
 
 
 def test_probench_groups():
-    assert [language_group(code) for code in ("en", "pt", "fr", "es", "de", "zh", "unknown")] == \
-        ["en", "pt", "fr", "es", "de", "other", "other"]
+    assert [language_group(code) for code in ("en", "pt", "fr", "es", "de", "zh", "unknown")] == [
+        "en",
+        "pt",
+        "fr",
+        "es",
+        "de",
+        "other",
+        "other",
+    ]
 
 
 def test_text_commands_on_any_jsonl(tmp_path):
-    rows = [{"id": "a", "question": BASE}, {"id": "b", "question": BASE.upper()},
-            {"question": "What colour is the car?"}, {"id": "d", "question": "Qual é a cor do carro na foto?"}]
+    rows = [
+        {"id": "a", "question": BASE},
+        {"id": "b", "question": BASE.upper()},
+        {"question": "What colour is the car?"},
+        {"id": "d", "question": "Qual é a cor do carro na foto?"},
+    ]
     source = tmp_path / "q.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
     dups = curate_in_process(["text", "dups", str(source), "--out", str(tmp_path / "groups.jsonl")], tmp_path)
     assert dups.returncode == 0, dups.stderr
     assert [json.loads(line) for line in (tmp_path / "groups.jsonl").read_text().splitlines()] == [
-        {"kept": "a", "dropped": [{"id": "b", "jaccard": 1.0}]}]
+        {"kept": "a", "dropped": [{"id": "b", "jaccard": 1.0}]}
+    ]
     lang = curate_in_process(["text", "lang", str(source), "--out", str(tmp_path / "lang.jsonl")], tmp_path)
     assert lang.returncode == 0, lang.stderr
     coded = [json.loads(line) for line in (tmp_path / "lang.jsonl").read_text().splitlines()]
     assert [row["language"] for row in coded] == ["en", "en", "en", "pt"] and coded[2]["question"]
-    missing = curate_in_process(["text", "dups", str(source), "--field", "prompt", "--out", str(tmp_path / "g.jsonl")],
-                         tmp_path)
+    missing = curate_in_process(
+        ["text", "dups", str(source), "--field", "prompt", "--out", str(tmp_path / "g.jsonl")], tmp_path
+    )
     assert missing.returncode == 2 and "has no field 'prompt'" in missing.stderr
 
 
 def test_short_and_stop_word_queries_are_dropped_with_their_counts(tmp_path):
     from benchcurate.curation.core.cache import Cache
-    from benchcurate.curation.models.offline import OfflineBackend
     from benchcurate.curation.engine.stage import StageContext
+    from benchcurate.curation.models.offline import OfflineBackend
     from benchcurate.curation.text import query_filter
     from benchcurate.schemas import Drop, Keep, Turn
     from tests.factories import make_sample
 
-    ctx = StageContext(run_dir=tmp_path, stage="query_filter", run_seed=0, backend=OfflineBackend(),
-                       cache=Cache(tmp_path / "c.sqlite"))
+    ctx = StageContext(
+        run_dir=tmp_path, stage="query_filter", run_seed=0, backend=OfflineBackend(), cache=Cache(tmp_path / "c.sqlite")
+    )
     cfg = query_filter.QueryFilterConfig()
 
     def verdict(text, language=None):
@@ -214,26 +250,89 @@ def test_short_and_stop_word_queries_are_dropped_with_their_counts(tmp_path):
     assert isinstance(query_filter.decide(stored, cfg), Drop) and query_filter.decide(stored, lenient) == Keep()
 
 
-WORDS = ("chart bar line axis value year month total share sales growth region product price cost market team "
-         "image photo table column row label legend title figure number percent average highest lowest compare "
-         "between during since after before which what where when how many much does show explain describe "
-         "city river building person car tree sign screen button menu page document receipt invoice").split()
+WORDS = [
+    "chart",
+    "bar",
+    "line",
+    "axis",
+    "value",
+    "year",
+    "month",
+    "total",
+    "share",
+    "sales",
+    "growth",
+    "region",
+    "product",
+    "price",
+    "cost",
+    "market",
+    "team",
+    "image",
+    "photo",
+    "table",
+    "column",
+    "row",
+    "label",
+    "legend",
+    "title",
+    "figure",
+    "number",
+    "percent",
+    "average",
+    "highest",
+    "lowest",
+    "compare",
+    "between",
+    "during",
+    "since",
+    "after",
+    "before",
+    "which",
+    "what",
+    "where",
+    "when",
+    "how",
+    "many",
+    "much",
+    "does",
+    "show",
+    "explain",
+    "describe",
+    "city",
+    "river",
+    "building",
+    "person",
+    "car",
+    "tree",
+    "sign",
+    "screen",
+    "button",
+    "menu",
+    "page",
+    "document",
+    "receipt",
+    "invoice",
+]
 
 
 def questions(count: int, seed: int) -> list[str]:
     """Distinct questions of 20 to 25 words drawn from one vocabulary (so unrelated ones share many words)."""
     import random
+
     rng = random.Random(seed)
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 25))) + "?" for _ in range(count)]
 
 
 def one_word_changed(text: str, seed: int) -> str:
     import random
+
     rng = random.Random(seed)
     words = text.rstrip("?").split()
     position = rng.randrange(len(words))
-    words[position] = rng.choice([word for word in ("zebra", "violin", "harbor", "quartz", "meadow", "glacier")
-                                  if word not in words])
+    words[position] = rng.choice(
+        [word for word in ("zebra", "violin", "harbor", "quartz", "meadow", "glacier") if word not in words]
+    )
     return " ".join(words) + "?"
 
 
@@ -249,8 +348,7 @@ def test_a_copy_with_one_word_changed_in_twenty_five_is_found_and_unrelated_ques
     assert all(index - kept == 300 for kept, index in found)  # no unrelated question merged
     verbatim = originals + [text.upper() for text in originals[:50]]
     groups, _ = near_duplicate_groups(verbatim, params, None)
-    assert {(group.kept, index) for group in groups for index, _ in group.members} == {
-        (k, k + 300) for k in range(50)}
+    assert {(group.kept, index) for group in groups for index, _ in group.members} == {(k, k + 300) for k in range(50)}
 
 
 def test_one_prompt_over_many_images_is_many_items_and_copies_about_one_image_are_one():
@@ -266,8 +364,11 @@ def test_text_dups_groups_by_a_field_when_asked(tmp_path):
     rows = [{"id": f"q{k}", "prompt": "为什么这张图片有趣？", "image_path": f"images/{k % 3}.jpg"} for k in range(6)]
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
-    per_image = curate_in_process(["text", "dups", str(path), "--field", "prompt", "--group-by", "image_path",
-                                   "--out", str(tmp_path / "a.jsonl")])
+    per_image = curate_in_process(
+        ["text", "dups", str(path), "--field", "prompt", "--group-by", "image_path", "--out", str(tmp_path / "a.jsonl")]
+    )
     assert per_image.returncode == 0 and "6 texts, 3 groups, 3 near copies" in per_image.stdout
-    prompt_only = curate_in_process(["text", "dups", str(path), "--field", "prompt", "--out", str(tmp_path / "b.jsonl")])
+    prompt_only = curate_in_process(
+        ["text", "dups", str(path), "--field", "prompt", "--out", str(tmp_path / "b.jsonl")]
+    )
     assert "6 texts, 1 groups, 5 near copies" in prompt_only.stdout

@@ -22,10 +22,11 @@ class EchoServer:
                 if length:
                     self.rfile.read(length)
                 server.requests += 1
-                echoed = {name: value[:server.cut] if server.cut else value for name, value in self.headers.items()}
+                echoed = {name: value[: server.cut] if server.cut else value for name, value in self.headers.items()}
                 text = f"rejected; you sent {echoed}"
-                body = json.dumps({"error": {"message": text, "type": "echo", "code": server.status},
-                                   "detail": text}).encode()
+                body = json.dumps(
+                    {"error": {"message": text, "type": "echo", "code": server.status}, "detail": text}
+                ).encode()
                 self.send_response(server.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("X-Error-Message", text.encode("ascii", "replace").decode()[:4000])

@@ -118,7 +118,7 @@ def card_errors(text: str, repo_type: str) -> list[str]:
     if "\n---\n" not in text[4:]:
         return ["the YAML metadata block is not closed"]
     try:
-        data = yaml.safe_load(text[4:text.index("\n---\n", 4)])
+        data = yaml.safe_load(text[4 : text.index("\n---\n", 4)])
     except yaml.YAMLError as error:
         return [f"YAML does not parse: {error}"]
     if data is None:
@@ -127,8 +127,10 @@ def card_errors(text: str, repo_type: str) -> list[str]:
         return ["metadata must be a mapping"]
     errors = []
     license_value = data.get("license")
-    if license_value is not None and not (isinstance(license_value, str) or (
-            isinstance(license_value, list) and all(isinstance(item, str) for item in license_value))):
+    if license_value is not None and not (
+        isinstance(license_value, str)
+        or (isinstance(license_value, list) and all(isinstance(item, str) for item in license_value))
+    ):
         errors.append('"license" must be a string or a list of strings')
     if repo_type == "dataset":
         for config in data.get("configs") or []:
@@ -146,8 +148,9 @@ class HubError(Exception):
 class FakeHub(ServedInThread):
     """The stand-in on 127.0.0.1, started at construction; use it as a context manager."""
 
-    def __init__(self, tokens: dict[str, Token] | None = None, *, inline_only: bool = False, port: int = 0,
-                 latency: float = 0.0):
+    def __init__(
+        self, tokens: dict[str, Token] | None = None, *, inline_only: bool = False, port: int = 0, latency: float = 0.0
+    ):
         self.tokens = dict(tokens or {})
         self.latency = latency  # seconds before each API answer (not storage transfers): a Hub across the internet
         self.inline_only = inline_only  # every file a regular one (no LFS): for clients with Xet on
@@ -220,8 +223,11 @@ class FakeHub(ServedInThread):
 
     def uploads(self) -> list[str]:
         """The sha256 of every LFS object PUT, in order (the contents a client actually sent)."""
-        return [request.path.rsplit("/", 1)[1] for request in self.requests
-                if request.method == "PUT" and request.path.startswith("/_lfs/")]
+        return [
+            request.path.rsplit("/", 1)[1]
+            for request in self.requests
+            if request.method == "PUT" and request.path.startswith("/_lfs/")
+        ]
 
     def has_repo(self, repo_id: str) -> bool:
         with self._lock:
@@ -316,8 +322,13 @@ class FakeHub(ServedInThread):
     def _entry_json(self, repo: Repo, path: str, entry: Entry, expand: bool, commit: Commit) -> dict:
         if entry.sha256:
             pointer = lfs_pointer(entry.sha256, entry.size)
-            found = {"type": "file", "oid": git_blob_id(pointer), "size": entry.size, "path": path,
-                     "lfs": {"oid": entry.sha256, "size": entry.size, "pointerSize": len(pointer)}}
+            found = {
+                "type": "file",
+                "oid": git_blob_id(pointer),
+                "size": entry.size,
+                "path": path,
+                "lfs": {"oid": entry.sha256, "size": entry.size, "pointerSize": len(pointer)},
+            }
         else:
             found = {"type": "file", "oid": entry.git_oid, "size": entry.size, "path": path}
         if expand:
@@ -325,8 +336,12 @@ class FakeHub(ServedInThread):
         return found
 
     def _folder_json(self, path: str, commit: Commit, expand: bool) -> dict:
-        found = {"type": "directory", "oid": hashlib.sha1(f"{commit.id}:{path}".encode()).hexdigest(), "size": 0,
-                 "path": path}
+        found = {
+            "type": "directory",
+            "oid": hashlib.sha1(f"{commit.id}:{path}".encode()).hexdigest(),
+            "size": 0,
+            "path": path,
+        }
         if expand:
             found["lastCommit"] = {"id": commit.id, "title": commit.title, "date": commit.date}
         return found
@@ -339,7 +354,7 @@ class FakeHub(ServedInThread):
         for path, entry in sorted(commit.files.items()):
             if not path.startswith(base):
                 continue
-            rest = path[len(base):].split("/")
+            rest = path[len(base) :].split("/")
             for depth in range(1, len(rest)):
                 folder = base + "/".join(rest[:depth])
                 if recursive or depth == 1:
@@ -359,25 +374,36 @@ class FakeHub(ServedInThread):
         text = self._contents(entry).decode("utf-8")
         if not text.startswith("---\n") or "\n---\n" not in text[4:]:
             return None
-        return yaml.safe_load(text[4:text.index("\n---\n", 4)])
+        return yaml.safe_load(text[4 : text.index("\n---\n", 4)])
 
     def _info(self, repo: Repo, commit: Commit) -> dict:
         author = repo.id.split("/")[0]
-        return {"_id": hashlib.md5(repo.id.encode()).hexdigest()[:24], "id": repo.id, "author": author,
-                "sha": commit.id, "lastModified": commit.date, "createdAt": repo.created, "private": repo.private,
-                "disabled": False, "gated": False, "downloads": 0, "likes": 0, "tags": [],
-                "cardData": self._card_data(commit), "siblings": [{"rfilename": p} for p in sorted(commit.files)],
-                "usedStorage": sum(entry.size for entry in commit.files.values())}
+        return {
+            "_id": hashlib.md5(repo.id.encode()).hexdigest()[:24],
+            "id": repo.id,
+            "author": author,
+            "sha": commit.id,
+            "lastModified": commit.date,
+            "createdAt": repo.created,
+            "private": repo.private,
+            "disabled": False,
+            "gated": False,
+            "downloads": 0,
+            "likes": 0,
+            "tags": [],
+            "cardData": self._card_data(commit),
+            "siblings": [{"rfilename": p} for p in sorted(commit.files)],
+            "usedStorage": sum(entry.size for entry in commit.files.values()),
+        }
 
     def _upload_mode(self, path: str, size: int, sample: bytes) -> str:
         if self.inline_only:
             return "regular"
-        return "lfs" if size >= LFS_MIN_BYTES or path.lower().endswith(LFS_SUFFIXES) or b"\0" in sample \
-            else "regular"
+        return "lfs" if size >= LFS_MIN_BYTES or path.lower().endswith(LFS_SUFFIXES) or b"\0" in sample else "regular"
 
     # --- the app -------------------------------------------------------------------------------------------------
 
-    def _app(self) -> FastAPI:  # noqa: C901 - one route table
+    def _app(self) -> FastAPI:  # one route table
         app = FastAPI()
         hub = self
 
@@ -385,8 +411,15 @@ class FakeHub(ServedInThread):
         async def record(request: Request, call_next):
             body = await request.body()
             with hub._lock:
-                hub._requests.append(RecordedRequest(request.method, request.url.path, request.url.query,
-                                                     {k.lower(): v for k, v in request.headers.items()}, body))
+                hub._requests.append(
+                    RecordedRequest(
+                        request.method,
+                        request.url.path,
+                        request.url.query,
+                        {k.lower(): v for k, v in request.headers.items()},
+                        body,
+                    )
+                )
             if hub.latency and not request.url.path.startswith("/_lfs/"):
                 await asyncio.sleep(hub.latency)
             return await call_next(request)
@@ -403,17 +436,21 @@ class FakeHub(ServedInThread):
             user = hub._user(request, write=False)
             if user is None:
                 raise HubError(401, "Invalid username or password.")
-            return {"type": "user", "name": user.user, "fullname": user.user,
-                    "orgs": [{"type": "org", "name": org, "roleInOrg": "write"} for org in user.orgs],
-                    "auth": {"type": "access_token",
-                             "accessToken": {"displayName": "tests", "role": user.role}}}
+            return {
+                "type": "user",
+                "name": user.user,
+                "fullname": user.user,
+                "orgs": [{"type": "org", "name": org, "roleInOrg": "write"} for org in user.orgs],
+                "auth": {"type": "access_token", "accessToken": {"displayName": "tests", "role": user.role}},
+            }
 
         @app.post("/api/validate-yaml")
         async def validate_yaml(request: Request):
             body = await request.json()
             errors = card_errors(body.get("content", ""), body.get("repoType", "model"))
-            return JSONResponse({"errors": [{"message": m} for m in errors], "warnings": []},
-                                status_code=400 if errors else 200)
+            return JSONResponse(
+                {"errors": [{"message": m} for m in errors], "warnings": []}, status_code=400 if errors else 200
+            )
 
         @app.post("/api/repos/create")
         async def create(request: Request):
@@ -426,8 +463,9 @@ class FakeHub(ServedInThread):
                 raise HubError(403, f"You don't have the rights to create a {repo_type} under {namespace}")
             with hub._lock:
                 if repo_id in hub._repos:
-                    raise HubError(409, f"You already created this {repo_type} repo",
-                                   url=f"{hub.endpoint}/{repo_type}s/{repo_id}")
+                    raise HubError(
+                        409, f"You already created this {repo_type} repo", url=f"{hub.endpoint}/{repo_type}s/{repo_id}"
+                    )
                 hub.create(repo_id, repo_type)
                 hub._repos[repo_id].private = bool(body.get("private"))
             return {"url": f"{hub.endpoint}/{repo_type}s/{repo_id}", "name": repo_id, "id": repo_id}
@@ -482,11 +520,15 @@ class FakeHub(ServedInThread):
                     answer = {"oid": item["oid"], "size": item["size"], "authenticated": True}
                     if item["oid"] not in hub._lfs_in.setdefault(repo.id, set()):
                         href = f"{hub.endpoint}/_lfs/{ticket}/{item['oid']}"
-                        answer["actions"] = {"upload": {"href": href, "expires_in": 3600},
-                                             "verify": {"href": f"{href}/verify", "expires_in": 3600}}
+                        answer["actions"] = {
+                            "upload": {"href": href, "expires_in": 3600},
+                            "verify": {"href": f"{href}/verify", "expires_in": 3600},
+                        }
                     objects.append(answer)
-            return JSONResponse({"transfer": "basic", "objects": objects, "hash_algo": "sha256"},
-                                media_type="application/vnd.git-lfs+json")
+            return JSONResponse(
+                {"transfer": "basic", "objects": objects, "hash_algo": "sha256"},
+                media_type="application/vnd.git-lfs+json",
+            )
 
         @app.put("/_lfs/{ticket}/{oid}")
         async def lfs_put(request: Request, ticket: str, oid: str):
@@ -538,20 +580,27 @@ class FakeHub(ServedInThread):
                         if parent and parent != head:
                             raise HubError(412, "A commit has happened since. Please refresh and try again.")
                     elif key == "file":
-                        data = base64.b64decode(value["content"]) if value.get("encoding") == "base64" \
+                        data = (
+                            base64.b64decode(value["content"])
+                            if value.get("encoding") == "base64"
                             else value["content"].encode()
+                        )
                         files[value["path"]] = hub._store_regular(data)
                     elif key == "lfsFile":
                         if value["oid"] not in hub._lfs_in.get(repo.id, set()):
-                            raise HubError(400, f"Your push was rejected because an LFS pointer pointed to a file "
-                                                f"that does not exist ({value['path']})")
+                            raise HubError(
+                                400,
+                                f"Your push was rejected because an LFS pointer pointed to a file "
+                                f"that does not exist ({value['path']})",
+                            )
                         data = hub._lfs[value["oid"]]
                         pointer = lfs_pointer(value["oid"], len(data))
                         files[value["path"]] = Entry(git_blob_id(pointer), len(data), value["oid"])
                     elif key == "deletedFile":
                         if value["path"] not in files:
-                            raise HubError(404, f"A file with this name doesn't exist: {value['path']}",
-                                           "EntryNotFound")
+                            raise HubError(
+                                404, f"A file with this name doesn't exist: {value['path']}", "EntryNotFound"
+                            )
                         del files[value["path"]]
                     elif key == "deletedFolder":
                         prefix = value["path"].rstrip("/") + "/"
@@ -563,8 +612,12 @@ class FakeHub(ServedInThread):
                         files[path] = hub._store_regular(data)
                 commit_id = hub._commit(repo, head, files, title)
                 repo.branches[revision] = commit_id
-            return {"commitUrl": f"{hub.endpoint}/{repo_type}/{repo.id}/commit/{commit_id}", "commitOid": commit_id,
-                    "success": True, "pullRequestUrl": None}
+            return {
+                "commitUrl": f"{hub.endpoint}/{repo_type}/{repo.id}/commit/{commit_id}",
+                "commitOid": commit_id,
+                "success": True,
+                "pullRequestUrl": None,
+            }
 
         @app.post("/api/{repo_type}/{namespace}/{name}/tag/{revision}")
         async def create_tag(request: Request, repo_type: str, namespace: str, name: str, revision: str):
@@ -592,15 +645,26 @@ class FakeHub(ServedInThread):
         def refs(request: Request, repo_type: str, namespace: str, name: str):
             with hub._lock:
                 repo = repo_of(request, repo_type, namespace, name)
-                return {"branches": [{"name": b, "ref": f"refs/heads/{b}", "targetCommit": c}
-                                     for b, c in repo.branches.items()],
-                        "tags": [{"name": t, "ref": f"refs/tags/{t}", "targetCommit": c} for t, c in repo.tags.items()],
-                        "converts": []}
+                return {
+                    "branches": [
+                        {"name": b, "ref": f"refs/heads/{b}", "targetCommit": c} for b, c in repo.branches.items()
+                    ],
+                    "tags": [{"name": t, "ref": f"refs/tags/{t}", "targetCommit": c} for t, c in repo.tags.items()],
+                    "converts": [],
+                }
 
         @app.get("/api/{repo_type}/{namespace}/{name}/tree/{revision}")
         @app.get("/api/{repo_type}/{namespace}/{name}/tree/{revision}/{path:path}")
-        def tree(request: Request, repo_type: str, namespace: str, name: str, revision: str, path: str = "",
-                 recursive: bool = False, expand: bool = False):
+        def tree(
+            request: Request,
+            repo_type: str,
+            namespace: str,
+            name: str,
+            revision: str,
+            path: str = "",
+            recursive: bool = False,
+            expand: bool = False,
+        ):
             with hub._lock:
                 repo = repo_of(request, repo_type, namespace, name)
                 commit_at = repo.commits[hub._resolve(repo, revision)]
@@ -632,8 +696,11 @@ class FakeHub(ServedInThread):
                 if entry is None:
                     raise HubError(404, f"Entry not found: {path}", "EntryNotFound")
                 data = hub._contents(entry)
-            headers = {"X-Repo-Commit": commit_id, "Accept-Ranges": "bytes",
-                       "ETag": f'"{entry.sha256 or entry.git_oid}"'}
+            headers = {
+                "X-Repo-Commit": commit_id,
+                "Accept-Ranges": "bytes",
+                "ETag": f'"{entry.sha256 or entry.git_oid}"',
+            }
             if entry.sha256:
                 headers.update({"X-Linked-Etag": f'"{entry.sha256}"', "X-Linked-Size": str(entry.size)})
             status = 200
@@ -643,7 +710,7 @@ class FakeHub(ServedInThread):
                 start = int(first) if first else max(0, len(data) - int(last))
                 end = min(int(last), len(data) - 1) if first and last else len(data) - 1
                 headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
-                data, status = data[start:end + 1], 206
+                data, status = data[start : end + 1], 206
             if request.method == "HEAD":
                 headers["Content-Length"] = str(len(data))
                 return Response(status_code=status, headers=headers)
@@ -654,5 +721,11 @@ class FakeHub(ServedInThread):
 
 def hub_env(hub: FakeHub, token: str | None) -> dict[str, str]:
     """The environment a `curate` or `python` process needs to talk to the stand-in (Xet off: it speaks LFS)."""
-    return {"HF_ENDPOINT": hub.endpoint, "HF_TOKEN": token or "", "HF_HUB_DISABLE_XET": "1", "HF_HUB_OFFLINE": "0",
-            "HF_DATASETS_OFFLINE": "0", "HF_HUB_DISABLE_TELEMETRY": "1"}
+    return {
+        "HF_ENDPOINT": hub.endpoint,
+        "HF_TOKEN": token or "",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_OFFLINE": "0",
+        "HF_DATASETS_OFFLINE": "0",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }

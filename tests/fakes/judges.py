@@ -18,7 +18,7 @@ UNMARKED = "An answer"
 
 def marked(question: str, share: float) -> bool:
     """Whether a model with this share marks its answer to `question` (a fixed draw per question text)."""
-    return int(hashlib.sha256(question.strip().encode()).hexdigest()[:8], 16) / 16 ** 8 < share
+    return int(hashlib.sha256(question.strip().encode()).hexdigest()[:8], 16) / 16**8 < share
 
 
 def text_of(message: dict) -> str:
@@ -87,10 +87,12 @@ def model_reply(body: dict, share: float) -> str:
 def marker_world(shares: dict[str, float], judge: str = "judge-vlm", broken_judge: bool = False, seen=None):
     """A responder: requests to a model named in `shares` answer as model_reply with its share; to `judge` as
     judge_reply. `seen`, a list, collects every request body."""
+
     def respond(body: dict) -> str:
         if seen is not None:
             seen.append(body)
         if body["model"] == judge:
             return judge_reply(body, broken_judge)
         return model_reply(body, shares[body["model"]])
+
     return respond

@@ -70,16 +70,30 @@ from jsf.schema_types import string as jsf_string
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
-    "FAULT_MIXES", "LISTEN_BACKLOG", "MODEL_IDS", "BatchFault", "BatchLineFault", "Fault", "FakeOpenAIServer",
-    "RecordedRequest", "ReplyLogEntry", "ServedInThread", "instance_from_schema", "main", "serve_in_thread",
+    "FAULT_MIXES",
+    "LISTEN_BACKLOG",
+    "MODEL_IDS",
+    "BatchFault",
+    "BatchLineFault",
+    "FakeOpenAIServer",
+    "Fault",
+    "RecordedRequest",
+    "ReplyLogEntry",
+    "ServedInThread",
+    "instance_from_schema",
+    "main",
+    "serve_in_thread",
 ]
 
 MODEL_IDS = ("fake-vlm", "fake-vlm-mini")
 LISTEN_BACKLOG = 128  # 32 clients connecting at once overflow a small backlog and wait ~1 s for a SYN retransmit
 _RATE_LIMIT_HEADERS = {
-    "x-ratelimit-limit-requests": "10000", "x-ratelimit-remaining-requests": "9999",
-    "x-ratelimit-reset-requests": "6ms", "x-ratelimit-limit-tokens": "2000000",
-    "x-ratelimit-remaining-tokens": "1999000", "x-ratelimit-reset-tokens": "30ms",
+    "x-ratelimit-limit-requests": "10000",
+    "x-ratelimit-remaining-requests": "9999",
+    "x-ratelimit-reset-requests": "6ms",
+    "x-ratelimit-limit-tokens": "2000000",
+    "x-ratelimit-remaining-tokens": "1999000",
+    "x-ratelimit-reset-tokens": "30ms",
 }
 _TEXT = {"type": "string", "minLength": 40, "maxLength": 100}  # jsf's lorem ipsum words never parse as JSON
 _DATA_URL = re.compile(r"data:image/(?:png|jpeg|jpg|gif|webp);base64,(?P<data>.*)", re.DOTALL)
@@ -88,8 +102,14 @@ FaultKind = Literal["status", "drop_connection", "slow", "invalid_json", "schema
 BatchLineFault = Literal["error", "invalid_json", "schema_mismatch"]
 BatchFault = Literal["failed", "expired"]
 BATCH_ENDPOINTS = (  # what the real API accepts; the fake runs only chat completions
-    "/v1/responses", "/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/moderations",
-    "/v1/images/generations", "/v1/images/edits", "/v1/videos",
+    "/v1/responses",
+    "/v1/chat/completions",
+    "/v1/embeddings",
+    "/v1/completions",
+    "/v1/moderations",
+    "/v1/images/generations",
+    "/v1/images/edits",
+    "/v1/videos",
 )
 FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
 MAX_BATCH_LINES = 50_000
@@ -278,8 +298,11 @@ def _reply_content(body: dict, fault_kind: str | None) -> str:
         content = instance_from_schema(_TEXT, seed)
     else:
         schema = response_format.get("json_schema", {}).get("schema", {"type": "object"})
-        value = instance_from_schema(schema, seed) if response_format["type"] == "json_schema" else {
-            "answer": instance_from_schema(_TEXT, seed)}
+        value = (
+            instance_from_schema(schema, seed)
+            if response_format["type"] == "json_schema"
+            else {"answer": instance_from_schema(_TEXT, seed)}
+        )
         content = json.dumps(_violate(schema, value) if fault_kind == "schema_mismatch" else value, ensure_ascii=False)
     if fault_kind == "invalid_json":  # cut off halfway, made sure not to parse
         content = content[: len(content) // 2]
@@ -312,14 +335,22 @@ def _completion(body: dict, content: str) -> dict:
     prompt_tokens = 4 * len(body["messages"]) + math.ceil(characters / 4) + 85 * images
     completion_tokens = max(1, math.ceil(len(content) / 4))
     return {
-        "id": "chatcmpl-" + _digest(body)[:29], "object": "chat.completion", "created": int(time.time()),
-        "model": body["model"], "system_fingerprint": "fp_fake",
-        "choices": [{
-            "index": 0, "message": {"role": "assistant", "content": content, "refusal": None}, "logprobs": None,
-            "finish_reason": "stop",
-        }],
+        "id": "chatcmpl-" + _digest(body)[:29],
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body["model"],
+        "system_fingerprint": "fp_fake",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
         "usage": {
-            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
@@ -421,8 +452,12 @@ class _BatchRequest(_Strict):
     input_file_id: str
     endpoint: Literal[BATCH_ENDPOINTS]
     completion_window: Literal["24h"]
-    metadata: Annotated[dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]],
-                        Field(max_length=16)] | None = None
+    metadata: (
+        Annotated[
+            dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]], Field(max_length=16)
+        ]
+        | None
+    ) = None
 
 
 class _BatchLine(_Strict):
@@ -450,11 +485,33 @@ def _invalid(error: ValidationError) -> str:
 # The keywords OpenAI's documentation lists as supported in strict mode, plus annotations. Stricter than the API
 # where the documentation is vague (minLength, maxLength, oneOf are refused here): a schema that passes here passes
 # there. The composition keywords allOf, not, if/then/else and dependent* are documented as unsupported.
-STRICT_KEYWORDS = frozenset({
-    "type", "properties", "required", "additionalProperties", "items", "anyOf", "$ref", "$defs", "definitions",
-    "enum", "const", "title", "description", "default", "pattern", "format", "multipleOf", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",
-})
+STRICT_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "anyOf",
+        "$ref",
+        "$defs",
+        "definitions",
+        "enum",
+        "const",
+        "title",
+        "description",
+        "default",
+        "pattern",
+        "format",
+        "multipleOf",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+    }
+)
 
 
 def _strict_mode_problem(node: Any, context: tuple[str, ...] = ()) -> str | None:
@@ -477,13 +534,23 @@ def _strict_mode_problem(node: Any, context: tuple[str, ...] = ()) -> str | None
     properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
     missing = [key for key in properties if key not in (node.get("required") or [])]
     if missing:
-        return (f"In context={context!r}, 'required' is required to be supplied and to be an array including every "
-                f"key in properties. Missing {missing[0]!r}.")
-    children = [*(((keyword, name), child) for keyword in ("$defs", "properties")
-                  for name, child in (node.get(keyword) or {}).items()),
-                *(((keyword, str(index)), child) for keyword in ("anyOf", "allOf")
-                  for index, child in enumerate(node.get(keyword) or [])),
-                *([(("items",), node["items"])] if isinstance(node.get("items"), dict) else [])]
+        return (
+            f"In context={context!r}, 'required' is required to be supplied and to be an array including every "
+            f"key in properties. Missing {missing[0]!r}."
+        )
+    children = [
+        *(
+            ((keyword, name), child)
+            for keyword in ("$defs", "properties")
+            for name, child in (node.get(keyword) or {}).items()
+        ),
+        *(
+            ((keyword, str(index)), child)
+            for keyword in ("anyOf", "allOf")
+            for index, child in enumerate(node.get(keyword) or [])
+        ),
+        *([(("items",), node["items"])] if isinstance(node.get("items"), dict) else []),
+    ]
     return next(filter(None, (_strict_mode_problem(child, context + path) for path, child in children)), None)
 
 
@@ -496,11 +563,11 @@ def _chat_problem(body: Any, models: tuple[str, ...] = MODEL_IDS) -> tuple[int, 
     spec = request.response_format.json_schema if request.response_format else None
     problem = _strict_mode_problem(spec.schema_) if spec is not None and spec.strict else None
     if problem:
-        return 400, _error(400, f"Invalid schema for response_format {spec.name!r}: {problem}", None,
-                           "response_format")
+        return 400, _error(400, f"Invalid schema for response_format {spec.name!r}: {problem}", None, "response_format")
     if body["model"] not in models:
-        return 404, _error(404, f"The model `{body['model']}` does not exist or you do not have access to it.",
-                           "model_not_found")
+        return 404, _error(
+            404, f"The model `{body['model']}` does not exist or you do not have access to it.", "model_not_found"
+        )
     return None
 
 
@@ -603,7 +670,13 @@ def serve_in_thread(app: object, sock: socket.socket, name: str) -> tuple[_Uvico
     """Serve `app` on the bound socket with uvicorn from a daemon thread with its own event loop; return once it
     serves (the socket is closed if it cannot start)."""
     config = uvicorn.Config(
-        app, http="h11", ws="none", lifespan="off", log_config=None, log_level="warning", access_log=False,
+        app,
+        http="h11",
+        ws="none",
+        lifespan="off",
+        log_config=None,
+        log_level="warning",
+        access_log=False,
         backlog=LISTEN_BACKLOG,
         timeout_keep_alive=600,  # idle connections stay: a close racing a client's reuse would look like a fault
     )
@@ -765,9 +838,12 @@ class FakeOpenAIServer(ServedInThread):
             log, all_requests, max_in_flight = list(self._reply_log), len(self._requests), self._counts["max_in_flight"]
         ok = [entry for entry in log if entry.status == 200]
         return {
-            "chat_requests": len(log), "all_requests": all_requests, "max_in_flight": max_in_flight,
+            "chat_requests": len(log),
+            "all_requests": all_requests,
+            "max_in_flight": max_in_flight,
             "statuses": {str(status): count for status, count in Counter(entry.status for entry in log).items()},
-            "ok": len(ok), "ok_unique_bodies": len({entry.body_sha256 for entry in ok}),
+            "ok": len(ok),
+            "ok_unique_bodies": len({entry.body_sha256 for entry in ok}),
             "ok_by_schema": dict(Counter(entry.schema_name for entry in ok)),
             "answered_span_seconds": round(ok[-1].answered_at - ok[0].answered_at, 4) if ok else 0.0,
             "cpu_seconds": round(time.process_time(), 3),
@@ -828,14 +904,23 @@ class FakeOpenAIServer(ServedInThread):
                 body = json.loads(raw)
         request.state.body = body
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        recorded = RecordedRequest(request.method, path, dict(request.headers.items()),
-                                   body if self.record_bodies else None, len(raw), time.monotonic())
+        recorded = RecordedRequest(
+            request.method,
+            path,
+            dict(request.headers.items()),
+            body if self.record_bodies else None,
+            len(raw),
+            time.monotonic(),
+        )
         with self._lock:
             self._requests.append(recorded)
         key = self.expected_api_key
         if key is not None and request.headers.get("authorization") != f"Bearer {key}":
-            _refuse(401, "Incorrect API key provided. You can find your API key in your account settings.",
-                    "invalid_api_key")
+            _refuse(
+                401,
+                "Incorrect API key provided. You can find your API key in your account settings.",
+                "invalid_api_key",
+            )
 
     async def _stats_route(self) -> JSONResponse:
         """GET /_fake/stats."""
@@ -889,8 +974,11 @@ class FakeOpenAIServer(ServedInThread):
         kind = fault.kind if fault else None
         if kind == "status":
             echoed = f" Request headers: {json.dumps(headers)}" if fault.echo_headers else ""
-            error = _error(fault.status, f"Injected fault: status {fault.status}.{echoed}",
-                           "rate_limit_exceeded" if fault.status == 429 else None)
+            error = _error(
+                fault.status,
+                f"Injected fault: status {fault.status}.{echoed}",
+                "rate_limit_exceeded" if fault.status == 429 else None,
+            )
             retry = {"retry-after": fault.retry_after, "retry-after-ms": fault.retry_after_ms}
             return JSONResponse(error, fault.status, headers={k: v for k, v in retry.items() if v is not None})
         if kind == "drop_connection":
@@ -930,9 +1018,17 @@ class FakeOpenAIServer(ServedInThread):
 
     def _store(self, data: bytes, filename: str, purpose: str) -> dict:
         """Keep a file and return its file object."""
-        info = {"id": self._new_id("file-"), "object": "file", "bytes": len(data), "created_at": int(time.time()),
-                "filename": filename, "purpose": purpose, "status": "processed", "status_details": None,
-                "expires_at": None}
+        info = {
+            "id": self._new_id("file-"),
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": filename,
+            "purpose": purpose,
+            "status": "processed",
+            "status_details": None,
+            "expires_at": None,
+        }
         self._files[info["id"]] = (info, data)
         return info
 
@@ -943,8 +1039,12 @@ class FakeOpenAIServer(ServedInThread):
             _refuse(400, "The request must be multipart/form-data with 'purpose' and 'file'.")
         purpose = fields.get("purpose", (None, b""))[1].decode(errors="replace")
         if purpose not in FILE_PURPOSES:
-            _refuse(400, f"Invalid value for 'purpose': {purpose!r}; expected one of {', '.join(FILE_PURPOSES)}.",
-                    "invalid_value", "purpose")
+            _refuse(
+                400,
+                f"Invalid value for 'purpose': {purpose!r}; expected one of {', '.join(FILE_PURPOSES)}.",
+                "invalid_value",
+                "purpose",
+            )
         filename, data = fields.get("file", (None, b""))
         if filename is None:
             _refuse(400, "'file' is a required property.", None, "file")
@@ -977,8 +1077,7 @@ class FakeOpenAIServer(ServedInThread):
         with self._lock:
             outcome: str = self._batch_faults.pop(0) if self._batch_faults else "completed"
             self._counts["batches_created"] += 1
-        batch = _Batch(self._new_id("batch_"), request.state.body, model, lines, time.time(), self._clock(),
-                       outcome)
+        batch = _Batch(self._new_id("batch_"), request.state.body, model, lines, time.time(), self._clock(), outcome)
         self._batches[batch.id] = batch
         return JSONResponse(batch.object())
 
@@ -1013,13 +1112,20 @@ class FakeOpenAIServer(ServedInThread):
         ids = [batch.id for batch in batches]
         after = request.query_params.get("after")
         if after is not None:
-            batches = batches[ids.index(after) + 1:] if after in ids else []
-        page = batches[:int(limit)]
+            batches = batches[ids.index(after) + 1 :] if after in ids else []
+        page = batches[: int(limit)]
         for batch in page:
             self._advance(batch)
         data = [batch.object() for batch in page]
-        return JSONResponse({"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
-                             "last_id": data[-1]["id"] if data else None, "has_more": len(batches) > len(page)})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": data,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None,
+                "has_more": len(batches) > len(page),
+            }
+        )
 
     def _advance(self, batch: _Batch) -> None:
         """Bring batch's status up to date with the clock's time since its creation (or cancellation)."""
@@ -1052,8 +1158,10 @@ class FakeOpenAIServer(ServedInThread):
         outputs: list[dict] = []
         errors: list[dict] = []
         if batch.outcome == "expired":
-            expired = {"code": "batch_expired",
-                       "message": "This request could not be executed before the completion window expired."}
+            expired = {
+                "code": "batch_expired",
+                "message": "This request could not be executed before the completion window expired.",
+            }
             errors = [_result_line(batch.id, line["custom_id"], None, expired) for line in batch.lines]
         else:
             faults = self._batch_line_faults
@@ -1097,7 +1205,7 @@ async def _failure_response(request: Request, error: Exception) -> JSONResponse:
 
 def _checked(faults: Any, kinds: Any) -> Any:
     """Return a copy of batch faults (a list, or a dict by custom_id), rejecting kinds not in the Literal `kinds`."""
-    unknown = {kind for kind in (faults.values() if isinstance(faults, dict) else faults)} - set(get_args(kinds))
+    unknown = set(faults.values() if isinstance(faults, dict) else faults) - set(get_args(kinds))
     if unknown:
         raise ValueError(f"unknown batch fault kinds {sorted(unknown)!r}")
     return type(faults)(faults)
@@ -1132,14 +1240,28 @@ class _Batch:
 
     def object(self) -> dict:
         """Return the batch object the API describes it with."""
-        stamps = ("in_progress_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at",
-                  "cancelled_at")
+        stamps = (
+            "in_progress_at",
+            "finalizing_at",
+            "completed_at",
+            "failed_at",
+            "expired_at",
+            "cancelling_at",
+            "cancelled_at",
+        )
         return {
-            "id": self.id, "object": "batch", "endpoint": self.request["endpoint"], "model": self.model,
-            "errors": self.errors, "input_file_id": self.request["input_file_id"],
-            "completion_window": self.request["completion_window"], "status": self.status,
-            "output_file_id": self.output_file_id, "error_file_id": self.error_file_id,
-            "created_at": int(self.created_wall), "expires_at": int(self.created_wall) + 24 * 3600,
+            "id": self.id,
+            "object": "batch",
+            "endpoint": self.request["endpoint"],
+            "model": self.model,
+            "errors": self.errors,
+            "input_file_id": self.request["input_file_id"],
+            "completion_window": self.request["completion_window"],
+            "status": self.status,
+            "output_file_id": self.output_file_id,
+            "error_file_id": self.error_file_id,
+            "created_at": int(self.created_wall),
+            "expires_at": int(self.created_wall) + 24 * 3600,
             **{name: self.stamps.get(name) for name in stamps},
             "request_counts": self.counts or {"total": len(self.lines), "completed": 0, "failed": 0},
             "metadata": self.request.get("metadata"),
@@ -1150,8 +1272,11 @@ def _result_line(batch_id: str, custom_id: str, response: dict | None, error: di
     """Return one output or error file line; response, when given, is {"status_code", "body"}."""
     digest = hashlib.sha256(f"{batch_id}:{custom_id}".encode()).hexdigest()
     if response is not None:
-        response = {"status_code": response["status_code"], "request_id": "req_" + digest[24:56],
-                    "body": response["body"]}
+        response = {
+            "status_code": response["status_code"],
+            "request_id": "req_" + digest[24:56],
+            "body": response["body"],
+        }
     return {"id": "batch_req_" + digest[:24], "custom_id": custom_id, "response": response, "error": error}
 
 
@@ -1160,11 +1285,14 @@ def _multipart_fields(content_type: str, raw: bytes) -> dict[str, tuple[str | No
     if not content_type.startswith("multipart/form-data"):
         return None
     message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-        f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
+        f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+    )
     if not message.is_multipart() or message.defects:  # e.g. a truncated body without its closing boundary
         return None
-    fields = {part.get_param("name", header="content-disposition"): (part.get_filename(), part.get_payload(decode=True))
-              for part in message.iter_parts()}
+    fields = {
+        part.get_param("name", header="content-disposition"): (part.get_filename(), part.get_payload(decode=True))
+        for part in message.iter_parts()
+    }
     return None if None in fields else fields
 
 
@@ -1178,8 +1306,13 @@ def _batch_lines(body: Any, files: dict[str, tuple[dict, bytes]]) -> tuple[list[
         _refuse(400, "The fake server only runs /v1/chat/completions batches.", "invalid_value", "endpoint")
     info, data = files.get(request.input_file_id, ({}, b""))
     if info.get("purpose") != "batch" or len(data) > MAX_BATCH_FILE_BYTES:
-        _refuse(400, f"Invalid 'input_file_id' {request.input_file_id!r}: no such file, its purpose is not 'batch', or "
-                f"it is larger than {MAX_BATCH_FILE_BYTES} bytes.", "invalid_value", "input_file_id")
+        _refuse(
+            400,
+            f"Invalid 'input_file_id' {request.input_file_id!r}: no such file, its purpose is not 'batch', or "
+            f"it is larger than {MAX_BATCH_FILE_BYTES} bytes.",
+            "invalid_value",
+            "input_file_id",
+        )
     lines: dict[str, dict] = {}
     for number, text in enumerate(data.split(b"\n"), start=1):
         if text.strip():
@@ -1189,8 +1322,12 @@ def _batch_lines(body: Any, files: dict[str, tuple[dict, bytes]]) -> tuple[list[
             _refuse(400, f"The input file has more than {MAX_BATCH_LINES} requests.", "invalid_value", "input_file_id")
     models = list(dict.fromkeys(line["body"].get("model") for line in lines.values()))
     if len(models) != 1:
-        _refuse(400, f"The input file must hold requests, all for one model; found models {models!r}.",
-                "invalid_value", "input_file_id")
+        _refuse(
+            400,
+            f"The input file must hold requests, all for one model; found models {models!r}.",
+            "invalid_value",
+            "input_file_id",
+        )
     return list(lines.values()), models[0] if isinstance(models[0], str) else None
 
 
@@ -1201,8 +1338,13 @@ def _batch_line(number: int, text: bytes, endpoint: str, seen: dict[str, dict]) 
     except ValidationError as error:
         problem = _invalid(error)
     else:
-        problem = (f"duplicate custom_id {line.custom_id!r}" if line.custom_id in seen
-                   else f"'url' {line.url!r} is not the batch endpoint {endpoint!r}" if line.url != endpoint else None)
+        problem = (
+            f"duplicate custom_id {line.custom_id!r}"
+            if line.custom_id in seen
+            else f"'url' {line.url!r} is not the batch endpoint {endpoint!r}"
+            if line.url != endpoint
+            else None
+        )
         if problem is None:
             return line
     _refuse(400, f"Line {number} of the input file: {problem}", "invalid_batch_line", "input_file_id")
@@ -1220,22 +1362,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-key", default=None, help="reject requests without `Authorization: Bearer <key>`")
     parser.add_argument("--batch-seconds", type=float, default=0.5, help="seconds from batch creation to completed")
     parser.add_argument("--faults", choices=sorted(FAULT_MIXES), default="none", help="a named fault mix")
-    parser.add_argument("--responder", choices=("none", "scripted", "judges"), default="none",
-                        help="scripted: tests.factories.scripted_reply; judges: tests.fakes.judges' marker world "
-                             "(fake-vlm-mini marks half its answers, fake-vlm judges); none: generated replies")
+    parser.add_argument(
+        "--responder",
+        choices=("none", "scripted", "judges"),
+        default="none",
+        help="scripted: tests.factories.scripted_reply; judges: tests.fakes.judges' marker world "
+        "(fake-vlm-mini marks half its answers, fake-vlm judges); none: generated replies",
+    )
     args = parser.parse_args(argv)
     responder = None
     if args.responder == "scripted":
         from tests.factories import scripted_reply as responder
     elif args.responder == "judges":
         from tests.fakes.judges import marker_world
+
         responder = marker_world({"fake-vlm-mini": 0.5}, judge="fake-vlm")
     done = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: done.set())
     server = FakeOpenAIServer(
-        latency_seconds=args.latency, faults=list(FAULT_MIXES[args.faults]), port=args.port,
-        expected_api_key=args.api_key, responder=responder, batch_seconds=args.batch_seconds,
+        latency_seconds=args.latency,
+        faults=list(FAULT_MIXES[args.faults]),
+        port=args.port,
+        expected_api_key=args.api_key,
+        responder=responder,
+        batch_seconds=args.batch_seconds,
         record_bodies=False,  # nobody outside this process could read them
     )
     with server:

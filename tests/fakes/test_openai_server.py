@@ -118,7 +118,10 @@ def client(server):
 
 def test_structured_output_validates_and_repeats(server, client):
     params = {
-        "response_format": json_schema_format(SceneReply), "temperature": 0, "seed": 7, "max_completion_tokens": 300,
+        "response_format": json_schema_format(SceneReply),
+        "temperature": 0,
+        "seed": 7,
+        "max_completion_tokens": 300,
     }
 
     first = ask(client, **params)
@@ -174,7 +177,8 @@ def test_bodies_can_be_left_unrecorded():
 
 def test_rate_limit_headers_on_normal_replies(client):
     raw = client.chat.completions.with_raw_response.create(
-        model="fake-vlm", messages=[{"role": "user", "content": "hi"}],
+        model="fake-vlm",
+        messages=[{"role": "user", "content": "hi"}],
     )
     assert int(raw.headers["x-ratelimit-remaining-requests"]) > 0
     assert raw.headers["x-ratelimit-reset-requests"]
@@ -188,10 +192,17 @@ def test_bad_image_url_is_rejected(client, url):
         client.chat.completions.create(model="fake-vlm", messages=[{"role": "user", "content": [image]}])
 
 
-@pytest.mark.parametrize("params", [
-    {"temperature": 3}, {"seed": "7"}, {"max_tokens": 0}, {"response_format": {"type": "xml"}},
-    {"response_format": {"type": "json_schema", "json_schema": {"name": "no spaces", "schema": {}}}},
-], ids=["temperature", "seed", "max_tokens", "format_type", "schema_name"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"temperature": 3},
+        {"seed": "7"},
+        {"max_tokens": 0},
+        {"response_format": {"type": "xml"}},
+        {"response_format": {"type": "json_schema", "json_schema": {"name": "no spaces", "schema": {}}}},
+    ],
+    ids=["temperature", "seed", "max_tokens", "format_type", "schema_name"],
+)
 def test_malformed_parameters_are_rejected_and_not_counted_as_faults(server, client, params):
     server.set_faults([Fault("status", status=503)])
     with pytest.raises(openai.BadRequestError) as caught:
@@ -202,16 +213,30 @@ def test_malformed_parameters_are_rejected_and_not_counted_as_faults(server, cli
 
 
 def test_malformed_messages_and_stream_are_rejected(client):
-    for messages in ([], [{"role": "robot", "content": "hi"}], [{"role": "user", "content": []}],
-                     [{"role": "user", "content": [{"type": "audio"}]}], [{"role": "user"}]):
+    for messages in (
+        [],
+        [{"role": "robot", "content": "hi"}],
+        [{"role": "user", "content": []}],
+        [{"role": "user", "content": [{"type": "audio"}]}],
+        [{"role": "user"}],
+    ):
         with pytest.raises(openai.BadRequestError, match="messages"):
             client.chat.completions.create(model="fake-vlm", messages=messages)
     with pytest.raises(openai.BadRequestError, match="stream"):
         client.chat.completions.create(model="fake-vlm", messages=[{"role": "user", "content": "hi"}], stream=True)
-    assert client.chat.completions.create(model="fake-vlm", messages=[
-        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": None}, {"role": "user", "content": "again"},
-    ]).choices[0].message.content
+    assert (
+        client.chat.completions.create(
+            model="fake-vlm",
+            messages=[
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None},
+                {"role": "user", "content": "again"},
+            ],
+        )
+        .choices[0]
+        .message.content
+    )
 
 
 def test_schema_the_fake_cannot_fill_is_rejected(client):
@@ -322,8 +347,11 @@ def test_periodic_faults_are_checked_in_order(server, client):
 
 
 def test_reply_log_has_one_entry_per_chat_request(server, client):
-    body = {"model": "fake-vlm", "messages": [{"role": "user", "content": "hi"}], "response_format":
-            json_schema_format(SceneReply)}
+    body = {
+        "model": "fake-vlm",
+        "messages": [{"role": "user", "content": "hi"}],
+        "response_format": json_schema_format(SceneReply),
+    }
     server.set_faults([Fault("status", status=429), Fault("drop_connection")])
     statuses = [outcome(client, response_format=body["response_format"]) for _ in range(3)]
     assert outcome(client, model="gpt-imaginary") == 404
@@ -331,8 +359,13 @@ def test_reply_log_has_one_entry_per_chat_request(server, client):
 
     log = server.reply_log
     assert [entry.status for entry in log] == [429, 0, 200, 404] and statuses == [429, 0, 200]
-    digest = hashlib.sha256(json.dumps({**body, "messages": [{"role": "user", "content": "Describe the scene."}]},
-                                       sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    digest = hashlib.sha256(
+        json.dumps(
+            {**body, "messages": [{"role": "user", "content": "Describe the scene."}]},
+            sort_keys=True,
+            separators=(",", ":"),
+        ).encode()
+    ).hexdigest()
     assert {entry.body_sha256 for entry in log[:3]} == {digest}
     assert [entry.schema_name for entry in log] == ["SceneReply"] * 3 + [None]
     assert [entry.answered_at for entry in log] == sorted(entry.answered_at for entry in log)
@@ -346,9 +379,16 @@ def test_stats_and_reset_over_http(server, client):
 
     stats = control(server.base_url, "/_fake/stats")
 
-    assert stats == {**stats, "chat_requests": 4, "all_requests": 4, "max_in_flight": 1, "ok": 3,
-                     "ok_unique_bodies": 3, "statuses": {"500": 1, "200": 3}, "ok_by_schema": {"null": 2,
-                                                                                                "SceneReply": 1}}
+    assert stats == {
+        **stats,
+        "chat_requests": 4,
+        "all_requests": 4,
+        "max_in_flight": 1,
+        "ok": 3,
+        "ok_unique_bodies": 3,
+        "statuses": {"500": 1, "200": 3},
+        "ok_by_schema": {"null": 2, "SceneReply": 1},
+    }
     assert stats["cpu_seconds"] > 0
     assert control(server.base_url, "/_fake/reset", "POST") == {"reset": True}
     assert (server.request_count, server.completions_served, server.max_in_flight, server.reply_log) == (0, 0, 0, [])
@@ -419,15 +459,32 @@ def test_stop_frees_the_port_and_threads():
 
 
 def test_command_line_entry_point():
-    command = [sys.executable, "-m", "tests.fakes.openai_server", "--port", "0", "--latency", "0.01",
-               "--faults", "ten_percent", "--responder", "scripted"]
+    command = [
+        sys.executable,
+        "-m",
+        "tests.fakes.openai_server",
+        "--port",
+        "0",
+        "--latency",
+        "0.01",
+        "--faults",
+        "ten_percent",
+        "--responder",
+        "scripted",
+    ]
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
     try:
         base_url = process.stdout.readline().strip()
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", base_url)
         with openai.OpenAI(base_url=base_url, api_key="sk-test", max_retries=0) as remote:
-            conversation = {"type": "json_schema", "json_schema": {
-                "name": "ConversationReply", "schema": {"type": "object", "additionalProperties": False}, "strict": True}}
+            conversation = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "ConversationReply",
+                    "schema": {"type": "object", "additionalProperties": False},
+                    "strict": True,
+                },
+            }
             statuses = [outcome(remote, response_format=conversation, seed=seed) for seed in range(20)]
             assert json.loads(ask(remote, response_format=conversation).choices[0].message.content)["utterances"]
         assert (statuses[9], statuses[19], statuses.count(200)) == (500, 429, 18)
@@ -443,6 +500,7 @@ def test_command_line_entry_point():
 
 # ---------------------------------------------------------------------------------------------------------------
 # Files and batches
+
 
 class ManualClock:
     """A clock for batch statuses that moves only when a test sets it."""
@@ -492,7 +550,10 @@ def start_batch(client: openai.OpenAI, lines: list[dict] | None = None, **params
     """Upload lines (five scene requests by default) and create a chat completion batch over them."""
     file_id = upload(client, batch_lines() if lines is None else lines)
     return client.batches.create(
-        input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h", **params,
+        input_file_id=file_id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        **params,
     )
 
 
@@ -628,7 +689,7 @@ def _unsupported_endpoint(lines, params):
 
 
 def _too_many_lines(lines, params):
-    lines.extend(batch_lines(openai_server.MAX_BATCH_LINES + 1)[len(lines):])
+    lines.extend(batch_lines(openai_server.MAX_BATCH_LINES + 1)[len(lines) :])
 
 
 def _two_models(lines, params):
@@ -639,10 +700,24 @@ def _no_lines(lines, params):
     lines.clear()
 
 
-@pytest.mark.parametrize("spoil", [
-    _duplicate_custom_id, _wrong_window, _unknown_file, _url_differs, _method_not_post, _no_body, _line_not_json,
-    _too_much_metadata, _unsupported_endpoint, _too_many_lines, _two_models, _no_lines,
-], ids=lambda spoil: spoil.__name__.strip("_"))
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        _duplicate_custom_id,
+        _wrong_window,
+        _unknown_file,
+        _url_differs,
+        _method_not_post,
+        _no_body,
+        _line_not_json,
+        _too_much_metadata,
+        _unsupported_endpoint,
+        _too_many_lines,
+        _two_models,
+        _no_lines,
+    ],
+    ids=lambda spoil: spoil.__name__.strip("_"),
+)
 def test_invalid_batches_are_rejected(server, client, monkeypatch, spoil):
     monkeypatch.setattr(openai_server, "MAX_BATCH_LINES", 6)
     lines = batch_lines()
@@ -673,8 +748,10 @@ def test_line_faults_fail_or_corrupt_single_lines():
 
         assert (batch.request_counts.completed, batch.request_counts.failed, batch.error_file_id) == (5, 0, None)
         outputs = jsonl(client, batch.output_file_id)
-        contents = {custom_id: outputs[custom_id]["response"]["body"]["choices"][0]["message"]["content"]
-                    for custom_id in ("req-0", "req-2")}
+        contents = {
+            custom_id: outputs[custom_id]["response"]["body"]["choices"][0]["message"]["content"]
+            for custom_id in ("req-0", "req-2")
+        }
         json.loads(contents["req-0"])
         with pytest.raises(ValidationError):
             SceneReply.model_validate_json(contents["req-0"])
@@ -734,7 +811,10 @@ def test_cancel_and_unknown_batch():
         clock.now += 0.25  # a third of batch_seconds after the cancel
         cancelled = client.batches.retrieve(created.id)
         assert (cancelled.status, cancelled.output_file_id, cancelled.cancelled_at is not None) == (
-            "cancelled", None, True)
+            "cancelled",
+            None,
+            True,
+        )
         assert finish(client, clock, created.id).status == "cancelled"
         assert client.batches.cancel(created.id).status == "cancelled"
         assert server.batch_lines_served == 0
@@ -791,8 +871,10 @@ def test_instances_validate_for_every_seed(model):
 
 
 def test_every_prompt_reply_model_is_covered():
-    named = {re.search(r"^output_schema: (\w+)", path.read_text(), re.MULTILINE)[1]
-             for path in (PROJECT_ROOT / "prompts").glob("*/v*.yaml")}
+    named = {
+        re.search(r"^output_schema: (\w+)", path.read_text(), re.MULTILINE)[1]
+        for path in (PROJECT_ROOT / "prompts").glob("*/v*.yaml")
+    }
     assert {model.__name__ for model in reply_models()} == named and len(named) > 10
 
 

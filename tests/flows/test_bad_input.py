@@ -15,8 +15,8 @@ import pytest
 from PIL import Image
 
 from benchcurate.curation.core.decode import IMAGE_EXTENSIONS
-from benchcurate.curation.images.ingest import IngestConfig
 from benchcurate.curation.engine.runner import run_stage
+from benchcurate.curation.images.ingest import IngestConfig
 from benchcurate.flows.cli import MAX_SET_VALUE_CHARS, MAX_SET_VALUE_DEPTH
 from tests.factories import convbench_sheet, make_image, make_sample, png_header_only
 from tests.helpers import CURATE, MULTIVERSE_STAGES, curate_in_process, prepared_run, run_curate, stage_outputs
@@ -70,6 +70,7 @@ def kept_paths(kept: list[dict]) -> set[str]:
 
 # --- one run over a folder of odd files ------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def odd_folder(prefect_env, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, dict]:
     """One `curate run` on a folder holding a file with a non-UTF-8 name, manifest rows with an oversized and a
@@ -89,11 +90,16 @@ def odd_folder(prefect_env, tmp_path_factory) -> tuple[Path, subprocess.Complete
     (folder / "huge.png").symlink_to(root / "sparse.bin")
     make_image(folder / "wide.png", 14, (400, 300))
     (folder / "giant.png").write_bytes(png_header_only(20_000, 10_000))
-    rows = [{"path": "attributed.png", "license": "CC0-1.0", "attribution": "x" * 70_000},
-            {"path": "licensed.png", "license": ["CC0-1.0"]}]
+    rows = [
+        {"path": "attributed.png", "license": "CC0-1.0", "attribution": "x" * 70_000},
+        {"path": "licensed.png", "license": ["CC0-1.0"]},
+    ]
     (folder / "manifest.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    result = run_curate([*RUN, "--input", str(folder), "--run-id", "odd",
-                         "--set", f"image_phash.max_pixels={MAX_PIXELS}"], root, prefect_env)
+    result = run_curate(
+        [*RUN, "--input", str(folder), "--run-id", "odd", "--set", f"image_phash.max_pixels={MAX_PIXELS}"],
+        root,
+        prefect_env,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     return folder, result, stage_outputs(root / "outputs" / "runs" / "odd")
@@ -164,6 +170,7 @@ def test_image_too_large_cites_the_configured_max_pixels_not_pillows_limit(odd_f
 
 # --- one run over a manifest whose rows are wrong in every way -------------------------------------
 
+
 @pytest.mark.slow  # a whole run, recorded by the Prefect server
 def test_manifest_rows_with_impossible_paths_or_over_the_limits_are_dropped_row_by_row(prefect_env, tmp_path):
     pictures = tmp_path / "pictures"
@@ -172,23 +179,42 @@ def test_manifest_rows_with_impossible_paths_or_over_the_limits_are_dropped_row_
     limit = (max(path.stat().st_size for path in small) + big.stat().st_size) // 2
     assert max(path.stat().st_size for path in small) <= limit < big.stat().st_size
     long_part = "n" * 300 + ".png"
-    rows = [{"path": "pictures/ok.png", "source": "short"},                   # 1 kept
-            {"path": f"pictures/{long_part}"},                                 # 2 a component no file system takes
-            {"path": 12},                                                      # 3 not text
-            {"path": ["pictures/ok.png"]},                                     # 4 not text
-            {"path": "pictures/credited.png", "attribution": "y" * 150},      # 5 over max_field_chars=100
-            {"path": "pictures/big.png"}]                                      # 6 over max_file_bytes
+    rows = [
+        {"path": "pictures/ok.png", "source": "short"},  # 1 kept
+        {"path": f"pictures/{long_part}"},  # 2 a component no file system takes
+        {"path": 12},  # 3 not text
+        {"path": ["pictures/ok.png"]},  # 4 not text
+        {"path": "pictures/credited.png", "attribution": "y" * 150},  # 5 over max_field_chars=100
+        {"path": "pictures/big.png"},
+    ]  # 6 over max_file_bytes
     manifest = tmp_path / "list.jsonl"
     manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    result = run_curate([*RUN, "--input", str(manifest), "--run-id", "rows", "--set",
-                         "image_ingest.max_field_chars=100", "--set", f"image_ingest.max_file_bytes={limit}"],
-                        tmp_path, prefect_env)
+    result = run_curate(
+        [
+            *RUN,
+            "--input",
+            str(manifest),
+            "--run-id",
+            "rows",
+            "--set",
+            "image_ingest.max_field_chars=100",
+            "--set",
+            f"image_ingest.max_file_bytes={limit}",
+        ],
+        tmp_path,
+        prefect_env,
+    )
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stdout[-2000:] + result.stderr[-3000:]
     decisions, kept = stage_outputs(tmp_path / "outputs" / "runs" / "rows")["image_ingest"]
     dropped = drops(decisions)
     assert kept_paths(kept) == {"list.jsonl:1"}
     assert {row: dropped[f"list.jsonl:{row}"]["reason"] for row in range(2, 7)} == {
-        2: "path_invalid", 3: "path_invalid", 4: "path_invalid", 5: "field_too_large", 6: "file_too_large"}
+        2: "path_invalid",
+        3: "path_invalid",
+        4: "path_invalid",
+        5: "field_too_large",
+        6: "file_too_large",
+    }
     assert f"{len(long_part.encode())} bytes" in dropped["list.jsonl:2"]["detail"]["error"]
     assert "path is of type int" in dropped["list.jsonl:3"]["detail"]["error"]
     assert "path is of type list" in dropped["list.jsonl:4"]["detail"]["error"]
@@ -197,6 +223,7 @@ def test_manifest_rows_with_impossible_paths_or_over_the_limits_are_dropped_row_
 
 
 # --- text that is not UTF-8 --------------------------------------------------------------------------
+
 
 @pytest.mark.slow  # a whole run, recorded by the Prefect server
 def test_a_manifest_line_that_is_not_utf8_is_a_one_line_error_naming_file_and_line(prefect_env, tmp_path):
@@ -220,13 +247,17 @@ def jsonl_with_a_bad_second_line(path: Path, first: dict | str) -> Path:
 HASH_ROW = {"path": "a.png", "sha256": "0" * 64, "phash": "f" * 16, "width": 1, "height": 1, "bytes": 1, "error": None}
 
 
-@pytest.mark.parametrize("command,first", [
-    (["text", "dups", "{file}", "--out", "{out}"], {"id": "q1", "question": "What is in the picture?"}),
-    (["text", "lang", "{file}", "--out", "{out}"], {"id": "q1", "question": "What is in the picture?"}),
-    (["stats", "{file}"], make_sample(1).model_dump_json()),
-    (["import", "probench", "{file}", "--out", "{out}"], {"uuid": "u1", "conversations": []}),
-    (["images", "dups", "{file}", "--out", "{out}"], HASH_ROW),
-], ids=["text-dups", "text-lang", "stats", "import", "images-dups"])
+@pytest.mark.parametrize(
+    "command,first",
+    [
+        (["text", "dups", "{file}", "--out", "{out}"], {"id": "q1", "question": "What is in the picture?"}),
+        (["text", "lang", "{file}", "--out", "{out}"], {"id": "q1", "question": "What is in the picture?"}),
+        (["stats", "{file}"], make_sample(1).model_dump_json()),
+        (["import", "probench", "{file}", "--out", "{out}"], {"uuid": "u1", "conversations": []}),
+        (["images", "dups", "{file}", "--out", "{out}"], HASH_ROW),
+    ],
+    ids=["text-dups", "text-lang", "stats", "import", "images-dups"],
+)
 def test_a_jsonl_line_that_is_not_utf8_is_a_one_line_error_naming_file_and_line(tmp_path, command, first):
     path = jsonl_with_a_bad_second_line(tmp_path / "rows.jsonl", first)
     out = tmp_path / "out.jsonl"
@@ -236,6 +267,7 @@ def test_a_jsonl_line_that_is_not_utf8_is_a_one_line_error_naming_file_and_line(
 
 
 # --- --set values built to hurt ----------------------------------------------------------------------
+
 
 def test_set_values_nested_thousands_deep_or_too_long_are_one_line_errors(tmp_path):
     deep = curate_in_process(["run", "multiverse", "--set", "image_quality.x=" + "[" * 5000 + "]" * 5000], tmp_path)
@@ -248,16 +280,31 @@ def test_set_values_nested_thousands_deep_or_too_long_are_one_line_errors(tmp_pa
 def test_a_yaml_alias_bomb_in_set_is_refused_before_it_expands(tmp_path):
     # nine levels, each listing the one below nine times: 9**9 (387 million) strings once expanded
     levels = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"] + [
-        f"{name}: &{name} [{', '.join(['*' + below] * 9)}]" for below, name in zip("abcdefgh", "bcdefghi")]
+        f"{name}: &{name} [{', '.join(['*' + below] * 9)}]" for below, name in zip("abcdefgh", "bcdefghi")
+    ]
     bomb = "{" + ", ".join(levels) + "}"
     # safety nets should it expand after all: 2 GiB of address space, and a timeout
-    result = subprocess.run(["bash", "-c", 'ulimit -v 2097152 && exec "$0" "$@"', str(CURATE), "run", "multiverse",
-                             "--set", f"image_quality.x={bomb}"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [
+            "bash",
+            "-c",
+            'ulimit -v 2097152 && exec "$0" "$@"',
+            str(CURATE),
+            "run",
+            "multiverse",
+            "--set",
+            f"image_quality.x={bomb}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "anchors and aliases (&, *) are not accepted" in one_line_error(result)
 
 
 # --- folders without images ------------------------------------------------------------------------
+
 
 def test_an_empty_folder_or_one_without_images_is_an_input_error_before_any_stage(tmp_path):
     empty = tmp_path / "empty"
@@ -279,6 +326,7 @@ def test_an_empty_folder_or_one_without_images_is_an_input_error_before_any_stag
 
 # --- decode errors name their own file ----------------------------------------------------------------
 
+
 def test_two_empty_files_each_get_a_decode_error_naming_themselves_not_the_cached_other(tmp_path):
     """Decode results are cached by content, and every empty file has the same content: a drop must still name
     the file it is about. Two runs share an output folder (and its cache); each takes one of the empty files."""
@@ -289,8 +337,9 @@ def test_two_empty_files_each_get_a_decode_error_naming_themselves_not_the_cache
     phash = MULTIVERSE_STAGES.index("image_phash")
     details = {}
     for own, other in (("first.png", "second.png"), ("second.png", "first.png")):
-        run_dir = prepared_run(tmp_path, f"only-{own}", input_path=folder,
-                               overrides={"image_ingest": {"exclude_paths": [other]}})
+        run_dir = prepared_run(
+            tmp_path, f"only-{own}", input_path=folder, overrides={"image_ingest": {"exclude_paths": [other]}}
+        )
         for index in range(phash + 1):
             run_stage(run_dir, index)
         details[own] = drops(stage_outputs(run_dir)["image_phash"][0])[own]
@@ -303,6 +352,7 @@ def test_two_empty_files_each_get_a_decode_error_naming_themselves_not_the_cache
 
 # --- messages -----------------------------------------------------------------------------------------
 
+
 def test_run_help_names_every_kind_of_input(tmp_path):
     result = curate_in_process(["run", "--help"], tmp_path, {"COLUMNS": "400"})
     assert result.returncode == 0
@@ -311,10 +361,16 @@ def test_run_help_names_every_kind_of_input(tmp_path):
 
 
 def test_import_without_images_says_where_it_looked_for_the_first_missing_one(tmp_path):
-    convbench_sheet(tmp_path / "ConvBench.xlsx", [[1, "first.jpg", "What is it?", "Why?", "Write a poem."],
-                                                  [2, "second.jpg", "Where is it?", "When?", "Plan a trip."]])
-    result = curate_in_process(["import", "convbench", str(tmp_path / "ConvBench.xlsx"), "--out",
-                                str(tmp_path / "cb.jsonl")], tmp_path)
+    convbench_sheet(
+        tmp_path / "ConvBench.xlsx",
+        [
+            [1, "first.jpg", "What is it?", "Why?", "Write a poem."],
+            [2, "second.jpg", "Where is it?", "When?", "Plan a trip."],
+        ],
+    )
+    result = curate_in_process(
+        ["import", "convbench", str(tmp_path / "ConvBench.xlsx"), "--out", str(tmp_path / "cb.jsonl")], tmp_path
+    )
     assert result.returncode == 0, result.stderr
     assert f"looked for the first at {tmp_path / 'visit_bench_images' / 'first.jpg'}" in result.stdout
     assert "--images" in result.stdout and "second.jpg" not in result.stdout

@@ -10,43 +10,65 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchcurate.curation.recipes import load_recipe
 from benchcurate.curation.engine.runner import run_all
 from benchcurate.curation.engine.store import RunStore
+from benchcurate.curation.recipes import load_recipe
 from tests.factories import make_image
 from tests.helpers import curate_in_process, resolve, run_curate
 
-PROBE = ("import atexit, sys\n"
-         "atexit.register(lambda: print('PREFECT_IMPORTED=' + str('prefect' in sys.modules), file=sys.stderr))\n"
-         "sys.argv = ['curate', *sys.argv[1:]]\n"
-         "from benchcurate.flows.cli import main\nmain()\n")
+PROBE = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: print('PREFECT_IMPORTED=' + str('prefect' in sys.modules), file=sys.stderr))\n"
+    "sys.argv = ['curate', *sys.argv[1:]]\n"
+    "from benchcurate.flows.cli import main\nmain()\n"
+)
 
 
 def probe(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
     """Run the CLI in a fresh interpreter that reports whether Prefect got imported."""
-    env = {**os.environ, "HOME": str(home), "PREFECT_HOME": str(home / ".prefect"), "XDG_CONFIG_HOME": str(home / ".config"),
-           "MPLCONFIGDIR": str(home / ".mpl"), "HF_HOME": str(home / ".hf")}
-    return subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "PREFECT_HOME": str(home / ".prefect"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "MPLCONFIGDIR": str(home / ".mpl"),
+        "HF_HOME": str(home / ".hf"),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", PROBE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
-@pytest.mark.parametrize("args,message", [
-    (["run", "multiverse", "--input", "/no/such/folder"], "input /no/such/folder does not exist"),
-    (["run", "multiversal"], "unknown recipe 'multiversal'; available: alignmmbench, convbench, multiverse, probench"),
-    (["run", "multiverse", "--set", "image_quality.min_quality_score=banana"], "bad parameter for stage image_quality"),
-    (["run", "multiverse", "--set", "min_quality_score=4"], "--set expects stage.field=value"),
-    (["run", "multiverse", "--set", "image_qualty.min_quality_score=4"], "no stage ['image_qualty']"),
-    (["run", "multiverse", "--base-url", "http://127.0.0.1:9/v1"], "add --backend openai"),
-    (["run", "multiverse", "--backend", "gpt"], "--backend: input should be 'offline' or 'openai'"),
-    (["run", "multiverse", "--run-id", "a/b"], "bad run id 'a/b'"),
-    (["eval", "run", "r", "--model", "m", "--judge-model", "j", "--history", "all"],
-     "--history: input should be 'oracle' or 'self'"),
-    (["eval", "run", "r", "--model", "m", "--judge-model", "j", "--baseline-base-url", "http://127.0.0.1:9/v1"],
-     "--baseline-model: field required"),
-    (["report", "no-such-run"], "no run 'no-such-run'"),
-    (["run", "multiverse", "--set", "persona_generate.prompt_version=2"], "no prompt 'persona' version 2"),
-    (["run", "multiverse", "--backend", "openai"], "needs a model name: pass --model NAME"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["run", "multiverse", "--input", "/no/such/folder"], "input /no/such/folder does not exist"),
+        (
+            ["run", "multiversal"],
+            "unknown recipe 'multiversal'; available: alignmmbench, convbench, multiverse, probench",
+        ),
+        (
+            ["run", "multiverse", "--set", "image_quality.min_quality_score=banana"],
+            "bad parameter for stage image_quality",
+        ),
+        (["run", "multiverse", "--set", "min_quality_score=4"], "--set expects stage.field=value"),
+        (["run", "multiverse", "--set", "image_qualty.min_quality_score=4"], "no stage ['image_qualty']"),
+        (["run", "multiverse", "--base-url", "http://127.0.0.1:9/v1"], "add --backend openai"),
+        (["run", "multiverse", "--backend", "gpt"], "--backend: input should be 'offline' or 'openai'"),
+        (["run", "multiverse", "--run-id", "a/b"], "bad run id 'a/b'"),
+        (
+            ["eval", "run", "r", "--model", "m", "--judge-model", "j", "--history", "all"],
+            "--history: input should be 'oracle' or 'self'",
+        ),
+        (
+            ["eval", "run", "r", "--model", "m", "--judge-model", "j", "--baseline-base-url", "http://127.0.0.1:9/v1"],
+            "--baseline-model: field required",
+        ),
+        (["report", "no-such-run"], "no run 'no-such-run'"),
+        (["run", "multiverse", "--set", "persona_generate.prompt_version=2"], "no prompt 'persona' version 2"),
+        (["run", "multiverse", "--backend", "openai"], "needs a model name: pass --model NAME"),
+    ],
+)
 def test_user_mistakes_get_one_line_errors_without_traceback(tmp_path, args, message):
     home = tmp_path / "home"
     home.mkdir()
@@ -80,7 +102,9 @@ def test_recipes_lists_and_shows_without_prefect_or_home_writes(tmp_path):
     home.mkdir()
     listed = probe(["recipes"], tmp_path, home)
     names = [line.split()[0] for line in listed.stdout.splitlines()]
-    assert listed.returncode == 0 and names == sorted(names) and {"alignmmbench", "convbench", "multiverse"} <= set(names)
+    assert (
+        listed.returncode == 0 and names == sorted(names) and {"alignmmbench", "convbench", "multiverse"} <= set(names)
+    )
     shown = probe(["recipes", "multiverse"], tmp_path, home)
     assert "min_quality_score: 5" in shown.stdout and "max_hamming_distance: 8" in shown.stdout
     assert "PREFECT_IMPORTED=False" in listed.stderr + shown.stderr
@@ -91,8 +115,13 @@ def test_report_prints_the_funnel_of_a_run_without_prefect(tmp_path):
     for seed in range(4):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
     (tmp_path / "images" / "bad.png").write_text("x")
-    config = resolve("multiverse", tmp_path / "outputs", input_path=str(tmp_path / "images"),
-                         run_id="r1", overrides={"category_min_size": {"min_items_per_category": 1}})
+    config = resolve(
+        "multiverse",
+        tmp_path / "outputs",
+        input_path=str(tmp_path / "images"),
+        run_id="r1",
+        overrides={"category_min_size": {"min_items_per_category": 1}},
+    )
     store = RunStore(tmp_path / "outputs" / "runs" / "r1")
     store.save_config(config)
     run_all(store.root)
@@ -115,8 +144,9 @@ def test_a_prefect_url_with_no_server_behind_it_is_a_one_line_error(tmp_path):
 
     result = run_curate(["run", "multiverse"], tmp_path, {"PREFECT_API_URL": f"http://127.0.0.1:{free_port()}/api"})
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "no Prefect server answers at http://127.0.0.1:" in result.stderr and "PREFECT_API_URL setting" in \
-        result.stderr
+    assert (
+        "no Prefect server answers at http://127.0.0.1:" in result.stderr and "PREFECT_API_URL setting" in result.stderr
+    )
 
 
 def test_images_hash_and_dups_without_prefect_or_home_writes(tmp_path):
@@ -140,12 +170,27 @@ def test_images_hash_and_dups_without_prefect_or_home_writes(tmp_path):
     assert len(rows["0.png"]["phash"]) == 16 and (rows["0.png"]["width"], rows["0.png"]["height"]) == (320, 240)
     assert rows["0.png"]["sha256"] == hashlib.sha256((folder / "0.png").read_bytes()).hexdigest()
     probe(["images", "hash", str(reference_folder), "--out", str(tmp_path / "ref.jsonl")], tmp_path, home)
-    grouped = probe(["images", "dups", str(tmp_path / "h.jsonl"), "--threshold", "8", "--out",
-                     str(tmp_path / "g.jsonl"), "--reference", str(tmp_path / "ref.jsonl")], tmp_path, home)
+    grouped = probe(
+        [
+            "images",
+            "dups",
+            str(tmp_path / "h.jsonl"),
+            "--threshold",
+            "8",
+            "--out",
+            str(tmp_path / "g.jsonl"),
+            "--reference",
+            str(tmp_path / "ref.jsonl"),
+        ],
+        tmp_path,
+        home,
+    )
     assert grouped.returncode == 0, grouped.stderr
     groups = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
-    assert {"reference": str(reference_folder / "3-old.png"),
-            "dropped": [{"path": str(folder / "3.png"), "distance": 0}]} in groups
+    assert {
+        "reference": str(reference_folder / "3-old.png"),
+        "dropped": [{"path": str(folder / "3.png"), "distance": 0}],
+    } in groups
     kept = next(group for group in groups if group.get("kept") == str(folder / "0.png"))
     assert [entry["path"] for entry in kept["dropped"]] == [str(folder / "0-small.jpg")]
     assert "PREFECT_IMPORTED=False" in hashed.stderr + grouped.stderr and not list(home.iterdir())
@@ -175,14 +220,18 @@ def test_images_hash_with_likeness_keeps_what_dups_verifies_so_dups_decodes_no_f
     table = read_hashes(hashes)
     stored = stored_pictures(table, hashes)
     for index, path in enumerate(table.paths):
-        kept, made = verify.unpack(stored(index)), verify.picture(Path(path), 10 ** 9)
-        assert np.array_equal(kept.fine, made.fine) and (kept.content, kept.size, kept.traits) == \
-            (made.content, made.size, made.traits), path
+        kept, made = verify.unpack(stored(index)), verify.picture(Path(path), 10**9)
+        assert np.array_equal(kept.fine, made.fine) and (kept.content, kept.size, kept.traits) == (
+            made.content,
+            made.size,
+            made.traits,
+        ), path
     first = probe(["images", "dups", str(hashes), "--out", str(tmp_path / "g1.jsonl")], tmp_path, home)
     assert first.returncode == 0, first.stderr
     groups = [json.loads(line) for line in (tmp_path / "g1.jsonl").read_text().splitlines()]
-    assert [(Path(g["kept"]).name, sorted(Path(d["path"]).name for d in g["dropped"])) for g in groups] == \
-        [("0.png", ["0-small.jpg", "0-turned.png"])]
+    assert [(Path(g["kept"]).name, sorted(Path(d["path"]).name for d in g["dropped"])) for g in groups] == [
+        ("0.png", ["0-small.jpg", "0-turned.png"])
+    ]
     for path in folder.iterdir():  # nothing left to decode: the verification reads the side file only
         path.write_bytes(b"")
     second = probe(["images", "dups", str(hashes), "--out", str(tmp_path / "g2.jsonl")], tmp_path, home)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchcurate.curation.report.run import funnel_text, load_report
 from benchcurate.curation.engine.store import RunStore
+from benchcurate.curation.report.run import funnel_text, load_report
 from tests.factories import make_image
 from tests.helpers import (
     MULTIVERSE_STAGES,
@@ -28,6 +28,7 @@ WIDE = {"COLUMNS": "250"}  # help text unwrapped, so phrases are not cut
 
 
 # --- item 20: --version and the release help ------------------------------------------------------------------
+
 
 def test_version_prints_the_package_name_and_its_installed_version(tmp_path):
     result = run_curate(["--version"], tmp_path)
@@ -50,6 +51,7 @@ def test_release_help_shows_run_and_the_write_options_and_lists_write(tmp_path):
 
 
 # --- items 20 and 22: a run named `verify` whose images have an unknown license --------------------------------
+
 
 def card_terms(release: Path) -> str:
     """The sentence of the release card that states the release's terms."""
@@ -101,17 +103,22 @@ def test_known_conditions_beside_an_unknown_license_are_listed_and_the_unknown_n
     assert result.returncode == 0, result.stderr
     folder = Path(result.stdout.strip().splitlines()[-1])
     assert sorted(json.loads((folder / "manifest.json").read_text())["license_terms"]["sources_by_license"]) == [
-        "CC-BY-4.0", "unknown"]
+        "CC-BY-4.0",
+        "unknown",
+    ]
     terms = card_terms(folder)
     assert "attribution and unknown conditions (sources under unknown)" in terms and "no conditions" not in terms
 
 
 # --- item 21: Han characters decide zh --------------------------------------------------------------------------
 
+
 def test_text_lang_calls_chinese_with_english_terms_zh_and_english_with_one_chinese_word_not(tmp_path):
-    rows = [{"id": "zh-with-terms", "question": "什么是prescriptive maintenance"},
-            {"id": "zh", "question": "这张图片里有几只猫"},
-            {"id": "en-with-a-word", "question": "What does the word 你好 mean on the sign in this photo of a shop"}]
+    rows = [
+        {"id": "zh-with-terms", "question": "什么是prescriptive maintenance"},
+        {"id": "zh", "question": "这张图片里有几只猫"},
+        {"id": "en-with-a-word", "question": "What does the word 你好 mean on the sign in this photo of a shop"},
+    ]
     source = tmp_path / "questions.jsonl"
     source.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
     result = curate_in_process(["text", "lang", str(source), "--out", str(tmp_path / "lang.jsonl")], tmp_path)
@@ -123,6 +130,7 @@ def test_text_lang_calls_chinese_with_english_terms_zh_and_english_with_one_chin
 
 # --- item 24: a resumed run keeps its overrides -----------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_a_resumed_run_keeps_its_overrides_merges_new_ones_and_says_what_changed(prefect_env, tmp_path):
     run_dir = finished_run(tmp_path, "sticky", overrides=SMALL, seed=7)  # its first attempt, as `curate run` would
@@ -130,9 +138,23 @@ def test_a_resumed_run_keeps_its_overrides_merges_new_ones_and_says_what_changed
     reaching_the_sample = next(stats for stats in before.stages if stats.stage == "category_min_size").kept
     sample_size = reaching_the_sample - 1  # fewer than reach the sample stage: a visible change from it on
     assert sample_size >= 1
-    resumed = run_curate(["run", "multiverse", "--run-id", "sticky", "--out", str(tmp_path / "out"), "--no-release",
-                          "--progress", "log", "--set", f"category_weighted_sample.max_items={sample_size}"],
-                         tmp_path, {**prefect_env, "PREFECT_LOGGING_LEVEL": "INFO"})
+    resumed = run_curate(
+        [
+            "run",
+            "multiverse",
+            "--run-id",
+            "sticky",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-release",
+            "--progress",
+            "log",
+            "--set",
+            f"category_weighted_sample.max_items={sample_size}",
+        ],
+        tmp_path,
+        {**prefect_env, "PREFECT_LOGGING_LEVEL": "INFO"},
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     output = resumed.stdout + resumed.stderr
     # the earlier --set values and --seed still hold: every stage before the changed one is skipped as done

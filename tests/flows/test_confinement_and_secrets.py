@@ -20,9 +20,9 @@ import pytest
 from PIL import Image
 
 from benchcurate.annotation.local_server import LocalServer
-from benchcurate.curation.models.pricing import BudgetExceeded, cost_usd, estimate_input_tokens
 from benchcurate.curation.engine.runner import run_all, run_stage
 from benchcurate.curation.engine.store import RunStore
+from benchcurate.curation.models.pricing import BudgetExceeded, cost_usd, estimate_input_tokens
 from benchcurate.flows.prefect_server import local_server
 from benchcurate.schemas import Price
 from tests.factories import make_image, scripted_reply
@@ -30,20 +30,28 @@ from tests.fakes.openai_server import FakeOpenAIServer, Fault
 from tests.helpers import SHARED_DIR, SMALL, model_run, prepared_run, run_curate, stage_outputs
 from tests.servers import free_port
 
-SET_SMALL = [item for stage, fields in SMALL.items() for field, value in fields.items()
-             for item in ("--set", f"{stage}.{field}={value}")]
+SET_SMALL = [
+    item
+    for stage, fields in SMALL.items()
+    for field, value in fields.items()
+    for item in ("--set", f"{stage}.{field}={value}")
+]
 
 
 # --- item 16: --allow-root and a deployment's confinement ------------------------------------------------------
+
 
 @pytest.fixture
 def scattered(tmp_path) -> tuple[Path, dict[str, Path]]:
     """A manifest in inputs/ naming two images beside it, a link beside it to an image elsewhere, and images in two
     other folders by absolute path: (manifest, {manifest path: the file it resolves to})."""
     inside, elsewhere, second = tmp_path / "inputs", tmp_path / "elsewhere", tmp_path / "second"
-    files = {"0.png": make_image(inside / "0.png", 0), "1.png": make_image(inside / "1.png", 1),
-             str(elsewhere / "3.png"): make_image(elsewhere / "3.png", 3),
-             str(second / "4.png"): make_image(second / "4.png", 4)}
+    files = {
+        "0.png": make_image(inside / "0.png", 0),
+        "1.png": make_image(inside / "1.png", 1),
+        str(elsewhere / "3.png"): make_image(elsewhere / "3.png", 3),
+        str(second / "4.png"): make_image(second / "4.png", 4),
+    }
     (inside / "link.png").symlink_to(make_image(elsewhere / "2.png", 2))
     files["link.png"] = elsewhere / "2.png"
     manifest = inside / "list.jsonl"
@@ -67,8 +75,10 @@ def ingest_outcomes(run_dir: Path, manifest: Path) -> dict[str, str | None]:
 
 
 def expected(files: dict[str, Path], roots: list[Path]) -> dict[str, str | None]:
-    return {path: None if any(file.resolve().is_relative_to(root.resolve()) for root in roots)
-            else "outside_input_root" for path, file in files.items()}
+    return {
+        path: None if any(file.resolve().is_relative_to(root.resolve()) for root in roots) else "outside_input_root"
+        for path, file in files.items()
+    }
 
 
 def test_without_allow_root_a_manifest_reads_images_anywhere(scattered, tmp_path):
@@ -83,8 +93,23 @@ def test_allow_root_drops_images_resolving_outside_every_root_links_included(sca
     manifest, files = scattered
     roots = [manifest.parent, tmp_path / "second"]
     allow = [item for root in roots for item in ("--allow-root", str(root))]
-    result = run_curate(["run", "multiverse", "--input", str(manifest), "--run-id", "rooted", "--no-release",
-                         "--progress", "none", *SET_SMALL, *allow], tmp_path, prefect_env)
+    result = run_curate(
+        [
+            "run",
+            "multiverse",
+            "--input",
+            str(manifest),
+            "--run-id",
+            "rooted",
+            "--no-release",
+            "--progress",
+            "none",
+            *SET_SMALL,
+            *allow,
+        ],
+        tmp_path,
+        prefect_env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = tmp_path / "outputs" / "runs" / "rooted"
     outcomes = ingest_outcomes(run_dir, manifest)
@@ -98,9 +123,22 @@ def test_a_deployment_run_is_confined_to_its_input_folder(scattered, tmp_path, p
     """A deployment's flow run: Prefect's runtime reports a deployment id (PREFECT__RUNTIME__DEPLOYMENT__ID is
     Prefect's own way of setting it outside a worker); its parameters name no allowed roots."""
     manifest, files = scattered
-    result = run_curate(["run", "multiverse", "--input", str(manifest), "--run-id", "deployed", "--no-release",
-                         "--progress", "none", *SET_SMALL], tmp_path,
-                        {**prefect_env, "PREFECT__RUNTIME__DEPLOYMENT__ID": str(uuid.uuid4())})
+    result = run_curate(
+        [
+            "run",
+            "multiverse",
+            "--input",
+            str(manifest),
+            "--run-id",
+            "deployed",
+            "--no-release",
+            "--progress",
+            "none",
+            *SET_SMALL,
+        ],
+        tmp_path,
+        {**prefect_env, "PREFECT__RUNTIME__DEPLOYMENT__ID": str(uuid.uuid4())},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = tmp_path / "outputs" / "runs" / "deployed"
     assert RunStore(run_dir).load_config().options.allowed_roots == [str(manifest.parent.resolve())]
@@ -124,20 +162,32 @@ def test_a_private_server_folder_is_0700_and_every_file_in_it_0600(tmp_path):
     (folder / "files").mkdir(parents=True)
     (folder / "label_studio.sqlite3").write_text("copied before the server starts")
     (folder / "files" / "upload.png").write_text("")
-    for path, mode in [(folder, 0o755), (folder / "files", 0o775), (folder / "label_studio.sqlite3", 0o644),
-                       (folder / "files" / "upload.png", 0o666)]:
+    for path, mode in [
+        (folder, 0o755),
+        (folder / "files", 0o775),
+        (folder / "label_studio.sqlite3", 0o644),
+        (folder / "files" / "upload.png", 0o666),
+    ]:
         path.chmod(mode)
     marker = f"private-folder-probe-{uuid.uuid4().hex}"
     server = LocalServer(folder, "server", marker)
-    process = server.start([sys.executable, "-c", SERVER_SCRIPT, marker], free_port(), dict(os.environ),
-                           folder / "server.log", cwd=folder, private=True)
+    process = server.start(
+        [sys.executable, "-c", SERVER_SCRIPT, marker],
+        free_port(),
+        dict(os.environ),
+        folder / "server.log",
+        cwd=folder,
+        private=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while not (folder / "ready").exists():
             assert process.poll() is None and time.monotonic() < deadline, (folder / "server.log").read_text()
             time.sleep(0.02)
-        modes = {path.relative_to(folder).as_posix(): stat.S_IMODE(path.stat().st_mode)
-                 for path in [folder, *folder.rglob("*")]}
+        modes = {
+            path.relative_to(folder).as_posix(): stat.S_IMODE(path.stat().st_mode)
+            for path in [folder, *folder.rglob("*")]
+        }
     finally:
         stopped = server.stop(timeout=5)  # by its record, which it could read
         process.wait(timeout=10)
@@ -147,6 +197,7 @@ def test_a_private_server_folder_is_0700_and_every_file_in_it_0600(tmp_path):
 
 
 # --- item 18: credentials in --base-url and keys echoed by a server --------------------------------------------
+
 
 def files_holding(folder: Path, secrets: list[str]) -> dict[str, list[str]]:
     """file -> the secrets it holds, for every file under `folder` (SQLite databases and their journals too)."""
@@ -168,10 +219,14 @@ def prefect_text(api_url: str, run_id: str) -> str:
 
     async def read():
         async with get_client() as client:
-            runs = [run for run in await client.read_flow_runs()
-                    if (run.parameters.get("options") or {}).get("run_id") == run_id]
-            logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(
-                any_=[run.id for run in runs])))
+            runs = [
+                run
+                for run in await client.read_flow_runs()
+                if (run.parameters.get("options") or {}).get("run_id") == run_id
+            ]
+            logs = await client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id for run in runs]))
+            )
             return json.dumps([run.parameters for run in runs]) + "\n".join(log.message for log in logs)
 
     with temporary_settings({PREFECT_API_URL: api_url}):
@@ -182,8 +237,12 @@ def prefect_text(api_url: str, run_id: str) -> str:
 
 def rejected_details(run_dir: Path) -> list[str]:
     """The stored errors of every item a model server refused."""
-    return [decision["detail"]["error"] for decisions, _ in stage_outputs(run_dir).values() for decision in decisions
-            if decision["reason"] == "model_request_rejected"]
+    return [
+        decision["detail"]["error"]
+        for decisions, _ in stage_outputs(run_dir).values()
+        for decision in decisions
+        if decision["reason"] == "model_request_rejected"
+    ]
 
 
 @pytest.mark.slow
@@ -195,10 +254,27 @@ def test_credentials_in_the_base_url_are_used_and_never_written_down_even_when_e
     echo = Fault("status", status=400, echo_headers=True, times=2)  # the first two requests: refused, headers echoed
     with FakeOpenAIServer(responder=scripted_reply, faults=[echo]) as server:
         with_credentials = server.base_url.replace("http://", f"http://{user}:{password}@")
-        result = run_curate(["run", "multiverse", "--input", str(tmp_path / "images"), "--backend", "openai",
-                             "--base-url", with_credentials, "--model", "fake-vlm", "--run-id", "creds",
-                             "--progress", "log", *SET_SMALL], tmp_path,
-                            {**prefect_env, "PREFECT_LOGGING_LEVEL": "INFO"})
+        result = run_curate(
+            [
+                "run",
+                "multiverse",
+                "--input",
+                str(tmp_path / "images"),
+                "--backend",
+                "openai",
+                "--base-url",
+                with_credentials,
+                "--model",
+                "fake-vlm",
+                "--run-id",
+                "creds",
+                "--progress",
+                "log",
+                *SET_SMALL,
+            ],
+            tmp_path,
+            {**prefect_env, "PREFECT_LOGGING_LEVEL": "INFO"},
+        )
         chat = [request for request in server.requests if request.path == "/v1/chat/completions"]
         statuses = [entry.status for entry in server.reply_log]
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -254,8 +330,11 @@ def own_estimate(body: dict) -> int:
 
 def stop_numbers(message: str) -> tuple[float, float, float, float]:
     """(next call's estimate, cap, spent, reserved) from a BudgetExceeded message."""
-    match = re.search(r"next model call \(up to \$([\d.]+)\) would take spending past --max-cost \$([\d.]+) "
-                      r"\(spent \$(-?[\d.]+), reserved for calls in flight \$(-?[\d.]+)\)", message)
+    match = re.search(
+        r"next model call \(up to \$([\d.]+)\) would take spending past --max-cost \$([\d.]+) "
+        r"\(spent \$(-?[\d.]+), reserved for calls in flight \$(-?[\d.]+)\)",
+        message,
+    )
     assert match, message
     return tuple(float(value) for value in match.groups())
 
@@ -267,10 +346,33 @@ def test_negative_usage_is_charged_at_the_estimate_and_the_budget_stops_with_exi
     cap = 0.05
     negative = {"prompt_tokens": -1_000_000, "completion_tokens": -1_000_000, "total_tokens": -2_000_000}
     with FakeOpenAIServer(responder=scripted_reply, reported_usage=negative) as server:
-        result = run_curate(["run", "multiverse", "--input", str(tmp_path / "images"), "--backend", "openai",
-                             "--base-url", server.base_url, "--model", "fake-vlm", "--run-id", "budget",
-                             "--concurrency", "1", "--max-cost", str(cap), "--progress", "none", *SET_SMALL,
-                             "--set", PRICES_SET], tmp_path, prefect_env)
+        result = run_curate(
+            [
+                "run",
+                "multiverse",
+                "--input",
+                str(tmp_path / "images"),
+                "--backend",
+                "openai",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "fake-vlm",
+                "--run-id",
+                "budget",
+                "--concurrency",
+                "1",
+                "--max-cost",
+                str(cap),
+                "--progress",
+                "none",
+                *SET_SMALL,
+                "--set",
+                PRICES_SET,
+            ],
+            tmp_path,
+            prefect_env,
+        )
         served = [request.body for request in server.requests if request.path == "/v1/chat/completions"]
     assert result.returncode == 4, result.stdout[-2000:] + result.stderr[-3000:]
     stops = [line for line in result.stderr.splitlines() if line.startswith("stopped:")]
@@ -289,8 +391,9 @@ def test_usage_reported_far_below_the_request_is_charged_at_least_its_input_esti
     tiny = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
     cap = 0.05
     with FakeOpenAIServer(responder=scripted_reply, reported_usage=tiny) as server:
-        run_dir = model_run(tmp_path, server, "tiny", concurrency=1, max_cost_usd=cap,
-                            prices={"fake-vlm": PRICE.model_dump()})
+        run_dir = model_run(
+            tmp_path, server, "tiny", concurrency=1, max_cost_usd=cap, prices={"fake-vlm": PRICE.model_dump()}
+        )
         with pytest.raises(BudgetExceeded) as stopped:
             run_all(run_dir)
         served = [request.body for request in server.requests if request.path == "/v1/chat/completions"]

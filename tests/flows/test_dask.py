@@ -36,26 +36,53 @@ def tasks_per_worker(address: str, marker: str) -> dict[str, int]:
     from distributed import Client
 
     def count(dask_worker) -> int:
-        return len({str(entry[0]) for entry in dask_worker.state.log
-                    if marker in str(entry[0]) and len(entry) > 3 and entry[1] in RUNNING and entry[3] == "memory"})
+        return len(
+            {
+                str(entry[0])
+                for entry in dask_worker.state.log
+                if marker in str(entry[0]) and len(entry) > 3 and entry[1] in RUNNING and entry[3] == "memory"
+            }
+        )
 
     with Client(address, timeout=30) as client:
         return client.run(count)
 
 
-def test_a_run_on_the_cluster_spreads_hashing_over_both_workers_and_matches_a_local_run(cluster, demo_run,
-                                                                                          prefect_env, tmp_path):
+def test_a_run_on_the_cluster_spreads_hashing_over_both_workers_and_matches_a_local_run(
+    cluster, demo_run, prefect_env, tmp_path
+):
     _, local = demo_run  # the session's demo run, on this machine
-    distributed = run_curate(["run", "multiverse", "--demo", "--run-id", "dask", "--no-release", "--progress", "none",
-                              "--dask-address", cluster], tmp_path, prefect_env)
+    distributed = run_curate(
+        [
+            "run",
+            "multiverse",
+            "--demo",
+            "--run-id",
+            "dask",
+            "--no-release",
+            "--progress",
+            "none",
+            "--dask-address",
+            cluster,
+        ],
+        tmp_path,
+        prefect_env,
+    )
     assert distributed.returncode == 0, distributed.stderr[-3000:]
     assert funnel(distributed.stdout) == funnel(local.stdout)
     per_worker = tasks_per_worker(cluster, "work_chunk")
     assert len(per_worker) == 2 and all(count > 0 for count in per_worker.values()), per_worker
     # hashing and every offline model stage went to the cluster, chunk by chunk
     items_in = {stage: int(row[0]) for stage, row in funnel(local.stdout).items()}
-    spread = ["image_phash", "image_quality", "image_category", "persona_generate", "conversation_generate",
-              "goal_task_label", "checklist_generate"]
+    spread = [
+        "image_phash",
+        "image_quality",
+        "image_category",
+        "persona_generate",
+        "conversation_generate",
+        "goal_task_label",
+        "checklist_generate",
+    ]
     assert sum(per_worker.values()) == sum(math.ceil(items_in[stage] / PROCESS_CHUNK_ITEMS) for stage in spread)
 
 
@@ -72,11 +99,13 @@ def test_minhash_signatures_computed_on_the_cluster_equal_local_ones(cluster):
         return signatures(texts, params, None)
 
     with Client(cluster, timeout=30) as client:
-        before = client.run(lambda dask_worker: sum("_signature_chunk" in str(entry[0])
-                                                    for entry in dask_worker.state.log))
+        before = client.run(
+            lambda dask_worker: sum("_signature_chunk" in str(entry[0]) for entry in dask_worker.state.log)
+        )
         remote, computed = client.submit(on_worker, texts, pure=False).result()
-        after = client.run(lambda dask_worker: sum("_signature_chunk" in str(entry[0])
-                                                   for entry in dask_worker.state.log))
+        after = client.run(
+            lambda dask_worker: sum("_signature_chunk" in str(entry[0]) for entry in dask_worker.state.log)
+        )
     assert computed == 5_000 and (remote == local).all()
     assert sum(after.values()) > sum(before.values())  # the chunks ran as tasks of the cluster
 
@@ -84,9 +113,23 @@ def test_minhash_signatures_computed_on_the_cluster_equal_local_ones(cluster):
 def test_model_calls_run_on_the_cluster_and_give_the_local_run_s_decisions(cluster, prefect_server, tmp_path):
     for seed in range(6):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
-    args = ["run", "multiverse", "--input", str(tmp_path / "images"), "--backend", "openai", "--model", "fake-vlm",
-            "--no-release", "--progress", "none", "--set", "image_quality.min_quality_score=1",
-            "--set", "category_min_size.min_items_per_category=1"]
+    args = [
+        "run",
+        "multiverse",
+        "--input",
+        str(tmp_path / "images"),
+        "--backend",
+        "openai",
+        "--model",
+        "fake-vlm",
+        "--no-release",
+        "--progress",
+        "none",
+        "--set",
+        "image_quality.min_quality_score=1",
+        "--set",
+        "category_min_size.min_items_per_category=1",
+    ]
     env = {"PREFECT_API_URL": prefect_server, "OPENAI_API_KEY": WORKER_KEY}
     before = tasks_per_worker(cluster, "_stage-")
     with FakeOpenAIServer(expected_api_key=WORKER_KEY, responder=scripted_reply) as server:
@@ -94,8 +137,11 @@ def test_model_calls_run_on_the_cluster_and_give_the_local_run_s_decisions(clust
         assert local.returncode == 0, local.stderr[-3000:]
         sent_locally = server.completions_served
         (tmp_path / "elsewhere").mkdir()
-        remote = run_curate([*args, "--base-url", server.base_url, "--run-id", "calls", "--dask-address", cluster],
-                            tmp_path / "elsewhere", env)
+        remote = run_curate(
+            [*args, "--base-url", server.base_url, "--run-id", "calls", "--dask-address", cluster],
+            tmp_path / "elsewhere",
+            env,
+        )
         assert remote.returncode == 0, remote.stderr[-3000:]
         sent_from_cluster = server.completions_served - sent_locally
     after = tasks_per_worker(cluster, "_stage-")
@@ -107,24 +153,40 @@ def test_model_calls_run_on_the_cluster_and_give_the_local_run_s_decisions(clust
     assert decided == stage_outputs(tmp_path / "outputs" / "runs" / "calls")
 
 
-def test_a_cluster_without_workers_is_one_line_within_the_wait_and_the_same_command_then_resumes(prefect_server,
-                                                                                                 tmp_path):
+def test_a_cluster_without_workers_is_one_line_within_the_wait_and_the_same_command_then_resumes(
+    prefect_server, tmp_path
+):
     """No worker (none started yet, or every one gone): one line and exit 3 after the wait, not a silent hang; once
     workers are there, the same command runs. Skipped stages of the resumed run say so."""
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "PYTHONPATH": str(REPO)}
     for seed in range(4):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
     with dask_scheduler(env, tmp_path) as (address, _):
-        args = ["run", "multiverse", "--input", str(tmp_path / "images"), "--run-id", "idle", "--no-release",
-                "--progress", "log", "--dask-address", address, "--set", "execution.dask_wait_seconds=3",
-                "--set", "image_quality.min_quality_score=1"]
+        args = [
+            "run",
+            "multiverse",
+            "--input",
+            str(tmp_path / "images"),
+            "--run-id",
+            "idle",
+            "--no-release",
+            "--progress",
+            "log",
+            "--dask-address",
+            address,
+            "--set",
+            "execution.dask_wait_seconds=3",
+            "--set",
+            "image_quality.min_quality_score=1",
+        ]
         alone = run_curate(args, tmp_path, env, timeout=120)
         assert alone.returncode == 3, alone.stderr[-3000:]
         last = alone.stderr.strip().splitlines()[-1]
-        assert f"the Dask scheduler at {address} has no worker (waited 3 s)" in last or \
-            f"the Dask cluster at {address} has had no worker for 3 s" in last, last
-        assert last.endswith(f"resume with: curate run multiverse --run-id idle --dask-address {address} "
-                             f"--no-release")
+        assert (
+            f"the Dask scheduler at {address} has no worker (waited 3 s)" in last
+            or f"the Dask cluster at {address} has had no worker for 3 s" in last
+        ), last
+        assert last.endswith(f"resume with: curate run multiverse --run-id idle --dask-address {address} --no-release")
         assert "Traceback" not in alone.stderr
         with dask_workers(address, env, tmp_path):
             first = run_curate(args, tmp_path, {**env, "PREFECT_LOGGING_LEVEL": "INFO"}, timeout=300)

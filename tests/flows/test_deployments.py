@@ -37,8 +37,14 @@ def test_served_deployment_runs_and_rejects_bad_parameters(prefect_env, tmp_path
     env = {**os.environ, **prefect_env}
     log = tmp_path / "serve.log"
     with open(log, "w") as handle:
-        serve = subprocess.Popen([str(Path(PREFECT).parent / "curate"), "serve", "--out", str(tmp_path / "served")],
-                                 cwd=tmp_path, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        serve = subprocess.Popen(
+            [str(Path(PREFECT).parent / "curate"), "serve", "--out", str(tmp_path / "served")],
+            cwd=tmp_path,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     try:
         for _ in range(240):  # the serve process registers its deployments, then polls for runs
             if {f"curate/{recipe}" for recipe in available_recipes()} <= deployment_names(prefect_env):
@@ -46,15 +52,37 @@ def test_served_deployment_runs_and_rejects_bad_parameters(prefect_env, tmp_path
             assert serve.poll() is None, log.read_text()[-3000:]
             time.sleep(0.25)
         assert {f"curate/{recipe}" for recipe in available_recipes()} <= deployment_names(prefect_env)  # one each
-        bad = subprocess.run([str(PREFECT), "deployment", "run", "curate/multiverse", "--param", "recipe=nope"],
-                             env=env, capture_output=True, text=True, timeout=60)
+        bad = subprocess.run(
+            [str(PREFECT), "deployment", "run", "curate/multiverse", "--param", "recipe=nope"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert bad.returncode != 0 and "Validation failed for field 'recipe'" in bad.stdout + bad.stderr
-        good = subprocess.run([str(PREFECT), "deployment", "run", "curate/multiverse", "--watch",
-                               "--watch-interval", "1", "--watch-timeout", "300"],
-                              env=env, capture_output=True, text=True, timeout=330)
+        good = subprocess.run(
+            [
+                str(PREFECT),
+                "deployment",
+                "run",
+                "curate/multiverse",
+                "--watch",
+                "--watch-interval",
+                "1",
+                "--watch-timeout",
+                "300",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=330,
+        )
         assert good.returncode == 0 and "Completed" in good.stdout, good.stdout + good.stderr + log.read_text()[-3000:]
-        releases = [path for path in (tmp_path / "served" / "releases" / "multiverse-curated-demo").iterdir()
-                    if not path.name.startswith(".")]  # .lock: one writer at a time
+        releases = [
+            path
+            for path in (tmp_path / "served" / "releases" / "multiverse-curated-demo").iterdir()
+            if not path.name.startswith(".")
+        ]  # .lock: one writer at a time
         assert len(releases) == 1 and (releases[0] / "manifest.json").exists()
         runs, artifacts = read_prefect(prefect_env["PREFECT_API_URL"])
         deployed = [run for run in runs if run.deployment_id is not None and run.state.is_completed()]

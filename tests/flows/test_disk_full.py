@@ -9,6 +9,7 @@ the small disk holds out for the test to read."""
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -26,8 +27,12 @@ from tests.helpers import CURATE, MULTIVERSE_STAGES, SMALL, finished_run, funnel
 
 pytestmark = pytest.mark.slow
 
-SET_SMALL = [item for stage, fields in SMALL.items() for field, value in fields.items()
-             for item in ("--set", f"{stage}.{field}={value}")]
+SET_SMALL = [
+    item
+    for stage, fields in SMALL.items()
+    for field, value in fields.items()
+    for item in ("--set", f"{stage}.{field}={value}")
+]
 DISK_BYTES = 16 * 1024 * 1024  # the tmpfs; the ballast takes all of it but what a test leaves free
 PAGE = 4096  # tmpfs counts whole pages
 
@@ -82,8 +87,11 @@ def namespace() -> list[str] | None:
     probe.mkdir(exist_ok=True)
     for prefix in (["unshare", "-rm"], ["unshare", "-m"]):  # unprivileged first; -m alone needs root
         try:
-            done = subprocess.run([*prefix, "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)],
-                                  capture_output=True, timeout=30)
+            done = subprocess.run(
+                [*prefix, "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)],
+                capture_output=True,
+                timeout=30,
+            )
         except (OSError, subprocess.TimeoutExpired):
             continue
         if done.returncode == 0:
@@ -91,8 +99,9 @@ def namespace() -> list[str] | None:
     return None
 
 
-def on_a_small_disk(command: list[str], tmp_path: Path, needs: int, fractions: list[float | None],
-                    env: dict[str, str]) -> list[dict]:
+def on_a_small_disk(
+    command: list[str], tmp_path: Path, needs: int, fractions: list[float | None], env: dict[str, str]
+) -> list[dict]:
     """`command` (its --out is <disk>/out) once per fraction, on a small disk left with that fraction of the `needs`
     bytes the command still needs, or with its ballast removed (None): each attempt's returncode, stdout, stderr
     and finished files. What the disk's out/ holds in the end is copied to tmp_path/kept."""
@@ -101,10 +110,21 @@ def on_a_small_disk(command: list[str], tmp_path: Path, needs: int, fractions: l
         pytest.skip("cannot mount a tmpfs here: neither `unshare -rm` (user namespaces) nor root's `unshare -m`")
     disk = tmp_path / "disk"
     disk.mkdir()
-    spec = {"disk": str(disk), "size": DISK_BYTES, "needs": needs, "fractions": fractions,
-            "keep": str(tmp_path / "kept"), "command": [part.replace("<disk>", str(disk)) for part in command]}
-    done = subprocess.run([*prefix, sys.executable, "-c", DRIVER, json.dumps(spec)], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **env})
+    spec = {
+        "disk": str(disk),
+        "size": DISK_BYTES,
+        "needs": needs,
+        "fractions": fractions,
+        "keep": str(tmp_path / "kept"),
+        "command": [part.replace("<disk>", str(disk)) for part in command],
+    }
+    done = subprocess.run(
+        [*prefix, sys.executable, "-c", DRIVER, json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **env},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -123,15 +143,21 @@ def check_one_line_disk_full_error(attempt: dict) -> None:
     assert len(errors) == 1, stderr[-3000:]
     assert errors[0].startswith("error: no space left on the disk") and "run the same command again" in errors[0]
     assert "Traceback" not in stderr
-    others = [line for line in stderr.splitlines()
-              if line.strip() and not line.startswith("error:") and not re.match(r"\d\d:\d\d:\d\d\.\d+ \| ", line)]
+    others = [
+        line
+        for line in stderr.splitlines()
+        if line.strip() and not line.startswith("error:") and not re.match(r"\d\d:\d\d:\d\d\.\d+ \| ", line)
+    ]
     assert others == [], stderr[-3000:]
 
 
 def stage_folders(finished: dict[str, str]) -> set[str]:
     """The stage output folders (not work folders) a listing of finished files holds."""
-    return {str(Path(path).parent) for path in finished
-            if Path(path).name == "DONE" and "/stages/" in path and not Path(path).parent.name.startswith("work-")}
+    return {
+        str(Path(path).parent)
+        for path in finished
+        if Path(path).name == "DONE" and "/stages/" in path and not Path(path).parent.name.startswith("work-")
+    }
 
 
 def test_a_disk_that_fills_during_a_run_stops_it_with_one_line_and_the_same_command_resumes(tmp_path, prefect_env):
@@ -139,11 +165,29 @@ def test_a_disk_that_fills_during_a_run_stops_it_with_one_line_and_the_same_comm
     for seed in range(6):
         make_image(images / f"{seed}.png", seed)
     uninterrupted = finished_run(tmp_path, "probe", input_path=images, overrides=SMALL)  # what a run writes
-    command = [str(CURATE), "run", "multiverse", "--input", str(images), "--out", "<disk>/out", "--run-id", "full",
-               "--no-release", "--progress", "log", *SET_SMALL]
+    command = [
+        str(CURATE),
+        "run",
+        "multiverse",
+        "--input",
+        str(images),
+        "--out",
+        "<disk>/out",
+        "--run-id",
+        "full",
+        "--no-release",
+        "--progress",
+        "log",
+        *SET_SMALL,
+    ]
     # full twice, each time with room for half of what is left to do; then with room
-    attempts = on_a_small_disk(command, tmp_path, disk_bytes(tmp_path / "out"), [0.5, 0.5, None],
-                               {**prefect_env, "PREFECT_LOGGING_LEVEL": "INFO"})
+    attempts = on_a_small_disk(
+        command,
+        tmp_path,
+        disk_bytes(tmp_path / "out"),
+        [0.5, 0.5, None],
+        {**prefect_env, "PREFECT_LOGGING_LEVEL": "INFO"},
+    )
     for attempt in attempts[:2]:
         check_one_line_disk_full_error(attempt)
         stages = "|".join(MULTIVERSE_STAGES)
@@ -152,13 +196,15 @@ def test_a_disk_that_fills_during_a_run_stops_it_with_one_line_and_the_same_comm
     done = [stage_folders(attempt["finished"]) for attempt in attempts]
     assert set() < done[0] < done[1] < done[2]  # each attempt got further
     assert len(done[2]) == len(MULTIVERSE_STAGES)
-    for before, (earlier, later) in zip(done, zip(attempts, attempts[1:])):
+    for before, (earlier, later) in zip(done, itertools.pairwise(attempts)):
         # nothing finished was lost or redone: the same files, and those stages said to be skipped
-        assert {path: digest for path, digest in later["finished"].items() if str(Path(path).parent) in before} \
-            == {path: digest for path, digest in earlier["finished"].items() if str(Path(path).parent) in before}
+        assert {path: digest for path, digest in later["finished"].items() if str(Path(path).parent) in before} == {
+            path: digest for path, digest in earlier["finished"].items() if str(Path(path).parent) in before
+        }
         lines = summary_lines(later["stdout"] + later["stderr"])
-        assert {stage for stage, line in lines.items() if "skipped, already done" in line} \
-            == {Path(folder).parent.name.split("_", 1)[1] for folder in before}
+        assert {stage for stage, line in lines.items() if "skipped, already done" in line} == {
+            Path(folder).parent.name.split("_", 1)[1] for folder in before
+        }
     assert funnel(attempts[2]["stdout"]) == funnel(funnel_text(load_report(uninterrupted)))
     assert not list((tmp_path / "kept" / "runs" / "full" / "stages").glob("*/work-*.partial"))
 
@@ -175,5 +221,6 @@ def test_a_disk_that_fills_during_a_release_stops_it_with_one_line_and_the_same_
     kept = tmp_path / "kept" / "releases" / probe.parent.name
     assert sorted(path.name for path in kept.iterdir() if path.name != ".lock") == [probe.name]  # no partial left
     assert verify(kept / probe.name) == []
-    assert (kept / probe.name / "SHA256SUMS").read_text().count("data/") \
-        == (probe / "SHA256SUMS").read_text().count("data/")
+    assert (kept / probe.name / "SHA256SUMS").read_text().count("data/") == (probe / "SHA256SUMS").read_text().count(
+        "data/"
+    )

@@ -36,14 +36,29 @@ def big_release(release, tmp_path_factory):
 
 
 def eval_args(release, server, out, concurrency: int = CONCURRENCY) -> list[str]:
-    return ["eval", str(release), "--model", "candidate-vlm", "--judge-model", "judge-vlm", "--base-url",
-            server.base_url, "--judge-base-url", server.base_url, "--concurrency", str(concurrency), "--out", str(out)]
+    return [
+        "eval",
+        str(release),
+        "--model",
+        "candidate-vlm",
+        "--judge-model",
+        "judge-vlm",
+        "--base-url",
+        server.base_url,
+        "--judge-base-url",
+        server.base_url,
+        "--concurrency",
+        str(concurrency),
+        "--out",
+        str(out),
+    ]
 
 
 def started(args: list[str], cwd) -> subprocess.Popen:
     """`curate ARGS` in its own process group, as a terminal runs it."""
-    return subprocess.Popen([str(CURATE), *args], cwd=cwd, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [str(CURATE), *args], cwd=cwd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def wait_for(condition, timeout: float = 60) -> None:
@@ -54,10 +69,10 @@ def wait_for(condition, timeout: float = 60) -> None:
 
 
 @pytest.mark.parametrize("concurrency", [8, 64])
-def test_ctrl_c_sends_nothing_new_exits_130_within_2_s_and_the_rerun_pays_nothing_twice(big_release, tmp_path,
-                                                                                        concurrency):
-    with FakeOpenAIServer(responder=marker_world({"candidate-vlm": 0.5}), models=MODELS,
-                          latency_seconds=0.2) as server:
+def test_ctrl_c_sends_nothing_new_exits_130_within_2_s_and_the_rerun_pays_nothing_twice(
+    big_release, tmp_path, concurrency
+):
+    with FakeOpenAIServer(responder=marker_world({"candidate-vlm": 0.5}), models=MODELS, latency_seconds=0.2) as server:
         args = eval_args(big_release, server, tmp_path / "evals", concurrency)
         process = started(args, tmp_path)
         wait_for(lambda: server.completions_served >= 2 * concurrency)
@@ -79,8 +94,7 @@ def test_ctrl_c_sends_nothing_new_exits_130_within_2_s_and_the_rerun_pays_nothin
 
 
 def test_a_second_identical_eval_while_one_runs_exits_2_with_one_line_and_sends_nothing(big_release, tmp_path):
-    with FakeOpenAIServer(responder=marker_world({"candidate-vlm": 0.5}), models=MODELS,
-                          latency_seconds=0.2) as server:
+    with FakeOpenAIServer(responder=marker_world({"candidate-vlm": 0.5}), models=MODELS, latency_seconds=0.2) as server:
         args = eval_args(big_release, server, tmp_path / "evals")
         first = started(args, tmp_path)  # about a minute of calls
         wait_for(lambda: server.completions_served >= 1)
@@ -108,15 +122,18 @@ def test_sigkill_during_an_eval_then_the_same_command_sends_no_answered_call_aga
         assert killed_at is not None, "the eval ended before the kill"
         before = server.reply_log
         resumed = run_curate(args, tmp_path)
-        after = server.reply_log[len(before):]
+        after = server.reply_log[len(before) :]
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     answered = {entry.body_sha256: entry.answered_at for entry in before if entry.status == 200}
     repeated = [answered[entry.body_sha256] for entry in after if entry.body_sha256 in answered]
-    assert not [at for at in repeated if at < killed_at - REPLY_WINDOW], "a reply stored before the kill was bought again"
+    assert not [at for at in repeated if at < killed_at - REPLY_WINDOW], (
+        "a reply stored before the kill was bought again"
+    )
     assert len(repeated) <= CONCURRENCY  # at most the requests in flight at the kill
     assert 0 < len(after) < total  # the rerun asked only for what was missing
-    results = {name: json.loads(next((tmp_path / name).rglob("results.json")).read_text())
-               for name in ("whole", "killed")}
+    results = {
+        name: json.loads(next((tmp_path / name).rglob("results.json")).read_text()) for name in ("whole", "killed")
+    }
     assert results["killed"]["score"] == results["whole"]["score"]
     assert results["killed"]["turns_judged"] == results["whole"]["turns_judged"]
 

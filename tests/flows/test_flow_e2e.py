@@ -17,6 +17,7 @@ from tests.helpers import MULTIVERSE_STAGES, funnel, funnel_artifact_of, read_pr
 
 pytestmark = pytest.mark.slow
 
+
 @pytest.fixture(scope="module")
 def api(prefect_env):
     return {**prefect_env, "PREFECT_LOGGING_LEVEL": "INFO"}  # INFO: the progress lines
@@ -27,17 +28,24 @@ def test_demo_run_shows_every_stage_working_and_releases(demo_run):
     assert result.returncode == 0, result.stderr[-3000:]
     rows = funnel(result.stdout)
     assert list(rows) == MULTIVERSE_STAGES
-    for stage, reason in [("image_phash", "image_truncated"), ("image_phash", "image_empty"),
-                          ("image_exact_dedup", "exact_duplicate"), ("image_near_dedup", "near_duplicate"),
-                          ("image_quality", "low_quality"), ("category_weighted_sample", "not_sampled")]:
+    for stage, reason in [
+        ("image_phash", "image_truncated"),
+        ("image_phash", "image_empty"),
+        ("image_exact_dedup", "exact_duplicate"),
+        ("image_near_dedup", "near_duplicate"),
+        ("image_quality", "low_quality"),
+        ("category_weighted_sample", "not_sampled"),
+    ]:
         assert reason in rows[stage], (stage, rows[stage])
     release = Path(re.search(r"release:\s+(\S+)", result.stdout).group(1))
     assert release.parent.parent == (workdir / "outputs" / "releases").resolve()
     table = pq.read_table(next((release / "data").glob("*.parquet")))
     assert table.num_rows == int(rows["conversation_review"][-1]) > 0
     assert set(table.column("review_mode").to_pylist()) == {"auto"}
-    assert all({entry["field"]: entry["backend"] for entry in value}["conversation"] == "offline-heuristic"
-               for value in table.column("generated_by").to_pylist())
+    assert all(
+        {entry["field"]: entry["backend"] for entry in value}["conversation"] == "offline-heuristic"
+        for value in table.column("generated_by").to_pylist()
+    )
 
 
 def test_demo_run_is_in_prefect_with_the_funnel_artifact(demo_run, api):
@@ -65,8 +73,21 @@ def test_rerun_with_the_same_run_id_skips_every_stage(demo_run, api):
 
 def test_changed_threshold_reruns_only_that_stage_and_later_ones(demo_run, api):
     workdir, _ = demo_run
-    changed = run_curate(["run", "multiverse", "--run-id", "e2e", "--no-release", "--progress", "log",
-                          "--set", "category_weighted_sample.max_items=10"], workdir, api)
+    changed = run_curate(
+        [
+            "run",
+            "multiverse",
+            "--run-id",
+            "e2e",
+            "--no-release",
+            "--progress",
+            "log",
+            "--set",
+            "category_weighted_sample.max_items=10",
+        ],
+        workdir,
+        api,
+    )
     assert changed.returncode == 0, changed.stderr[-3000:]
     lines = summary_lines(changed.stdout + changed.stderr)
     position = MULTIVERSE_STAGES.index("category_weighted_sample")
@@ -81,11 +102,31 @@ def test_openai_backend_end_to_end_keeps_the_key_secret(api, tmp_path):
     secret = "sk-test-SECRET-0123456789"
     with FakeOpenAIServer(expected_api_key=secret, responder=scripted_reply) as server:
         result = run_curate(
-            ["run", "multiverse", "--input", str(tmp_path / "images"), "--backend", "openai", "--base-url",
-             server.base_url, "--model", "fake-vlm", "--run-id", "api", "--progress", "log",
-             "--set", "image_quality.min_quality_score=1", "--set", "category_min_size.min_items_per_category=1",
-             "--set", 'backend.prices={"fake-vlm": {"input_per_million": 2.5, "output_per_million": 10}}'],
-            tmp_path, {**api, "OPENAI_API_KEY": secret})
+            [
+                "run",
+                "multiverse",
+                "--input",
+                str(tmp_path / "images"),
+                "--backend",
+                "openai",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "fake-vlm",
+                "--run-id",
+                "api",
+                "--progress",
+                "log",
+                "--set",
+                "image_quality.min_quality_score=1",
+                "--set",
+                "category_min_size.min_items_per_category=1",
+                "--set",
+                'backend.prices={"fake-vlm": {"input_per_million": 2.5, "output_per_million": 10}}',
+            ],
+            tmp_path,
+            {**api, "OPENAI_API_KEY": secret},
+        )
         served = server.completions_served
         auth_headers = {request.headers.get("authorization") for request in server.requests}
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -97,11 +138,14 @@ def test_openai_backend_end_to_end_keeps_the_key_secret(api, tmp_path):
     quality = next(stage for stage in manifest["funnel"] if stage["stage"] == "image_quality")
     assert quality["usage"]["fake-vlm"]["calls"] == 5 and quality["usage"]["fake-vlm"]["input_tokens"] > 0
     assert "new model calls cost $" in result.stdout
-    conversation_decisions = next((tmp_path / "outputs" / "runs" / "api" / "stages").glob(
-        "*_conversation_generate/[0-9a-f]*/decisions.jsonl"))
+    conversation_decisions = next(
+        (tmp_path / "outputs" / "runs" / "api" / "stages").glob("*_conversation_generate/[0-9a-f]*/decisions.jsonl")
+    )
     rows = [json.loads(line) for line in conversation_decisions.read_text().splitlines()]
     assert rows and all(row["backend"] == "openai" and row["model"] == "fake-vlm" for row in rows)
-    leaked = [path for path in (tmp_path / "outputs").rglob("*") if path.is_file() and secret.encode() in path.read_bytes()]
+    leaked = [
+        path for path in (tmp_path / "outputs").rglob("*") if path.is_file() and secret.encode() in path.read_bytes()
+    ]
     assert leaked == [] and secret not in result.stdout + result.stderr
     assert secret not in prefect_logs_and_parameters(api, "api")
 
@@ -113,8 +157,14 @@ def prefect_logs_and_parameters(api: dict[str, str], run_id: str) -> str:
 
     async def read():
         async with get_client() as client:
-            runs = [run for run in await client.read_flow_runs() if (run.parameters.get("options") or {}).get("run_id") == run_id]
-            logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[r.id for r in runs])))
+            runs = [
+                run
+                for run in await client.read_flow_runs()
+                if (run.parameters.get("options") or {}).get("run_id") == run_id
+            ]
+            logs = await client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[r.id for r in runs]))
+            )
             return json.dumps([run.parameters for run in runs]) + "\n".join(log.message for log in logs)
 
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -127,8 +177,24 @@ def prefect_logs_and_parameters(api: dict[str, str], run_id: str) -> str:
 
 def test_unreachable_model_server_fails_before_any_item_and_says_how_to_resume(api, tmp_path):
     make_image(tmp_path / "images" / "0.png", 0)
-    result = run_curate(["run", "multiverse", "--input", str(tmp_path / "images"), "--backend", "openai",
-                         "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--run-id", "down"], tmp_path, api)
+    result = run_curate(
+        [
+            "run",
+            "multiverse",
+            "--input",
+            str(tmp_path / "images"),
+            "--backend",
+            "openai",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--run-id",
+            "down",
+        ],
+        tmp_path,
+        api,
+    )
     assert result.returncode == 3
     assert "cannot reach the model server" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "outputs" / "runs" / "down" / "stages").exists()
@@ -137,8 +203,20 @@ def test_unreachable_model_server_fails_before_any_item_and_says_how_to_resume(a
 def test_paper_defaults_on_a_tiny_folder_explain_why_nothing_was_released(api, tmp_path):
     for seed in range(3):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
-    result = run_curate(["run", "multiverse", "--input", str(tmp_path / "images"), "--run-id", "tiny",
-                         "--set", "image_quality.min_quality_score=1"], tmp_path, api)
+    result = run_curate(
+        [
+            "run",
+            "multiverse",
+            "--input",
+            str(tmp_path / "images"),
+            "--run-id",
+            "tiny",
+            "--set",
+            "image_quality.min_quality_score=1",
+        ],
+        tmp_path,
+        api,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert funnel(result.stdout)["category_min_size"][-1] == "0"
     assert "no sample survived: category_min_size removed the last ones" in result.stdout

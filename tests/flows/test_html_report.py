@@ -24,8 +24,22 @@ pytestmark = pytest.mark.slow
 def demo_run(tmp_path_factory, prefect_env) -> Path:
     """The demo run, with its release skipped (the report is the run's)."""
     work = tmp_path_factory.mktemp("report")
-    result = run_curate(["run", "multiverse", "--demo", "--run-id", "shown", "--no-release", "--progress", "none",
-                         "--out", str(work / "outputs")], work, prefect_env)
+    result = run_curate(
+        [
+            "run",
+            "multiverse",
+            "--demo",
+            "--run-id",
+            "shown",
+            "--no-release",
+            "--progress",
+            "none",
+            "--out",
+            str(work / "outputs"),
+        ],
+        work,
+        prefect_env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return work / "outputs" / "runs" / "shown"
 
@@ -59,8 +73,9 @@ def test_drop_cards_say_each_fact_once_and_name_the_files_they_point_at(demo_run
             assert len(rows) == len(set(rows)), (page.name, rows)
     near = (folder / "drops-image_near_dedup-near_duplicate-1.html").read_text(encoding="utf-8")
     pointed = re.findall(r"<dt>near_duplicate_of</dt><dd>([0-9a-f]{16}) \((.+?)\)</dd>", near)
-    assert pointed and all(name.endswith((".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff"))
-                           for _, name in pointed)
+    assert pointed and all(
+        name.endswith((".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff")) for _, name in pointed
+    )
 
 
 def test_the_page_loads_cleanly_shows_the_funnel_the_groups_and_filters(demo_run):
@@ -68,17 +83,27 @@ def test_the_page_loads_cleanly_shows_the_funnel_the_groups_and_filters(demo_run
     assert chromium and PLAYWRIGHT.exists(), "run `make test` (it installs Chromium and playwright-core)"
     SHOT_DIR.mkdir(parents=True, exist_ok=True)
     home = demo_run.parent / "chrome-home"
-    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "CHROMIUM_PATH": chromium,
-           "PLAYWRIGHT_CORE": str(PLAYWRIGHT)}
-    result = subprocess.run(["node", str(Path(__file__).with_name("report_page.js")),
-                             str(demo_run / "report" / "html"), str(SHOT_DIR)],
-                            capture_output=True, text=True, env=env, timeout=180)
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "CHROMIUM_PATH": chromium,
+        "PLAYWRIGHT_CORE": str(PLAYWRIGHT),
+    }
+    result = subprocess.run(
+        ["node", str(Path(__file__).with_name("report_page.js")), str(demo_run / "report" / "html"), str(SHOT_DIR)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen["errors"] == [] and seen["requests"] == []  # no console error, nothing fetched from a network
     stats = json.loads(curate_in_process(["report", str(demo_run), "--json"]).stdout)
-    assert seen["funnel"] == [{"stage": s["stage"], "in": s["items_in"], "removed": s["dropped"], "out": s["kept"]}
-                              for s in stats]
+    assert seen["funnel"] == [
+        {"stage": s["stage"], "in": s["items_in"], "removed": s["dropped"], "out": s["kept"]} for s in stats
+    ]
     assert seen["group"]["keptFirst"] and seen["group"]["pictures"] >= 2  # the kept picture and its copy, loaded
     assert seen["dropCards"] >= 1 and seen["dropLink"].startswith("drops-")
     assert 0 < seen["after"] < seen["before"] and seen["matching"] and seen["shownText"] == f"{seen['after']} shown"
@@ -120,23 +145,45 @@ def test_selection_steps_and_the_samples_reviewers_disagreed_on_are_shown(demo_r
     store = RunStore(run)
     final = [json.loads(line)["id"] for line in store.kept_path(len(store.chain()) - 1).read_text().splitlines()]
     split, agreed = final[0], final[1]
+    from benchcurate.curation.engine.store import write_json_atomic
     from benchcurate.curation.review.fields import review_fields
     from benchcurate.curation.review.policy import RoundInput, Submitted, decide_round
-    from benchcurate.curation.engine.store import write_json_atomic
     from benchcurate.schemas import Sample
     from benchcurate.schemas.review import ReviewerAnswers
 
-    samples = {row["id"]: Sample.model_validate_json(row_text) for row_text in
-               store.kept_path(len(store.chain()) - 1).read_text().splitlines() for row in [json.loads(row_text)]
-               if row["id"] in (split, agreed)}
+    samples = {
+        row["id"]: Sample.model_validate_json(row_text)
+        for row_text in store.kept_path(len(store.chain()) - 1).read_text().splitlines()
+        for row in [json.loads(row_text)]
+        if row["id"] in (split, agreed)
+    }
     given = {split: ("yes", "no"), agreed: ("yes", "yes")}
-    submitted = [Submitted(sample_id, 1, ReviewerAnswers(reviewer=who, annotation_id=n, choices={
-        "natural": "yes", "correct": "yes", "needs_image": answers[k]}))
-        for n, (sample_id, answers) in enumerate(given.items()) for k, who in enumerate(("u-1", "u-2"))]
-    record = decide_round(RoundInput(  # as `curate review pull` records it
-        run_id="run", project="run review round 1", round=1, required=2, pulled_at=datetime.now(UTC),
-        fields={sample_id: review_fields(sample) for sample_id, sample in samples.items()}, submitted=submitted,
-        settled=[], adjudicators=None, names={"u-1": "ann", "u-2": "bo"}, rejected=[]))
+    submitted = [
+        Submitted(
+            sample_id,
+            1,
+            ReviewerAnswers(
+                reviewer=who, annotation_id=n, choices={"natural": "yes", "correct": "yes", "needs_image": answers[k]}
+            ),
+        )
+        for n, (sample_id, answers) in enumerate(given.items())
+        for k, who in enumerate(("u-1", "u-2"))
+    ]
+    record = decide_round(
+        RoundInput(  # as `curate review pull` records it
+            run_id="run",
+            project="run review round 1",
+            round=1,
+            required=2,
+            pulled_at=datetime.now(UTC),
+            fields={sample_id: review_fields(sample) for sample_id, sample in samples.items()},
+            submitted=submitted,
+            settled=[],
+            adjudicators=None,
+            names={"u-1": "ann", "u-2": "bo"},
+            rejected=[],
+        )
+    )
     (run / "review").mkdir(exist_ok=True)
     write_json_atomic(run / "review" / "record.json", record.model_dump(mode="json"))
     index = write_html_report(run)
@@ -149,12 +196,15 @@ def test_selection_steps_and_the_samples_reviewers_disagreed_on_are_shown(demo_r
     assert '<tr data-reviewer="u-1"><td>ann</td><td class="num">2</td>' in reviewers
     anchor = table.split('href="')[1].split('"')[0]
     assert f'id="{anchor.split("#")[1]}"' in (index.parent / anchor.split("#")[0]).read_text(encoding="utf-8")
-    sampled = next(s for s in json.loads(curate_in_process(["report", str(demo_run), "--json"]).stdout)
-                   if s["stage"] == "category_weighted_sample")
+    sampled = next(
+        s
+        for s in json.loads(curate_in_process(["report", str(demo_run), "--json"]).stdout)
+        if s["stage"] == "category_weighted_sample"
+    )
     selection = page.split('id="selection"')[1].split("</section>")[0]
-    assert "<th scope=\"col\">quotas</th>" in selection and "<th scope=\"col\">kept</th>" in selection
+    assert '<th scope="col">quotas</th>' in selection and '<th scope="col">kept</th>' in selection
     for label, kept in sampled["kept_by_label"]["image_main"].items():
-        assert f"{sampled['summary']['quotas'][label]}</td><td class=\"num\">{kept}</td>" in selection, label
+        assert f'{sampled["summary"]["quotas"][label]}</td><td class="num">{kept}</td>' in selection, label
 
 
 def test_two_reports_of_one_run_at_once_each_finish_and_leave_whole_files(demo_run, tmp_path):
@@ -162,8 +212,12 @@ def test_two_reports_of_one_run_at_once_each_finish_and_leave_whole_files(demo_r
 
     run = tmp_path / "run"
     shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("html"))
-    commands = [subprocess.Popen([str(CURATE), "report", str(run), "--html"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    commands = [
+        subprocess.Popen(
+            [str(CURATE), "report", str(run), "--html"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     assert [command.wait(120) for command in commands] == [0, 0]
     folder = run / "report" / "html"
     thumbs = list((folder / "thumbs").glob("*.jpg"))

@@ -53,9 +53,14 @@ def run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -
 
 
 def load(repo: str, revision: str, env: dict[str, str], cwd: Path, stream: bool = False) -> dict[str, list[dict]]:
-    result = subprocess.run([sys.executable, "-c", LOAD, repo, revision, *(["stream"] if stream else [])],
-                            capture_output=True, text=True, cwd=cwd,
-                            env={**os.environ, **env}, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD, repo, revision, *(["stream"] if stream else [])],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **env},
+        timeout=300,
+    )
     OUTPUTS.extend([result.stdout, result.stderr])
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.splitlines()[-1])
@@ -68,21 +73,30 @@ def local_rows(folder: Path) -> dict[str, list[dict]]:
         for row in pq.read_table(path).to_pylist():
             image = row.pop("image")
             rows.setdefault(path.name.split("-")[0], []).append(
-                {**row, "image_sha256_loaded": hashlib.sha256(image["bytes"]).hexdigest()})
+                {**row, "image_sha256_loaded": hashlib.sha256(image["bytes"]).hexdigest()}
+            )
     return rows
 
 
 def lfs_files(folder: Path) -> dict[str, str]:
     """sha256 -> path of the release's files the Hub keeps in LFS (parquet shards, plots)."""
-    return {hashlib.sha256(path.read_bytes()).hexdigest(): path.relative_to(folder).as_posix()
-            for path in folder.rglob("*") if path.suffix in (".parquet", ".png")}
+    return {
+        hashlib.sha256(path.read_bytes()).hexdigest(): path.relative_to(folder).as_posix()
+        for path in folder.rglob("*")
+        if path.suffix in (".parquet", ".png")
+    }
 
 
 @pytest.fixture(scope="module")
 @starts_server
 def hub():
-    with FakeHub({WRITE: Token("alice", "write", ("my-org",)), READ: Token("carol", "read", ("my-org",)),
-                  STRANGER: Token("bob", "write")}) as server:
+    with FakeHub(
+        {
+            WRITE: Token("alice", "write", ("my-org",)),
+            READ: Token("carol", "read", ("my-org",)),
+            STRANGER: Token("bob", "write"),
+        }
+    ) as server:
         yield server
 
 
@@ -118,8 +132,10 @@ def releases(work) -> tuple[Path, Path, str, str]:
 @pytest.fixture(scope="module")
 def rebuilt(work, releases) -> Path:
     """A 0.1.0 with other contents: the 7-picture run released under that version in another output folder."""
-    made = curate_in_process(["release", str(work / "out" / "runs" / "second"), "--version", "0.1.0", "--out",
-                              str(work / "out-rebuilt")], work)
+    made = curate_in_process(
+        ["release", str(work / "out" / "runs" / "second"), "--version", "0.1.0", "--out", str(work / "out-rebuilt")],
+        work,
+    )
     assert made.returncode == 0, made.stdout + made.stderr
     return work / "out-rebuilt" / "releases" / "multiverse-curated" / "0.1.0"
 
@@ -147,26 +163,41 @@ def test_two_versions_round_trip_through_the_hub(hub, env, work, releases, publi
     for folder, tag in ((first, "v0.1.0"), (second, "v0.2.0")):
         on_hub = hub.files(REPO, tag)
         assert on_hub.pop(".gitattributes")
-        assert on_hub == {path.relative_to(folder).as_posix(): path.read_bytes()
-                          for path in folder.rglob("*") if path.is_file()}
+        assert on_hub == {
+            path.relative_to(folder).as_posix(): path.read_bytes() for path in folder.rglob("*") if path.is_file()
+        }
         assert load(REPO, tag, env, work) == local_rows(folder)  # every column of every row, images by sha256
     latest = load(REPO, "main", env, work)
     assert latest == local_rows(second)
     hub.clear_requests()
-    assert load(REPO, "v0.1.0", {**env, "HF_HOME": str(work / "hf_home_streaming")}, work, stream=True) == \
-        local_rows(first)
+    assert load(REPO, "v0.1.0", {**env, "HF_HOME": str(work / "hf_home_streaming")}, work, stream=True) == local_rows(
+        first
+    )
     assert any("/resolve/" in r.path and r.headers.get("range", "").startswith("bytes=") for r in hub.requests)
     ids = {row["index"] for row in latest["test"]}
     assert removed not in ids and added in ids
     # what the Hub shows: the card's YAML as the version's metadata, at each tag
-    shown = subprocess.run([sys.executable, "-c", (
-        "import json, sys; from huggingface_hub import HfApi; print(json.dumps({tag: HfApi().dataset_info("
-        "sys.argv[1], revision=tag).card_data.to_dict() for tag in sys.argv[2:]}))"), REPO, "v0.1.0", "v0.2.0"],
-        capture_output=True, text=True, env={**os.environ, **env}, check=True)
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import json, sys; from huggingface_hub import HfApi; print(json.dumps({tag: HfApi().dataset_info("
+                "sys.argv[1], revision=tag).card_data.to_dict() for tag in sys.argv[2:]}))"
+            ),
+            REPO,
+            "v0.1.0",
+            "v0.2.0",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        check=True,
+    )
     cards = json.loads(shown.stdout)
     for folder, tag in ((first, "v0.1.0"), (second, "v0.2.0")):
         text = (folder / "README.md").read_text()
-        assert cards[tag] == yaml.safe_load(text[4:text.index("\n---\n", 4)])
+        assert cards[tag] == yaml.safe_load(text[4 : text.index("\n---\n", 4)])
         assert cards[tag]["configs"][0]["data_files"][0]["path"] == "data/test-*.parquet"
     assert cards["v0.2.0"]["license"] and cards["v0.2.0"]["dataset_info"]["splits"][0]["num_examples"] == len(ids)
 
@@ -212,7 +243,8 @@ def test_refusals_are_one_line_and_send_nothing_they_should_not(hub, env, work, 
     stranger = run(["publish", str(second), "--repo", "my-org/empty", "--upload"], work, {**env, "HF_TOKEN": STRANGER})
     assert stranger.returncode == 2 and "may not write to this repo" in stranger.stderr
     assert [r.path for r in hub.requests if r.path.endswith("/preupload/main")] == [
-        "/api/datasets/my-org/empty/preupload/main"] and hub.uploads() == []
+        "/api/datasets/my-org/empty/preupload/main"
+    ] and hub.uploads() == []
     wrong = run(["publish", str(first), "--repo", "my-org/other", "--upload"], work, {**env, "HF_TOKEN": "hf_nope"})
     assert wrong.returncode == 2 and "does not accept the token" in wrong.stderr
     assert not hub.has_repo("my-org/other") and hub.commit_titles("my-org/empty") == ["initial commit"]
@@ -229,7 +261,8 @@ def test_refusals_are_one_line_and_send_nothing_they_should_not(hub, env, work, 
     after = run(["publish", str(first), "--repo", "my-org/newest-first", "--upload"], work, env)
     assert after.returncode == 2 and "already has v0.2.0, newer than v0.1.0" in after.stderr
     assert [line for line in swapped.stderr.splitlines() if line.startswith("error:")] == [
-        swapped.stderr.strip().splitlines()[-1]]  # after huggingface_hub's progress bars, one line
+        swapped.stderr.strip().splitlines()[-1]
+    ]  # after huggingface_hub's progress bars, one line
     for result in (other, refused, no_token, read_only, stranger, wrong, after):
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
@@ -237,8 +270,12 @@ def test_refusals_are_one_line_and_send_nothing_they_should_not(hub, env, work, 
 def test_the_same_version_published_twice_at_once_is_tagged_once(hub, env, work, releases):
     first, _, _, _ = releases
     args = [str(CURATE), "publish", str(first), "--repo", "my-org/twice", "--upload"]
-    both = [subprocess.Popen(args, cwd=work, env={**os.environ, **env}, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    both = [
+        subprocess.Popen(
+            args, cwd=work, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     results = [(process.wait(timeout=300), *process.communicate()) for process in both]
     OUTPUTS.extend(text for _, out, err in results for text in (out, err))
     # the later one finds the version published (0), or its commit finds main moved under it (2: rerun)
@@ -247,8 +284,9 @@ def test_the_same_version_published_twice_at_once_is_tagged_once(hub, env, work,
     assert list(hub.refs("my-org/twice")["tags"]) == ["v0.1.0"]
     on_hub = hub.files("my-org/twice", "v0.1.0")
     on_hub.pop(".gitattributes")
-    assert on_hub == {path.relative_to(first).as_posix(): path.read_bytes() for path in first.rglob("*")
-                      if path.is_file()}
+    assert on_hub == {
+        path.relative_to(first).as_posix(): path.read_bytes() for path in first.rglob("*") if path.is_file()
+    }
 
 
 def test_two_versions_published_at_once_leave_main_holding_the_newest_tagged_one(work, releases):
@@ -258,9 +296,17 @@ def test_two_versions_published_at_once_leave_main_holding_the_newest_tagged_one
     first, second, _, _ = releases
     with FakeHub({WRITE: Token("alice", "write", ("my-org",))}, latency=0.15) as slow:
         both_env = {**os.environ, **hub_env(slow, WRITE), "HF_HOME": str(work / "hf_home_race")}
-        started = [subprocess.Popen([str(CURATE), "publish", str(folder), "--repo", REPO, "--upload"], cwd=work,
-                                    env=both_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                   for folder in (second, first)]
+        started = [
+            subprocess.Popen(
+                [str(CURATE), "publish", str(folder), "--repo", REPO, "--upload"],
+                cwd=work,
+                env=both_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for folder in (second, first)
+        ]
         results = [(process.wait(timeout=300), *process.communicate()) for process in started]
         OUTPUTS.extend(text for _, out, err in results for text in (out, err))
         refs = slow.refs(REPO)
@@ -269,12 +315,16 @@ def test_two_versions_published_at_once_leave_main_holding_the_newest_tagged_one
         for tag in refs["tags"]:
             on_hub = slow.files(REPO, tag)
             on_hub.pop(".gitattributes")
-            assert on_hub == {p.relative_to(folders[tag]).as_posix(): p.read_bytes()
-                              for p in folders[tag].rglob("*") if p.is_file()}
+            assert on_hub == {
+                p.relative_to(folders[tag]).as_posix(): p.read_bytes() for p in folders[tag].rglob("*") if p.is_file()
+            }
         assert refs["branches"]["main"] == refs["tags"][max(refs["tags"])]
         for code, _, err in results:
-            assert code == 0 or (code == 2 and len(err.strip().splitlines()[-1:]) == 1 and any(
-                reason in err for reason in ("newer than v0.1.0", "main changed while publishing"))), err[-1500:]
+            assert code == 0 or (
+                code == 2
+                and len(err.strip().splitlines()[-1:]) == 1
+                and any(reason in err for reason in ("newer than v0.1.0", "main changed while publishing"))
+            ), err[-1500:]
 
 
 def test_a_failure_between_commit_and_tag_is_finished_by_the_rerun_without_a_new_commit(hub, env, work, releases):
@@ -308,8 +358,9 @@ def test_a_network_failure_halfway_is_resumed_by_running_the_command_again(hub, 
         else:
             hub.go_down_after_uploads(None)
     assert failed.returncode == 3, failed.stderr[-2000:]  # a server down, as for model servers
-    assert "could not be reached" in failed.stderr and "run the same command again" in failed.stderr, \
-        failed.stderr[-600:]
+    assert "could not be reached" in failed.stderr and "run the same command again" in failed.stderr, failed.stderr[
+        -600:
+    ]
     sent_first = set(hub.uploads())
     assert 0 < len(sent_first) < len(wanted), (sent_first, took)  # uploads run 5 at a time
     assert "v0.2.0" not in hub.refs("my-org/flaky")["tags"]  # nothing tagged by the failed attempt
@@ -328,9 +379,15 @@ def test_ctrl_c_during_an_upload_exits_at_once_and_the_rerun_sends_the_rest(work
     with FakeHub({WRITE: Token("alice", "write", ("my-org",))}) as slow:
         slow_env = {**os.environ, **hub_env(slow, WRITE), "HF_HOME": str(work / "hf_home_interrupted")}
         slow.slow_uploads_after(2, 30)
-        process = subprocess.Popen([str(CURATE), "publish", str(second), "--repo", REPO, "--upload"], cwd=work,
-                                   env=slow_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            [str(CURATE), "publish", str(second), "--repo", REPO, "--upload"],
+            cwd=work,
+            env=slow_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 120
         while len(slow.stored(REPO) if slow.has_repo(REPO) else ()) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -345,8 +402,11 @@ def test_ctrl_c_during_an_upload_exits_at_once_and_the_rerun_sends_the_rest(work
         assert len(received) == 2 and slow.refs(REPO)["tags"] == {}
         slow.slow_uploads_after(0, 0)
         slow.clear_requests()
-        rerun = run(["publish", str(second), "--repo", REPO, "--upload"], work, hub_env(slow, WRITE) | {
-            "HF_HOME": str(work / "hf_home_interrupted")})
+        rerun = run(
+            ["publish", str(second), "--repo", REPO, "--upload"],
+            work,
+            hub_env(slow, WRITE) | {"HF_HOME": str(work / "hf_home_interrupted")},
+        )
         assert rerun.returncode == 0, rerun.stderr[-2000:]
         assert set(slow.uploads()) == wanted - received and "v0.2.0" in slow.refs(REPO)["tags"]
 
@@ -359,8 +419,7 @@ def test_with_xet_on_the_pipelined_upload_publishes_the_same_version(work, relea
     with FakeHub({WRITE: Token("alice", "write", ("my-org",))}, inline_only=True) as inline:
         xet_env = {**hub_env(inline, WRITE), "HF_HOME": str(work / "hf_home_xet")}
         del xet_env["HF_HUB_DISABLE_XET"]
-        result = run(["publish", str(first), "--repo", REPO, "--upload"], work,
-                     {**xet_env, "HF_HUB_DISABLE_XET": "0"})
+        result = run(["publish", str(first), "--repo", REPO, "--upload"], work, {**xet_env, "HF_HUB_DISABLE_XET": "0"})
         assert result.returncode == 0, result.stderr[-2000:]
         assert inline.uploads() == [] and any(r.path.endswith("/commit/main") for r in inline.requests)
         assert load(REPO, "v0.1.0", xet_env, work) == local_rows(first)
@@ -371,10 +430,29 @@ def test_a_published_version_is_a_reference_set_for_a_new_run(hub, env, work, re
     naming the published version; the text reference reads v0.2.0's questions."""
     first, second, removed, added = releases
     images = work / "images"  # the 7 pictures of the second run
-    result = run(["run", "multiverse", "--input", str(images), "--run-id", "against-hub", "--no-release",
-                  "--out", str(work / "out"), "--set", 'image_near_dedup.reference=["hf://my-org/bench@v0.1.0"]',
-                  *[arg for stage, values in SMALL.items() for key, value in values.items()
-                    for arg in ("--set", f"{stage}.{key}={value}")]], work, {**env, **prefect_env})
+    result = run(
+        [
+            "run",
+            "multiverse",
+            "--input",
+            str(images),
+            "--run-id",
+            "against-hub",
+            "--no-release",
+            "--out",
+            str(work / "out"),
+            "--set",
+            'image_near_dedup.reference=["hf://my-org/bench@v0.1.0"]',
+            *[
+                arg
+                for stage, values in SMALL.items()
+                for key, value in values.items()
+                for arg in ("--set", f"{stage}.{key}={value}")
+            ],
+        ],
+        work,
+        {**env, **prefect_env},
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     decisions, _ = stage_outputs(work / "out" / "runs" / "against-hub")["image_near_dedup"]
     dropped = {row["item_id"]: row for row in decisions if not row["kept"]}
@@ -389,26 +467,43 @@ def test_a_published_version_is_a_reference_set_for_a_new_run(hub, env, work, re
     assert set(keys) == {f"my-org/bench@v0.2.0:{index}" for index in rows}
     some = rows[added]
     assert keys[f"my-org/bench@v0.2.0:{added}"]["value"] == "\n".join(
-        turn["utterance"] for turn in some["conversation"] if turn["speaker"] == "user")
+        turn["utterance"] for turn in some["conversation"] if turn["speaker"] == "user"
+    )
     # downloaded once: with no Hub at all, the cached version is read (and verified) again
-    offline = reference_texts("hf://my-org/bench@v0.2.0", work,
-                              {**env, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"})
+    offline = reference_texts(
+        "hf://my-org/bench@v0.2.0", work, {**env, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}
+    )
     assert json.loads(offline.stdout) == json.loads(texts.stdout)
     missing = reference_texts("hf://my-org/bench@v9.9.9", work, env, check=False)
-    assert missing.returncode == 1 and "UserError: reading the reference my-org/bench@v9.9.9: the repo has no such " \
-        "revision" in missing.stderr.strip().splitlines()[-1]
+    assert (
+        missing.returncode == 1
+        and "UserError: reading the reference my-org/bench@v9.9.9: the repo has no such revision"
+        in missing.stderr.strip().splitlines()[-1]
+    )
     no_repo = reference_texts("hf://my-org/nothing@v0.1.0", work, {**env, "HF_TOKEN": ""}, check=False)
-    assert "UserError: reading the reference my-org/nothing@v0.1.0: no such repo on the Hub" in no_repo.stderr \
-        and "no token (HF_TOKEN)" in no_repo.stderr  # the Hub answers 401 here, and it is not the token's fault
+    assert (
+        "UserError: reading the reference my-org/nothing@v0.1.0: no such repo on the Hub" in no_repo.stderr
+        and "no token (HF_TOKEN)" in no_repo.stderr
+    )  # the Hub answers 401 here, and it is not the token's fault
 
 
-def reference_texts(location: str, cwd: Path, env: dict[str, str], check: bool = True
-                    ) -> subprocess.CompletedProcess:
+def reference_texts(location: str, cwd: Path, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
     """text_near_dedup's reference keys of `location`, read in a process of its own (JSON on stdout)."""
-    result = subprocess.run([sys.executable, "-c", (
-        "import json, sys; from benchcurate.curation.text.near_dedup import TextDedupConfig, reference_keys; "
-        "print(json.dumps([k._asdict() for k in reference_keys(sys.argv[1], TextDedupConfig(field='user_turns'))]))"),
-        location], capture_output=True, text=True, cwd=cwd, env={**os.environ, **env})
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import json, sys; from benchcurate.curation.text.near_dedup import TextDedupConfig, reference_keys; "
+                "print(json.dumps([k._asdict() for k in reference_keys(sys.argv[1], TextDedupConfig(field='user_turns'))]))"
+            ),
+            location,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **env},
+    )
     OUTPUTS.extend([result.stdout, result.stderr])
     assert result.returncode == 0 or not check, result.stderr[-2000:]
     return result

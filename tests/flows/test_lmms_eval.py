@@ -32,8 +32,9 @@ def tasks(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("lmms")
     made = {}
     for recipe in ("multiverse", "convbench", "probench", "alignmmbench"):
-        run_dir = finished_run(tmp_path / recipe, recipe, recipe, images=6,
-                               overrides=SMALL if recipe == "multiverse" else {})
+        run_dir = finished_run(
+            tmp_path / recipe, recipe, recipe, images=6, overrides=SMALL if recipe == "multiverse" else {}
+        )
         release = write_release(run_dir, tmp_path / recipe / "out")
         made[recipe] = (release, export_lmms_eval(release, tmp_path / "tasks"))
     return tmp_path, made
@@ -49,8 +50,11 @@ def prompts(recipe: str, row: dict) -> list[str]:
     items, answers, found = turn_items(row, recipe), [], []
     for k, item in enumerate(items):
         if recipe in ("convbench", "probench"):
-            history = [pair for earlier, answer in zip(items[:k], answers)
-                       for pair in (("user", earlier.question), ("assistant", answer))]
+            history = [
+                pair
+                for earlier, answer in zip(items[:k], answers)
+                for pair in (("user", earlier.question), ("assistant", answer))
+            ]
         else:
             history = list(item.history)
         prompt = flattened_question(history, item.question)
@@ -82,23 +86,68 @@ def test_lmms_eval_runs_the_exported_tasks_and_scores_them_like_curate_eval(task
     home = tmp_path / "home"
     home.mkdir()
     with FakeOpenAIServer(responder=marker_world({"fake-vlm-mini": SHARE}, judge="fake-vlm")) as server:
-        env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"), "HF_HOME": str(home / "hf"),
-               "TMPDIR": str(home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "OPENAI_API_KEY": "sk-loopback", "OPENAI_API_BASE": server.base_url,
-               "BENCHCURATE_JUDGE_BASE_URL": server.base_url, "BENCHCURATE_JUDGE_MODEL": "fake-vlm"}
+        env = {
+            **os.environ,
+            "HOME": str(home),
+            "XDG_CACHE_HOME": str(home / "cache"),
+            "HF_HOME": str(home / "hf"),
+            "TMPDIR": str(home),
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "OPENAI_API_KEY": "sk-loopback",
+            "OPENAI_API_BASE": server.base_url,
+            "BENCHCURATE_JUDGE_BASE_URL": server.base_url,
+            "BENCHCURATE_JUDGE_MODEL": "fake-vlm",
+        }
         names = ",".join(task.name for _, task in made.values())
         done = subprocess.run(
-            [str(LMMS_PYTHON), "-m", "lmms_eval", "--model", "openai", "--model_args", "model_version=fake-vlm-mini",
-             "--tasks", names, "--include_path", str(tmp_path / "tasks"), "--limit", str(LIMIT), "--output_path",
-             str(tmp_path / "results"), "--log_samples", "--timezone", "UTC", "--verbosity", "DEBUG"],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+            [
+                str(LMMS_PYTHON),
+                "-m",
+                "lmms_eval",
+                "--model",
+                "openai",
+                "--model_args",
+                "model_version=fake-vlm-mini",
+                "--tasks",
+                names,
+                "--include_path",
+                str(tmp_path / "tasks"),
+                "--limit",
+                str(LIMIT),
+                "--output_path",
+                str(tmp_path / "results"),
+                "--log_samples",
+                "--timezone",
+                "UTC",
+                "--verbosity",
+                "DEBUG",
+            ],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         rescored = {}
         for recipe, (release, task) in made.items():  # the same answers, judged by curate eval
             log = next((tmp_path / "results").rglob(f"*_samples_{task.name}.jsonl"))
-            rescored[recipe] = json.loads((evaluate(EvalOptions(
-                release=str(release), candidate={"model": "fake-vlm-mini"}, predictions=str(log),
-                judge={"model": "fake-vlm", "base_url": server.base_url}, out=str(tmp_path / "evals"))
-            ) / "results.json").read_text())
+            rescored[recipe] = json.loads(
+                (
+                    evaluate(
+                        EvalOptions(
+                            release=str(release),
+                            candidate={"model": "fake-vlm-mini"},
+                            predictions=str(log),
+                            judge={"model": "fake-vlm", "base_url": server.base_url},
+                            out=str(tmp_path / "evals"),
+                        )
+                    )
+                    / "results.json"
+                ).read_text()
+            )
     assert done.returncode == 0, done.stderr[-4000:]
     (results_file,) = (tmp_path / "results").rglob("*_results.json")
     results = json.loads(results_file.read_text())

@@ -28,8 +28,14 @@ def no_configured_server(monkeypatch):
 
 
 def curate(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([str(Path(sys.executable).parent / "curate"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "curate"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_run_starts_the_local_server_once_later_runs_reuse_it_and_down_stops_it(no_configured_server, tmp_path):
@@ -89,11 +95,15 @@ def test_a_recorded_pid_that_is_another_process_is_neither_reported_nor_signalle
 def test_a_recorded_pid_whose_command_line_is_empty_is_not_the_server(tmp_path):
     """A process shows no command line while it is in the middle of exec (a race the test above once lost) and as a
     kernel thread: either way it is not the server a record names."""
+
     def shows_none(entry: Path) -> bool:
         try:
-            return entry.name.isdigit() and bool(process_start(int(entry.name))) and not (entry / "cmdline").read_bytes()
+            return (
+                entry.name.isdigit() and bool(process_start(int(entry.name))) and not (entry / "cmdline").read_bytes()
+            )
         except OSError:  # gone meanwhile
             return False
+
     empty = [int(entry.name) for entry in Path("/proc").iterdir() if shows_none(entry)]
     if not empty:
         pytest.skip("no process with an empty command line to point a record at (no kernel threads in view)")
@@ -116,15 +126,35 @@ def test_a_local_server_whose_output_folder_is_deleted_stops(no_configured_serve
     assert process_start(record.pid) is None, "the server outlived its folder"
 
 
-def test_a_prefect_server_killed_mid_run_is_one_line_exit_3_and_the_same_command_resumes(no_configured_server,
-                                                                                         tmp_path):
+def test_a_prefect_server_killed_mid_run_is_one_line_exit_3_and_the_same_command_resumes(
+    no_configured_server, tmp_path
+):
     env, out = no_configured_server, tmp_path / "outputs"
     for seed in range(260):
         make_image(tmp_path / "images" / f"{seed}.png", seed, (480, 360))
-    args = ["run", "multiverse", "--input", str(tmp_path / "images"), "--run-id", "lost", "--no-release",
-            "--progress", "none", "--jobs", "1", "--set", "image_quality.min_quality_score=1"]
-    run = subprocess.Popen([str(Path(sys.executable).parent / "curate"), *args], cwd=tmp_path, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        "run",
+        "multiverse",
+        "--input",
+        str(tmp_path / "images"),
+        "--run-id",
+        "lost",
+        "--no-release",
+        "--progress",
+        "none",
+        "--jobs",
+        "1",
+        "--set",
+        "image_quality.min_quality_score=1",
+    ]
+    run = subprocess.Popen(
+        [str(Path(sys.executable).parent / "curate"), *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not list((out / "runs" / "lost").glob("stages/*_image_phash/*")):
@@ -158,9 +188,23 @@ def test_curate_asks_prefect_for_its_settings_a_prefect_toml_included(no_configu
         (tmp_path / "prefect.toml").write_text(f'[api]\nurl = "{prefect_server.api_url(record)}"\n')
         for seed in range(3):
             make_image(tmp_path / "images" / f"{seed}.png", seed)
-        result = curate(["run", "multiverse", "--input", str(tmp_path / "images"), "--run-id", "toml",
-                         "--no-release", "--progress", "none", "--set", "image_quality.min_quality_score=1"],
-                        tmp_path, no_configured_server)
+        result = curate(
+            [
+                "run",
+                "multiverse",
+                "--input",
+                str(tmp_path / "images"),
+                "--run-id",
+                "toml",
+                "--no-release",
+                "--progress",
+                "none",
+                "--set",
+                "image_quality.min_quality_score=1",
+            ],
+            tmp_path,
+            no_configured_server,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         assert "starting a local Prefect server" not in result.stderr
         assert not (tmp_path / "outputs" / "prefect").exists()

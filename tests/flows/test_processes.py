@@ -42,15 +42,20 @@ def many_photos(tmp_path_factory) -> Path:
 # A command started in the foreground of a terminal has Ctrl-C at its default. One started by a script in the
 # background (`make test &`, a CI runner's shell) inherits SIGINT *ignored*, so a Ctrl-C test run from there
 # would see the run finish and exit 0: reset it, then exec the command.
-FOREGROUND = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-              "os.execv(sys.argv[1], sys.argv[1:])")
+FOREGROUND = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
 
 
 def start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
     """A command in its own process group, as a terminal starts it in the foreground."""
-    return subprocess.Popen([sys.executable, "-c", FOREGROUND, str(CURATE), *args], cwd=cwd,
-                            env={**os.environ, **env}, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", FOREGROUND, str(CURATE), *args],
+        cwd=cwd,
+        env={**os.environ, **env},
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for(condition, process: subprocess.Popen, seconds: float = 120) -> None:
@@ -87,11 +92,25 @@ def _running(process: psutil.Process) -> bool:
         return False
 
 
-def test_ctrl_c_in_a_worker_pool_stage_ends_the_run_at_once_and_a_rerun_resumes(many_photos, tmp_path,
-                                                                                 monkeypatch, prefect_env):
+def test_ctrl_c_in_a_worker_pool_stage_ends_the_run_at_once_and_a_rerun_resumes(
+    many_photos, tmp_path, monkeypatch, prefect_env
+):
     monkeypatch.delenv("PREFECT_API_URL")  # no server: a temporary one for the command (the old default, which hung)
-    args = ["run", "multiverse", "--input", str(many_photos), "--run-id", "ctrl-c", "--jobs", "2", "--no-release",
-            "--progress", "log", "--prefect-server", "temporary"]
+    args = [
+        "run",
+        "multiverse",
+        "--input",
+        str(many_photos),
+        "--run-id",
+        "ctrl-c",
+        "--jobs",
+        "2",
+        "--no-release",
+        "--progress",
+        "log",
+        "--prefect-server",
+        "temporary",
+    ]
     run = start(args, tmp_path, {})
     run_dir = tmp_path / "outputs" / "runs" / "ctrl-c"
     wait_for(stage_working(run_dir, "image_quality"), run)
@@ -101,8 +120,10 @@ def test_ctrl_c_in_a_worker_pool_stage_ends_the_run_at_once_and_a_rerun_resumes(
     os.killpg(run.pid, signal.SIGINT)
     stdout, stderr = run.communicate(timeout=30)
     assert run.returncode == 130 and time.monotonic() - interrupted_at < 10, (stdout[-2000:], stderr[-3000:])
-    assert ("interrupted; nothing finished is lost: resume with: curate run multiverse --run-id ctrl-c --jobs 2 "
-            "--no-release --prefect-server temporary") in stderr
+    assert (
+        "interrupted; nothing finished is lost: resume with: curate run multiverse --run-id ctrl-c --jobs 2 "
+        "--no-release --prefect-server temporary"
+    ) in stderr
     assert "Traceback" not in stderr
     assert all_gone(workers, 5)
     assert not list(run_dir.glob("stages/*_image_quality/*/DONE"))  # it was stopped inside the stage
@@ -113,13 +134,28 @@ def test_ctrl_c_in_a_worker_pool_stage_ends_the_run_at_once_and_a_rerun_resumes(
 
 def test_a_killed_run_takes_its_temporary_prefect_server_and_its_workers_with_it(many_photos, tmp_path, monkeypatch):
     monkeypatch.delenv("PREFECT_API_URL")  # as a user without a server, asking for a temporary one
-    args = ["run", "multiverse", "--input", str(many_photos), "--run-id", "killed", "--jobs",
-            "2", "--progress", "log", "--prefect-server", "temporary"]
+    args = [
+        "run",
+        "multiverse",
+        "--input",
+        str(many_photos),
+        "--run-id",
+        "killed",
+        "--jobs",
+        "2",
+        "--progress",
+        "log",
+        "--prefect-server",
+        "temporary",
+    ]
     run = start(args, tmp_path, {})
     wait_for(stage_working(tmp_path / "outputs" / "runs" / "killed", "image_quality"), run)
     children = descendants(run.pid)
-    server = [process for process in psutil.process_iter(["cmdline"])
-              if f"--parent {run.pid}" in " ".join(process.info["cmdline"] or [])]
+    server = [
+        process
+        for process in psutil.process_iter(["cmdline"])
+        if f"--parent {run.pid}" in " ".join(process.info["cmdline"] or [])
+    ]
     assert len(server) == 1 and len(children) >= 2
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
@@ -139,8 +175,9 @@ def test_the_hash_command_hashes_in_threads_and_stops_on_ctrl_c(many_photos, tmp
 
 def test_two_hash_commands_given_one_out_each_write_a_whole_file(many_photos, tmp_path):
     out = tmp_path / "hashes.jsonl"
-    commands = [start(["images", "hash", str(many_photos), "--out", str(out), "--jobs", "2"], tmp_path, {})
-                for _ in range(2)]
+    commands = [
+        start(["images", "hash", str(many_photos), "--out", str(out), "--jobs", "2"], tmp_path, {}) for _ in range(2)
+    ]
     assert [command.wait(120) for command in commands] == [0, 0]
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     files = sorted(str(path) for path in many_photos.rglob("*") if path.is_file())
@@ -153,10 +190,30 @@ def test_a_second_run_of_the_same_run_id_is_refused_while_the_first_runs(prefect
     # the first run's model calls take 2 s each until the second run has been refused, so the first is still
     # running however long the second takes to start on a loaded machine; then they are answered at once
     with FakeOpenAIServer(responder=scripted_reply, latency_seconds=2.0) as server:
-        args = ["run", "multiverse", "--input", str(images), "--run-id", "shared", "--backend", "openai", "--model",
-                "fake-vlm", "--base-url", server.base_url, "--concurrency", "1", "--progress", "log",
-                *[item for pair in SMALL.items() for field, value in pair[1].items()
-                  for item in ("--set", f"{pair[0]}.{field}={value}")]]
+        args = [
+            "run",
+            "multiverse",
+            "--input",
+            str(images),
+            "--run-id",
+            "shared",
+            "--backend",
+            "openai",
+            "--model",
+            "fake-vlm",
+            "--base-url",
+            server.base_url,
+            "--concurrency",
+            "1",
+            "--progress",
+            "log",
+            *[
+                item
+                for pair in SMALL.items()
+                for field, value in pair[1].items()
+                for item in ("--set", f"{pair[0]}.{field}={value}")
+            ],
+        ]
         first = start(args, tmp_path, prefect_env)
         wait_for(lambda: server.completions_served > 0, first)
         second = run_curate(args, tmp_path, prefect_env)
@@ -164,8 +221,9 @@ def test_a_second_run_of_the_same_run_id_is_refused_while_the_first_runs(prefect
         stdout, stderr = first.communicate(timeout=300)
     assert second.returncode == 2 and "Traceback" not in second.stderr
     assert [line for line in second.stderr.splitlines() if line.startswith("error:")] == [
-        f"error: run shared is being run by pid {first.pid} " + second.stderr.split(f"pid {first.pid} ")[1]
-        .splitlines()[0]]
+        f"error: run shared is being run by pid {first.pid} "
+        + second.stderr.split(f"pid {first.pid} ")[1].splitlines()[0]
+    ]
     assert first.returncode == 0, stderr[-3000:]
     assert "release:" in stdout
 
@@ -206,8 +264,9 @@ def test_a_label_studio_record_of_another_process_is_not_that_server(tmp_path):
     try:
         data = tmp_path / "ls"
         data.mkdir()
-        (data / "server.json").write_text(json.dumps({"pid": other.pid, "port": 9, "started": "1",
-                                                      "marker": "label-studio"}))
+        (data / "server.json").write_text(
+            json.dumps({"pid": other.pid, "port": 9, "started": "1", "marker": "label-studio"})
+        )
         status = curate_in_process(["ls", "status", "--data", str(data)], tmp_path)
         assert status.returncode == 1 and "not running" in status.stdout
         down = curate_in_process(["ls", "down", "--data", str(data)], tmp_path)

@@ -25,25 +25,48 @@ from tests.helpers import (
 
 pytestmark = pytest.mark.slow
 CONCURRENCY = 2
-ARGS = ["run", "multiverse", "--backend", "openai", "--model", "fake-vlm", "--progress", "log", "--concurrency",
-        str(CONCURRENCY), "--set", "image_quality.min_quality_score=1",
-        "--set", "category_min_size.min_items_per_category=1"]
+ARGS = [
+    "run",
+    "multiverse",
+    "--backend",
+    "openai",
+    "--model",
+    "fake-vlm",
+    "--progress",
+    "log",
+    "--concurrency",
+    str(CONCURRENCY),
+    "--set",
+    "image_quality.min_quality_score=1",
+    "--set",
+    "category_min_size.min_items_per_category=1",
+]
 
 
 def chat_bodies(server: FakeOpenAIServer, since: int = 0) -> list[str]:
-    return [json.dumps(request.body, sort_keys=True) for request in server.requests[since:]
-            if request.path.endswith("/chat/completions")]
+    return [
+        json.dumps(request.body, sort_keys=True)
+        for request in server.requests[since:]
+        if request.path.endswith("/chat/completions")
+    ]
 
 
 def schema_count(server: FakeOpenAIServer, name: str) -> int:
-    return sum(1 for request in server.requests if request.path.endswith("/chat/completions")
-               and (request.body.get("response_format") or {}).get("json_schema", {}).get("name") == name)
+    return sum(
+        1
+        for request in server.requests
+        if request.path.endswith("/chat/completions")
+        and (request.body.get("response_format") or {}).get("json_schema", {}).get("name") == name
+    )
 
 
 def finished_stages(run_dir: Path) -> set[str]:
     """Stages whose output was complete (a DONE marker beside kept.jsonl) at this moment."""
-    return {marker.parent.parent.name.split("_", 1)[1] for marker in (run_dir / "stages").glob("*/*/DONE")
-            if not marker.parent.name.startswith("work-")}
+    return {
+        marker.parent.parent.name.split("_", 1)[1]
+        for marker in (run_dir / "stages").glob("*/*/DONE")
+        if not marker.parent.name.startswith("work-")
+    }
 
 
 @pytest.fixture(scope="session")
@@ -53,42 +76,59 @@ def images() -> Path:
         for seed in range(12):
             make_image(folder / f"{seed}.png", seed)
         return str(folder)
+
     return Path(shared_once("resume-images", make))
 
 
 @pytest.fixture(scope="session")
 def uninterrupted(images, prefect_env):
     """The run the killed ones must equal, made once for every worker: (run folder, release, requests sent)."""
+
     def make() -> list:
         workdir = SHARED_DIR / "uninterrupted"
         workdir.mkdir()
         with FakeOpenAIServer(responder=scripted_reply, latency_seconds=0.05) as server:
-            result = run_curate([*ARGS, "--input", str(images), "--base-url", server.base_url, "--run-id", "whole"],
-                                workdir, prefect_env)
+            result = run_curate(
+                [*ARGS, "--input", str(images), "--base-url", server.base_url, "--run-id", "whole"],
+                workdir,
+                prefect_env,
+            )
             requests = len(chat_bodies(server))
         assert result.returncode == 0, result.stderr[-3000:]
         return [str(workdir / "outputs" / "runs" / "whole"), str(release_of(result.stdout)), requests]
+
     run_dir, release, requests = shared_once("uninterrupted", make)
     return Path(run_dir), Path(release), requests
 
 
 KILL_POINTS = {
     # name: (kill when this holds, stage finished at the kill, stage not finished at the kill)
-    "between_stages": (lambda server, run_dir: "image_phash" in finished_stages(run_dir), "image_phash",
-                       "image_quality"),
-    "in_image_quality": (lambda server, run_dir: schema_count(server, "QualityReply") >= 4, "image_near_dedup",
-                         "image_quality"),
-    "in_conversation_generate": (lambda server, run_dir: schema_count(server, "ConversationReply") >= 3,
-                                 "persona_generate", "conversation_generate"),
+    "between_stages": (
+        lambda server, run_dir: "image_phash" in finished_stages(run_dir),
+        "image_phash",
+        "image_quality",
+    ),
+    "in_image_quality": (
+        lambda server, run_dir: schema_count(server, "QualityReply") >= 4,
+        "image_near_dedup",
+        "image_quality",
+    ),
+    "in_conversation_generate": (
+        lambda server, run_dir: schema_count(server, "ConversationReply") >= 3,
+        "persona_generate",
+        "conversation_generate",
+    ),
     # every stage done: the kill lands in the release or the report
-    "after_the_last_stage": (lambda server, run_dir: "conversation_review" in finished_stages(run_dir),
-                             "conversation_review", None),
+    "after_the_last_stage": (
+        lambda server, run_dir: "conversation_review" in finished_stages(run_dir),
+        "conversation_review",
+        None,
+    ),
 }
 
 
 @pytest.mark.parametrize("point", list(KILL_POINTS))
-def test_a_run_killed_and_resumed_equals_an_uninterrupted_one(point, images, uninterrupted, prefect_server,
-                                                                tmp_path):
+def test_a_run_killed_and_resumed_equals_an_uninterrupted_one(point, images, uninterrupted, prefect_server, tmp_path):
     whole_dir, whole_release, whole_requests = uninterrupted
     env = {"PREFECT_API_URL": prefect_server, "PREFECT_LOGGING_LEVEL": "INFO"}
     run_dir = tmp_path / "outputs" / "runs" / "killed"
@@ -101,7 +141,7 @@ def test_a_run_killed_and_resumed_equals_an_uninterrupted_one(point, images, uni
         assert finished in done_at_kill and unfinished not in done_at_kill, done_at_kill  # killed where meant
         before = chat_bodies(server)
         resumed = run_curate(args, tmp_path, env)
-        after = chat_bodies(server)[len(before):]
+        after = chat_bodies(server)[len(before) :]
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     # the same decisions and items at every stage, and the same release
     assert stage_outputs(run_dir) == stage_outputs(whole_dir)

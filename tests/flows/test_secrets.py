@@ -21,17 +21,24 @@ from tests.helpers import CURATE, SMALL
 
 pytestmark = pytest.mark.slow
 
-CANARIES = {"OPENAI_API_KEY": f"sk-canary{secrets.token_hex(16)}",
-            "HF_TOKEN": f"hf_canary{secrets.token_hex(16)}",
-            "LABEL_STUDIO_API_KEY": secrets.token_hex(20)}
+CANARIES = {
+    "OPENAI_API_KEY": f"sk-canary{secrets.token_hex(16)}",
+    "HF_TOKEN": f"hf_canary{secrets.token_hex(16)}",
+    "LABEL_STUDIO_API_KEY": secrets.token_hex(20),
+}
 RUN = 8  # characters of a canary that count as a leak
-SETTINGS = [arg for stage, values in SMALL.items() for key, value in values.items()
-            for arg in ("--set", f"{stage}.{key}={value}")]
+SETTINGS = [
+    arg
+    for stage, values in SMALL.items()
+    for key, value in values.items()
+    for arg in ("--set", f"{stage}.{key}={value}")
+]
 
 
 def pieces() -> list[bytes]:
-    return sorted({value[start:start + RUN].encode() for value in CANARIES.values()
-                   for start in range(len(value) - RUN + 1)})
+    return sorted(
+        {value[start : start + RUN].encode() for value in CANARIES.values() for start in range(len(value) - RUN + 1)}
+    )
 
 
 def leaked(data: bytes) -> bytes | None:
@@ -48,8 +55,15 @@ def env(work) -> dict[str, str]:
     """A user's environment with every secret set, the output folder's own local Prefect server (no
     PREFECT_API_URL), and a Hugging Face cache of its own."""
     base = {name: value for name, value in os.environ.items() if name != "PREFECT_API_URL"}
-    return {**base, **CANARIES, "HF_HOME": str(work / "hf_home"), "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0",
-            "HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+    return {
+        **base,
+        **CANARIES,
+        "HF_HOME": str(work / "hf_home"),
+        "HF_HUB_OFFLINE": "0",
+        "HF_DATASETS_OFFLINE": "0",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +71,17 @@ def printed(work, env):
     """Every line the commands printed; the local Prefect server stopped at the end."""
     lines: list[str] = []
     yield lines
-    subprocess.run([str(CURATE), "prefect", "down", "--out", str(work / "out")], env=env, capture_output=True,
-                   timeout=60)
+    subprocess.run(
+        [str(CURATE), "prefect", "down", "--out", str(work / "out")], env=env, capture_output=True, timeout=60
+    )
 
 
-def curate(args: list[str], work: Path, env: dict[str, str], printed: list[str], **extra: str
-           ) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(CURATE), *args], cwd=work, capture_output=True, text=True, timeout=300,
-                            env={**env, **extra})
+def curate(
+    args: list[str], work: Path, env: dict[str, str], printed: list[str], **extra: str
+) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [str(CURATE), *args], cwd=work, capture_output=True, text=True, timeout=300, env={**env, **extra}
+    )
     printed += [result.stdout, result.stderr]
     return result
 
@@ -78,9 +95,25 @@ def images(work) -> Path:
 
 def test_a_run_reading_a_reference_from_an_echoing_hub(work, env, printed, images):
     with EchoServer(401) as hub:
-        result = curate(["run", "multiverse", "--input", str(images), "--run-id", "reference", "--no-release",
-                         "--out", str(work / "out"), "--set", 'image_near_dedup.reference=["hf://my-org/b@v0.1.0"]'],
-                        work, env, printed, HF_ENDPOINT=hub.url)
+        result = curate(
+            [
+                "run",
+                "multiverse",
+                "--input",
+                str(images),
+                "--run-id",
+                "reference",
+                "--no-release",
+                "--out",
+                str(work / "out"),
+                "--set",
+                'image_near_dedup.reference=["hf://my-org/b@v0.1.0"]',
+            ],
+            work,
+            env,
+            printed,
+            HF_ENDPOINT=hub.url,
+        )
     assert result.returncode == 2, result.stderr[-3000:]
     assert hub.requests > 0 and "my-org/b@v0.1.0" in result.stderr
 
@@ -89,18 +122,54 @@ def test_a_run_on_a_model_server_echoing_part_of_the_key(work, env, printed, ima
     """The server repeats the first 12 characters of the key (after 'Bearer '): every item's request is refused,
     each refusal is a recorded drop, and the stage fails with one line."""
     with EchoServer(400, cut=len("Bearer ") + 12) as server:
-        result = curate(["run", "multiverse", "--input", str(images), "--run-id", "model", "--no-release",
-                         "--out", str(work / "out"), "--backend", "openai", "--base-url", f"{server.url}/v1",
-                         "--model", "m", *SETTINGS], work, env, printed)
+        result = curate(
+            [
+                "run",
+                "multiverse",
+                "--input",
+                str(images),
+                "--run-id",
+                "model",
+                "--no-release",
+                "--out",
+                str(work / "out"),
+                "--backend",
+                "openai",
+                "--base-url",
+                f"{server.url}/v1",
+                "--model",
+                "m",
+                *SETTINGS,
+            ],
+            work,
+            env,
+            printed,
+        )
     assert result.returncode == 3, result.stderr[-3000:]
     assert server.requests > 0
 
 
 def test_a_run_pushing_its_review_to_an_echoing_label_studio(work, env, printed, images):
     with EchoServer(500) as studio:
-        result = curate(["run", "multiverse", "--input", str(images), "--run-id", "human", "--out",
-                         str(work / "out"), "--set", "conversation_review.mode=human", *SETTINGS],
-                        work, env, printed, LABEL_STUDIO_URL=studio.url)
+        result = curate(
+            [
+                "run",
+                "multiverse",
+                "--input",
+                str(images),
+                "--run-id",
+                "human",
+                "--out",
+                str(work / "out"),
+                "--set",
+                "conversation_review.mode=human",
+                *SETTINGS,
+            ],
+            work,
+            env,
+            printed,
+            LABEL_STUDIO_URL=studio.url,
+        )
     assert result.returncode in (3, 5), result.stderr[-3000:]
     assert studio.requests > 0
 
@@ -109,13 +178,28 @@ def test_a_run_pushing_its_review_to_an_echoing_label_studio(work, env, printed,
 def test_publishing_to_an_echoing_hub(work, env, printed, images, status):
     release = work / "out" / "releases" / "multiverse-curated" / "0.1.0"
     if not release.exists():
-        result = curate(["run", "multiverse", "--input", str(work / "images"), "--run-id", "released", "--out",
-                         str(work / "out"), *SETTINGS], work, env, printed)
+        result = curate(
+            [
+                "run",
+                "multiverse",
+                "--input",
+                str(work / "images"),
+                "--run-id",
+                "released",
+                "--out",
+                str(work / "out"),
+                *SETTINGS,
+            ],
+            work,
+            env,
+            printed,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
     for cut in (None, len("Bearer ") + 12):
         with EchoServer(status, cut=cut) as hub:
-            result = curate(["publish", str(release), "--repo", "my-org/b", "--upload"], work, env, printed,
-                            HF_ENDPOINT=hub.url)
+            result = curate(
+                ["publish", str(release), "--repo", "my-org/b", "--upload"], work, env, printed, HF_ENDPOINT=hub.url
+            )
         assert result.returncode in (2, 3), result.stderr[-3000:]
         assert hub.requests > 0 and "my-org/b" in result.stderr
 

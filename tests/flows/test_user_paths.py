@@ -19,8 +19,12 @@ from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import CURATE, SMALL, curate_in_process, finished_run, resolve, run_curate
 from tests.servers import free_port
 
-SETTINGS = [arg for stage, values in SMALL.items() for key, value in values.items()
-            for arg in ("--set", f"{stage}.{key}={value}")]
+SETTINGS = [
+    arg
+    for stage, values in SMALL.items()
+    for key, value in values.items()
+    for arg in ("--set", f"{stage}.{key}={value}")
+]
 
 
 def test_a_run_id_that_names_no_run_is_an_error_naming_the_folder_searched(tmp_path):
@@ -28,7 +32,8 @@ def test_a_run_id_that_names_no_run_is_an_error_naming_the_folder_searched(tmp_p
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"error: no run 'intr2' in {tmp_path / 'outputs' / 'runs'}; to resume a run, pass the --out it was started "
-        f"with; to start one, pass --input FOLDER (or --demo for the bundled demo corpus)")
+        f"with; to start one, pass --input FOLDER (or --demo for the bundled demo corpus)"
+    )
     assert not (tmp_path / "outputs" / "runs" / "intr2").exists()
 
 
@@ -47,15 +52,29 @@ def test_demo_and_input_together_are_refused_and_a_demo_run_is_named_apart(tmp_p
 
 
 def test_the_resume_command_names_every_option_a_run_does_not_remember():
-    options = RunOptions(run_id="intr2", jobs=2, max_cost_usd=1.5, dask_address="tcp://10.0.0.5:8786", release=False,
-                         backend="openai", model="m", seed=3,
-                         prices={"m": {"input_per_million": 0.5, "output_per_million": 1.5}})
+    options = RunOptions(
+        run_id="intr2",
+        jobs=2,
+        max_cost_usd=1.5,
+        dask_address="tcp://10.0.0.5:8786",
+        release=False,
+        backend="openai",
+        model="m",
+        seed=3,
+        prices={"m": {"input_per_million": 0.5, "output_per_million": 1.5}},
+    )
     assert resume_command("multiverse", options, Path("../out2"), "temporary") == (
         "curate run multiverse --run-id intr2 --out ../out2 --jobs 2 --dask-address tcp://10.0.0.5:8786 "
-        "--max-cost 1.5 --price m=0.5,1.5 --no-release --prefect-server temporary")
-    assert resume_command("convbench", RunOptions(run_id="c"), Path("my outputs"), "local") == \
-        "curate run convbench --run-id c --out 'my outputs'"
-    assert resume_command("convbench", RunOptions(run_id="c"), Path("outputs"), "local") == "curate run convbench --run-id c"
+        "--max-cost 1.5 --price m=0.5,1.5 --no-release --prefect-server temporary"
+    )
+    assert (
+        resume_command("convbench", RunOptions(run_id="c"), Path("my outputs"), "local")
+        == "curate run convbench --run-id c --out 'my outputs'"
+    )
+    assert (
+        resume_command("convbench", RunOptions(run_id="c"), Path("outputs"), "local")
+        == "curate run convbench --run-id c"
+    )
 
 
 def test_a_demo_run_says_so_when_it_starts(demo_run):
@@ -73,17 +92,40 @@ def test_the_printed_resume_command_resumes_the_run_in_its_own_output_folder(tmp
     for seed in range(4):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
     port = free_port()
-    args = ["run", "multiverse", "--input", str(tmp_path / "images"), "--run-id", "intr2", "--out", "../out2",
-            "--backend", "openai", "--model", "fake-vlm", "--base-url", f"http://127.0.0.1:{port}/v1",
-            "--no-release", "--progress", "none", *SETTINGS]
+    args = [
+        "run",
+        "multiverse",
+        "--input",
+        str(tmp_path / "images"),
+        "--run-id",
+        "intr2",
+        "--out",
+        "../out2",
+        "--backend",
+        "openai",
+        "--model",
+        "fake-vlm",
+        "--base-url",
+        f"http://127.0.0.1:{port}/v1",
+        "--no-release",
+        "--progress",
+        "none",
+        *SETTINGS,
+    ]
     down = run_curate(args, work, {**prefect_env, "OPENAI_API_KEY": "sk-test"})
     assert down.returncode == 3, down.stderr[-3000:]
     hint = down.stderr.strip().splitlines()[-1]
     command = hint.split("resume with: ")[1]
     assert command == "curate run multiverse --run-id intr2 --out ../out2 --no-release"
     with FakeOpenAIServer(port=port):
-        resumed = subprocess.run([str(CURATE), *shlex.split(command)[1:]], cwd=work, capture_output=True, text=True,
-                                 timeout=300, env={**os.environ, **prefect_env, "OPENAI_API_KEY": "sk-test"})
+        resumed = subprocess.run(
+            [str(CURATE), *shlex.split(command)[1:]],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, **prefect_env, "OPENAI_API_KEY": "sk-test"},
+        )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert (tmp_path / "out2" / "runs" / "intr2" / "run.json").exists()
     assert not (work / "outputs").exists()  # no new run anywhere else
@@ -94,8 +136,17 @@ def test_the_printed_resume_command_resumes_the_run_in_its_own_output_folder(tmp
 def test_rerunning_a_finished_run_or_releasing_it_again_writes_no_new_version(tmp_path, prefect_env):
     for seed in range(4):
         make_image(tmp_path / "images" / f"{seed}.png", seed)
-    args = ["run", "multiverse", "--input", str(tmp_path / "images"), "--run-id", "twice", "--progress", "none",
-            *SETTINGS]
+    args = [
+        "run",
+        "multiverse",
+        "--input",
+        str(tmp_path / "images"),
+        "--run-id",
+        "twice",
+        "--progress",
+        "none",
+        *SETTINGS,
+    ]
     first = run_curate(args, tmp_path, prefect_env)
     again = run_curate(args, tmp_path, prefect_env)
     assert first.returncode == again.returncode == 0, again.stderr[-3000:]
@@ -107,14 +158,14 @@ def test_rerunning_a_finished_run_or_releasing_it_again_writes_no_new_version(tm
     assert manual.returncode == 0 and manual.stdout.strip() == str(releases / "0.1.0")
     assert "already released as multiverse-curated 0.1.0" in manual.stderr
     named = curate_in_process(["release", "twice", "--name", "my-bench"], tmp_path)
-    assert named.returncode == 0 and named.stdout.strip() == str(tmp_path / "outputs" / "releases" / "my-bench" /
-                                                                 "0.1.0")
+    assert named.returncode == 0 and named.stdout.strip() == str(
+        tmp_path / "outputs" / "releases" / "my-bench" / "0.1.0"
+    )
 
 
 def test_a_release_name_is_checked_before_anything_is_written(tmp_path):
     run_dir = finished_run(tmp_path, "r", images=3, overrides=SMALL)
-    result = curate_in_process(["release", str(run_dir), "--name", "../up", "--out", str(tmp_path / "out")],
-                               tmp_path)
+    result = curate_in_process(["release", str(run_dir), "--name", "../up", "--out", str(tmp_path / "out")], tmp_path)
     assert result.returncode == 2 and "release name '../up' must be lower-case letters" in result.stderr
     assert not (tmp_path / "out" / "up").exists() and not (tmp_path / "out" / "releases").exists()
 
@@ -123,12 +174,23 @@ def test_publishing_to_a_hub_that_cannot_be_reached_says_to_run_it_again(tmp_pat
     run_dir = finished_run(tmp_path, "p", images=3, overrides=SMALL)
     assert curate_in_process(["release", str(run_dir), "--out", str(tmp_path / "out")], tmp_path).returncode == 0
     folder = tmp_path / "out" / "releases" / "multiverse-curated" / "0.1.0"
-    env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_TOKEN": "hf_test_token_0123456789", "HF_HUB_OFFLINE": "0",
-           "HF_HUB_DISABLE_XET": "1"}
-    result = subprocess.run([str(CURATE), "publish", str(folder), "--repo", "org/bench", "--upload"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    env = {
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "HF_TOKEN": "hf_test_token_0123456789",
+        "HF_HUB_OFFLINE": "0",
+        "HF_HUB_DISABLE_XET": "1",
+    }
+    result = subprocess.run(
+        [str(CURATE), "publish", str(folder), "--repo", "org/bench", "--upload"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
     assert result.returncode == 3
     assert result.stderr.strip().splitlines()[-1] == (
         "error: publishing to org/bench failed: the Hub at http://127.0.0.1:9 could not be reached (ConnectError); "
         "check the network and HF_ENDPOINT; run the same command again once the Hub answers (what it already has "
-        "is not sent again)")
+        "is not sent again)"
+    )
