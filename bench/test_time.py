@@ -66,7 +66,8 @@ def timed_suite(label: str, command: list[str], checkout: Path, work: Path) -> d
 def modules(commit: str) -> list[str]:
     listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", commit, "tests"], check=True,
                             text=True, capture_output=True).stdout.split()
-    return sorted(path for path in listed if Path(path).name.startswith("test_") and path.endswith(".py"))
+    return sorted(path for path in listed if Path(path).name.startswith("test_") and path.endswith(".py")
+                  and path != "tests/test_bench.py")  # make test leaves the benchmarks' quick runs to bench-quick
 
 
 def checkout_of(commit: str, work: Path) -> Path:
