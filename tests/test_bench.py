@@ -29,7 +29,7 @@ COMPARISONS = {
     "search_scale": ["brute s", "x brute w1", "extrap."],
     "startup": ["no Prefect", "temporary server", "faster than"],
     "text_dedup": ["naive (MinHash per text", "Speed-up"],
-    "test_time": ["before (#20)", "x faster"],
+    "test_time": ["before serial", "x faster", "load at start, end"],
     "eval_throughput": ["naive: one call at a time", "curate eval --concurrency", "% of ideal"],
     "dedup_commands": ["naive images", "net of start-up", "one-word near copies found"],
     "html_report": ["naive: one page with every item", "paged report (ours)", "load ms"],
