@@ -30,13 +30,16 @@ SETTINGS = ["--set", "image_quality.min_quality_score=1", "--set", "category_min
 NO_PREFECT = """
 import sys
 from pathlib import Path
-from benchcurate.curation.recipes import resolve_run, run_options
+from benchcurate.curation.core.errors import validated
+from benchcurate.curation.recipes import resolve_run
+from benchcurate.schemas import RunOptions
 from benchcurate.curation.release.writer import write_release
 from benchcurate.curation.engine.runner import run_all
 from benchcurate.curation.engine.store import RunStore
 out, folder, run_id = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 overrides = {"image_quality": {"min_quality_score": 1}, "category_min_size": {"min_items_per_category": 1}}
-config = resolve_run("multiverse", run_options(input_path=folder, run_id=run_id, overrides=overrides), out)
+options = validated(RunOptions, {"input_path": folder, "run_id": run_id, "overrides": overrides})
+config = resolve_run("multiverse", options, out)
 store = RunStore(out / "runs" / run_id)
 store.save_config(config)
 run_all(store.root)

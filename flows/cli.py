@@ -595,8 +595,6 @@ def eval_run(
     for role in ("candidate", "judge", "baseline"):
         if "base_url" in fields.get(role, {}):
             fields[role]["base_url"] = set_aside_credentials(fields[role]["base_url"])
-    if "baseline" in fields and "candidate" in fields:  # the baseline is served where the model is, unless told
-        fields["baseline"].setdefault("base_url", fields["candidate"].get("base_url"))
     options = validated(EvalOptions, EVAL_FLAGS, {"release": str(release_folder), **fields})
     limit = options.limit
     try:
@@ -1351,19 +1349,17 @@ def images_dups(
     """Group near-duplicates as image_near_dedup does: candidates within the threshold (exactly; mirror images,
     quarter turns and borders too when the hashes file has --likeness hashes), verified against each group's
     centre, and the copy that lost least kept (colour, pixels, framing, compression, then marks of processing)."""
-    from pydantic import ValidationError
-
+    from benchcurate.curation.core.errors import validated as validated_fields
     from benchcurate.curation.images.hashfile import read_hashes, stored_pictures
     from benchcurate.curation.images.near_dedup import NearDedupConfig, duplicate_groups
 
     if not 0 <= threshold <= 32:
         raise UserError(f"--threshold must be between 0 and 32, not {threshold}")
-    try:
-        cfg = NearDedupConfig(
-            max_hamming_distance=threshold, verify=verify, match_crops=match_crops, keep_rule=keep_rule
-        )
-    except ValidationError as error:
-        raise UserError(f"{error.errors()[0]['loc'][0]}: {error.errors()[0]['msg']}") from None
+    cfg = validated_fields(
+        NearDedupConfig,
+        {"max_hamming_distance": threshold, "verify": verify, "match_crops": match_crops, "keep_rule": keep_rule},
+        {"max_hamming_distance": "--threshold", "keep_rule": "--keep-rule"},
+    )
     table = read_hashes(hashes)
     groups = dropped = 0
     partial = _partial_of(out)

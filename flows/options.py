@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import typer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.errors import validated as validated_fields
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,17 @@ class Flag:
     @property
     def parameter(self) -> str:
         return self.path.replace(".", "__")
+
+    @property
+    def declaration(self) -> str:
+        """The flag as typer declares it: its bool spelling (`--batch/--no-batch`), its name, or
+        --<field-name-with-dashes>."""
+        return self.boolean or self.name or "--" + self.path.split(".")[-1].replace("_", "-")
+
+    @property
+    def spelling(self) -> str:
+        """The flag as a message names it: `--batch` for `--batch/--no-batch`."""
+        return self.declaration.split("/")[0]
 
 
 def field_of(model: type[BaseModel], path: str):
@@ -94,14 +105,15 @@ def parameters(model: type[BaseModel], flags: list[Flag]) -> list[inspect.Parame
     for flag in flags:
         info = field_of(model, flag.path)
         reads = flag.reads or _plain(info.annotation)
-        names = [flag.boolean or flag.name or "--" + flag.path.split(".")[-1].replace("_", "-")]
         if reads is bool:
             annotation, default = _bool_form(flag, info)
         elif flag.required:
             annotation, default = reads, ...
         else:
             annotation, default = Optional[reads], None  # typer reads Optional; None: not given
-        option = typer.Option(*names, help=help_text(model, flag.path), metavar=flag.metavar, show_default=False)
+        option = typer.Option(
+            flag.declaration, help=help_text(model, flag.path), metavar=flag.metavar, show_default=False
+        )
         found.append(
             inspect.Parameter(
                 flag.parameter,
@@ -155,21 +167,4 @@ def with_flags(function: Callable, model: type[BaseModel], flags: list[Flag]) ->
 
 def validated(model: type[BaseModel], flags: list[Flag], fields: dict[str, Any]):
     """`model` from the fields `values` made; a mistake is one line naming the flag the user typed, not the field."""
-    try:
-        return model.model_validate(fields)
-    except ValidationError as error:
-        named = {
-            tuple(flag.path.split(".")): (
-                flag.boolean or flag.name or "--" + flag.path.split(".")[-1].replace("_", "-")
-            ).split("/")[0]
-            for flag in flags
-        }
-        lines = []
-        for entry in error.errors(include_url=False):
-            where = tuple(str(part) for part in entry["loc"])
-            flag = next(
-                (named[where[:size]] for size in range(len(where), 0, -1) if where[:size] in named), ".".join(where)
-            )
-            text = entry["msg"].removeprefix("Value error, ")
-            lines.append(f"{flag}: {text[:1].lower()}{text[1:]}" if flag else text)
-        raise UserError("; ".join(lines)) from error
+    return validated_fields(model, fields, {flag.path: flag.spelling for flag in flags})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, model_validator
 
 from benchcurate.schemas.decision import ModelUsage
 from benchcurate.schemas.recipe import MAX_COST_HELP, PRICES_HELP, Price
@@ -85,6 +85,13 @@ class EvalOptions(Strict):
         "outputs/evals",
         description=("results go to OUT/<release>/<version>/<model>/<split>.<setting>.judge-<judge>[.first-N]/"),
     )
+
+    @model_validator(mode="after")
+    def _baseline_served_with_candidate(self) -> EvalOptions:
+        """A baseline model with no base URL of its own is served where the model under test is."""
+        if self.baseline is not None and self.baseline.base_url is None:
+            self.baseline = self.baseline.model_copy(update={"base_url": self.candidate.base_url})
+        return self
 
 
 class Judgment(Strict):

@@ -19,10 +19,11 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from benchcurate.curation.core.errors import validated
 from benchcurate.curation.engine.runner import run_all
 from benchcurate.curation.engine.store import RunStore
-from benchcurate.curation.recipes import load_recipe, resolve_run, run_options
-from benchcurate.schemas import RunConfig
+from benchcurate.curation.recipes import load_recipe, resolve_run
+from benchcurate.schemas import RunConfig, RunOptions
 from tests.factories import make_image
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,7 +146,7 @@ def shared_once(name: str, make: Callable[[], object]) -> object:
 
 def resolve(recipe: str, out_dir: Path, **options: object) -> RunConfig:
     """A run's configuration as `curate run` resolves it, from RunOptions fields given as keywords."""
-    return resolve_run(recipe, run_options(**options), out_dir)
+    return resolve_run(recipe, validated(RunOptions, options), out_dir)
 
 
 def prepared_run(

@@ -2,8 +2,14 @@
 
 import errno
 import sqlite3
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from benchcurate.curation.core.secrets import redact
+
+Model = TypeVar("Model", bound=BaseModel)
 
 
 class RedactedError(Exception):
@@ -24,6 +30,30 @@ class UnexpectedError(RedactedError):
 
 class UserError(RedactedError):
     """A user mistake (bad recipe, missing folder, bad parameter): one line that says what to do, no traceback."""
+
+
+def one_line(error: ValidationError, names: Mapping[str, str] | None = None) -> str:
+    """Every mistake of a validation error as `where: what`, on one line. `where` is the name the caller shows for
+    the field (`names` maps a field path such as `candidate.base_url`, or its owner `candidate`, to it: a flag on
+    the command line), else the field's dotted path; a mistake of the whole model is `what` alone."""
+    shown = names or {}
+    lines = []
+    for entry in error.errors(include_url=False):
+        where = tuple(str(part) for part in entry["loc"])
+        owners = (".".join(where[:size]) for size in range(len(where), 0, -1))
+        name = next((shown[owner] for owner in owners if owner in shown), ".".join(where))
+        text = entry["msg"].removeprefix("Value error, ")
+        lines.append(f"{name}: {text[:1].lower()}{text[1:]}" if name else text)
+    return "; ".join(lines)
+
+
+def validated(model: type[Model], fields: Mapping[str, Any], names: Mapping[str, str] | None = None) -> Model:
+    """`model` (RunOptions, EvalOptions, ...) from `fields`, a mistake becoming a one-line UserError naming each
+    field as `one_line` does: by the caller's names (flags, for the command line), else by its path."""
+    try:
+        return model.model_validate(fields)
+    except ValidationError as error:
+        raise UserError(one_line(error, names)) from error
 
 
 class BackendUnavailable(RedactedError):

@@ -12,7 +12,7 @@ import yaml
 from pydantic import JsonValue, ValidationError
 
 from benchcurate.curation.core.decode import IMAGE_EXTENSIONS
-from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.errors import UserError, one_line
 from benchcurate.curation.engine.registry import STAGES
 from benchcurate.curation.images.sources import input_kind, require_images
 from benchcurate.curation.models import make_backend
@@ -32,15 +32,6 @@ def available_recipes() -> list[str]:
     )
 
 
-def _one_line(error: ValidationError) -> str:
-    def message(entry: dict) -> str:
-        text = entry["msg"].removeprefix("Value error, ")
-        where = ".".join(str(part) for part in entry["loc"])
-        return f"{where}: {text}" if where else text
-
-    return "; ".join(message(entry) for entry in error.errors(include_url=False))
-
-
 def load_recipe(name: str) -> Recipe:
     if name not in available_recipes():
         raise UserError(f"unknown recipe '{name}'; available: {', '.join(available_recipes())}")
@@ -50,7 +41,7 @@ def load_recipe(name: str) -> Recipe:
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as error:
-        raise UserError(f"recipe '{name}' is invalid: {_one_line(error)}") from error
+        raise UserError(f"recipe '{name}' is invalid: {one_line(error)}") from error
     unknown = [spec.stage for spec in recipe.stages if spec.stage not in STAGES]
     if unknown:
         raise UserError(f"recipe '{name}' names unknown stages {unknown}; known: {', '.join(STAGES)}")
@@ -83,7 +74,7 @@ def _apply_overrides(recipe: Recipe, overrides: dict[str, dict[str, JsonValue]])
     try:
         return Recipe.model_validate({**recipe.model_dump(), **sections, "stages": stages})
     except ValidationError as error:
-        raise UserError(f"bad run setting: {_one_line(error)}") from error
+        raise UserError(f"bad run setting: {one_line(error)}") from error
 
 
 def _validated_stages(recipe: Recipe) -> Recipe:
@@ -93,7 +84,7 @@ def _validated_stages(recipe: Recipe) -> Recipe:
         try:
             config = STAGES[spec.stage].config.model_validate(spec.config)
         except ValidationError as error:
-            raise UserError(f"bad parameter for stage {spec.stage}: {_one_line(error)}") from error
+            raise UserError(f"bad parameter for stage {spec.stage}: {one_line(error)}") from error
         stages.append(spec.model_copy(update={"config": config.model_dump(mode="json")}))
     return recipe.model_copy(update={"stages": stages})
 
@@ -343,7 +334,7 @@ def resolve_run(recipe_name: str, options: RunOptions, out_dir: Path) -> RunConf
             }
         )
     except ValidationError as error:
-        raise UserError(f"bad run option: {_one_line(error)}") from error
+        raise UserError(f"bad run option: {one_line(error)}") from error
     recipe = _validated_stages(recipe)
     _check_models(recipe)
     return RunConfig(
@@ -355,11 +346,3 @@ def resolve_run(recipe_name: str, options: RunOptions, out_dir: Path) -> RunConf
         created_at=datetime.now(UTC),
         options=options.model_copy(update={"input_path": None if demo else str(root), "demo": demo}),
     )
-
-
-def run_options(**fields: object) -> RunOptions:
-    """RunOptions from keyword arguments, a validation error becoming a one-line UserError (CLI, tests, flows)."""
-    try:
-        return RunOptions.model_validate(fields)
-    except ValidationError as error:
-        raise UserError(_one_line(error)) from error

@@ -52,7 +52,7 @@ def test_user_overrides_win_and_are_validated(tmp_path):
         UserError, match=r"bad parameter for stage image_quality: min_quality_score: .*less than or equal to 5"
     ):
         resolve("multiverse", tmp_path, overrides={"image_quality": {"min_quality_score": 9}})
-    with pytest.raises(UserError, match="min_qualty_score: Extra inputs are not permitted"):
+    with pytest.raises(UserError, match="min_qualty_score: extra inputs are not permitted"):
         resolve("multiverse", tmp_path, overrides={"image_quality": {"min_qualty_score": 3}})
     with pytest.raises(UserError, match="no stage \\['image_qualty'\\]"):
         resolve("multiverse", tmp_path, overrides={"image_qualty": {}})
@@ -71,6 +71,8 @@ def test_backend_options_are_validated(tmp_path):
     run = resolve("multiverse", tmp_path, backend="openai", base_url="http://127.0.0.1:1/v1", model="m")
     assert run.recipe.backend.kind == "openai" and run.recipe.backend.model == "m"
     assert "api_key" not in run.model_dump_json()
+    with pytest.raises(UserError, match="^backend: input should be 'offline' or 'openai'$"):  # the field, not a flag
+        resolve("multiverse", tmp_path, backend="gpt")
 
 
 def test_every_recipe_names_registered_stages_and_starts_with_ingest():

@@ -65,6 +65,10 @@ def probe(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess
             "--baseline-model: field required",
         ),
         (["report", "no-such-run"], "no run 'no-such-run'"),
+        (
+            ["images", "dups", "hashes.jsonl", "--out", "groups.jsonl", "--keep-rule", "newest"],
+            "--keep-rule: input should be 'least_processed' or 'largest'",
+        ),
         (["run", "multiverse", "--set", "persona_generate.prompt_version=2"], "no prompt 'persona' version 2"),
         (["run", "multiverse", "--backend", "openai"], "needs a model name: pass --model NAME"),
     ],

@@ -91,3 +91,17 @@ def test_run_id_rejects_path_tricks(run_id, tmp_path):
 def test_provenance_requires_a_license_field():
     with pytest.raises(ValidationError, match="license"):
         Provenance(source_dataset="d", source_id="1")
+
+
+def test_a_baseline_without_a_base_url_is_served_where_the_candidate_is():
+    from benchcurate.schemas.evaluation import EvalOptions
+
+    candidate = {"model": "m", "base_url": "http://127.0.0.1:8000/v1"}
+    options = EvalOptions(release="r", candidate=candidate, judge={"model": "j"}, baseline={"model": "b"})
+    assert options.baseline.base_url == "http://127.0.0.1:8000/v1"
+    own = {"model": "b", "base_url": "http://127.0.0.1:9000/v1"}
+    assert (
+        EvalOptions(release="r", candidate=candidate, judge={"model": "j"}, baseline=own).baseline.base_url
+        == own["base_url"]
+    )
+    assert EvalOptions(release="r", candidate=candidate, judge={"model": "j"}).baseline is None
