@@ -26,7 +26,7 @@ from benchcurate.curation.core.errors import (
     disk_full,
 )
 from benchcurate.curation.core.secrets import RedactingStream, keep_private, redact_logging, redact_tracebacks
-from benchcurate.flows.options import Flag, validated, values, with_flags
+from benchcurate.flows.options import RUN_FLAGS, Flag, parse_prices, validated, values, with_flags
 from benchcurate.schemas.evaluation import EvalOptions
 from benchcurate.schemas.recipe import RunOptions
 
@@ -147,89 +147,6 @@ prefect_app = typer.Typer(
     help="The output folder's local Prefect server, which records every run: up, down, status.", no_args_is_help=True
 )
 app.add_typer(prefect_app, name="prefect")
-
-
-MAX_SET_VALUE_CHARS = 100_000
-MAX_SET_VALUE_DEPTH = 32
-
-
-class _NoAliasLoader(yaml.SafeLoader):
-    """YAML without anchors and aliases: an alias bomb (each level referring to the one below ten times) expands
-    to billions of items when used, so it is refused while parsing."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent) or getattr(self.peek_event(), "anchor", None):
-            raise yaml.YAMLError("anchors and aliases (&, *) are not accepted in --set values")
-        return super().compose_node(parent, index)
-
-
-def _depth(value: object) -> int:
-    if isinstance(value, dict):
-        return 1 + max(map(_depth, value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max(map(_depth, value), default=0)
-    return 0
-
-
-def parse_value(pair: str, raw: str) -> object:
-    """A --set value as YAML (a scalar, a list, a mapping), within bounds a person would never reach."""
-    if len(raw) > MAX_SET_VALUE_CHARS:
-        raise UserError(
-            f"--set {pair[:60]}...: the value has {len(raw):,} characters; at most "
-            f"{MAX_SET_VALUE_CHARS:,} (put long lists in a file the stage reads)"
-        )
-    try:
-        value = yaml.load(raw, Loader=_NoAliasLoader)  # a safe loader, aliases refused
-    except yaml.YAMLError as error:
-        raise UserError(f"--set {pair[:80]}: the value is not valid YAML ({str(error).splitlines()[0]})") from None
-    except RecursionError:
-        value = None
-    if (value is None and raw.strip() not in ("", "null", "~", "None")) or _depth(value) > MAX_SET_VALUE_DEPTH:
-        raise UserError(f"--set {pair[:60]}...: the value nests more than {MAX_SET_VALUE_DEPTH} levels deep")
-    return value
-
-
-def parse_overrides(pairs: list[str]) -> dict[str, dict]:
-    """`stage.field=value` pairs into {stage: {field: value}}; values are read as YAML scalars or lists."""
-    overrides: dict[str, dict] = {}
-    for pair in pairs:
-        target, sep, raw = pair.partition("=")
-        stage, dot, field = target.partition(".")
-        if not sep or not dot or not stage or not field:
-            raise UserError(f"--set expects stage.field=value (e.g. image_quality.min_quality_score=4), got '{pair}'")
-        overrides.setdefault(stage, {})[field] = parse_value(pair, raw)
-    return overrides
-
-
-RUN_FLAGS = [  # RunOptions' fields as flags: name, description and default come from the model
-    Flag("input_path", "--input", reads=Path),
-    Flag("run_id"),
-    Flag("demo", boolean="--demo"),
-    Flag("release_name", "--name"),
-    Flag("backend"),
-    Flag("base_url"),
-    Flag("model"),
-    Flag("seed"),
-    Flag(
-        "overrides", "--set", reads=list[str], parse=lambda pairs: parse_overrides(pairs), metavar="STAGE.FIELD=VALUE"
-    ),
-    Flag("jobs"),
-    Flag("concurrency"),
-    Flag("max_cost_usd", "--max-cost"),
-    Flag("prices", "--price", reads=list[str], parse=lambda pairs: parse_prices(pairs), metavar="MODEL=IN,OUT"),
-    Flag("refresh_cache", boolean="--refresh-cache"),
-    Flag("batch", boolean="--batch/--no-batch"),
-    Flag("dask_address"),
-    Flag("allowed_roots", "--allow-root", reads=list[Path], metavar="DIR"),
-    Flag("release", boolean="--release/--no-release"),
-    Flag("progress"),
-]
-
-
-def parse_prices(pairs: list[str]):
-    from benchcurate.curation.models.pricing import parse_prices as parse
-
-    return parse(pairs)
 
 
 def run(

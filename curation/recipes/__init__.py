@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import resources
 from importlib.metadata import PackageNotFoundError, version
@@ -166,12 +167,16 @@ def _merged_options(existing: RunConfig | None, given: RunOptions) -> RunOptions
     return given.model_copy(update={**kept, "overrides": overrides})
 
 
-def option_changes(previous: RunOptions | None, current: RunOptions) -> list[str]:
-    """`name: before -> after` for every outcome-shaping option this attempt changed."""
+def option_changes(
+    previous: RunOptions | None, current: RunOptions, names: Mapping[str, str] | None = None
+) -> list[str]:
+    """`name: before -> after` for every outcome-shaping option this attempt changed, each option named as
+    `names` says (the CLI's flags), else by its field."""
     if previous is None:
         return []
+    shown = names or {}
     changes = [
-        f"--{name.replace('_', '-')}: {getattr(previous, name)} -> {getattr(current, name)}"
+        f"{shown.get(name, name)}: {getattr(previous, name)} -> {getattr(current, name)}"
         for name in STICKY_OPTIONS
         if getattr(previous, name) != getattr(current, name)
     ]

@@ -17,7 +17,7 @@ from PIL import Image
 from benchcurate.curation.core.decode import IMAGE_EXTENSIONS
 from benchcurate.curation.engine.runner import run_stage
 from benchcurate.curation.images.ingest import IngestConfig
-from benchcurate.flows.cli import MAX_SET_VALUE_CHARS, MAX_SET_VALUE_DEPTH
+from benchcurate.flows.options import MAX_SET_VALUE_CHARS, MAX_SET_VALUE_DEPTH
 from tests.factories import convbench_sheet, make_image, make_sample, png_header_only
 from tests.helpers import CURATE, MULTIVERSE_STAGES, curate_in_process, prepared_run, run_curate, stage_outputs
 

@@ -143,6 +143,18 @@ def test_report_prints_the_funnel_of_a_run_without_prefect(tmp_path):
     assert '"stage": "image_ingest"' in by_folder.stdout
 
 
+def test_a_resumed_runs_changed_options_are_named_as_the_flags_the_user_types():
+    """The resume line names each changed option by its flag (`--name`, `--allow-root`), not by its field."""
+    from benchcurate.curation.recipes import option_changes
+    from benchcurate.flows.options import RUN_FLAGS
+    from benchcurate.schemas import RunOptions
+
+    before = RunOptions(release_name="first", allowed_roots=["/data/a"], seed=1)
+    after = RunOptions(release_name="second", allowed_roots=["/data/b"], seed=1)
+    changes = option_changes(before, after, {flag.path: flag.spelling for flag in RUN_FLAGS})
+    assert sorted(changes) == ["--allow-root: ['/data/a'] -> ['/data/b']", "--name: first -> second"]
+
+
 def test_a_prefect_url_with_no_server_behind_it_is_a_one_line_error(tmp_path):
     from tests.servers import free_port
 
