@@ -17,6 +17,7 @@ connection (a running flow keeps a websocket open), so an idle machine does not 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import os
 import shutil
@@ -34,6 +35,7 @@ from benchcurate.curation.core.parallel import die_with_parent
 from benchcurate.curation.core.secrets import without_secrets
 
 FOLDER = "prefect"
+DATABASE = "prefect.db"  # in FOLDER
 MARKER = "benchcurate.flows.prefect_server"
 DEFAULT_IDLE_MINUTES = 60.0
 START_TIMEOUT_SECONDS = 90
@@ -58,7 +60,7 @@ def server_env(folder: Path) -> dict[str, str]:
     return {
         "PREFECT_HOME": str(home),
         "PREFECT_PROFILES_PATH": str(home / "profiles.toml"),
-        "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{folder / 'prefect.db'}",
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{folder / DATABASE}",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_TELEMETRY_ENABLE_RESOURCE_METRICS": "false",
     }
@@ -110,10 +112,74 @@ def ensure(
         ]
         say(f"starting a local Prefect server for {out_dir} on 127.0.0.1:{port} (once; later runs reuse it)")
         env = {name: value for name, value in without_secrets(os.environ).items() if name != "PREFECT_API_URL"}
+        database = server.folder / DATABASE
+        seeded = not database.exists() and seed_database(database)
         process = server.start(command, port, {**env, **server_env(server.folder)}, log, private=True)
         record = server.record()
         server.wait_healthy(process, f"{api_url(record)}/health", log, START_TIMEOUT_SECONDS)
+        if not seeded:
+            keep_template(database)
         return record, True
+
+
+def database_template() -> Path:
+    """Where an empty database that Prefect has migrated is kept for this Prefect version, so that the next new
+    output folder's server starts from a copy instead of running every migration again (about 4 s of CPU, 5 s of
+    a first `curate run`; bench/results/startup.md). In the user's cache (XDG_CACHE_HOME or ~/.cache)."""
+    from importlib.metadata import version
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "benchcurate" / f"prefect-{version('prefect')}.db"
+
+
+def _migrated(database: Path) -> bool:
+    """Whether `database` is an SQLite database that Prefect has migrated (it records its migration)."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as connection:
+            return connection.execute("SELECT count(*) FROM alembic_version").fetchone()[0] == 1
+    except sqlite3.Error:
+        return False
+
+
+def seed_database(database: Path) -> bool:
+    """Copy the kept template to `database` (a new server's, which does not exist yet); False when there is no
+    usable template (one that is not a migrated database is removed, and the server migrates as Prefect does)."""
+    template = database_template()
+    if not template.exists():
+        return False
+    if not _migrated(template):
+        template.unlink(missing_ok=True)
+        return False
+    partial = database.with_name(database.name + ".partial")
+    shutil.copyfile(template, partial)
+    partial.chmod(0o600)
+    os.replace(partial, database)
+    return True
+
+
+def keep_template(database: Path) -> None:
+    """After a server migrated a new database (and before any run records in it): a consistent copy of it, as the
+    template for later new folders. Best effort: without a writable cache, servers start as Prefect's own do."""
+    import sqlite3
+
+    template = database_template()
+    if template.exists() or not _migrated(database):
+        return
+    partial = template.with_name(f"{template.name}.{os.getpid()}.partial")
+    try:
+        template.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with (
+            contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as source,
+            contextlib.closing(sqlite3.connect(partial)) as copy,
+        ):
+            source.backup(copy)
+            copy.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal beside it
+        partial.chmod(0o600)
+        os.replace(partial, template)
+    except (OSError, sqlite3.Error):
+        partial.unlink(missing_ok=True)
 
 
 def temporary(say=lambda line: None) -> ServerRecord:

@@ -35,6 +35,9 @@ ISOLATED_ENV = {
     "HF_HUB_OFFLINE": "1",
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
     "CURATE_TEST_SESSION_DIR": str(SESSION_DIR),
+    # One cache for the whole run: the migrated Prefect database new local servers start from is made once
+    # (flows/prefect_server.py), not once per test folder.
+    "XDG_CACHE_HOME": str(Path(os.environ["CURATE_TEST_SHARED_DIR"]) / "cache"),
     # Nothing listens on port 9 (discard): a `curate run` a test did not point at the shared Prefect server
     # (the prefect_env fixture) fails at once instead of starting a local server that outlives the test.
     "PREFECT_API_URL": "http://127.0.0.1:9/api",

@@ -75,6 +75,36 @@ def test_an_idle_local_server_stops_itself(no_configured_server, tmp_path):
     assert "idle for 0.05 minutes: stopping" in (tmp_path / "outputs" / "prefect" / "server.log").read_text()
 
 
+def test_a_new_folders_server_starts_from_the_kept_migrated_database_and_a_bad_one_is_replaced(
+    no_configured_server, tmp_path, monkeypatch
+):
+    """The first server migrates and keeps its empty database; a new folder's server starts from a copy of it (a
+    table planted in the kept one shows up); a kept file that is not a database is replaced, the server migrating."""
+    import sqlite3
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    template = prefect_server.database_template()
+    folders = [tmp_path / name / "outputs" for name in ("first", "second", "third")]
+    try:
+        assert prefect_server.ensure(folders[0])[1] and template.exists()
+        with sqlite3.connect(template) as kept:
+            assert kept.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # one file, nothing beside it
+            kept.execute("CREATE TABLE planted (x)")
+        record, started = prefect_server.ensure(folders[1])
+        assert started and prefect_server.healthy(record)
+        with sqlite3.connect(folders[1] / "prefect" / "prefect.db") as copied:
+            assert copied.execute("SELECT count(*) FROM sqlite_master WHERE name = 'planted'").fetchone()[0] == 1
+        template.write_bytes(b"not a database")
+        record, started = prefect_server.ensure(folders[2])
+        assert started and prefect_server.healthy(record)
+    finally:
+        for folder in folders:
+            prefect_server.down(folder)
+    with sqlite3.connect(template) as kept:  # migrated again and kept in place of the bad file
+        assert kept.execute("SELECT count(*) FROM alembic_version").fetchone()[0] == 1
+        assert kept.execute("SELECT count(*) FROM sqlite_master WHERE name = 'planted'").fetchone()[0] == 0
+
+
 def test_a_recorded_pid_that_is_another_process_is_neither_reported_nor_signalled(tmp_path):
     other = subprocess.Popen(["sleep", "60"])
     try:
@@ -130,7 +160,7 @@ def test_a_prefect_server_killed_mid_run_is_one_line_exit_3_and_the_same_command
     no_configured_server, tmp_path
 ):
     env, out = no_configured_server, tmp_path / "outputs"
-    for seed in range(260):
+    for seed in range(140):  # enough work left after pHash starts (3 s idle) for the kill to land mid-run
         make_image(tmp_path / "images" / f"{seed}.png", seed, (480, 360))
     args = [
         "run",
