@@ -129,7 +129,7 @@ PrefectServerOption = Annotated[
     str,
     typer.Option(
         help="local: the output folder's Prefect server, started once in the background and reused (a small run "
-        "finishes 2.02x sooner, bench/README.md; `curate prefect down` stops it, and it stops itself after an idle "
+        "finishes 1.72x sooner, bench/README.md; `curate prefect down` stops it, and it stops itself after an idle "
         "hour); temporary: Prefect's own server for this command only. PREFECT_API_URL, when set, wins over both."
     ),
 ]
