@@ -153,9 +153,13 @@ def seed_database(database: Path) -> bool:
         template.unlink(missing_ok=True)
         return False
     partial = database.with_name(database.name + ".partial")
-    shutil.copyfile(template, partial)
-    partial.chmod(0o600)
-    os.replace(partial, database)
+    try:
+        shutil.copyfile(template, partial)
+        partial.chmod(0o600)
+        os.replace(partial, database)
+    except OSError:  # an unreadable cache or a full disk: the server migrates a new database, as Prefect's own do
+        partial.unlink(missing_ok=True)
+        return False
     return True
 
 
