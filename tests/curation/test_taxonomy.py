@@ -13,7 +13,14 @@ from benchcurate.curation.engine.stage import StageContext
 from benchcurate.curation.labels import fields, normalise
 from benchcurate.curation.labels.normalise import canonical_names, label_key
 from benchcurate.curation.models.offline import OfflineBackend
-from benchcurate.curation.report.run import histograms, load_report, merged_labels, write_label_report
+from benchcurate.curation.report.run import (
+    Histogram,
+    histograms,
+    load_report,
+    merged_labels,
+    plot_histogram,
+    write_label_report,
+)
 from benchcurate.curation.selection import balance, weighted_sample
 from benchcurate.curation.taxonomy import probench_taxonomy
 from benchcurate.schemas import Categories, Drop, ImageRef, Keep, Turn
@@ -350,3 +357,23 @@ def test_decision_parameters_replay_stored_scores_without_model_calls(tmp_path):
     paths = write_label_report(report, run_dir)
     assert {path.suffix for path in paths} == {".md", ".png"}
     assert all(path.stat().st_size > 1000 for path in paths if path.suffix == ".png")
+
+
+def test_a_label_plot_drawn_from_the_same_counts_is_kept_and_other_counts_draw_it_again(tmp_path):
+    """A rerun does not draw its plots again (nor import matplotlib for them); changed counts, or a file that is not
+    our plot, are drawn anew."""
+    path = tmp_path / "report" / "labels_image_main.png"
+    first = Histogram(
+        "image_main", [("image_category", {"charts": 3, "photos": 1}), ("category_min_size", {"charts": 3})]
+    )
+    plot_histogram(first, path)
+    drawn = path.read_bytes()
+    path.touch()
+    stamp = path.stat().st_mtime_ns
+    plot_histogram(Histogram("image_main", [(stage, dict(counts)) for stage, counts in first.columns]), path)
+    assert path.stat().st_mtime_ns == stamp and path.read_bytes() == drawn  # kept, not written again
+    plot_histogram(Histogram("image_main", [("image_category", {"charts": 3, "photos": 2})]), path)
+    assert path.read_bytes() != drawn
+    path.write_bytes(b"not a picture")
+    plot_histogram(first, path)
+    assert path.read_bytes() == drawn  # drawn anew, as the first time
