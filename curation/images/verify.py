@@ -55,6 +55,8 @@ HOPELESS_CORRELATION = 0.5  # after a level of the refinement: below it the next
 # no refinement rose from below it to MIN_CORRELATION; the placement keeps its start, as when the steps wander off)
 WINDOW_SHARE = 0.05  # of the shorter side: the windows the leftover is averaged over
 RESAMPLE_SHARE = 0.7  # of the size: a picture resampled this much and back shows where resampling aliases
+CONCENTRATION_FLOOR = 0.001  # of the grey-level range: added to the 90th percentile window's leftover, so that a
+# picture with no leftover in most windows (a clean diagram) does not make any speck infinitely concentrated
 COMPARE_PIXELS = FINE_PIXELS  # pixels the part both show is compared at, at most (fewer alias small print)
 CONTENT_TOLERANCE = 8  # grey levels from a border's colour that still count as border
 CONTENT_SHARE = 0.995  # of a row's pixels that must be that near for it to be border (stars on a night sky
@@ -420,7 +422,17 @@ def _prepare(pixels: np.ndarray) -> _Prepared:
     return _Prepared(blurred, _extreme(blurred, np.maximum), _extreme(blurred, np.minimum))
 
 
-def _leftover(source: _Prepared, target: _Prepared, unstable: np.ndarray) -> float:
+class Leftover(NamedTuple):
+    """How one region of a picture stands out from its prediction from the other (shares of its grey-level range,
+    windows of WINDOW_SHARE): the largest window above the 90th percentile of all windows, and that excess over
+    the 90th percentile window (a spread residual, as a tone change or sharpening leaves, is near 1; a changed
+    region far above: `concentration`)."""
+
+    excess: float
+    concentration: float
+
+
+def _leftover(source: _Prepared, target: _Prepared, unstable: np.ndarray | None) -> Leftover:
     """How far one region of `target` stands out from its prediction from `source` (see the module)."""
     from scipy.ndimage import uniform_filter
 
@@ -430,27 +442,43 @@ def _leftover(source: _Prepared, target: _Prepared, unstable: np.ndarray) -> flo
         + np.maximum(_extreme(predicted, np.minimum) - target.blurred, 0),
         np.maximum(predicted - target.high, 0) + np.maximum(target.low - predicted, 0),
     )
-    found = np.maximum(found - unstable, 0)[1:-1, 1:-1]
+    found = (found if unstable is None else np.maximum(found - unstable, 0))[1:-1, 1:-1]
     if min(found.shape) < 4:
-        return 0.0
+        return Leftover(0.0, 0.0)
     windows = uniform_filter(found, max(3, int(WINDOW_SHARE * min(found.shape))))
     # percentiles on every other row and column: windows vary slowly, and a sort of all of them costs more
     ninetieth = float(np.percentile(windows[::2, ::2], 90))
     low, high = np.percentile(target.blurred[::2, ::2], [1, 99])
-    return (float(windows.max()) - ninetieth) / (float(high - low) + 1.0)
+    spread = float(high - low) + 1.0
+    excess = (float(windows.max()) - ninetieth) / spread
+    return Leftover(excess, excess / (ninetieth / spread + CONCENTRATION_FLOOR))
 
 
-def local_difference(first: np.ndarray, second: np.ndarray, limit: float = float("inf")) -> float:
+class LocalChange(NamedTuple):
+    """`local_difference`'s result: the change (the smaller direction's), and, when it is over the limit, how
+    concentrated it is (the smaller direction's, without the allowance for resampling; 0 when not measured)."""
+
+    difference: float
+    concentration: float
+
+
+def local_difference(first: np.ndarray, second: np.ndarray, limit: float = float("inf")) -> LocalChange:
     """The local change between two aligned greyscale copies of one size: the smaller of the two directions.
     Within `limit` already before what resampling changes is allowed for, or in the first direction, the rest
-    is not computed (the decision is the same; the value reported is then that upper bound)."""
+    is not computed (the decision is the same; the value reported is then that upper bound). Over it, also how
+    concentrated the change is (`Leftover.concentration`: a changed region, not a tone curve the fit missed)."""
     a, b = _prepare(first), _prepare(second)
-    rough = _leftover(a, b, np.zeros_like(a.blurred))
-    if rough <= limit:
-        return rough
+    rough = _leftover(a, b, None)
+    if rough.excess <= limit:
+        return LocalChange(rough.excess, 0.0)
     unstable = np.maximum(_resampling_change(first), _resampling_change(second))
-    forward = _leftover(a, b, unstable)
-    return forward if forward <= limit else min(forward, _leftover(b, a, unstable))
+    forward = _leftover(a, b, unstable).excess
+    if forward <= limit:
+        return LocalChange(forward, 0.0)
+    difference = min(forward, _leftover(b, a, unstable).excess)
+    if difference <= limit:
+        return LocalChange(difference, 0.0)
+    return LocalChange(difference, min(rough.concentration, _leftover(b, a, None).concentration))
 
 
 # --- a pair ---------------------------------------------------------------------------------------------------
@@ -537,14 +565,15 @@ def compare(
             COMPARE_PIXELS,
         )
         local = local_difference(_sample(image1, shared, size), _sample(image2, mapped, size), max_local_difference)
-        same = share <= max_uncovered and local <= max_local_difference
+        same = share <= max_uncovered and local.difference <= max_local_difference
         evidence = {
             "placed": name,
             "correlation": round(correlation, 3),
             "uncovered": round(share, 3),
-            "local_difference": round(local, 3),
+            "local_difference": round(local.difference, 3),
+            **({"concentration": round(local.concentration, 1)} if local.concentration else {}),
         }
-        return (same, -local), evidence, placement, share
+        return (same, -local.difference), evidence, placement, share
 
     for name, start in _hypotheses(turned, second):
         placement, correlation = _refine(
