@@ -152,22 +152,20 @@ def test_a_copy_does_not_vouch_for_a_change_concentrated_in_one_region():
     assert kinds["object_removed"] not in group, (dropped, summary)
     assert {kinds["original"], kinds["brighter_10"]} <= group, (dropped, summary)
     pictures = dedup_set.pictures_of(items)
-    found = verify.compare(
-        pictures(kinds["original"]),
-        pictures(kinds["object_removed"]),
-        "identity",
-        CONFIG.max_local_difference,
-        CONFIG.max_uncovered_share,
-    )
+
+    def against_original(edit: str) -> verify.Verdict:
+        return verify.compare(
+            pictures(kinds["original"]),
+            pictures(kinds[edit]),
+            "identity",
+            CONFIG.max_local_difference,
+            CONFIG.max_uncovered_share,
+        )
+
+    found = against_original("object_removed")
     assert CONFIG.max_local_difference < found.evidence["local_difference"] <= 2 * CONFIG.max_local_difference
     assert found.evidence["concentration"] > CONFIG.max_local_concentration, found
-    spread = verify.compare(
-        pictures(kinds["original"]),
-        pictures(kinds["brighter_25"]),
-        "identity",
-        CONFIG.max_local_difference,
-        CONFIG.max_uncovered_share,
-    )
+    spread = against_original("brighter_25")
     assert spread.same or spread.evidence["concentration"] <= CONFIG.max_local_concentration, spread
 
 
