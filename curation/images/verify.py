@@ -415,11 +415,13 @@ class _Prepared(NamedTuple):
     blurred: np.ndarray
     high: np.ndarray  # 3 x 3 maximum of `blurred`
     low: np.ndarray
+    spread: float  # grey levels from the 1st to the 99th percentile, plus one
 
 
 def _prepare(pixels: np.ndarray) -> _Prepared:
     blurred = _blur(pixels)
-    return _Prepared(blurred, _extreme(blurred, np.maximum), _extreme(blurred, np.minimum))
+    low, high = np.percentile(blurred[::2, ::2], [1, 99])
+    return _Prepared(blurred, _extreme(blurred, np.maximum), _extreme(blurred, np.minimum), float(high - low) + 1.0)
 
 
 class Leftover(NamedTuple):
@@ -448,8 +450,7 @@ def _leftover(source: _Prepared, target: _Prepared, unstable: np.ndarray | None)
     windows = uniform_filter(found, max(3, int(WINDOW_SHARE * min(found.shape))))
     # percentiles on every other row and column: windows vary slowly, and a sort of all of them costs more
     ninetieth = float(np.percentile(windows[::2, ::2], 90))
-    low, high = np.percentile(target.blurred[::2, ::2], [1, 99])
-    spread = float(high - low) + 1.0
+    spread = target.spread
     excess = (float(windows.max()) - ninetieth) / spread
     return Leftover(excess, excess / (ninetieth / spread + CONCENTRATION_FLOOR))
 
