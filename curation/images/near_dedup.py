@@ -13,7 +13,8 @@ naming the reference, to catch contamination. Then:
    no frame, most pixels, least compression, `survivor.provisional`; `largest`: most pixels, then the largest
    file; then `source_priority`, then the smaller id). Each item not yet placed is a group's centre: its
    candidates not yet placed are verified against it, then their own candidates, and so on. A candidate that
-   fails against the centre without a clear local change (twice `max_local_difference`) may pass against one
+   fails against the centre without a clear local change (twice `max_local_difference`, or over it and
+   concentrated in one region: `max_local_concentration`) may pass against one
    or two copies already in the group that it is a candidate of, never one with fewer pixels or less detail
    (a thick frame against a thin one; a strongly brightened copy against a mildly brightened one).
 3. Verification (`curation.images.verify`): the two pictures placed on each other at a fraction of a pixel
@@ -88,6 +89,12 @@ class NearDedupConfig(StageConfig):
         0.076,
         ge=0,
         description="verification: a region standing out this far (share of the grey-level range) makes two pictures",
+    )
+    max_local_concentration: float = Field(
+        9.0,
+        ge=0,
+        description="verification: a change over max_local_difference whose worst region stands out this many times "
+        "the typical region's leftover is a clear local change (no other copy of the group may vouch for it)",
     )
     max_uncovered_share: float = Field(
         0.015,
@@ -285,13 +292,16 @@ def verify(
 
 
 def changed(found: PairVerdict | None, cfg: NearDedupConfig) -> bool:
-    """Whether a failed verification lined the pair up and found a clear local change, more than twice
-    `max_local_difference` (then no copy of the group may vouch for it: a copy blurred or shrunk hides a small
-    change better than the centre does)."""
-    return (
-        found is not None
-        and found.placement is not None
-        and found.evidence.get("local_difference", 0) > VIA_COPY_LIMIT * cfg.max_local_difference
+    """Whether a failed verification lined the pair up and found a clear local change: more than twice
+    `max_local_difference`, or over it and concentrated in one region (`verify.Leftover.concentration` over
+    `max_local_concentration`: a swapped word, a removed object; a brightened copy's clipping is spread). Then no
+    copy of the group may vouch for it: a copy blurred, shrunk or brightened hides a small change better than
+    the centre does."""
+    if found is None or found.placement is None:
+        return False
+    local = found.evidence.get("local_difference", 0)
+    return local > VIA_COPY_LIMIT * cfg.max_local_difference or (
+        local > cfg.max_local_difference and found.evidence.get("concentration", 0) > cfg.max_local_concentration
     )
 
 
@@ -597,9 +607,10 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=4,
+    version=5,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
-# 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept
+# 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
+# 5: no copy vouches for a candidate whose change is concentrated in one region
 
 
 def keys_of(table: HashTable) -> list[ImageKey]:

@@ -51,8 +51,12 @@ REFINE_LEVELS = ((64 * 64, 6, 2), (128 * 128, 2, 1))
 MIN_CORRELATION = 0.9  # of the refined copies: below it the placement failed (or the turn is wrong)
 TRUSTED_CORRELATION = 0.97  # a placement lining the two up this well is not second-guessed by another
 SETTLED_CORRELATION = 0.995  # a first placement lining the two up this well is not refined
+HOPELESS_CORRELATION = 0.5  # after a level of the refinement: below it the next is not tried (on 1,410 real files
+# no refinement rose from below it to MIN_CORRELATION; the placement keeps its start, as when the steps wander off)
 WINDOW_SHARE = 0.05  # of the shorter side: the windows the leftover is averaged over
 RESAMPLE_SHARE = 0.7  # of the size: a picture resampled this much and back shows where resampling aliases
+CONCENTRATION_FLOOR = 0.001  # of the grey-level range: added to the 90th percentile window's leftover, so that a
+# picture with no leftover in most windows (a clean diagram) does not make any speck infinitely concentrated
 COMPARE_PIXELS = FINE_PIXELS  # pixels the part both show is compared at, at most (fewer alias small print)
 CONTENT_TOLERANCE = 8  # grey levels from a border's colour that still count as border
 CONTENT_SHARE = 0.995  # of a row's pixels that must be that near for it to be border (stars on a night sky
@@ -334,11 +338,13 @@ def _refine(
             ],
             axis=1,
         )
+        normal = shape.T @ shape  # the Jacobian is `shape` with its columns scaled: its normal matrix scales too
         for _ in range(steps):
             moved = _standardised(sample(tuple(mapped)), blur)
             scale = np.array([width / max(mapped[2] - mapped[0], 1e-6), height / max(mapped[3] - mapped[1], 1e-6)] * 2)
-            jacobian = shape * scale
-            step = np.linalg.solve(jacobian.T @ jacobian + 1e-3 * np.eye(4), jacobian.T @ (target - moved).ravel())
+            step = np.linalg.solve(
+                normal * np.outer(scale, scale) + 1e-3 * np.eye(4), scale * (shape.T @ (target - moved).ravel())
+            )
             step = np.clip(step, -0.1 * (mapped[2] - mapped[0]), 0.1 * (mapped[2] - mapped[0]))
             mapped += step
             if mapped[2] - mapped[0] < 4 or mapped[3] - mapped[1] < 4:
@@ -347,6 +353,8 @@ def _refine(
                 break
         moved = _standardised(sample(tuple(mapped)), blur)
         correlation = float((moved * target).mean())
+        if correlation < HOPELESS_CORRELATION:  # nothing lines up even coarsely (or the steps wandered off)
+            return placement, start
     if correlation < start:  # no detail to steer by (a night sky): the steps wandered off
         return placement, start
     return between(box, tuple(mapped)), correlation
@@ -407,14 +415,26 @@ class _Prepared(NamedTuple):
     blurred: np.ndarray
     high: np.ndarray  # 3 x 3 maximum of `blurred`
     low: np.ndarray
+    spread: float  # grey levels from the 1st to the 99th percentile, plus one
 
 
 def _prepare(pixels: np.ndarray) -> _Prepared:
     blurred = _blur(pixels)
-    return _Prepared(blurred, _extreme(blurred, np.maximum), _extreme(blurred, np.minimum))
+    low, high = np.percentile(blurred[::2, ::2], [1, 99])
+    return _Prepared(blurred, _extreme(blurred, np.maximum), _extreme(blurred, np.minimum), float(high - low) + 1.0)
 
 
-def _leftover(source: _Prepared, target: _Prepared, unstable: np.ndarray) -> float:
+class Leftover(NamedTuple):
+    """How one region of a picture stands out from its prediction from the other (shares of its grey-level range,
+    windows of WINDOW_SHARE): the largest window above the 90th percentile of all windows, and that excess over
+    the 90th percentile window (a spread residual, as a tone change or sharpening leaves, is near 1; a changed
+    region far above: `concentration`)."""
+
+    excess: float
+    concentration: float
+
+
+def _leftover(source: _Prepared, target: _Prepared, unstable: np.ndarray | None) -> Leftover:
     """How far one region of `target` stands out from its prediction from `source` (see the module)."""
     from scipy.ndimage import uniform_filter
 
@@ -424,27 +444,42 @@ def _leftover(source: _Prepared, target: _Prepared, unstable: np.ndarray) -> flo
         + np.maximum(_extreme(predicted, np.minimum) - target.blurred, 0),
         np.maximum(predicted - target.high, 0) + np.maximum(target.low - predicted, 0),
     )
-    found = np.maximum(found - unstable, 0)[1:-1, 1:-1]
+    found = (found if unstable is None else np.maximum(found - unstable, 0))[1:-1, 1:-1]
     if min(found.shape) < 4:
-        return 0.0
+        return Leftover(0.0, 0.0)
     windows = uniform_filter(found, max(3, int(WINDOW_SHARE * min(found.shape))))
     # percentiles on every other row and column: windows vary slowly, and a sort of all of them costs more
     ninetieth = float(np.percentile(windows[::2, ::2], 90))
-    low, high = np.percentile(target.blurred[::2, ::2], [1, 99])
-    return (float(windows.max()) - ninetieth) / (float(high - low) + 1.0)
+    spread = target.spread
+    excess = (float(windows.max()) - ninetieth) / spread
+    return Leftover(excess, excess / (ninetieth / spread + CONCENTRATION_FLOOR))
 
 
-def local_difference(first: np.ndarray, second: np.ndarray, limit: float = float("inf")) -> float:
+class LocalChange(NamedTuple):
+    """`local_difference`'s result: the change (the smaller direction's), and, when it is over the limit, how
+    concentrated it is (the smaller direction's, without the allowance for resampling; 0 when not measured)."""
+
+    difference: float
+    concentration: float
+
+
+def local_difference(first: np.ndarray, second: np.ndarray, limit: float = float("inf")) -> LocalChange:
     """The local change between two aligned greyscale copies of one size: the smaller of the two directions.
     Within `limit` already before what resampling changes is allowed for, or in the first direction, the rest
-    is not computed (the decision is the same; the value reported is then that upper bound)."""
+    is not computed (the decision is the same; the value reported is then that upper bound). Over it, also how
+    concentrated the change is (`Leftover.concentration`: a changed region, not a tone curve the fit missed)."""
     a, b = _prepare(first), _prepare(second)
-    rough = _leftover(a, b, np.zeros_like(a.blurred))
-    if rough <= limit:
-        return rough
+    rough = _leftover(a, b, None)
+    if rough.excess <= limit:
+        return LocalChange(rough.excess, 0.0)
     unstable = np.maximum(_resampling_change(first), _resampling_change(second))
-    forward = _leftover(a, b, unstable)
-    return forward if forward <= limit else min(forward, _leftover(b, a, unstable))
+    forward = _leftover(a, b, unstable).excess
+    if forward <= limit:
+        return LocalChange(forward, 0.0)
+    difference = min(forward, _leftover(b, a, unstable).excess)
+    if difference <= limit:
+        return LocalChange(difference, 0.0)
+    return LocalChange(difference, min(rough.concentration, _leftover(b, a, None).concentration))
 
 
 # --- a pair ---------------------------------------------------------------------------------------------------
@@ -531,14 +566,15 @@ def compare(
             COMPARE_PIXELS,
         )
         local = local_difference(_sample(image1, shared, size), _sample(image2, mapped, size), max_local_difference)
-        same = share <= max_uncovered and local <= max_local_difference
+        same = share <= max_uncovered and local.difference <= max_local_difference
         evidence = {
             "placed": name,
             "correlation": round(correlation, 3),
             "uncovered": round(share, 3),
-            "local_difference": round(local, 3),
+            "local_difference": round(local.difference, 3),
+            **({"concentration": round(local.concentration, 1)} if local.concentration else {}),
         }
-        return (same, -local), evidence, placement, share
+        return (same, -local.difference), evidence, placement, share
 
     for name, start in _hypotheses(turned, second):
         placement, correlation = _refine(
