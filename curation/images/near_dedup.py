@@ -343,7 +343,6 @@ def finer_look(
     pictures: Callable[[int], Picture | None],
     detailed: Callable[[int], bool],
     concentration: Callable[[int, int], float | None],
-    cfg: NearDedupConfig,
 ) -> dict | None:
     """The evidence against an accepted candidate with small print (`detailed`: `verify.small_print`, and
     enough pixels for a finer copy to show more), looked at again against the first copy of its group on the
@@ -365,10 +364,10 @@ def finer_look(
             continue
         if same_grid_concentration(twin.fine, found.fine) <= FINER_SCREEN:  # nothing stands out even here
             return None
-        found = concentration(index, candidate)
-        if found is None or found <= FINER_CONCENTRATION:
+        finer_found = concentration(index, candidate)
+        if finer_found is None or finer_found <= FINER_CONCENTRATION:
             return None
-        return {"finer_look_against": index, "finer_concentration": round(found, 1)}
+        return {"finer_look_against": index, "finer_concentration": round(finer_found, 1)}
     return None
 
 
@@ -537,7 +536,7 @@ def near_groups(
             if result is None or not result.same:
                 counts["rejected_by_verification"] += 1
                 continue
-            if cfg.verify and finer_look(other, [centre, *group], pictures, detailed, concentration, cfg) is not None:
+            if cfg.verify and finer_look(other, [centre, *group], pictures, detailed, concentration) is not None:
                 counts["rejected_by_verification"] += 1
                 counts["rejected_by_finer_look"] += 1
                 continue
