@@ -23,7 +23,10 @@ naming the reference, to catch contamination. Then:
    by more than `max_local_difference` once tone, resampling and a pixel of misplacement are allowed for (spot
    the difference, a changed label, a moved object, the next frame of a video). Each picture is decoded once,
    reduced, for this and for the keep rule's traits (cached by content in the run cache; `curate images dups`
-   reads it from the side file `curate images hash --likeness` wrote from its own decode).
+   reads it from the side file `curate images hash --likeness` wrote from its own decode). A candidate that
+   passes and has small print is looked at again against the copy of its group on its own pixel grid, both
+   decoded finer (512 pixels), and stays apart when the change there is concentrated (`finer_look`: a word
+   swapped on a page, which at 256 pixels leaves no more than resampling does).
 4. The copy kept (`curation.images.survivor.elect`, with `least_processed`): by what each copy lost, read from
    where it was placed on the centre (colour, pixels, the framing and orientation most copies share,
    compression), then by marks of processing measured at full size on the copies still tied. Without
@@ -54,13 +57,17 @@ from benchcurate.curation.images.likeness import TURNS, VIEWS
 from benchcurate.curation.images.survivor import Member, elect, provisional
 from benchcurate.curation.images.verify import (
     COMPOSED,
+    SMALL_PRINT,
     Picture,
     compare,
+    finer,
     inverse,
     likeliest_turns,
     oriented,
     pack,
     picture,
+    same_grid_concentration,
+    small_print,
     unpack,
 )
 from benchcurate.curation.images.verify import Verdict as PairVerdict
@@ -72,6 +79,13 @@ MAX_TURNS = 1  # turns of a pair verified at most, the likeliest (`verify.likeli
 MAX_TRIES_VIA_COPIES = 2  # copies in a group a candidate that failed against the centre is verified against
 VIA_COPY_LIMIT = 2.0  # times max_local_difference: a candidate failing the centre by more gets no other try
 VIA_DETAIL_TOLERANCE = 0.1  # log2 units: a copy with this much less fine detail than a candidate may not vouch
+FINER_CONCENTRATION = 12.0  # a finer look's change concentrated more than this is a change (tests/dedup_set.py with
+# every render: benign copies at most 10.3, a blurred receipt 10.0; removed objects and swapped words 15-110)
+FINER_SCREEN = 5.0  # the same concentration on the fine copies first: only a pair over it is decoded finer (on the
+# 1,864-file labelled set every pair over FINER_CONCENTRATION finer was over 13 here; 32 of 327 pairs were over 5)
+FINER_GAIN = 2  # times the fine copy's pixels a picture must have to be looked at finer (a small icon was
+# verified at its own size already)
+TWIN_CORRELATION = 0.9  # of two fine copies of one size: above it they lie on one pixel grid, upright
 PICTURES_NAMESPACE = "image_pictures"  # of the run cache: verify.Picture (fine copy, traits) by content sha256
 
 
@@ -317,6 +331,46 @@ def may_vouch(copy: int, candidate: int, items: list[ImageKey], pictures: Callab
     )
 
 
+def _correlation(first: np.ndarray, second: np.ndarray) -> float:
+    a, b = first.astype(np.float32), second.astype(np.float32)
+    a, b = a - a.mean(), b - b.mean()
+    return float((a * b).mean() / max(float(a.std() * b.std()), 1e-6))
+
+
+def finer_look(
+    candidate: int,
+    members: list[int],
+    pictures: Callable[[int], Picture | None],
+    detailed: Callable[[int], bool],
+    concentration: Callable[[int, int], float | None],
+) -> dict | None:
+    """The evidence against an accepted candidate with small print (`detailed`: `verify.small_print`, and
+    enough pixels for a finer copy to show more), looked at again against the first copy of its group on the
+    same pixel grid (same size, upright, its fine copy lined up already): over FINER_SCREEN on the fine copies,
+    then on both decoded finer (`concentration`), the change concentrated in one region more than
+    FINER_CONCENTRATION times the typical region's leftover (a word swapped in small print, hidden at the fine
+    copies' size among what resampling changes). None when there is no such copy or no such change."""
+    found = pictures(candidate)
+    if found is None or not detailed(candidate):
+        return None
+    for index in members:
+        twin = pictures(index)
+        if (
+            twin is None
+            or twin.size != found.size
+            or twin.fine.shape != found.fine.shape
+            or _correlation(twin.fine, found.fine) < TWIN_CORRELATION
+        ):
+            continue
+        if same_grid_concentration(twin.fine, found.fine) <= FINER_SCREEN:  # nothing stands out even here
+            return None
+        finer_found = concentration(index, candidate)
+        if finer_found is None or finer_found <= FINER_CONCENTRATION:
+            return None
+        return {"finer_look_against": index, "finer_concentration": round(finer_found, 1)}
+    return None
+
+
 def member(
     index: int, centre: int, found: PairVerdict | None, pictures: Callable[[int], Picture | None]
 ) -> Member | None:
@@ -402,6 +456,36 @@ def near_groups(
         near[i].append(j)
         near[j].append(i)
     keys = {index: order_key(index, items, cfg, pictures) for index in near}
+    finer_copies: dict[int, np.ndarray | None] = {}  # each file decoded finer once, only for a finer look
+    looked: dict[tuple[int, int], float | None] = {}
+    fine_print: dict[int, bool] = {}
+
+    def detailed(index: int) -> bool:
+        if index not in fine_print:
+            found = pictures(index)
+            fine_print[index] = (
+                found is not None
+                and found.size[0] * found.size[1] >= FINER_GAIN * found.fine.size  # a finer copy shows more
+                and small_print(found) >= SMALL_PRINT
+            )
+        return fine_print[index]
+
+    def finer_copy(index: int) -> np.ndarray | None:
+        if index not in finer_copies:
+            try:
+                finer_copies[index] = finer(Path(items[index].path), DEFAULT_MAX_PIXELS)
+            except (ImageDecodeError, OSError):
+                finer_copies[index] = None
+        return finer_copies[index]
+
+    def concentration(twin: int, candidate: int) -> float | None:
+        if (twin, candidate) not in looked:
+            first, second = finer_copy(twin), finer_copy(candidate)
+            looked[(twin, candidate)] = (
+                None if first is None or second is None else same_grid_concentration(first, second)
+            )
+        return looked[(twin, candidate)]
+
     dropped: dict[int, Copy] = {}
     placed: set[int] = set()
     counts: dict[str, int] = defaultdict(int)
@@ -451,6 +535,10 @@ def near_groups(
                         break
             if result is None or not result.same:
                 counts["rejected_by_verification"] += 1
+                continue
+            if cfg.verify and finer_look(other, [centre, *group], pictures, detailed, concentration) is not None:
+                counts["rejected_by_verification"] += 1
+                counts["rejected_by_finer_look"] += 1
                 continue
             counts["verified_against_a_copy"] += against != centre
             placed.add(other)
@@ -508,6 +596,8 @@ def near_groups(
         "rejected_by_verification": counts["rejected_by_verification"],
         "groups": len({copy.kept for copy in dropped.values()}),
         "verified_against_a_copy": counts["verified_against_a_copy"],
+        "rejected_by_finer_look": counts["rejected_by_finer_look"],
+        "finer_copies_decoded": len(finer_copies),
         "kept_other_than_centre": counts["kept_other_than_centre"],
         "decided_by": dict(sorted(rules.items())),
         "turned_or_trimmed_pairs": sum(
@@ -607,10 +697,10 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=5,
+    version=6,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
-# 5: no copy vouches for a candidate whose change is concentrated in one region
+# 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print
 
 
 def keys_of(table: HashTable) -> list[ImageKey]:

@@ -25,6 +25,9 @@ verified in steps:
    original, not the other way round). Above `max_local_difference` (spot the difference, a changed label, a
    moved object, the next frame of a video) the pair is two pictures.
 
+For a pair that passes and has small print (`small_print`), `image_near_dedup` looks again on finer copies
+(`finer`, 512 pixels) against a copy on the same pixel grid (`same_grid_concentration`; `near_dedup.finer_look`).
+
 The thresholds were chosen on tests/dedup_set.py (`bench/near_dup_quality.py` reports the result).
 """
 
@@ -57,6 +60,12 @@ WINDOW_SHARE = 0.05  # of the shorter side: the windows the leftover is averaged
 RESAMPLE_SHARE = 0.7  # of the size: a picture resampled this much and back shows where resampling aliases
 CONCENTRATION_FLOOR = 0.001  # of the grey-level range: added to the 90th percentile window's leftover, so that a
 # picture with no leftover in most windows (a clean diagram) does not make any speck infinitely concentrated
+FINER_SIDE = 512  # a picture with small print is looked at again decoded reduced, no side under this
+FINER_PIXELS = 512 * 512  # pixels of that finer greyscale copy, at most
+SMALL_PRINT = (
+    0.025  # of the grey-level range: a fine copy changing this much on average when resampled (`_resampling_change`)
+)
+# has small print (documents, receipts: 0.032-0.046 on tests/dedup_set.py; photos and charts 0.006-0.021)
 COMPARE_PIXELS = FINE_PIXELS  # pixels the part both show is compared at, at most (fewer alias small print)
 CONTENT_TOLERANCE = 8  # grey levels from a border's colour that still count as border
 CONTENT_SHARE = 0.995  # of a row's pixels that must be that near for it to be border (stars on a night sky
@@ -106,6 +115,20 @@ def picture_of(decoded, data: bytes) -> Picture:
         (decoded.width, decoded.height),
         traits(rgb, grey, box, data, decoded.format, decoded.width * decoded.height),
     )
+
+
+def finer(path: Path, max_pixels: int) -> np.ndarray:
+    """The finer greyscale copy of a file (upright, at most FINER_PIXELS), from one reduced decode (raises
+    ImageDecodeError)."""
+    from benchcurate.curation.core.decode import decode_image
+
+    grey = decode_image(path, max_pixels, FINER_SIDE, shrink_all=True).image.convert("L")
+    scale = (FINER_PIXELS / (grey.width * grey.height)) ** 0.5
+    if scale < 1:
+        grey = grey.resize(
+            (max(1, round(grey.width * scale)), max(1, round(grey.height * scale))), Image.Resampling.BOX
+        )
+    return np.asarray(grey)
 
 
 def pack(found: Picture) -> bytes:
@@ -453,6 +476,24 @@ def _leftover(source: _Prepared, target: _Prepared, unstable: np.ndarray | None)
     spread = target.spread
     excess = (float(windows.max()) - ninetieth) / spread
     return Leftover(excess, excess / (ninetieth / spread + CONCENTRATION_FLOOR))
+
+
+def small_print(found: Picture) -> float:
+    """How much the fine copy changes on average when resampled (`_resampling_change`), as a share of its
+    grey-level range: small print and barcodes change most, and hide a swapped word at this size."""
+    pixels = found.fine.astype(np.float32)
+    low, high = np.percentile(pixels[::2, ::2], [1, 99])
+    return float(_resampling_change(pixels).mean()) / (float(high - low) + 1.0)
+
+
+def same_grid_concentration(first: np.ndarray, second: np.ndarray) -> float:
+    """How concentrated the change between two copies on one pixel grid is (`Leftover.concentration` without
+    the allowance for resampling, the smaller direction): nothing was resampled between them, so a swapped
+    word stands out of small print that a JPEG re-save or a tone change leaves spread."""
+    if first.shape != second.shape:
+        return 0.0
+    a, b = _prepare(first.astype(np.float32)), _prepare(second.astype(np.float32))
+    return min(_leftover(a, b, None).concentration, _leftover(b, a, None).concentration)
 
 
 class LocalChange(NamedTuple):

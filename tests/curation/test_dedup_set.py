@@ -136,6 +136,44 @@ def test_the_labelled_set_meets_its_floors(labelled):
         assert scores.recall[kind] > scores.phash_recall[kind], (kind, scores)
 
 
+def test_a_word_swapped_in_small_print_is_seen_on_a_finer_copy():
+    """A page of small print with a few words swapped over (its `object_removed` copy) is within the limit at the
+    256-pixel verification size, where resampling leaves as much; looked at again at 512 pixels against the copy
+    of its group on its own pixel grid (the original), the change is concentrated in one region, so it stays
+    apart. Its benign copies are all still grouped with the original, which is kept."""
+    with shared_lock("dedup-set-v3"):
+        entries = dedup_set.build(SHARED_DIR / "dedup-set-v3", names=("document-01",))
+    items = dedup_set.keys(entries)
+    dropped, summary = dedup_set.group(items)
+    scores = dedup_set.score(entries, items, dropped, CONFIG.max_hamming_distance)
+    swapped = next(k for k, entry in enumerate(entries) if entry.edit == "object_removed")
+    assert swapped not in dropped and summary["rejected_by_finer_look"] > 0, (dropped.get(swapped), summary)
+    assert sum(scores.negative_merges.values()) == 0 and scores.impure_groups == 0, scores
+    for kind in dedup_set.EDITS:
+        assert scores.recall[kind] >= scores.phash_recall[kind], (kind, scores)
+    assert scores.kept_by_kind == {"original": 1}, scores
+
+
+def test_the_finer_look_asks_for_small_print_and_a_copy_on_one_grid(tmp_path):
+    """A photo has no small print, so it is never decoded again; a picture no larger than its fine copy was
+    verified at its own size; and the concentration on one pixel grid is near 1 for a re-saved copy, far above
+    FINER_CONCENTRATION for a patch moved."""
+    from benchcurate.curation.images.near_dedup import FINER_CONCENTRATION
+
+    assert verify.small_print(fine(photo(), tmp_path, "photo")) < verify.SMALL_PRINT
+    page = next(path for path, _ in dedup_set.sources(names=("document-01",)))
+    with Image.open(page) as image:
+        assert verify.small_print(fine(image.convert("RGB"), tmp_path, "page")) >= verify.SMALL_PRINT
+    pixels = verify.finer(page, 10**9)
+    assert pixels.size > 2 * fine(Image.open(page).convert("RGB"), tmp_path, "again").fine.size
+    moved = pixels.copy()
+    height, width = pixels.shape
+    box = (height // 3, width // 3, height // 3 + height // 20, width // 3 + width // 8)
+    moved[box[0] : box[2], box[1] : box[3]] = pixels[box[0] : box[2], box[1] + width // 8 : box[3] + width // 8]
+    assert verify.same_grid_concentration(pixels, pixels) < 1
+    assert verify.same_grid_concentration(pixels, moved) > FINER_CONCENTRATION
+
+
 def test_a_copy_does_not_vouch_for_a_change_concentrated_in_one_region():
     """A screenshot with an object removed fails against its original by less than twice max_local_difference,
         its change concentrated in one region; a brightened copy (whose tone curve hides the change) may not vouch for
