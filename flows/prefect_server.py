@@ -150,7 +150,8 @@ def seed_database(database: Path) -> bool:
     if not template.exists():
         return False
     if not _migrated(template):
-        template.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a folder or a file we may not remove: left, and not used
+            template.unlink(missing_ok=True)
         return False
     partial = database.with_name(database.name + ".partial")
     try:

@@ -155,6 +155,27 @@ def test_a_resumed_runs_changed_options_are_named_as_the_flags_the_user_types():
     assert sorted(changes) == ["--allow-root: ['/data/a'] -> ['/data/b']", "--name: first -> second"]
 
 
+def test_a_kept_prefect_database_that_cannot_be_used_is_skipped_not_fatal(tmp_path, monkeypatch):
+    """A new server's database is seeded only from a usable kept copy: a folder in its place, or a copy that cannot
+    be written (its folder gone, as on a full or broken disk), leaves the server to migrate as Prefect's own do."""
+    import sqlite3
+
+    from benchcurate.flows import prefect_server
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    template = prefect_server.database_template()
+    template.mkdir(parents=True)  # not a database
+    database = tmp_path / "outputs" / "prefect" / "prefect.db"
+    database.parent.mkdir(parents=True)
+    assert prefect_server.seed_database(database) is False and not database.exists()
+    template.rmdir()
+    with sqlite3.connect(template) as kept:
+        kept.execute("CREATE TABLE alembic_version (version_num TEXT)")
+        kept.execute("INSERT INTO alembic_version VALUES ('head')")
+    assert prefect_server.seed_database(tmp_path / "gone" / "prefect.db") is False  # cannot be written there
+    assert prefect_server.seed_database(database) is True and database.stat().st_mode & 0o777 == 0o600
+
+
 def test_a_prefect_url_with_no_server_behind_it_is_a_one_line_error(tmp_path):
     from tests.servers import free_port
 
