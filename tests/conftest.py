@@ -16,8 +16,10 @@ from pathlib import Path
 
 # Before anything imports Prefect, Hugging Face or matplotlib: point every tool's home into one folder per process.
 SESSION_DIR = Path(tempfile.mkdtemp(prefix="curate-tests-"))
-# One folder for the whole run: the main process creates it, pytest-xdist workers inherit its name.
-os.environ.setdefault("CURATE_TEST_SHARED_DIR", tempfile.mkdtemp(prefix="curate-tests-shared-"))
+# One folder for the whole run: the main process creates it, pytest-xdist workers inherit its name (and create none:
+# a default argument to setdefault would be made, and left behind, by every worker).
+if "CURATE_TEST_SHARED_DIR" not in os.environ:
+    os.environ["CURATE_TEST_SHARED_DIR"] = tempfile.mkdtemp(prefix="curate-tests-shared-")
 ISOLATED_ENV = {
     "HOME": str(SESSION_DIR / "home"),
     "XDG_CONFIG_HOME": str(SESSION_DIR / "config"),
