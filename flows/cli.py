@@ -8,6 +8,7 @@ import gc
 import json
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
@@ -1325,6 +1326,9 @@ def serve(
         serve_all(out, limit)
 
 
+EXIT_HANDLER_SECONDS = 10  # the most a Ctrl-C waits for exit handlers (one stuck on a dead server must not hold it)
+
+
 def _interrupted(how_to_resume: str) -> NoReturn:
     """Ctrl-C: one line, exit 130, now. Everything finished is on disk already (stage outputs are renamed into
     place, replies stored as they arrive), so nothing in flight is worth waiting for: threads still sending
@@ -1332,7 +1336,12 @@ def _interrupted(how_to_resume: str) -> NoReturn:
     typer.echo(f"\ninterrupted; nothing finished is lost: {how_to_resume}", err=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    atexit._run_exitfuncs()  # Prefect's last logs and states, the worker pools; then no wait on other threads
+    from benchcurate.curation.core.parallel import stop_all_pools
+
+    stop_all_pools()  # before the exit handlers: multiprocessing's waits for every worker, without a limit
+    finishing = threading.Thread(target=atexit._run_exitfuncs, name="exit-handlers", daemon=True)
+    finishing.start()  # Prefect's last logs and states, a temporary server's stop; then no wait on other threads
+    finishing.join(EXIT_HANDLER_SECONDS)
     os._exit(130)
 
 

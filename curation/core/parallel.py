@@ -76,9 +76,20 @@ def stop_pool(workers: int) -> None:
     pool = _POOLS.pop(workers, None)
     if pool is None:
         return
-    for process in list(getattr(pool, "_processes", {}).values()):  # the executor offers no public way to kill
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # the executor offers no public way to kill
+    for process in processes:
         process.kill()
     pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.join(timeout=1)  # reaped, so multiprocessing's exit handler has no child left to wait for
+
+
+def stop_all_pools() -> None:
+    """Kill every kept pool's workers: a Ctrl-C that landed outside a map (between chunks, in a Prefect thread)
+    leaves the pool up, and at exit multiprocessing waits for each worker without a limit, so one worker stuck
+    on a lock it held when the signal came would hold the command forever."""
+    for workers in list(_POOLS):
+        stop_pool(workers)
 
 
 def on_dask_worker() -> bool:

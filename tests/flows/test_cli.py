@@ -277,3 +277,46 @@ def test_images_hash_with_likeness_keeps_what_dups_verifies_so_dups_decodes_no_f
     make_image(folder / "0.png", 0, (320, 240))
     plain = probe(["images", "hash", str(folder / "0.png"), "--out", str(hashes)], tmp_path, home)
     assert plain.returncode == 0 and not pictures_file(hashes).exists()
+
+
+INTERRUPTED_WITH_BUSY_POOL = """
+import atexit, sys, time
+from benchcurate.curation.core import parallel
+from benchcurate.flows import cli
+
+if __name__ == "__main__":  # spawned workers import this file again
+    cli.EXIT_HANDLER_SECONDS = float(sys.argv[2])
+    pool = parallel._process_pool(2)
+    for _ in range(2):
+        pool.submit(time.sleep, 600)  # each worker busy, as on a lock it held when the signal came
+    while len(pool._processes) < 2 or any(p.pid is None for p in pool._processes.values()):
+        time.sleep(0.05)
+    time.sleep(2)  # both have taken their chunk
+    assert all(process.is_alive() for process in pool._processes.values())
+    print(" ".join(str(p.pid) for p in pool._processes.values()), flush=True)
+    if sys.argv[1] == "stuck-handler":
+        atexit.register(time.sleep, 600)  # an exit handler that never returns (a server that does not answer)
+    cli._interrupted("run it again")
+"""
+
+
+@pytest.mark.parametrize("case", ["busy-workers", "stuck-handler"])
+def test_ctrl_c_outside_a_map_ends_the_command_and_its_workers_within_the_limit(case, tmp_path):
+    """A Ctrl-C that lands outside a parallel map (between chunks, in another thread) still finds the pool up:
+    the command must not wait for busy workers (multiprocessing's exit handler joins them without a limit) nor
+    for an exit handler that never returns. Both hung the command before."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_WITH_BUSY_POOL)
+    started = subprocess.Popen(
+        [sys.executable, str(script), case, "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        stdout, stderr = started.communicate(timeout=40)
+    finally:
+        started.kill()
+    assert started.returncode == 130, stderr[-2000:]
+    assert "interrupted; nothing finished is lost: run it again" in stderr
+    workers = [int(pid) for pid in stdout.split()]
+    assert len(workers) == 2
+    for pid in workers:  # killed, not left to sleep out their ten minutes
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
