@@ -8,7 +8,9 @@ rule's full-size decodes of the copies still tied), in this one process.
 
 Two sets: 14 real photos (the demo's) and one render of each kind (charts, documents, screenshots), each with 33
 copies and 4-6 hard negatives (878 files; the thresholds were chosen on it), then the same photos with every render
-of the demo (1,864 files: renders the thresholds were not chosen on). --quick: two photos (68 files).
+of the demo (1,864 files: renders the thresholds were not chosen on); with --originals FOLDER, also a set made
+the same way from 40 real pictures of that folder, one per family (bench/real_images/fetch.sh). --quick: two
+photos (68 files).
 
     cd /work/main && .venv/bin/python bench/near_dup_quality.py [--quick]
 """
@@ -16,6 +18,7 @@ of the demo (1,864 files: renders the thresholds were not chosen on). --quick: t
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import common  # first: it sets HOME etc. to a temp dir before anything else is imported
 
@@ -108,7 +111,14 @@ def measure(entries: list) -> tuple[str, str, dict]:
 
 
 def main() -> None:
-    options = common.arguments(__doc__, "two photos and their copies (68 files)").parse_args()
+    parser = common.arguments(__doc__, "two photos and their copies (68 files)")
+    parser.add_argument(
+        "--originals",
+        type=Path,
+        help="also a set made the same way from up to 40 pictures of this folder, one per family, the thresholds "
+        "never chosen on (bench/real_images/fetch.sh writes such a folder: /tmp/real-images/files)",
+    )
+    options = parser.parse_args()
     work = common.scratch("near-dup-quality-")
     sets = (
         {"quick": dedup_set.build(work / "set", photos=2, renders_per_kind=0)}
@@ -118,18 +128,23 @@ def main() -> None:
             "all renders": dedup_set.build(work / "set"),
         }
     )
+    if options.originals is not None:
+        held_out = dedup_set.held_out(options.originals, count=2 if options.quick else 40)
+        sets["held out"] = dedup_set.build(work / "held-out", chosen=held_out)
     pages, data = [], {"machine": common.machine()}
     for name, entries in sets.items():
         text, page, found = measure(entries)
         print(f"{name}:\n{text}\n")
         pages.append((name, len(entries), page))
-        if name == "all renders":
-            data["all_renders"] = found
+        if name in ("all renders", "held out"):
+            data[name.replace(" ", "_")] = found
         else:  # at the top level, where bench/hash_throughput.py reads the recall
             data.update(found)
     heading = {
         "chosen on": "The set the thresholds were chosen on",
         "all renders": "Every render of the demo (thresholds not chosen on these)",
+        "held out": f"Real pictures from Debian packages, one per family ({options.originals}; thresholds not "
+        f"chosen on these)",
     }
     common.publish(
         "near_dup_quality",

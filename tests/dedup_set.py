@@ -92,6 +92,72 @@ def sources(
     return [(path, kind) for path, kind in chosen if names is None or path.stem in names]
 
 
+HELD_OUT_SIDES = (480, 1280)  # a held-out picture's shorter side at least, and longer side at most (larger: shrunk)
+
+
+def held_out(folder: Path, count: int = 40) -> list[tuple[Path, str]]:
+    """(path, category) of up to `count` real pictures of a folder the thresholds were never chosen on (what
+    bench/real_images/fetch.sh writes: wallpapers, clip art, game and atlas artwork from Debian packages), the
+    packages taken in turn. A package ships one picture at several sizes, so only one file per family (package and
+    file name without its digits) is taken, and none whose plain pHash is within 12 bits of one taken: two of
+    those would be a copy, not two originals; nor one with transparency or nearly flat (`_plain_enough`). JPEGs
+    are photos (they get the camera-shift negatives), others artwork. `build` leaves out a hard negative of these
+    that changes nothing visible (`visibly_changed`)."""
+    import re
+    from itertools import zip_longest
+
+    import imagehash
+
+    families: dict[tuple[str, str], Path] = {}
+    for path in sorted(folder.iterdir()):
+        try:
+            with Image.open(path) as opened:
+                if min(opened.size) < HELD_OUT_SIDES[0] or not _plain_enough(opened):
+                    continue
+        except OSError:
+            continue
+        families.setdefault((path.name.partition("__")[0], re.sub(r"\d+", "", path.stem)), path)
+    by_package: dict[str, list[Path]] = {}
+    for (package, _), path in families.items():
+        by_package.setdefault(package, []).append(path)
+    chosen: list[tuple[Path, str]] = []
+    hashes: list = []
+    for path in (p for row in zip_longest(*by_package.values()) for p in row if p is not None):
+        with Image.open(path) as opened:
+            fingerprint = imagehash.phash(opened.convert("RGB"))
+        if any(fingerprint - other <= 12 for other in hashes):
+            continue
+        hashes.append(fingerprint)
+        chosen.append((path, "photo" if path.suffix.lower() in (".jpg", ".jpeg") else "artwork"))
+        if len(chosen) == count:
+            break
+    return chosen
+
+
+FLAT_SPREAD = 12.0  # grey-level standard deviation under which a picture is nearly flat
+VISIBLE_SHARE = 0.001  # of pixels a hard negative must change by more than VISIBLE_LEVELS, or it is not one
+VISIBLE_LEVELS = 30
+
+
+def _plain_enough(opened: Image.Image) -> bool:
+    """Whether a picture can be an original here: no transparency (made RGB, what lies under it shows, which is
+    not the picture anyone sees) and not nearly flat (a local change there may change no pixel, so the 'negative'
+    would be a copy)."""
+    if opened.mode in ("RGBA", "LA", "PA") or "transparency" in opened.info:
+        return False
+    return ImageStat.Stat(opened.convert("L")).stddev[0] >= FLAT_SPREAD
+
+
+def visibly_changed(original: Image.Image, other: Image.Image) -> bool:
+    """Whether `other`, of the original's size, changes at least VISIBLE_SHARE of its pixels by more than
+    VISIBLE_LEVELS in some channel (a different size: a camera shift, changed everywhere)."""
+    if original.size != other.size:
+        return True
+    first = np.asarray(original.convert("RGB"), dtype=np.int16)
+    second = np.asarray(other.convert("RGB"), dtype=np.int16)
+    return float((np.abs(first - second).max(axis=2) > VISIBLE_LEVELS).mean()) >= VISIBLE_SHARE
+
+
 def _window(scene: Image.Image, dx: float = 0.0, dy: float = 0.0) -> Image.Image:
     """The ORIGINAL_SHARE middle of a scene, moved by dx, dy (shares of the window's sides)."""
     width, height = scene.size
@@ -212,17 +278,24 @@ def _suffix(edit: str, original_format: str) -> str:
 
 
 def build(
-    folder: Path, photos: int | None = None, renders_per_kind: int | None = None, names: tuple[str, ...] | None = None
+    folder: Path,
+    photos: int | None = None,
+    renders_per_kind: int | None = None,
+    names: tuple[str, ...] | None = None,
+    chosen: list[tuple[Path, str]] | None = None,
 ) -> list[Entry]:
-    """The set's files under `folder` (written once; a rebuild reuses them): originals, copies, hard negatives."""
+    """The set's files under `folder` (written once; a rebuild reuses them): originals, copies, hard negatives;
+    of the shipped pictures (`sources`), or of `chosen` ones (`held_out`), each shrunk to HELD_OUT_SIDES[1]."""
     folder.mkdir(parents=True, exist_ok=True)
     entries = []
-    for path, category in sources(photos, renders_per_kind, names):
+    for path, category in chosen if chosen is not None else sources(photos, renders_per_kind, names):
         name = path.stem
         with Image.open(path) as shipped:
             shipped.load()
-            original_format = shipped.format
+            original_format = "JPEG" if shipped.format == "JPEG" else "PNG"
             scene = shipped.convert("RGB")
+        if chosen is not None:
+            scene.thumbnail((HELD_OUT_SIDES[1], HELD_OUT_SIDES[1]), Image.Resampling.LANCZOS)
         original = _window(scene) if category == "photo" else scene
         target = folder / f"{name}{'.jpg' if original_format == 'JPEG' else '.png'}"
         if not target.exists():
@@ -238,6 +311,8 @@ def build(
             copy = folder / f"{name}__{edit}{suffix}"
             if not copy.exists():
                 image = edited(original, edit, rng) if kind in EDITS else negative(scene, original, edit, rng)
+                if chosen is not None and kind in NEGATIVES and not visibly_changed(original, image):
+                    continue  # on a picture not chosen for it, a local change may land where it shows nothing
                 _save(image, copy, edit, original_format)
             entries.append(Entry(copy, name, kind, edit, category))
     return entries

@@ -280,3 +280,38 @@ def test_the_original_has_the_fewest_marks_among_its_edited_copies(name):
     pictures = [np.asarray(copies[k]) for k in order]
     assert survivor.fewest_marks(pictures) == [order.index(0)]
     assert survivor.fewest_marks(pictures[:2]) == [order.index(0)]  # against a darkened copy alone
+
+
+def test_held_out_originals_are_one_per_family_and_never_copies_of_each_other(tmp_path):
+    """bench/near_dup_quality.py --originals: a package's picture at several sizes is one original, a same picture
+    under another family's name is left out (it would be a copy, not a second original), small ones are skipped,
+    and the set built from them is shrunk to the held-out size with JPEGs as photos."""
+    folder = tmp_path / "files"
+    folder.mkdir()
+    astronaut = photo("astronaut").convert("RGB")
+    astronaut.resize((1300, 500)).save(folder / "pkg__scene_1.png")
+    photo("text").convert("RGB").resize((600, 600)).save(folder / "pkg__scene_2.png")  # its family is taken
+    astronaut.resize((600, 600)).save(folder / "pkg__zcopy.png")  # another family, the same picture
+    photo("hubble_deep_field").convert("RGB").resize((700, 700)).save(folder / "pkg__sky.jpg", quality=90)
+    astronaut.resize((300, 300)).save(folder / "zed__tiny.png")  # under the shortest side
+    Image.new("RGBA", (600, 600), (0, 0, 0, 0)).save(folder / "zed__clear.png")  # transparent
+    Image.new("RGB", (600, 600), (120, 130, 140)).save(folder / "zed__flat.png")  # nearly flat
+    chosen = dedup_set.held_out(folder)
+    assert [(path.name, kind) for path, kind in chosen] == [("pkg__scene_1.png", "artwork"), ("pkg__sky.jpg", "photo")]
+    entries = dedup_set.build(tmp_path / "set", chosen=chosen)
+    originals = [entry for entry in entries if entry.kind == "original"]
+    assert [entry.category for entry in originals] == ["artwork", "photo"]
+    assert any(entry.kind == "camera_shift" for entry in entries if entry.original == "pkg__sky")
+    assert not any(entry.kind == "camera_shift" for entry in entries if entry.original == "pkg__scene_1")
+    with Image.open(originals[0].path) as opened:
+        assert max(opened.size) <= dedup_set.HELD_OUT_SIDES[1]
+
+
+def test_a_hard_negative_must_change_something_visible():
+    picture = photo("astronaut").convert("RGB").resize((600, 600))
+    spotted = picture.copy()
+    spotted.paste((0, 0, 0), (100, 100, 130, 130))  # 0.25% of the pixels
+    assert dedup_set.visibly_changed(picture, spotted)
+    assert not dedup_set.visibly_changed(picture, picture.copy())
+    faint = Image.fromarray(np.clip(np.asarray(picture, dtype=np.int16) + 10, 0, 255).astype(np.uint8))
+    assert not dedup_set.visibly_changed(picture, faint)  # 10 levels everywhere: under VISIBLE_LEVELS
