@@ -17,6 +17,7 @@ from pathlib import Path
 
 from benchcurate.annotation.review import Connection, image_url, import_in_batches, talking_to
 from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.engine.store import write_json_atomic
 from benchcurate.curation.evaluation.agreement import LABELS, REVIEW_DIR, JudgeItem, judge_items
 from benchcurate.curation.evaluation.engine import read_results
@@ -172,7 +173,6 @@ def _pull(results_folder: Path, connection: Connection) -> JudgePull:
             if key not in latest or (record["updated_at"] or "") >= (latest[key]["updated_at"] or ""):
                 latest[key] = record
     path = results_folder / REVIEW_DIR / LABELS
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text("".join(json.dumps(record) + "\n" for record in latest.values()), encoding="utf-8")
-    partial.replace(path)
+    with replacing(path) as partial:
+        partial.write_text("".join(json.dumps(record) + "\n" for record in latest.values()), encoding="utf-8")
     return JudgePull(len(latest), rejected, path)

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchcurate.curation.core.errors import BackendUnavailable
+from benchcurate.curation.core.files import replacing
 
 KILL_WAIT_SECONDS = 5  # after SIGKILL, for the process to be gone before stop() returns
 
@@ -142,11 +143,10 @@ class LocalServer:
                 umask=0o077 if private else -1,
             )
         record = ServerRecord(pid=process.pid, port=port, started=process_start(process.pid) or "", marker=self.marker)
-        partial = self.record_path.with_name(self.record_path.name + ".partial")
-        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(asdict(record)) + "\n")
-        os.replace(partial, self.record_path)
+        with replacing(self.record_path) as partial:
+            descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps(asdict(record)) + "\n")
         return process
 
     def wait_healthy(

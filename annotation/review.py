@@ -37,6 +37,7 @@ from pathlib import Path
 from benchcurate.annotation.page import PHASE2_CONFIG, phase1_config, phase1_task, phase2_task, sections_for
 from benchcurate.curation.core.errors import BackendUnavailable, UserError
 from benchcurate.curation.core.extras import require
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.engine.store import RunStore, write_json_atomic
 from benchcurate.curation.review.conversation_review import RECORD, read_record
 from benchcurate.curation.review.fields import ReviewFields, review_fields
@@ -571,9 +572,8 @@ def write_pull(run_dir: Path, rows: list[dict], record: ReviewRecord) -> Path:
     rewritten, so a pull with nothing new changes nothing (and the review stage does not rerun)."""
     folder = run_dir / REVIEW_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / "annotations.jsonl.partial"
-    partial.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
-    partial.replace(folder / "annotations.jsonl")
+    with replacing(folder / "annotations.jsonl") as partial:
+        partial.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
     path = run_dir / RECORD
     try:
         last = read_record(run_dir)

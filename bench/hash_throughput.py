@@ -30,6 +30,7 @@ import numpy as np
 from PIL import Image
 
 from benchcurate.curation.core.decode import decode_image
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.images.hashfile import CHUNK_FILES, hash_files
 from benchcurate.curation.images.phash import PhashConfig
 
@@ -87,9 +88,8 @@ def make_jpeg(task: tuple[int, str]) -> str:
     exif = Image.Exif()
     if index % 5 == 0:
         exif[0x0112] = 6  # Orientation: rotate 90 CW to display
-    tmp = out.with_suffix(".tmp")
-    image.save(tmp, "JPEG", quality=rng.randint(80, 95), exif=exif.tobytes())
-    tmp.rename(out)
+    with replacing(out) as partial:
+        image.save(partial, "JPEG", quality=rng.randint(80, 95), exif=exif.tobytes())
     return str(out)
 
 
@@ -106,9 +106,8 @@ def make_png(task: tuple[int, str]) -> str:
         rgba = Image.new("RGBA", (image.width + 2 * border, image.height + 2 * border), (0, 0, 0, 0))
         rgba.paste(image, (border, border))
         image = rgba
-    tmp = out.with_suffix(".tmp")
-    image.save(tmp, "PNG")
-    tmp.rename(out)
+    with replacing(out) as partial:
+        image.save(partial, "PNG")
     return str(out)
 
 

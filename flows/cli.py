@@ -26,6 +26,7 @@ from benchcurate.curation.core.errors import (
     UserError,
     disk_full,
 )
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.core.secrets import RedactingStream, keep_private, redact_logging, redact_tracebacks
 from benchcurate.flows.options import RUN_FLAGS, Flag, parse_prices, validated, values, with_flags
 from benchcurate.schemas.evaluation import EvalOptions
@@ -1177,14 +1178,6 @@ def review_status(
     typer.echo(status_text(record))
 
 
-def _partial_of(out: Path) -> Path:
-    """Where a command writes `out` before renaming it into place: its own file per process, so two commands
-    given the same --out each write a whole file and the last to finish wins, instead of interleaving."""
-    import os
-
-    return out.with_name(f"{out.name}.{os.getpid()}.partial")
-
-
 @images_app.command("hash")
 def images_hash(
     paths: Annotated[list[str], typer.Argument(help="Image files and folders (searched recursively).")],
@@ -1220,19 +1213,21 @@ def images_hash(
     files = expand_paths(paths)
     cfg = PhashConfig(max_pixels=max_pixels, draft_side_px=draft_side_px or None)
     errors = 0
-    partial, side = _partial_of(out), _partial_of(pictures_file(out))
-    with open(partial, "w", encoding="utf-8") as handle, open(side, "wb") as pictures, Progress(transient=True) as bar:
-        task = bar.add_task("hashing", total=len(files))
-        for row in hash_files(files, cfg, jobs or os.cpu_count() or 1, likeness):
-            handle.write(json.dumps(set_aside(row, pictures)) + "\n")
-            errors += row["error"] is not None
-            bar.advance(task)
-    if likeness:
-        side.replace(pictures_file(out))
-    else:
-        side.unlink()
-        pictures_file(out).unlink(missing_ok=True)  # an earlier --likeness run's, which these rows do not point into
-    partial.replace(out)
+    # the pictures file is replaced before the rows that point into it; without --likeness no row has a picture
+    with replacing(out) as partial:
+        with (
+            replacing(pictures_file(out)) if likeness else contextlib.nullcontext(Path(os.devnull)) as side,
+            open(partial, "w", encoding="utf-8") as handle,
+            open(side, "wb") as pictures,
+            Progress(transient=True) as bar,
+        ):
+            task = bar.add_task("hashing", total=len(files))
+            for row in hash_files(files, cfg, jobs or os.cpu_count() or 1, likeness):
+                handle.write(json.dumps(set_aside(row, pictures)) + "\n")
+                errors += row["error"] is not None
+                bar.advance(task)
+        if not likeness:  # an earlier --likeness run's, which these rows do not point into
+            pictures_file(out).unlink(missing_ok=True)
     typer.echo(f"{len(files)} files hashed into {out} ({errors} with an error)", err=True)
 
 
@@ -1280,15 +1275,13 @@ def images_dups(
     )
     table = read_hashes(hashes)
     groups = dropped = 0
-    partial = _partial_of(out)
-    with open(partial, "w", encoding="utf-8") as handle:
+    with replacing(out) as partial, open(partial, "w", encoding="utf-8") as handle:
         reference_table = read_hashes(reference) if reference else None
         stored = stored_pictures(table, hashes) if verify else None
         for row in duplicate_groups(table, cfg, reference_table, jobs, stored):
             handle.write(json.dumps(row) + "\n")
             groups += 1
             dropped += len(row["dropped"])
-    partial.replace(out)
     typer.echo(f"{len(table.paths)} hashes: {groups} groups, {dropped} duplicates to drop; written to {out}", err=True)
 
 

@@ -55,7 +55,7 @@ from benchcurate.curation.report.run import (
     write_label_report,
 )
 from benchcurate.flows.cluster import wait_for_workers
-from benchcurate.flows.options import RUN_FLAGS
+from benchcurate.flows.options import RUN_FLAGS, spellings
 from benchcurate.flows.progress import make_progress, stage_summary
 from benchcurate.schemas import RunOptions, RunOutcome, StageStats
 
@@ -194,7 +194,7 @@ def _curate(recipe: str, options: RunOptions, out: Path, store: RunStore, logger
     )
     if previous is not None:
         changed = changed_stages(previous, config)
-        options_changed = option_changes(previous.options, config.options, {f.path: f.spelling for f in RUN_FLAGS})
+        options_changed = option_changes(previous.options, config.options, spellings(RUN_FLAGS))
         logger.info(
             "resuming run %s with the settings it started with%s: finished stages are skipped%s",
             config.run_id,

@@ -167,9 +167,14 @@ def with_flags(function: Callable, model: type[BaseModel], flags: list[Flag]) ->
     return function
 
 
+def spellings(flags: list[Flag]) -> dict[str, str]:
+    """Each option's path -> the flag a message names it by (`max_cost_usd` -> `--max-cost`)."""
+    return {flag.path: flag.spelling for flag in flags}
+
+
 def validated(model: type[BaseModel], flags: list[Flag], fields: dict[str, Any]):
     """`model` from the fields `values` made; a mistake is one line naming the flag the user typed, not the field."""
-    return validated_fields(model, fields, {flag.path: flag.spelling for flag in flags})
+    return validated_fields(model, fields, spellings(flags))
 
 
 # --- `curate run`'s flags ------------------------------------------------------------------------------------------

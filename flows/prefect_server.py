@@ -31,6 +31,7 @@ from pathlib import Path
 
 from benchcurate.annotation.local_server import LocalServer, ServerRecord, free_port, process_start
 from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.core.parallel import die_with_parent
 from benchcurate.curation.core.secrets import without_secrets
 
@@ -153,13 +154,11 @@ def seed_database(database: Path) -> bool:
         with contextlib.suppress(OSError):  # a folder or a file we may not remove: left, and not used
             template.unlink(missing_ok=True)
         return False
-    partial = database.with_name(database.name + ".partial")
     try:
-        shutil.copyfile(template, partial)
-        partial.chmod(0o600)
-        os.replace(partial, database)
+        with replacing(database) as partial:
+            shutil.copyfile(template, partial)
+            partial.chmod(0o600)
     except OSError:  # an unreadable cache or a full disk: the server migrates a new database, as Prefect's own do
-        partial.unlink(missing_ok=True)
         return False
     return True
 
@@ -172,19 +171,16 @@ def keep_template(database: Path) -> None:
     template = database_template()
     if template.exists() or not _migrated(database):
         return
-    partial = template.with_name(f"{template.name}.{os.getpid()}.partial")
-    try:
+    with contextlib.suppress(OSError, sqlite3.Error):  # the partial is removed (`replacing`)
         template.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with (
-            contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as source,
-            contextlib.closing(sqlite3.connect(partial)) as copy,
-        ):
-            source.backup(copy)
-            copy.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal beside it
-        partial.chmod(0o600)
-        os.replace(partial, template)
-    except (OSError, sqlite3.Error):
-        partial.unlink(missing_ok=True)
+        with replacing(template) as partial:
+            with (
+                contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as source,
+                contextlib.closing(sqlite3.connect(partial)) as copy,
+            ):
+                source.backup(copy)
+                copy.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal beside it
+            partial.chmod(0o600)
 
 
 def temporary(say=lambda line: None) -> ServerRecord:

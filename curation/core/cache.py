@@ -20,6 +20,8 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
+from benchcurate.curation.core.files import replacing
+
 SQL_VARIABLES = 900  # keys per IN (...) query, under sqlite's older limit of 999 variables
 
 
@@ -97,10 +99,8 @@ class Cache:
         path = self.path.parent / "blobs" / digest[:2] / digest
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            # unique per process and thread: two threads storing the same image must not share a partial file
-            partial = path.with_name(f"{digest}.{os.getpid()}.{threading.get_ident()}.partial")
-            partial.write_bytes(data)
-            os.replace(partial, path)
+            with replacing(path) as partial:  # two threads storing the same image each write their own partial
+                partial.write_bytes(data)
         return path
 
     def count(self, namespace: str) -> int:

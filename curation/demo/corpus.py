@@ -20,6 +20,7 @@ from pathlib import Path
 import PIL
 from PIL import Image, ImageEnhance
 
+from benchcurate.curation.core.files import fresh_partial_folder
 from benchcurate.curation.core.fingerprint import sha256_json
 from benchcurate.curation.core.jsonl import text_rows
 
@@ -218,9 +219,7 @@ def build_demo_corpus(dest: Path) -> Path:
     signature = corpus_signature()
     if marker.exists() and marker.read_text(encoding="utf-8") == signature:
         return dest
-    partial = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    partial = fresh_partial_folder(dest)
     rows = _photos(partial) + _rendered(partial)
     rows += _derived(partial, {row["path"]: row for row in rows}) + _broken(partial)
     with open(partial / "manifest.jsonl", "w", encoding="utf-8") as handle:

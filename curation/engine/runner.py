@@ -24,6 +24,7 @@ from pathlib import Path
 
 from benchcurate.curation.core.cache import Cache
 from benchcurate.curation.core.errors import DiskFull, StageFailed, StageWaiting, UserError, disk_full
+from benchcurate.curation.core.files import fresh_partial_folder
 from benchcurate.curation.core.fingerprint import sha256_file, sha256_json
 from benchcurate.curation.core.jsonl import read_jsonl, read_samples
 from benchcurate.curation.core.parallel import on_dask_worker, ordered_map
@@ -145,9 +146,7 @@ class StageWriter:
 
     def __init__(self, run: StageRun):
         self.run = run
-        self.partial = run.output_dir.with_name(run.output_dir.name + ".partial")
-        shutil.rmtree(self.partial, ignore_errors=True)
-        self.partial.mkdir(parents=True)
+        self.partial = fresh_partial_folder(run.output_dir)
         self._files = {
             name: open(self.partial / f"{name}.jsonl", "w", encoding="utf-8")  # noqa: SIM115 - closed by commit/abort
             for name in ("kept", "dropped", "decisions")
@@ -314,9 +313,7 @@ def _compute_work(
         return work_dir / "work.jsonl"
     stage = run.stage
     batch_usage = _run_batches(run, source, store, run_config, registry) if _batch_enabled(run, run_config) else {}
-    partial = work_dir.with_name(work_dir.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    partial = fresh_partial_folder(work_dir)
     mode, workers, chunk_items = _execution_plan(stage, run_config, backend, count_lines(source))
     function = partial_function(work_chunk, str(store.root), run.index, registry=registry)
     total = failed = 0

@@ -25,6 +25,7 @@ from pathlib import Path
 from pydantic import JsonValue
 
 from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.files import PARTIAL_SUFFIX, replacing
 from benchcurate.curation.core.fingerprint import sha256_file
 from benchcurate.curation.core.jsonl import read_samples
 from benchcurate.schemas import RunConfig, Sample
@@ -58,9 +59,8 @@ def rows(path: Path) -> Iterator[str]:
 
 
 def write_json_atomic(path: Path, value: JsonValue) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    with replacing(path) as partial:
+        partial.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 DONE = "DONE"
@@ -72,11 +72,10 @@ def seal(folder: Path) -> None:
     digests = {
         path.name: sha256_file(path)
         for path in sorted(folder.iterdir())
-        if path.is_file() and path.name != DONE and not path.name.endswith(".partial")
+        if path.is_file() and path.name != DONE and not path.name.endswith(PARTIAL_SUFFIX)
     }
-    partial = folder / f"{DONE}.partial"
-    partial.write_text(json.dumps(digests, indent=1) + "\n", encoding="utf-8")
-    os.replace(partial, folder / DONE)
+    with replacing(folder / DONE) as partial:
+        partial.write_text(json.dumps(digests, indent=1) + "\n", encoding="utf-8")
 
 
 def sealed(folder: Path) -> bool:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from benchcurate.curation.core.cache import Cache
 from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.core.fingerprint import sha256_file
 from benchcurate.curation.core.markdown import table
 from benchcurate.curation.core.parallel import ordered_map
@@ -374,9 +375,8 @@ def write_results(
         release_folder=str(release.folder),
         created_at=datetime.now(UTC),
     )
-    partial = folder / "judgments.jsonl.partial"
-    partial.write_text("".join(judgment.model_dump_json() + "\n" for judgment in judgments), encoding="utf-8")
-    partial.replace(folder / "judgments.jsonl")
+    with replacing(folder / "judgments.jsonl") as partial:
+        partial.write_text("".join(judgment.model_dump_json() + "\n" for judgment in judgments), encoding="utf-8")
     across = across_models(protocol, folder.parents[1], (folder, results, judgments))
     if folder in across:
         results.sub_scores.update(across[folder])

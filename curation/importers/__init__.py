@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.importers import alignmmbench, convbench, multiverse, probench
 from benchcurate.curation.importers.common import ImageStore, Imported
 
@@ -59,8 +60,11 @@ def import_file(
     summary = ImportSummary(rejected={})
     out.parent.mkdir(parents=True, exist_ok=True)
     rejected_path = out.with_name(out.stem + ".rejected.jsonl")
-    partial = out.with_name(out.name + ".partial")
-    with open(partial, "w", encoding="utf-8") as kept, open(rejected_path, "w", encoding="utf-8") as rejected:
+    with (
+        replacing(out) as partial,
+        open(partial, "w", encoding="utf-8") as kept,
+        open(rejected_path, "w", encoding="utf-8") as rejected,
+    ):
         for done, row in enumerate(readers[source](path, store, license_id, images), 1):
             if row.sample is not None:
                 if image_license:
@@ -76,7 +80,6 @@ def import_file(
                 )
                 summary.rejected[row.reason] = summary.rejected.get(row.reason, 0) + 1
             progress(done)
-    partial.replace(out)
     if not summary.rejected:
         rejected_path.unlink()
     return summary

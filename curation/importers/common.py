@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.core.jsonl import jsonl_lines, text
 from benchcurate.curation.images.ingest import sample_id
 from benchcurate.schemas import ImageRef, Provenance, Sample
@@ -33,9 +34,8 @@ class ImageStore:
         path = self.folder / f"{digest}{suffix if suffix.startswith('.') else '.' + suffix}"
         if not path.exists():
             self.folder.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(path.name + ".partial")
-            partial.write_bytes(data)
-            partial.replace(path)
+            with replacing(path) as partial:
+                partial.write_bytes(data)
         return ImageRef(path=str(path.resolve()), sha256=digest, size_bytes=len(data))
 
     @staticmethod

@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from benchcurate.curation.core.errors import BackendUnavailable, StageWaiting
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.models.identity import with_credentials
 from benchcurate.curation.models.pricing import cost_usd, price_for
 from benchcurate.schemas import ModelUsage
@@ -91,9 +92,8 @@ class BatchJobs:
 
     def _save(self, state: dict) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        partial = self.state_path.with_name("batches.json.partial")
-        partial.write_text(json.dumps(state, indent=2), encoding="utf-8")
-        partial.replace(self.state_path)
+        with replacing(self.state_path) as partial:
+            partial.write_text(json.dumps(state, indent=2), encoding="utf-8")
 
     def _submit(self, requests: list[PendingRequest], state: dict, metadata: dict[str, str]) -> None:
         # batch spending is checked once, on the estimate, before anything is submitted

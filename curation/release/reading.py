@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +12,7 @@ from pathlib import Path
 from PIL import Image
 
 from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.core.fingerprint import sha256_file
 from benchcurate.curation.release.files import CHECKSUM_FILE, split_of
 from benchcurate.curation.release.verify import verify
@@ -120,10 +119,8 @@ def image_file(image: dict, folder: Path) -> ImageRef:
     path = folder / f"{digest}{suffix}"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        # one partial file per thread: samples in flight may share an image
-        partial = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.partial")
-        partial.write_bytes(data)
-        partial.replace(path)
+        with replacing(path) as partial:  # one partial file per thread: samples in flight may share an image
+            partial.write_bytes(data)
     with Image.open(io.BytesIO(data)) as opened:
         width, height = opened.size
     return ImageRef(path=str(path), sha256=digest, size_bytes=len(data), width=width, height=height)

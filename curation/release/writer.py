@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from benchcurate.curation.core.errors import DiskFull, UserError, disk_full
+from benchcurate.curation.core.files import PARTIAL_SUFFIX
 from benchcurate.curation.core.fingerprint import sha256_file, sha256_json
 from benchcurate.curation.core.jsonl import numbered_rows
 from benchcurate.curation.core.secrets import share
@@ -373,7 +374,7 @@ def _writing(release_root: Path) -> Iterator[None]:
     release_root.mkdir(parents=True, exist_ok=True)
     with open(release_root / ".lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        for stale in release_root.glob(".*.partial"):
+        for stale in release_root.glob(f".*{PARTIAL_SUFFIX}"):
             shutil.rmtree(stale, ignore_errors=True)
         yield
 
@@ -425,7 +426,7 @@ def _write(
             f"release {spec.name} {version} already exists at {final}; releases are never "
             f"overwritten, pick another --version"
         )
-    partial = release_root / f".{version}.partial"
+    partial = release_root / f".{version}{PARTIAL_SUFFIX}"
     files = {
         name: write_shards(
             members, partial / "data", name, int(spec.max_shard_mb * 1024 * 1024), report.config.recipe.name, on_row

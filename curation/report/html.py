@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -30,6 +29,7 @@ from pathlib import Path
 from pydantic import JsonValue
 
 from benchcurate.curation.core.decode import ImageDecodeError, decode_image
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.core.jsonl import read_jsonl, read_samples
 from benchcurate.curation.core.parallel import ordered_map
 from benchcurate.curation.engine.store import RunStore, write_json_atomic
@@ -253,9 +253,8 @@ def _make_thumbs(jobs: list[tuple[str, str]]) -> list[bool]:
             made.append(False)
             continue
         picture.thumbnail((THUMB_SIDE, THUMB_SIDE))
-        partial = Path(f"{target}.{os.getpid()}.partial")  # two reports of one run at once: each its own
-        picture.save(partial, "JPEG", quality=THUMB_QUALITY)
-        partial.replace(target)
+        with replacing(Path(target)) as partial:  # two reports of one run at once: each its own partial
+            picture.save(partial, "JPEG", quality=THUMB_QUALITY)
         made.append(True)
     return made
 
@@ -514,9 +513,8 @@ def write_site(
             page_name=lambda n: f"samples-{n}.html",
         )
     for name, html in pages.items():
-        partial = out / f"{name}.{os.getpid()}.partial"
-        partial.write_text(html, encoding="utf-8")
-        partial.replace(out / name)
+        with replacing(out / name) as partial:
+            partial.write_text(html, encoding="utf-8")
     write_json_atomic(
         out / "pages.json",
         {

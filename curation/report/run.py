@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchcurate.curation.core.errors import UserError
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.core.markdown import escape
 from benchcurate.curation.engine.store import RunStore
 from benchcurate.schemas import RunConfig, StageStats
@@ -256,10 +257,9 @@ def plot_histogram(histogram: Histogram, path: Path, config_dir: Path | None = N
     figure.suptitle(f"Kept items per {LABEL_TITLES[histogram.kind]}", fontsize=10)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    figure.savefig(partial, dpi=110, format="png", metadata={PLOT_KEY: key})
+    with replacing(path) as partial:
+        figure.savefig(partial, dpi=110, format="png", metadata={PLOT_KEY: key})
     plt.close(figure)
-    os.replace(partial, path)
     return path
 
 

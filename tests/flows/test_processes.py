@@ -170,7 +170,8 @@ def test_the_hash_command_hashes_in_threads_and_stops_on_ctrl_c(many_photos, tmp
     assert descendants(command.pid) == []
     os.killpg(command.pid, signal.SIGINT)
     assert command.wait(10) == 130
-    assert not out.exists()  # the rows hashed so far are in hashes.jsonl.<pid>.partial, never taken for the whole
+    assert not out.exists()  # the rows hashed so far were never taken for the whole
+    assert not list(tmp_path.glob("hashes.jsonl.*"))  # and their partial file is removed
 
 
 def test_two_hash_commands_given_one_out_each_write_a_whole_file(many_photos, tmp_path):

@@ -23,6 +23,7 @@ import json
 import re
 from pathlib import Path
 
+from benchcurate.curation.core.files import replacing
 from benchcurate.curation.core.spreadsheet import inert
 from benchcurate.curation.evaluation.judging import flattened_question, turn_items
 from benchcurate.curation.release.reading import open_release, rows, verified
@@ -58,10 +59,9 @@ def export_vlmevalkit(release_folder: Path, to: Path, split: str = "test") -> Pa
     release = verified(open_release(release_folder))
     to.mkdir(parents=True, exist_ok=True)
     path = to / f"{dataset_name(release.name, release.version)}.tsv"
-    partial = path.with_name(path.name + ".partial")
     first_row_of: dict[str, int] = {}
     index = 0
-    with open(partial, "w", encoding="utf-8", newline="") as handle:
+    with replacing(path) as partial, open(partial, "w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, COLUMNS, delimiter="\t", lineterminator="\n")
         writer.writeheader()
         for row in rows(release, split):
@@ -91,7 +91,6 @@ def export_vlmevalkit(release_folder: Path, to: Path, split: str = "test") -> Pa
                     }
                 )  # base64 is never a formula, and must stay exact
                 index += 1
-    partial.replace(path)
     return path
 
 
