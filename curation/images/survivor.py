@@ -7,7 +7,8 @@ the copies verified with it, by what each copy lost, read from where the verific
 1. colour beats greyscale (`Traits.chroma`; noise adds no colour to blocks of 8 pixels; a greyscale original
    ties with its copies);
 2. more pixels beat fewer: pixels per unit of the scene (the placement's scale times the sizes in the headers),
-   within 3%;
+   within 3% of the most; a copy whose framing no other copy shares (a frame or crop, placed alone) sets the most
+   only when over 5% above the others, as its scale may be misread by a few percent;
 3. the framing most of the group shares: each copy's whole picture placed on the centre's, to 0.4% of its sides.
    Resized, recompressed, brightened, sharpened, blurred, re-saved and turned copies keep the original's
    framing; a crop cuts it and an added frame widens it, each a copy of its own. Between framings that as many
@@ -114,6 +115,7 @@ COLOUR_SIDE = 32  # side of the copy colour is judged on: blocks of about 8 pixe
 COLOUR_PERCENTILE = 95  # of the blocks: colour anywhere in the picture counts
 FRAME_SHARE = 0.02  # of the area: a uniform border this large is a frame (provisional order)
 DENSITY_TOLERANCE = 0.03  # pixels per unit of scene within this share of the most tie
+LONE_SCALE_ERROR = 0.05  # how far the scale of a copy placed alone may be misread (a frame or crop: up to 3%)
 FRAMING_TOLERANCE = 0.004  # of the centre's sides: framings closer than this on every edge are one framing
 CONTENT_TOLERANCE = 0.01  # of the centre's area: content areas closer than this tie
 SAME_PIXELS = 1  # grey levels: full-size pictures this close everywhere are one file re-saved
@@ -331,11 +333,14 @@ def elect(
     remaining = _keep(group, lambda m: m.traits.chroma >= COLOUR_CHROMA)
     if len(remaining) == 1:
         return remaining[0].index, "colour"
-    densest = max(m.density for m in remaining)
+    clusters = _framings(group)
+    # a scale read through a framing no other copy shares (a frame or crop placed alone) may be off by a few
+    # percent: within LONE_SCALE_ERROR above the others it ties with the most pixels, it does not set them
+    shared = max(m.density for m in _keep(remaining, lambda m: len(clusters[m.index]) > 1))
+    densest = max([shared] + [m.density for m in remaining if m.density > shared * (1 + LONE_SCALE_ERROR)])
     remaining = [m for m in remaining if m.density >= densest * (1 - DENSITY_TOLERANCE)]
     if len(remaining) == 1:
         return remaining[0].index, "pixels"
-    clusters = _framings(group)
     top = max(len(clusters[m.index]) for m in remaining)
     remaining = [m for m in remaining if len(clusters[m.index]) == top]
     if len({id(clusters[m.index]) for m in remaining}) > 1:  # framings as many copies share: the one showing

@@ -315,3 +315,21 @@ def test_a_hard_negative_must_change_something_visible():
     assert not dedup_set.visibly_changed(picture, picture.copy())
     faint = Image.fromarray(np.clip(np.asarray(picture, dtype=np.int16) + 10, 0, 255).astype(np.uint8))
     assert not dedup_set.visibly_changed(picture, faint)  # 10 levels everywhere: under VISIBLE_LEVELS
+
+
+def test_a_frame_or_crop_placed_alone_does_not_outrank_the_original_by_a_misread_scale():
+    """Seen on real wallpapers: a thick frame placed 3% too large pushed the original out under "more pixels",
+    and a thin frame was kept. A copy whose framing no other copy shares sets the most pixels only when well
+    above the others (a 2x original beside its resized crops still wins)."""
+    original = survivor.Traits(40.0, 1_000_000, 0.0, True, 100, 500_000, -0.5)
+    order = lambda index: index  # noqa: E731
+    none = lambda index: None  # noqa: E731
+    framed = original._replace(frame_share=0.18)
+    jpeg = original._replace(lossless=False, quality=80)
+    framings = [(-0.03, -0.03, 1.03, 1.04), (-0.006, -0.006, 1.006, 1.008), (0.0, 0.0, 1.0, 1.0), (0.0, 0.0, 1.0, 1.0)]
+    group = members(framed, framed._replace(frame_share=0.05), original, jpeg, framing=framings)
+    group = [m._replace(density=d) for m, d in zip(group, [1.031, 1.005, 1.0, 1.0], strict=True)]
+    assert survivor.elect(group, none, order) == (2, "compression")
+    crops = [(0.1, 0.1, 0.9, 0.9)] * 3
+    larger = members(original, jpeg, jpeg, jpeg, framing=[(0.0, 0.0, 1.0, 1.0), *crops], density=[2.0, 0.5, 0.5, 0.5])
+    assert survivor.elect(larger, none, order) == (0, "pixels")
