@@ -200,6 +200,24 @@ def test_work_reused_across_placements_and_pairs_equals_work_done_afresh(tmp_pat
         assert verify.local_difference(a, pixels).difference == rough.excess
 
 
+def test_the_percentiles_are_numpys_to_the_bit():
+    """`verify.percentiles` replaces `np.percentile` on the verification's path: the same numbers, in the same
+    precision (one percent: the values'; a list: double), on spread, tied, constant and strided values."""
+    rng = np.random.default_rng(3)
+    for trial in range(600):
+        height, width = rng.integers(1, 90, 2)
+        values = [
+            rng.random((height, width)) * 255,
+            rng.integers(0, 5, (height, width)),
+            rng.normal(0, 1, (height, width)) ** 3,
+            np.full((height, width), rng.random()),
+        ][trial % 4].astype(np.float64 if trial % 7 == 0 else np.float32)[:: 1 + trial % 2, :: 1 + trial % 3]
+        for percents in ([1, 99], [90], [0, 100], [12.5, 87.5], 90, 1, 99, 100, 0):
+            mine, numpys = verify.percentiles(values, percents), np.percentile(values, percents)
+            assert np.array_equal(mine, numpys) and type(mine) is type(numpys), (values.shape, percents)
+            assert np.asarray(mine).dtype == np.asarray(numpys).dtype
+
+
 def test_the_labelled_set_meets_its_floors(labelled):
     """Per kind of edit, at least plain pHash's share at the same threshold on the same files; no hard negative
     grouped, no group of two scenes; the original (or a copy with its pixels) kept in at least 90% of groups."""
