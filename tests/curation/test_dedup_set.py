@@ -218,6 +218,16 @@ def test_the_percentiles_are_numpys_to_the_bit():
             assert np.asarray(mine).dtype == np.asarray(numpys).dtype
 
 
+def test_the_half_size_copy_of_the_marks_is_numpys_block_mean_to_the_bit():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        height, width = rng.integers(2, 200, 2)
+        grey = rng.integers(0, 256, (height, width)).astype(np.uint8)
+        even = grey[: height // 2 * 2, : width // 2 * 2].astype(np.float32)
+        mean = even.reshape(height // 2, 2, width // 2, 2).mean(axis=(1, 3))
+        assert np.array_equal(survivor.halved(grey), mean) and survivor.halved(grey).dtype == mean.dtype
+
+
 def test_the_labelled_set_meets_its_floors(labelled):
     """Per kind of edit, at least plain pHash's share at the same threshold on the same files; no hard negative
     grouped, no group of two scenes; the original (or a copy with its pixels) kept in at least 90% of groups."""
