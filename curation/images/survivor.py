@@ -386,7 +386,7 @@ def _least_compressed(members: list[Member], full_size: Callable[[int], np.ndarr
             if pixels is not None and any(
                 other is not None
                 and other.shape == pixels.shape
-                and int(np.abs(other.astype(np.int16) - pixels).max()) <= SAME_PIXELS
+                and int((np.maximum(other, pixels) - np.minimum(other, pixels)).max()) <= SAME_PIXELS  # |a - b|
                 for _, other in jpegs
             ):
                 resaved.add(member.index)
