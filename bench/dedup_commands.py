@@ -8,8 +8,10 @@
   (the words of Python's standard-library documentation) of which 1 in 25 is a near copy of an earlier one with
   one word changed and 1 in 50 a verbatim copy, some in other case or spacing (quick: 2,000);
 - dups: the CPU of `curate images dups` (verification and keep rule on) against that of the `curate images hash
-  --jobs 2` command that wrote its hashes file (plain, and --likeness), on the real images and on the labelled set
-  of tests/dedup_set.py (quick: the demo's pictures and two of the set's photos with their copies).
+  --jobs 2` command that wrote its hashes file (plain, and --likeness), medians of --repeats runs of the two
+  interleaved, on the real images and on the labelled set of tests/dedup_set.py (quick: the demo's pictures and two
+  of the set's photos with their copies, one run). The load average at the start and the end is recorded: the
+  machine may be shared, which raises CPU seconds too.
 
 Each command runs N times, interleaved with the others; each one's start-up is measured as the same command on one
 small file (one 32x32 PNG; one text), which imports everything the full run does. Ratios are given whole and net of

@@ -317,17 +317,18 @@ def _turned(found: Picture, orientation: str) -> _Turned:
     TURNED_KEEP asked for: a group's centre is the first picture of most pairs verified. Kept by identity (the
     picture is held with them, so its id is not reused while they are kept)."""
     key = (id(found), orientation)
-    entry = _TURNED.get(key)
-    if entry is not None and entry[0] is found:
-        _TURNED.move_to_end(key)
-        return entry[1]
-    turned = oriented(found, orientation)
-    image = Image.fromarray(turned.fine)
-    made = _Turned(turned, image, _Samples(image))
-    _TURNED[key] = (found, made)
-    if len(_TURNED) > TURNED_KEEP:
-        _TURNED.popitem(last=False)
-    return made
+    entry = _TURNED.pop(key, None)  # each step one operation on the dict: safe if two threads verify at once
+    if entry is None or entry[0] is not found:
+        turned = oriented(found, orientation)
+        image = Image.fromarray(turned.fine)
+        entry = (found, _Turned(turned, image, _Samples(image)))
+    _TURNED[key] = entry  # the most recent last
+    while len(_TURNED) > TURNED_KEEP:
+        try:
+            _TURNED.popitem(last=False)
+        except KeyError:  # another thread emptied it
+            break
+    return entry[1]
 
 
 def _padded(pixels: np.ndarray) -> np.ndarray:
