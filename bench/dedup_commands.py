@@ -8,8 +8,10 @@
   (the words of Python's standard-library documentation) of which 1 in 25 is a near copy of an earlier one with
   one word changed and 1 in 50 a verbatim copy, some in other case or spacing (quick: 2,000);
 - dups: the CPU of `curate images dups` (verification and keep rule on) against that of the `curate images hash
-  --jobs 2` command that wrote its hashes file (plain, and --likeness), on the real images and on the labelled set
-  of tests/dedup_set.py (quick: the demo's pictures and two of the set's photos with their copies).
+  --jobs 2` command that wrote its hashes file (plain, and --likeness), medians of --repeats runs of the two
+  interleaved, on the real images and on the labelled set of tests/dedup_set.py (quick: the demo's pictures and two
+  of the set's photos with their copies, one run). The load average at the start and the end is recorded: the
+  machine may be shared, which raises CPU seconds too.
 
 Each command runs N times, interleaved with the others; each one's start-up is measured as the same command on one
 small file (one 32x32 PNG; one text), which imports everything the full run does. Ratios are given whole and net of
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import pydoc
 import random
 import re
@@ -182,39 +185,38 @@ def command_cpu(command: list[str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def dups_against_hash(folders: dict[str, Path], work: Path) -> dict[str, dict]:
+def dups_against_hash(folders: dict[str, Path], work: Path, repeats: int) -> dict[str, dict]:
     """Per folder and per kind of hashes file (plain, and --likeness, which `images dups` needs to match turns and
     frames): CPU seconds of `curate images hash --jobs 2` and of `curate images dups` (verification on) on the file
-    it wrote, and the groups found."""
+    it wrote (medians of `repeats` runs, the two interleaved), and the groups found."""
     found = {}
     for number, (name, folder) in enumerate(folders.items()):
         for likeness in (False, True):
             hashes = work / f"set{number}{'-likeness' if likeness else ''}.hashes.jsonl"
             groups = work / f"set{number}{'-likeness' if likeness else ''}.groups.jsonl"
-            hash_cpu = command_cpu(
-                [
-                    str(CURATE),
-                    "images",
-                    "hash",
-                    str(folder),
-                    "--out",
-                    str(hashes),
-                    "--jobs",
-                    "2",
-                    *(["--likeness"] if likeness else []),
-                ]
-            )
-            dups_cpu = command_cpu([str(CURATE), "images", "dups", str(hashes), "--out", str(groups)])
+            hash_runs, dups_runs = [], []
+            for _ in range(repeats):
+                hash_runs.append(hash_command_cpu(folder, hashes, likeness))
+                dups_runs.append(command_cpu([str(CURATE), "images", "dups", str(hashes), "--out", str(groups)]))
+            hash_cpu, dups_cpu = common.median(hash_runs), common.median(dups_runs)
             side = hashes.with_name(hashes.name + ".pictures")  # what --likeness writes for the verification
             found[f"{name}, hash{' --likeness' if likeness else ''}"] = {
                 "files": sum(1 for _ in hashes.open()),
                 "hash_cpu_seconds": round(hash_cpu, 2),
+                "hash_cpu_runs": [round(value, 2) for value in hash_runs],
                 "pictures_mb": round(side.stat().st_size / 1e6, 1) if side.exists() else 0.0,
                 "dups_cpu_seconds": round(dups_cpu, 2),
+                "dups_cpu_runs": [round(value, 2) for value in dups_runs],
                 "dups_over_hash": round(dups_cpu / hash_cpu, 2),
                 "groups": sum(1 for _ in groups.open()),
             }
     return found
+
+
+def hash_command_cpu(folder: Path, hashes: Path, likeness: bool) -> float:
+    """CPU seconds of `curate images hash FOLDER --jobs 2` (with --likeness when asked) writing `hashes`."""
+    command = [str(CURATE), "images", "hash", str(folder), "--out", str(hashes), "--jobs", "2"]
+    return command_cpu(command + (["--likeness"] if likeness else []))
 
 
 def hash_agreement(default: Path, full: Path, folder: Path) -> dict:
@@ -240,11 +242,16 @@ def hash_agreement(default: Path, full: Path, folder: Path) -> dict:
     }
 
 
+def _loads(loads: tuple[float, float, float]) -> str:
+    return ", ".join(f"{load:.1f}" for load in loads)
+
+
 def main() -> None:
     parser = common.arguments(__doc__, f"the demo's pictures and {QUICK_TEXTS:,} texts, one round")
     parser.add_argument("--images", type=Path, help=f"folder of real images (default {REAL_IMAGES} when it exists)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    load_at_start = os.getloadavg()  # the machine may be shared: how busy it was is measured, not assumed
     work = common.scratch("dedup-commands-")
     folder = args.images or (REAL_IMAGES if REAL_IMAGES.is_dir() and not args.quick else None)
     if folder is None:
@@ -312,7 +319,9 @@ def main() -> None:
 
     labelled = work / "labelled"
     dedup_set.build(labelled, photos=2 if args.quick else None, renders_per_kind=0 if args.quick else 1)
-    dups = dups_against_hash({"real images": folder, "labelled set (tests/dedup_set.py)": labelled}, work)
+    dups = dups_against_hash(
+        {"real images": folder, "labelled set (tests/dedup_set.py)": labelled}, work, 1 if args.quick else args.repeats
+    )
     image_ratio = ratios(timing, "naive images", "curate images hash --jobs 2")
     text_ratio = ratios(timing, "naive texts", "curate text dups")
     copies = found_copies(texts, out["tours.jsonl"], out["tnaive.jsonl"])
@@ -338,7 +347,8 @@ def main() -> None:
         summary += (
             f"\n{name} ({found['files']:,} files): curate images dups (verification on) took "
             f"{found['dups_cpu_seconds']:.2f} CPU s against {found['hash_cpu_seconds']:.2f} for the hash "
-            f"command (--jobs 2) that wrote its file ({found['dups_over_hash']:.2f}x), {found['groups']} "
+            f"command (--jobs 2) that wrote its file ({found['dups_over_hash']:.2f}x; medians of "
+            f"{len(found['dups_cpu_runs'])}), {found['groups']} "
             f"groups"
             + (
                 f"; its side file of pictures {found['pictures_mb']:.1f} MB, so dups decoded only "
@@ -354,6 +364,7 @@ def main() -> None:
             f"{agreement['more_than_4_bits']} farther, {agreement['of_those_nearly_uniform']} are nearly "
             f"uniform pictures (grey spread under 10 levels), whose pHash bits are noise."
         )
+    load_at_end = os.getloadavg()
     print(table_text + "\n" + summary)
     common.publish(
         "dedup_commands",
@@ -368,9 +379,11 @@ def main() -> None:
             "hash_agreement": agreement,
             "planted": planted,
             "dups_against_hash": dups,
+            "load_average": {"start": load_at_start, "end": load_at_end},
         },
-        f"# Deduplication commands, whole\n\n{common.machine_line(common.machine())}; the machine was shared "
-        f"with other work (medians of interleaved runs; CPU seconds for dups against hash)\n\n{table_md}\n\n"
+        f"# Deduplication commands, whole\n\n{common.machine_line(common.machine())}; load average (1, 5, 15 "
+        f"min) {_loads(load_at_start)} at the start and {_loads(load_at_end)} at the end "
+        f"(medians of interleaved runs; CPU seconds for dups against hash)\n\n{table_md}\n\n"
         + summary.replace("\n", "\n\n")
         + "\n",
         args.quick,

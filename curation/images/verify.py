@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 
@@ -283,6 +285,52 @@ def _sample(image: Image.Image, box: Box, size: tuple[int, int]) -> np.ndarray:
     return np.asarray(image.resize(size, Image.Resampling.BILINEAR, box=box), dtype=np.float32)
 
 
+class _Samples:
+    """`_sample` of one picture, each (box, size) resampled once: the first picture of a pair is sampled over its
+    content box at the same sizes for every placement tried (`_correlation`, each level of `_refine`)."""
+
+    def __init__(self, image: Image.Image) -> None:
+        self.image = image
+        self.found: dict[tuple[Box, tuple[int, int]], np.ndarray] = {}
+
+    def __call__(self, box: Box, size: tuple[int, int]) -> np.ndarray:
+        key = (tuple(box), size)
+        if key not in self.found:
+            pixels = _sample(self.image, box, size)
+            pixels.flags.writeable = False  # shared by every caller
+            self.found[key] = pixels
+        return self.found[key]
+
+
+class _Turned(NamedTuple):
+    picture: Picture  # turned
+    image: Image.Image  # its fine copy
+    samples: _Samples
+
+
+_TURNED: OrderedDict[tuple[int, str], tuple[Picture, _Turned]] = OrderedDict()
+TURNED_KEEP = 8  # pictures (with a turn) whose turned copy and samples are kept
+
+
+def _turned(found: Picture, orientation: str) -> _Turned:
+    """The first picture of a pair turned, as an image, and its samples (`_Samples`), made once for the last
+    TURNED_KEEP asked for: a group's centre is the first picture of most pairs verified. Kept by identity (the
+    picture is held with them, so its id is not reused while they are kept)."""
+    key = (id(found), orientation)
+    entry = _TURNED.pop(key, None)  # each step one operation on the dict: safe if two threads verify at once
+    if entry is None or entry[0] is not found:
+        turned = oriented(found, orientation)
+        image = Image.fromarray(turned.fine)
+        entry = (found, _Turned(turned, image, _Samples(image)))
+    _TURNED[key] = entry  # the most recent last
+    while len(_TURNED) > TURNED_KEEP:
+        try:
+            _TURNED.popitem(last=False)
+        except KeyError:  # another thread emptied it
+            break
+    return entry[1]
+
+
 def _padded(pixels: np.ndarray) -> np.ndarray:
     """The picture with a one-pixel edge repeated around it (`np.pad(..., mode="edge")` without its overhead,
     which on these small copies costs more than the copying)."""
@@ -308,33 +356,47 @@ def _blur(pixels: np.ndarray, times: int = 1) -> np.ndarray:
     repeated."""
     for _ in range(times):
         padded = _padded(pixels)
-        pixels = (padded[:, :-2] + 2 * padded[:, 1:-1] + padded[:, 2:]) * 0.25
-        pixels = (pixels[:-2] + 2 * pixels[1:-1] + pixels[2:]) * 0.25
+        pixels = _weighted(padded[:, :-2], padded[:, 1:-1], padded[:, 2:])
+        pixels = _weighted(pixels[:-2], pixels[1:-1], pixels[2:])
     return pixels
+
+
+def _weighted(before: np.ndarray, at: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """(before + 2 * at + after) * 0.25, in that order, in one new array."""
+    out = np.multiply(at, 2)
+    np.add(before, out, out=out)
+    np.add(out, after, out=out)
+    return np.multiply(out, 0.25, out=out)
 
 
 def _extreme(pixels: np.ndarray, function: np.ufunc) -> np.ndarray:
     """The maximum (or minimum) of each pixel's 3 x 3 neighbourhood, edges repeated."""
     padded = _padded(pixels)
-    rows = function(function(padded[:, :-2], padded[:, 1:-1]), padded[:, 2:])
-    return function(function(rows[:-2], rows[1:-1]), rows[2:])
+    rows = function(padded[:, :-2], padded[:, 1:-1])
+    function(rows, padded[:, 2:], out=rows)
+    out = function(rows[:-2], rows[1:-1])
+    return function(out, rows[2:], out=out)
 
 
 def _standardised(pixels: np.ndarray, blur: int) -> np.ndarray:
+    """The picture blurred, less its mean, over its standard deviation (`std` as numpy computes it, from the one
+    subtraction of the mean)."""
     blurred = _blur(pixels, blur)
-    return (blurred - blurred.mean()) / max(float(blurred.std()), 1e-3)
+    centred = blurred - blurred.mean()
+    deviation = np.sqrt(blurred.dtype.type(np.square(centred).sum() / np.intp(centred.size)))
+    return np.divide(centred, max(float(deviation), 1e-3), out=centred)
 
 
-def _correlation(first: Image.Image, box: Box, second: Image.Image, placement: Placement) -> float:
+def _correlation(first: _Samples, box: Box, second: Image.Image, placement: Placement) -> float:
     """How well `second` over the mapped box matches `first` over `box`, at the refinement's finer level."""
     pixels, _, blur = REFINE_LEVELS[-1]
     size = _size_for(box, pixels)
-    first_pixels, second_pixels = _sample(first, box, size), _sample(second, placement.box(box), size)
+    first_pixels, second_pixels = first(box, size), _sample(second, placement.box(box), size)
     return float((_standardised(tone(first_pixels, second_pixels), blur) * _standardised(second_pixels, blur)).mean())
 
 
 def _refine(
-    first: Image.Image, box: Box, second: Image.Image, placement: Placement, start: float
+    first: _Samples, box: Box, second: Image.Image, placement: Placement, start: float
 ) -> tuple[Placement, float]:
     """The placement refined so that `second` over the mapped box matches `first` over `box` (Gauss-Newton on
     the four ends of the mapped box, with the first's gradients; coarse then fine: REFINE_LEVELS), and the
@@ -346,8 +408,9 @@ def _refine(
     for pixels, steps, blur in REFINE_LEVELS:
         size = _size_for(box, pixels)
         sample = _sampler(second, tuple(mapped), size)
+        current = sample(tuple(mapped))  # the second where the map puts it now
         # the first in the second's grey levels (a brightened copy's pale rows turned white would pull the map)
-        target = _standardised(tone(_sample(first, box, size), sample(tuple(mapped))), blur)
+        target = _standardised(tone(first(box, size), current), blur)
         width, height = size
         along_x = (np.arange(width, dtype=np.float32) + 0.5) / width
         along_y = (np.arange(height, dtype=np.float32) + 0.5) / height
@@ -363,7 +426,7 @@ def _refine(
         )
         normal = shape.T @ shape  # the Jacobian is `shape` with its columns scaled: its normal matrix scales too
         for _ in range(steps):
-            moved = _standardised(sample(tuple(mapped)), blur)
+            moved = _standardised(current, blur)
             scale = np.array([width / max(mapped[2] - mapped[0], 1e-6), height / max(mapped[3] - mapped[1], 1e-6)] * 2)
             step = np.linalg.solve(
                 normal * np.outer(scale, scale) + 1e-3 * np.eye(4), scale * (shape.T @ (target - moved).ravel())
@@ -372,9 +435,10 @@ def _refine(
             mapped += step
             if mapped[2] - mapped[0] < 4 or mapped[3] - mapped[1] < 4:
                 return placement, -1.0
+            current = sample(tuple(mapped))
             if np.abs(step).max() < 0.1:
                 break
-        moved = _standardised(sample(tuple(mapped)), blur)
+        moved = _standardised(current, blur)
         correlation = float((moved * target).mean())
         if correlation < HOPELESS_CORRELATION:  # nothing lines up even coarsely (or the steps wandered off)
             return placement, start
@@ -408,7 +472,8 @@ def _whole(found: Picture) -> Box:
 
 def tone(source: np.ndarray, target: np.ndarray) -> np.ndarray:
     """`source` (grey levels 0-255) mapped through the monotone curve that best predicts `target` from it."""
-    levels = np.clip(np.rint(source), 0, 255).astype(np.intp).ravel()
+    rounded = np.rint(source)
+    levels = np.clip(rounded, 0, 255, out=rounded).astype(np.intp).ravel()
     per_level = np.bincount(levels, minlength=256)
     sums = np.bincount(levels, target.ravel(), minlength=256)
     counts = per_level.reshape(TONE_BINS, -1).sum(axis=1)  # levels * TONE_BINS >> 8: 4 levels a bin
@@ -434,17 +499,43 @@ def _resampling_change(pixels: np.ndarray) -> np.ndarray:
     return _blur(np.abs(pixels - back))
 
 
-class _Prepared(NamedTuple):
-    blurred: np.ndarray
-    high: np.ndarray  # 3 x 3 maximum of `blurred`
-    low: np.ndarray
-    spread: float  # grey levels from the 1st to the 99th percentile, plus one
+class _Prepared:
+    """One side of a comparison: its pixels blurred, and what predicting it from the other side reads (computed
+    when first read: in the first direction only the predicted side's are)."""
+
+    def __init__(self, pixels: np.ndarray) -> None:
+        self.blurred = _blur(pixels)
+
+    @cached_property
+    def high(self) -> np.ndarray:  # 3 x 3 maximum of `blurred`
+        return _extreme(self.blurred, np.maximum)
+
+    @cached_property
+    def low(self) -> np.ndarray:
+        return _extreme(self.blurred, np.minimum)
+
+    @cached_property
+    def spread(self) -> float:  # grey levels from the 1st to the 99th percentile, plus one
+        low, high = percentiles(self.blurred[::2, ::2], [1, 99])
+        return float(high - low) + 1.0
 
 
-def _prepare(pixels: np.ndarray) -> _Prepared:
-    blurred = _blur(pixels)
-    low, high = np.percentile(blurred[::2, ::2], [1, 99])
-    return _Prepared(blurred, _extreme(blurred, np.maximum), _extreme(blurred, np.minimum), float(high - low) + 1.0)
+def percentiles(values: np.ndarray, percents: float | list[float]) -> np.ndarray:
+    """`np.percentile(values, percents)` for finite float values (its default, linear interpolation, in the
+    precision it picks: the values' for one percent, double for a list), the same numbers without its general
+    machinery, which on these small arrays costs several times the selection itself."""
+    flat = values.ravel()
+    count = flat.size
+    virtual = np.asarray((count - 1) * np.asarray(np.true_divide(percents, values.dtype.type(100))))
+    previous = np.floor(virtual)
+    at = np.minimum(previous, count - 1).astype(np.intp)  # at the last value both ends are it
+    ordered = np.partition(flat, np.unique(np.concatenate((at.ravel(), np.minimum(at + 1, count - 1).ravel()))))
+    low, high = ordered[at], ordered[np.minimum(at + 1, count - 1)]
+    gamma = np.asarray(virtual - previous, dtype=virtual.dtype)
+    difference = np.subtract(high, low)
+    found = np.asarray(np.add(low, difference * gamma))
+    np.subtract(high, difference * (1 - gamma), out=found, where=gamma >= 0.5)  # numpy's way near the upper end
+    return found[()] if found.ndim == 0 else found
 
 
 class Leftover(NamedTuple):
@@ -457,22 +548,38 @@ class Leftover(NamedTuple):
     concentration: float
 
 
+def _mismatch(source: _Prepared, target: _Prepared) -> np.ndarray:
+    """Per pixel, how far `target` is outside the range its prediction from `source` takes within one pixel, or
+    the prediction outside the pixel's range (the larger)."""
+    predicted = tone(source.blurred, target.blurred)
+    outside = _above(target.blurred, _extreme(predicted, np.maximum))
+    np.add(outside, _above(_extreme(predicted, np.minimum), target.blurred), out=outside)
+    missed = _above(predicted, target.high)
+    np.add(missed, _above(target.low, predicted), out=missed)
+    return np.maximum(outside, missed, out=outside)
+
+
+def _above(values: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """max(values - bound, 0), in one new array."""
+    out = np.subtract(values, bound)
+    return np.maximum(out, 0, out=out)
+
+
 def _leftover(source: _Prepared, target: _Prepared, unstable: np.ndarray | None) -> Leftover:
     """How far one region of `target` stands out from its prediction from `source` (see the module)."""
+    return _standing_out(_mismatch(source, target), target, unstable)
+
+
+def _standing_out(mismatch: np.ndarray, target: _Prepared, unstable: np.ndarray | None) -> Leftover:
+    """`_leftover` of a `_mismatch` with `target`, less `unstable` (what resampling changes) when given."""
     from scipy.ndimage import uniform_filter
 
-    predicted = tone(source.blurred, target.blurred)
-    found = np.maximum(
-        np.maximum(target.blurred - _extreme(predicted, np.maximum), 0)
-        + np.maximum(_extreme(predicted, np.minimum) - target.blurred, 0),
-        np.maximum(predicted - target.high, 0) + np.maximum(target.low - predicted, 0),
-    )
-    found = (found if unstable is None else np.maximum(found - unstable, 0))[1:-1, 1:-1]
+    found = (mismatch if unstable is None else np.maximum(mismatch - unstable, 0))[1:-1, 1:-1]
     if min(found.shape) < 4:
         return Leftover(0.0, 0.0)
     windows = uniform_filter(found, max(3, int(WINDOW_SHARE * min(found.shape))))
     # percentiles on every other row and column: windows vary slowly, and a sort of all of them costs more
-    ninetieth = float(np.percentile(windows[::2, ::2], 90))
+    ninetieth = float(percentiles(windows[::2, ::2], 90))
     spread = target.spread
     excess = (float(windows.max()) - ninetieth) / spread
     return Leftover(excess, excess / (ninetieth / spread + CONCENTRATION_FLOOR))
@@ -482,7 +589,7 @@ def small_print(found: Picture) -> float:
     """How much the fine copy changes on average when resampled (`_resampling_change`), as a share of its
     grey-level range: small print and barcodes change most, and hide a swapped word at this size."""
     pixels = found.fine.astype(np.float32)
-    low, high = np.percentile(pixels[::2, ::2], [1, 99])
+    low, high = percentiles(pixels[::2, ::2], [1, 99])
     return float(_resampling_change(pixels).mean()) / (float(high - low) + 1.0)
 
 
@@ -492,7 +599,7 @@ def same_grid_concentration(first: np.ndarray, second: np.ndarray) -> float:
     word stands out of small print that a JPEG re-save or a tone change leaves spread."""
     if first.shape != second.shape:
         return 0.0
-    a, b = _prepare(first.astype(np.float32)), _prepare(second.astype(np.float32))
+    a, b = _Prepared(first.astype(np.float32)), _Prepared(second.astype(np.float32))
     return min(_leftover(a, b, None).concentration, _leftover(b, a, None).concentration)
 
 
@@ -508,19 +615,22 @@ def local_difference(first: np.ndarray, second: np.ndarray, limit: float = float
     """The local change between two aligned greyscale copies of one size: the smaller of the two directions.
     Within `limit` already before what resampling changes is allowed for, or in the first direction, the rest
     is not computed (the decision is the same; the value reported is then that upper bound). Over it, also how
-    concentrated the change is (`Leftover.concentration`: a changed region, not a tone curve the fit missed)."""
-    a, b = _prepare(first), _prepare(second)
-    rough = _leftover(a, b, None)
+    concentrated the change is (`Leftover.concentration`: a changed region, not a tone curve the fit missed).
+    Each direction's mismatch is computed once, with and without the allowance."""
+    a, b = _Prepared(first), _Prepared(second)
+    forward_mismatch = _mismatch(a, b)
+    rough = _standing_out(forward_mismatch, b, None)
     if rough.excess <= limit:
         return LocalChange(rough.excess, 0.0)
     unstable = np.maximum(_resampling_change(first), _resampling_change(second))
-    forward = _leftover(a, b, unstable).excess
+    forward = _standing_out(forward_mismatch, b, unstable).excess
     if forward <= limit:
         return LocalChange(forward, 0.0)
-    difference = min(forward, _leftover(b, a, unstable).excess)
+    backward_mismatch = _mismatch(b, a)
+    difference = min(forward, _standing_out(backward_mismatch, a, unstable).excess)
     if difference <= limit:
         return LocalChange(difference, 0.0)
-    return LocalChange(difference, min(rough.concentration, _leftover(b, a, None).concentration))
+    return LocalChange(difference, min(rough.concentration, _standing_out(backward_mismatch, a, None).concentration))
 
 
 # --- a pair ---------------------------------------------------------------------------------------------------
@@ -581,8 +691,8 @@ def compare(
     the first that lines the two up, leaves little uncovered and shows no local change makes them one picture.
     With `early`, placements after it, or after one lining the two up within TRUSTED_CORRELATION, are not
     tried. The evidence is that of the best placement tried."""
-    turned = oriented(first, orientation)
-    image1, image2 = Image.fromarray(turned.fine), Image.fromarray(second.fine)
+    turned, image1, samples1 = _turned(first, orientation)
+    image2 = Image.fromarray(second.fine)
     best: tuple | None = None
 
     def judged(name: str, placement: Placement, correlation: float) -> tuple | None:
@@ -619,7 +729,7 @@ def compare(
 
     for name, start in _hypotheses(turned, second):
         placement, correlation = _refine(
-            image1, turned.content, image2, start, _correlation(image1, turned.content, image2, start)
+            samples1, turned.content, image2, start, _correlation(samples1, turned.content, image2, start)
         )
         if correlation < MIN_CORRELATION:
             continue

@@ -7,7 +7,7 @@ from __future__ import annotations
 import imagehash
 import numpy as np
 import pytest
-from PIL import Image, ImageEnhance, ImageFilter
+from PIL import Image, ImageEnhance, ImageFilter, ImageOps
 
 from benchcurate.curation.images import survivor, verify
 from benchcurate.curation.images.likeness import PIL_TRANSPOSE, dihedral_hashes, likeness_hashes, trim_borders
@@ -109,16 +109,123 @@ def test_the_verification_tells_a_local_change_from_a_global_one(tmp_path):
             first, fine(edited, tmp_path, name), "identity", CONFIG.max_local_difference, CONFIG.max_uncovered_share
         )
         assert found.same, (name, found)
-    patched = original.copy()
-    side = original.width // 10
-    patched.paste(
-        (255, 0, 255),
-        (original.width // 3, original.height // 3, original.width // 3 + side, original.height // 3 + side),
-    )
     found = verify.compare(
-        first, fine(patched, tmp_path, "patched"), "identity", CONFIG.max_local_difference, CONFIG.max_uncovered_share
+        first,
+        fine(patched_copy(original), tmp_path, "patched"),
+        "identity",
+        CONFIG.max_local_difference,
+        CONFIG.max_uncovered_share,
     )
     assert not found.same and found.evidence["local_difference"] > 2 * CONFIG.max_local_difference, found
+
+
+def patched_copy(original: Image.Image) -> Image.Image:
+    """The picture with a magenta square over a tenth of its width: a local change."""
+    patched = original.copy()
+    side = original.width // 10
+    left, top = original.width // 3, original.height // 3
+    patched.paste((255, 0, 255), (left, top, left + side, top + side))
+    return patched
+
+
+def test_work_reused_across_placements_and_pairs_equals_work_done_afresh(tmp_path):
+    """The verification reuses per-picture work (the first picture turned, with its samples, across the pairs it
+    starts; the sample the tone curve was fitted on; each direction's mismatch with and without the allowance for
+    resampling) and does the blur, extremes and standardising in place: each equals the same work done afresh, and
+    a verdict does not depend on which pictures were verified before it."""
+    original = photo()
+    width, height = original.size
+    cut = round(width * 0.05)
+    first = fine(original, tmp_path, "original")
+    copies = {
+        "crop": fine(original.crop((cut, 0, width, height)), tmp_path, "crop"),
+        "framed": fine(ImageOps.expand(original, border=cut, fill=(0, 0, 0)), tmp_path, "framed"),
+        "shifted": fine(original.crop((2 * cut, 2 * cut, width, height)), tmp_path, "shifted"),
+        "patched": fine(patched_copy(original), tmp_path, "patched"),
+        "turned": fine(original.transpose(Image.Transpose.ROTATE_90), tmp_path, "turned"),
+    }
+    limits = (CONFIG.max_local_difference, CONFIG.max_uncovered_share)
+    afresh = {}
+    for name, copy in copies.items():
+        verify._TURNED.clear()
+        afresh[name] = verify.compare(first, copy, "rotate_270" if name == "turned" else "identity", *limits)
+    verify._TURNED.clear()
+    for name, copy in [*copies.items(), *reversed(copies.items())]:  # the first picture's work reused
+        assert verify.compare(first, copy, "rotate_270" if name == "turned" else "identity", *limits) == afresh[name]
+        assert verify.compare(copy, first, "identity", *limits).same == afresh[name].same or name == "turned"
+    assert afresh["crop"].same and afresh["framed"].same and afresh["turned"].same
+    assert not afresh["patched"].same
+
+    for orientation in ("identity", "rotate_90", "flip_left_right"):
+        turned = verify._turned(first, orientation)
+        expected = verify.oriented(first, orientation)
+        assert np.array_equal(turned.picture.fine, expected.fine) and turned.picture.content == expected.content
+        assert verify._turned(first, orientation) is turned
+        box, size = turned.picture.content, (90, 70)
+        assert np.array_equal(turned.samples(box, size), verify._sample(turned.image, box, size))
+        assert np.array_equal(
+            turned.samples((3.5, 2.0, 60.25, 41.0), size), verify._sample(turned.image, (3.5, 2.0, 60.25, 41.0), size)
+        )
+
+    rng = np.random.default_rng(7)
+    a = first.fine.astype(np.float32)
+    patched = a.copy()
+    patched[60:90, 60:90] = 255 - patched[60:90, 60:90]
+    for pixels in (a, patched, np.clip(a * 0.8 + rng.normal(0, 4, a.shape), 0, 255).astype(np.float32)):
+        for times in (0, 1, 2):
+            blurred = pixels
+            for _ in range(times):
+                padded = np.pad(blurred, 1, mode="edge")
+                blurred = (padded[:, :-2] + 2 * padded[:, 1:-1] + padded[:, 2:]) * 0.25
+                blurred = (blurred[:-2] + 2 * blurred[1:-1] + blurred[2:]) * 0.25
+            assert np.array_equal(verify._blur(pixels, times), blurred)
+            plain = (blurred - blurred.mean()) / max(float(blurred.std()), 1e-3)
+            assert np.array_equal(verify._standardised(pixels, times), plain)
+        padded = np.pad(pixels, 1, mode="edge")
+        for function in (np.maximum, np.minimum):
+            rows = function(function(padded[:, :-2], padded[:, 1:-1]), padded[:, 2:])
+            assert np.array_equal(
+                verify._extreme(pixels, function), function(function(rows[:-2], rows[1:-1]), rows[2:])
+            )
+        # each direction afresh from the plain formula (`_leftover`), against the one computed with reuse
+        one, other = verify._Prepared(a), verify._Prepared(pixels)
+        unstable = np.maximum(verify._resampling_change(a), verify._resampling_change(pixels))
+        forward, backward = verify._leftover(one, other, unstable).excess, verify._leftover(other, one, unstable).excess
+        rough = verify._leftover(one, other, None)
+        expected = verify.LocalChange(
+            min(forward, backward),
+            min(rough.concentration, verify._leftover(other, one, None).concentration),
+        )
+        assert verify.local_difference(a, pixels, limit=-1.0) == expected
+        assert verify.local_difference(a, pixels).difference == rough.excess
+
+
+def test_the_percentiles_are_numpys_to_the_bit():
+    """`verify.percentiles` replaces `np.percentile` on the verification's path: the same numbers, in the same
+    precision (one percent: the values'; a list: double), on spread, tied, constant and strided values."""
+    rng = np.random.default_rng(3)
+    for trial in range(600):
+        height, width = rng.integers(1, 90, 2)
+        values = [
+            rng.random((height, width)) * 255,
+            rng.integers(0, 5, (height, width)),
+            rng.normal(0, 1, (height, width)) ** 3,
+            np.full((height, width), rng.random()),
+        ][trial % 4].astype(np.float64 if trial % 7 == 0 else np.float32)[:: 1 + trial % 2, :: 1 + trial % 3]
+        for percents in ([1, 99], [90], [0, 100], [12.5, 87.5], 90, 1, 99, 100, 0):
+            mine, numpys = verify.percentiles(values, percents), np.percentile(values, percents)
+            assert np.array_equal(mine, numpys) and type(mine) is type(numpys), (values.shape, percents)
+            assert np.asarray(mine).dtype == np.asarray(numpys).dtype
+
+
+def test_the_half_size_copy_of_the_marks_is_numpys_block_mean_to_the_bit():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        height, width = rng.integers(2, 200, 2)
+        grey = rng.integers(0, 256, (height, width)).astype(np.uint8)
+        even = grey[: height // 2 * 2, : width // 2 * 2].astype(np.float32)
+        mean = even.reshape(height // 2, 2, width // 2, 2).mean(axis=(1, 3))
+        assert np.array_equal(survivor.halved(grey), mean) and survivor.halved(grey).dtype == mean.dtype
 
 
 def test_the_labelled_set_meets_its_floors(labelled):
