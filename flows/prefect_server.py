@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import os
 import shutil
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from benchcurate.annotation.local_server import LocalServer, ServerRecord, free_port, process_start
 from benchcurate.curation.core.errors import UserError
-from benchcurate.curation.core.files import replacing
+from benchcurate.curation.core.files import one_at_a_time, replacing
 from benchcurate.curation.core.parallel import die_with_parent
 from benchcurate.curation.core.secrets import without_secrets
 
@@ -70,9 +69,7 @@ def server_env(folder: Path) -> dict[str, str]:
 @contextmanager
 def _locked(folder: Path) -> Iterator[None]:
     """One starter at a time: two commands starting at once must not start two servers."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "server.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with one_at_a_time(folder / "server.lock"):
         yield
 
 

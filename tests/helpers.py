@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -330,3 +331,23 @@ def edited_release(release: Path, into: Path, edit: Callable[[list[dict]], list[
 def compact(text: str) -> str:
     """Text with runs of spaces made one: a Markdown table's cells without their padding."""
     return re.sub(r" +", " ", text)
+
+
+def at_once(call: Callable[[], object], times: int) -> list[object]:
+    """`call()` in `times` threads released together: what each returned, or the exception it raised."""
+    start = threading.Barrier(times)
+    outcomes: list[object] = []
+
+    def one() -> None:
+        start.wait()
+        try:
+            outcomes.append(call())
+        except BaseException as error:  # what a thread raised, for the caller to assert on
+            outcomes.append(error)
+
+    threads = [threading.Thread(target=one) for _ in range(times)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import threading
@@ -37,3 +38,13 @@ def fresh_partial_folder(folder: Path) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     return partial
+
+
+@contextlib.contextmanager
+def one_at_a_time(lock: Path) -> Iterator[None]:
+    """Wait until no other process or thread holds `lock` (a file, made with its folder), then hold it for the
+    block. The kernel's lock (flock): a killed holder never leaves it taken."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield

@@ -20,7 +20,7 @@ from pathlib import Path
 import PIL
 from PIL import Image, ImageEnhance
 
-from benchcurate.curation.core.files import fresh_partial_folder
+from benchcurate.curation.core.files import fresh_partial_folder, one_at_a_time
 from benchcurate.curation.core.fingerprint import sha256_json
 from benchcurate.curation.core.jsonl import text_rows
 
@@ -215,6 +215,11 @@ def corpus_signature() -> str:
 
 def build_demo_corpus(dest: Path) -> Path:
     """Write the demo corpus to `dest` unless an identical one is already there; return `dest`."""
+    with one_at_a_time(dest.with_name(dest.name + ".lock")):  # two demo runs of one output folder at once
+        return _build(dest)
+
+
+def _build(dest: Path) -> Path:
     marker = dest.with_name(dest.name + COMPLETE_SUFFIX)
     signature = corpus_signature()
     if marker.exists() and marker.read_text(encoding="utf-8") == signature:

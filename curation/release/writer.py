@@ -8,7 +8,6 @@ only if no folder of that version exists. The parquet uses the Hugging Face Imag
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -22,7 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from benchcurate.curation.core.errors import DiskFull, UserError, disk_full
-from benchcurate.curation.core.files import PARTIAL_SUFFIX
+from benchcurate.curation.core.files import PARTIAL_SUFFIX, one_at_a_time
 from benchcurate.curation.core.fingerprint import sha256_file, sha256_json
 from benchcurate.curation.core.jsonl import numbered_rows
 from benchcurate.curation.core.secrets import share
@@ -371,9 +370,7 @@ def release(
 def _writing(release_root: Path) -> Iterator[None]:
     """One writer of a release name at a time (a second one waits, then finds its version taken or takes the
     next), and what killed writers left behind (`.X.Y.Z.partial`) is removed: no writer can be using it now."""
-    release_root.mkdir(parents=True, exist_ok=True)
-    with open(release_root / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with one_at_a_time(release_root / ".lock"):
         for stale in release_root.glob(f".*{PARTIAL_SUFFIX}"):
             shutil.rmtree(stale, ignore_errors=True)
         yield

@@ -12,6 +12,7 @@ from benchcurate.curation.demo import corpus
 from benchcurate.curation.demo.corpus import build_demo_corpus, corpus_signature, data_root, shipped_index
 from benchcurate.curation.images.near_dedup import NearDedupConfig, distance
 from benchcurate.curation.images.phash import PhashConfig, fingerprint
+from tests.helpers import at_once
 
 RENDERED = Path(str(data_root() / "rendered"))
 INDEX_FIELDS = {"file", "kind", "description", "format", "width", "height", "license", "sha256"}
@@ -119,3 +120,14 @@ def test_a_changed_shipped_image_is_copied_into_an_existing_corpus(data_copy, tm
     changed = (data_copy / "photos" / "text.png").read_bytes() + b"trailing bytes"
     (data_copy / "photos" / "text.png").write_bytes(changed)
     assert (build_demo_corpus(dest) / "photos" / "text.png").read_bytes() == changed
+
+
+def test_two_demo_runs_building_one_corpus_at_once_both_get_it_whole(tmp_path):
+    """Two `curate run --demo` of one output folder start together: each waits for the other's corpus instead of
+    clearing the folder the other is filling (both used `demo-corpus.partial`)."""
+    dest = tmp_path / "demo-corpus"
+    outcomes = at_once(lambda: build_demo_corpus(dest), 4)
+    assert outcomes == [dest] * 4
+    rows = [json.loads(line) for line in (dest / "manifest.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert rows and all((dest / row["path"]).exists() for row in rows if not row.get("missing"))
+    assert not list(tmp_path.glob("*.partial"))

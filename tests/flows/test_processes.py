@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.release.writer import write_release
 from tests.factories import scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers import CURATE, SMALL, curate_in_process, finished_run, prepared_run, run_curate
+from tests.helpers import CURATE, SMALL, at_once, curate_in_process, finished_run, prepared_run, run_curate
 
 pytestmark = pytest.mark.slow
 
@@ -241,19 +240,7 @@ def test_two_releases_of_one_version_at_once_one_wins_the_other_says_so_and_stal
     run_dir = finished_run(tmp_path, "rel", overrides=SMALL)
     stale = tmp_path / "out" / "releases" / "multiverse-curated" / ".0.9.0.partial"
     stale.mkdir(parents=True)
-    outcomes: list[object] = []
-
-    def release() -> None:
-        try:
-            outcomes.append(write_release(run_dir, tmp_path / "out", "1.0.0"))
-        except UserError as error:
-            outcomes.append(error)
-
-    threads = [threading.Thread(target=release) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    outcomes = at_once(lambda: write_release(run_dir, tmp_path / "out", "1.0.0"), 2)
     written = [outcome for outcome in outcomes if isinstance(outcome, Path)]
     refused = [str(outcome) for outcome in outcomes if isinstance(outcome, UserError)]
     assert len(written) == 1 and len(refused) == 1 and "already exists" in refused[0]
