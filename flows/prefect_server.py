@@ -66,11 +66,9 @@ def server_env(folder: Path) -> dict[str, str]:
     }
 
 
-@contextmanager
-def _locked(folder: Path) -> Iterator[None]:
+def _locked(folder: Path) -> contextlib.AbstractContextManager[None]:
     """One starter at a time: two commands starting at once must not start two servers."""
-    with one_at_a_time(folder / "server.lock"):
-        yield
+    return one_at_a_time(folder / "server.lock")
 
 
 def healthy(record: ServerRecord) -> bool:
