@@ -722,7 +722,8 @@ def publish(
 ) -> None:
     """Publish a release to the Hugging Face Hub: its files on main, tagged v<version>. Without --upload (the
     default) it checks the folder and prints what would be uploaded. HF_TOKEN (a write token) comes from the
-    environment; HF_ENDPOINT points at another Hub. A version already on the Hub with other files, or older than
+    environment; HF_ENDPOINT points at another Hub; a request it leaves silent for BENCHCURATE_HUB_TIMEOUT seconds
+    (default 120) is retried, then fails. A version already on the Hub with other files, or older than
     its newest, is refused (with the same files it is done: nothing is sent); after a failure, the same command
     again sends only what the Hub lacks. Read a version back with
     datasets.load_dataset("ORG/NAME", revision="v<version>"), or dedupe a new run against it with

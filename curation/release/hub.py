@@ -14,6 +14,46 @@ from collections.abc import Iterator
 from benchcurate.curation.core.errors import BackendUnavailable, UserError
 
 NETWORK_HINT = "check the network and HF_ENDPOINT"
+TIMEOUT_VARIABLE = "BENCHCURATE_HUB_TIMEOUT"
+DEFAULT_TIMEOUT = 120.0  # seconds a Hub request may go without a byte either way before it is retried
+CONNECT_SECONDS = 20.0
+_limited: list[float] = []  # the limit installed in huggingface_hub's shared client, once per process
+
+
+def hub_timeout() -> float:
+    """Seconds a Hub request may stall (BENCHCURATE_HUB_TIMEOUT, default 120): huggingface_hub waits for ever."""
+    text = os.environ.get(TIMEOUT_VARIABLE, "").strip()
+    try:
+        seconds = float(text) if text else DEFAULT_TIMEOUT
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise UserError(
+            f"{TIMEOUT_VARIABLE}={text!r} is not a number of seconds above 0; unset it for {DEFAULT_TIMEOUT:g}"
+        )
+    return seconds
+
+
+def limit_stalls() -> None:
+    """Give huggingface_hub's shared HTTP client a limit on silence (its own has none: a connection the Hub or the
+    network drops without a reset would hang an upload for ever); it retries a request that times out, as it does
+    one that fails to connect, and then fails with the timeout."""
+    seconds = hub_timeout()
+    if _limited == [seconds]:
+        return
+    import httpx2
+    from huggingface_hub import set_client_factory
+    from huggingface_hub.utils import _http
+
+    plain = _http.default_client_factory
+
+    def limited() -> httpx2.Client:
+        client = plain()
+        client.timeout = httpx2.Timeout(seconds, connect=min(CONNECT_SECONDS, seconds))
+        return client
+
+    set_client_factory(limited)
+    _limited[:] = [seconds]
 
 
 def endpoint() -> str:
@@ -50,9 +90,19 @@ def _server_text(error: BaseException) -> str:
     return str(message).strip()
 
 
+def _classes(error: BaseException) -> set[str]:
+    return {cls.__module__.split(".")[0] + "." + cls.__name__ for cls in type(error).__mro__}
+
+
+def _is_timeout(error: BaseException) -> bool:
+    """A request that was under way and then went silent (one that never connected is a network failure)."""
+    return bool(
+        _classes(error) & {f"{lib}.{kind}" for lib in ("httpx2", "httpx") for kind in ("ReadTimeout", "WriteTimeout")}
+    )
+
+
 def _is_network(error: BaseException) -> bool:
-    names = {cls.__module__.split(".")[0] + "." + cls.__name__ for cls in type(error).__mro__}
-    return bool(names & {"httpx2.TransportError", "httpx.TransportError"}) or isinstance(
+    return bool(_classes(error) & {"httpx2.TransportError", "httpx.TransportError"}) or isinstance(
         error, (ConnectionError, TimeoutError)
     )
 
@@ -78,6 +128,7 @@ def hub_failures(doing: str, repo: str, resume: str = "", writing: bool = True) 
     that is down, busy or failing (exit 3), with `resume` (what a rerun does) added where a rerun helps."""
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
+    limit_stalls()
     try:
         yield
     except (UserError, BackendUnavailable):
@@ -91,6 +142,11 @@ def hub_failures(doing: str, repo: str, resume: str = "", writing: bool = True) 
         for cause in chain:
             if isinstance(cause, HfHubHTTPError) and cause.response is not None:
                 raise _http_failure(doing, repo, cause, resume, writing) from error
+            if _is_timeout(cause):
+                raise BackendUnavailable(
+                    f"{doing} {repo} failed: the Hub at {endpoint()} went {hub_timeout():g} s without answering "
+                    f"({TIMEOUT_VARIABLE} sets the limit); {NETWORK_HINT}{resume}"
+                ) from error
             if _is_network(cause):
                 raise BackendUnavailable(
                     f"{doing} {repo} failed: the Hub at {endpoint()} could not be reached "

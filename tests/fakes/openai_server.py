@@ -652,6 +652,15 @@ class _Uvicorn(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """Stop listening, close idle connections now and busy ones after their reply, as uvicorn does, sooner."""
+        # Stop accepting first, let the connections accepted already get their transport, and only then close:
+        # Python 3.11's asyncio fails to make the transport of a connection accepted just before Server.close()
+        # (an assertion in Server._attach) and leaves its socket open with no one serving it until a garbage
+        # collection, so a client without a timeout waits for ever (a fake Hub going down hung a publish that way).
+        loop = asyncio.get_running_loop()
+        for server in self.servers:
+            for sock in server.sockets:
+                loop.remove_reader(sock.fileno())
+        await asyncio.sleep(0.005)
         for server in self.servers:
             server.close()
         for connection in list(self.server_state.connections):
