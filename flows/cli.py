@@ -47,6 +47,8 @@ class _OneLineErrors(TyperGroup):
         except UserError as error:
             typer.echo(f"error: {error}", err=True)
             ctx.exit(2)
+        except KeyboardInterrupt:  # a command that resumes says how in its own handler
+            _interrupted("each file a command writes is replaced whole, so none is left half-written: run it again")
         except (BackendUnavailable, StageFailed) as error:
             typer.echo(f"error: {error}", err=True)
             ctx.exit(3)
@@ -245,7 +247,7 @@ def _run_flow(recipe: str, options, out: Path, prefect_server: str, resume: str,
             finally:
                 watching.set()
     except KeyboardInterrupt:
-        _interrupted(f"resume with: {resume}")
+        _interrupted(f"nothing finished is lost: resume with: {resume}")
     except (BackendUnavailable, StageFailed, DiskFull, BudgetExceeded) as error:
         raise type(error)(f"{error}; resume with: {resume}") from None
 
@@ -521,7 +523,9 @@ def eval_run(
             task = bar.add_task("evaluating samples", total=limit)
             folder = evaluate(options, lambda: bar.advance(task))
     except KeyboardInterrupt:
-        _interrupted("run the same command again: replies already received are read from the cache")
+        _interrupted(
+            "nothing finished is lost: run the same command again: replies already received are read from the cache"
+        )
     except StageWaiting as waiting:
         typer.echo(f"waiting ({waiting}); nothing is lost: run the same command later to resume and finish.")
         sys.exit(5)
@@ -746,7 +750,7 @@ def publish(
 
     def stop(*_: object) -> NoReturn:  # at once: a KeyboardInterrupt would wait for huggingface_hub's upload threads
         _interrupted(
-            f"nothing is tagged unless the upload finished; run the same command again (files already on "
+            f"nothing finished is lost: nothing is tagged unless the upload finished; run the same command again (files already on "
             f"the Hub are not sent again; if {upload_plan.tag} was tagged, it says so)"
         )
 
@@ -1323,11 +1327,11 @@ def serve(
 EXIT_HANDLER_SECONDS = 10  # the most a Ctrl-C waits for exit handlers (one stuck on a dead server must not hold it)
 
 
-def _interrupted(how_to_resume: str) -> NoReturn:
-    """Ctrl-C: one line, exit 130, now. Everything finished is on disk already (stage outputs are renamed into
+def _interrupted(what_now: str) -> NoReturn:
+    """Ctrl-C: one line ("interrupted; " and what_now), exit 130, now. Everything finished is on disk already (stage outputs are renamed into
     place, replies stored as they arrive), so nothing in flight is worth waiting for: threads still sending
     requests would otherwise hold the exit for up to their timeout."""
-    typer.echo(f"\ninterrupted; nothing finished is lost: {how_to_resume}", err=True)
+    typer.echo(f"\ninterrupted; {what_now}", err=True)
     sys.stdout.flush()
     sys.stderr.flush()
     from benchcurate.curation.core.parallel import stop_all_pools

@@ -23,8 +23,10 @@ Writing needs a token with role "write" (401 for an unknown token, 403 for a rea
 Every request is recorded (`requests`). Faults: `latency` seconds before each API answer; `slow_uploads_after(n,
 seconds)` answers LFS uploads after the n-th only after `seconds` (an interrupted transfer); `swap_on_commit[path]
 = data` keeps other contents than those committed (a Hub that lost or changed a file); `fail_next_tag` answers the
-next tag request with 503; `go_down_after_uploads(n)` stops serving once n more LFS objects are stored (connections
-are refused, as when the network goes), and `come_back()` serves again on the same port with the same contents.
+next tag request with 503; `go_down_after_uploads(n)` lets n more LFS uploads through, then the network goes: any
+later request is never answered (its connection is cut when the server stops) and is not recorded, and once those n
+are stored the server stops listening (connections are refused); `come_back()` serves again on the same port with
+the same contents.
 """
 
 from __future__ import annotations
@@ -161,7 +163,9 @@ class FakeHub(ServedInThread):
         self._lfs_in: dict[str, set[str]] = {}  # repo id -> the LFS objects uploaded to it (the Hub's are per repo)
         self._tickets: dict[str, str] = {}  # upload ticket -> repo id
         self._requests: list[RecordedRequest] = []
-        self._down_after: int | None = None
+        self._down_after: int | None = None  # LFS uploads let through before the network goes (None: it stays)
+        self._let_through = 0  # of those, the ones that arrived
+        self._stored_since = 0  # and were stored
         self._slow_after: tuple[int, float] | None = None
         self.swap_on_commit: dict[str, bytes] = {}  # path -> what the Hub keeps instead of what was committed
         self.fail_next_tag = False  # the next tag request gets a 503 (a Hub failing between commit and tag)
@@ -191,9 +195,20 @@ class FakeHub(ServedInThread):
             return set(self._lfs_in.get(repo_id, ()))
 
     def go_down_after_uploads(self, count: int | None) -> None:
-        """Stop serving once `count` more LFS objects are stored: later connections are refused (None: never)."""
+        """Let `count` more LFS uploads through, then cut every later request off unanswered, and stop listening
+        once those are stored: later connections are refused (None: never)."""
         with self._lock:
-            self._down_after = count
+            self._down_after, self._let_through, self._stored_since = count, 0, 0
+
+    def _cut_off(self, request: Request) -> bool:
+        """Whether the network has gone for this request (call with the lock held): it arrived after the server
+        stopped, or it is an LFS upload beyond the ones let through."""
+        if self._stopped:
+            return True
+        if self._down_after is None or request.method != "PUT" or not request.url.path.startswith("/_lfs/"):
+            return False
+        self._let_through += 1
+        return self._let_through > self._down_after
 
     @property
     def is_down(self) -> bool:
@@ -411,15 +426,19 @@ class FakeHub(ServedInThread):
         async def record(request: Request, call_next):
             body = await request.body()
             with hub._lock:
-                hub._requests.append(
-                    RecordedRequest(
-                        request.method,
-                        request.url.path,
-                        request.url.query,
-                        {k.lower(): v for k, v in request.headers.items()},
-                        body,
+                cut = hub._cut_off(request)
+                if not cut:
+                    hub._requests.append(
+                        RecordedRequest(
+                            request.method,
+                            request.url.path,
+                            request.url.query,
+                            {k.lower(): v for k, v in request.headers.items()},
+                            body,
+                        )
                     )
-                )
+            if cut:  # the network is gone: no answer; the server's stop cuts the connection
+                await asyncio.sleep(3600)
             if hub.latency and not request.url.path.startswith("/_lfs/"):
                 await asyncio.sleep(hub.latency)
             return await call_next(request)
@@ -546,8 +565,8 @@ class FakeHub(ServedInThread):
                 hub._lfs_in.setdefault(hub._tickets[ticket], set()).add(oid)
                 stop = False
                 if hub._down_after is not None:
-                    hub._down_after -= 1
-                    stop = hub._down_after <= 0
+                    hub._stored_since += 1
+                    stop = hub._stored_since >= hub._down_after
                     if stop:
                         hub._stopped = True
             if stop:  # the reply goes out; then the server stops listening

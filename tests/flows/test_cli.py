@@ -296,7 +296,7 @@ if __name__ == "__main__":  # spawned workers import this file again
     print(" ".join(str(p.pid) for p in pool._processes.values()), flush=True)
     if sys.argv[1] == "stuck-handler":
         atexit.register(time.sleep, 600)  # an exit handler that never returns (a server that does not answer)
-    cli._interrupted("run it again")
+    cli._interrupted("nothing finished is lost: run it again")
 """
 
 
