@@ -37,7 +37,8 @@ WINDOW_CHUNKS_PER_JOB = 16  # tasks in flight per thread, ahead of the oldest un
 
 
 def expand_paths(paths: Iterable[str]) -> list[Path]:
-    """Files as given, and every non-hidden file under folders, sorted; a missing path is a UserError."""
+    """Files as given, and every non-hidden entry under folders but folders, sorted (a broken link, pipe or socket
+    among them gets an error row, as the pipeline's ingest records it); a missing path is a UserError."""
     found: list[Path] = []
     for given in paths:
         path = Path(given)
@@ -45,7 +46,7 @@ def expand_paths(paths: Iterable[str]) -> list[Path]:
             found += sorted(
                 p
                 for p in path.rglob("*")
-                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                if not p.is_dir() and not any(part.startswith(".") for part in p.relative_to(path).parts)
             )
         elif path.is_file():
             found.append(path)
@@ -54,41 +55,36 @@ def expand_paths(paths: Iterable[str]) -> list[Path]:
     return found
 
 
+def _failed(name: str, error: str, cfg: PhashConfig) -> dict:
+    """The row of a file that was not hashed, and why."""
+    return {
+        "path": name,
+        "sha256": None,
+        "phash": None,
+        "width": None,
+        "height": None,
+        "bytes": None,
+        "error": error,
+        "algorithm": algorithm(cfg),
+    }
+
+
 def hash_chunk(paths: list[str], cfg: PhashConfig, likeness: bool = False) -> list[dict]:
     """Rows for a chunk of files (runs in a worker process)."""
     rows = []
     for name in paths:
         path = Path(name)
         if path.suffix.lower() not in IMAGE_EXTENSIONS:  # as the pipeline's ingest refuses it
-            rows.append(
-                {
-                    "path": name,
-                    "sha256": None,
-                    "phash": None,
-                    "width": None,
-                    "height": None,
-                    "bytes": None,
-                    "error": f"unsupported_extension: {path.suffix or 'no suffix'} is not an image suffix "
-                    f"({' '.join(IMAGE_EXTENSIONS)})",
-                    "algorithm": algorithm(cfg),
-                }
-            )
+            error = f"unsupported_extension: {path.suffix or 'no suffix'} is not an image suffix ({' '.join(IMAGE_EXTENSIONS)})"
+            rows.append(_failed(name, error, cfg))
+            continue
+        if not path.is_file():  # reading a pipe would wait for a writer
+            rows.append(_failed(name, "not_a_regular_file: broken link, pipe, socket or device", cfg))
             continue
         try:
             data = path.read_bytes()
         except OSError as error:
-            rows.append(
-                {
-                    "path": name,
-                    "sha256": None,
-                    "phash": None,
-                    "width": None,
-                    "height": None,
-                    "bytes": None,
-                    "error": f"file_unreadable: {error}",
-                    "algorithm": algorithm(cfg),
-                }
-            )
+            rows.append(_failed(name, f"file_unreadable: {error}", cfg))
             continue
         found = fingerprint(path, cfg, data, likeness, picture=likeness)
         error = f"{found['error_reason']}: {found['error']}" if "error_reason" in found else None

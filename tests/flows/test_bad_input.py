@@ -385,6 +385,9 @@ def test_images_hash_takes_the_suffixes_the_pipeline_takes(tmp_path):
     (folder / "notes.xyz").write_bytes((tmp_path / "grey.png").read_bytes())
     for name in ("first.png", "second.png"):
         (folder / name).write_bytes(b"")
+    os.mkfifo(folder / "pipe.png")  # opening it would wait for a writer for ever
+    (folder / "gone.png").symlink_to(tmp_path / "deleted.png")
+    (folder / "loop").symlink_to(folder)
     out = tmp_path / "hashes.jsonl"
     result = curate_in_process(["images", "hash", str(folder), "--out", str(out), "--jobs", "1"], tmp_path)
     assert result.returncode == 0, result.stderr
@@ -397,3 +400,6 @@ def test_images_hash_takes_the_suffixes_the_pipeline_takes(tmp_path):
     assert rows["notes.xyz"]["error"].startswith("unsupported_extension") and rows["notes.xyz"]["phash"] is None
     for own, other in (("first.png", "second.png"), ("second.png", "first.png")):
         assert rows[own]["error"].startswith("image_empty") and other not in rows[own]["error"]
+    for name in ("pipe.png", "gone.png"):  # a row each, as the pipeline's ingest records them
+        assert rows[name]["error"].startswith("not_a_regular_file") and rows[name]["sha256"] is None
+    assert len(rows) == 8 and not any("loop" in row for row in rows)  # the linked folder is not walked again
