@@ -750,8 +750,8 @@ def publish(
 
     def stop(*_: object) -> NoReturn:  # at once: a KeyboardInterrupt would wait for huggingface_hub's upload threads
         _interrupted(
-            f"nothing finished is lost: nothing is tagged unless the upload finished; run the same command again (files already on "
-            f"the Hub are not sent again; if {upload_plan.tag} was tagged, it says so)"
+            f"nothing finished is lost: nothing is tagged unless the upload finished; run the same command "
+            f"again (files already on the Hub are not sent again; if {upload_plan.tag} was tagged, it says so)"
         )
 
     previous = signal.signal(signal.SIGINT, stop)
@@ -1328,9 +1328,9 @@ EXIT_HANDLER_SECONDS = 10  # the most a Ctrl-C waits for exit handlers (one stuc
 
 
 def _interrupted(what_now: str) -> NoReturn:
-    """Ctrl-C: one line ("interrupted; " and what_now), exit 130, now. Everything finished is on disk already (stage outputs are renamed into
-    place, replies stored as they arrive), so nothing in flight is worth waiting for: threads still sending
-    requests would otherwise hold the exit for up to their timeout."""
+    """Ctrl-C: one line ("interrupted; " and what_now), exit 130, now. Everything finished is on disk already
+    (stage outputs are renamed into place, replies stored as they arrive), so nothing in flight is worth waiting
+    for: threads still sending requests would otherwise hold the exit for up to their timeout."""
     typer.echo(f"\ninterrupted; {what_now}", err=True)
     sys.stdout.flush()
     sys.stderr.flush()

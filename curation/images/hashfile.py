@@ -75,7 +75,8 @@ def hash_chunk(paths: list[str], cfg: PhashConfig, likeness: bool = False) -> li
     for name in paths:
         path = Path(name)
         if path.suffix.lower() not in IMAGE_EXTENSIONS:  # as the pipeline's ingest refuses it
-            error = f"unsupported_extension: {path.suffix or 'no suffix'} is not an image suffix ({' '.join(IMAGE_EXTENSIONS)})"
+            suffixes = " ".join(IMAGE_EXTENSIONS)
+            error = f"unsupported_extension: {path.suffix or 'no suffix'} is not an image suffix ({suffixes})"
             rows.append(_failed(name, error, cfg))
             continue
         if not path.is_file():  # reading a pipe would wait for a writer
