@@ -305,6 +305,23 @@ def verify(
     return best
 
 
+def through_copy(centre_on_copy: PairVerdict | None, copy_on_item: PairVerdict) -> PairVerdict | None:
+    """The centre of a group placed on an item that failed against the centre and passed against a copy in the
+    group (a copy clipped or sharpened too far to be placed on the others may be a group's provisional centre):
+    the centre's placement on the copy, then the copy's upright on the item (None when either is unknown or the
+    copy is turned on the item). The keep rule then weighs the item too, not only the copies placed directly."""
+    if centre_on_copy is None or centre_on_copy.placement is None or copy_on_item.placement is None:
+        return None
+    if copy_on_item.orientation != "identity":
+        return None
+    return PairVerdict(
+        copy_on_item.same,
+        copy_on_item.evidence,
+        centre_on_copy.orientation,
+        copy_on_item.placement.after(centre_on_copy.placement),
+    )
+
+
 def changed(found: PairVerdict | None, cfg: NearDedupConfig) -> bool:
     """Whether a failed verification lined the pair up and found a clear local change: more than twice
     `max_local_difference`, or over it and concentrated in one region (`verify.Leftover.concentration` over
@@ -543,6 +560,8 @@ def near_groups(
             counts["verified_against_a_copy"] += against != centre
             placed.add(other)
             placement = direct if direct is not None and direct.placement is not None else None
+            if placement is None and against != centre:  # the centre placed on it through the copy it passed
+                placement = through_copy(group[against].placement, result)
             group[other] = Found(placement, options[0], against, result.evidence)
             if cfg.verify:  # the candidates of a verified copy are verified too (against the centre first)
                 queue += [(nxt, other) for nxt in sorted(near[other], key=keys.__getitem__) if nxt not in placed]
@@ -697,11 +716,12 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=7,
+    version=8,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
 # 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print;
-# 7: a copy placed alone sets the most pixels only when well above the others
+# 7: a copy placed alone sets the most pixels only when well above the others; 8: a copy verified against another
+# copy is placed on the centre through it, so the keep rule weighs it
 
 
 def keys_of(table: HashTable) -> list[ImageKey]:

@@ -259,6 +259,12 @@ class Placement(NamedTuple):
     def inverse(self) -> Placement:
         return Placement(1 / self.ax, -self.bx / self.ax, 1 / self.ay, -self.by / self.ay)
 
+    def after(self, first: Placement) -> Placement:
+        """`first`, then this map."""
+        return Placement(
+            self.ax * first.ax, self.ax * first.bx + self.bx, self.ay * first.ay, self.ay * first.by + self.by
+        )
+
 
 def between(first: Box, second: Box) -> Placement:
     """The map that takes box `first` onto box `second`."""

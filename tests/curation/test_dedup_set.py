@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageEnhance, ImageFilter, ImageOps
 
-from benchcurate.curation.images import survivor, verify
+from benchcurate.curation.images import near_dedup, survivor, verify
 from benchcurate.curation.images.likeness import PIL_TRANSPOSE, dihedral_hashes, likeness_hashes, trim_borders
 from benchcurate.curation.images.near_dedup import NearDedupConfig
 from tests import dedup_set
@@ -440,3 +440,30 @@ def test_a_frame_or_crop_placed_alone_does_not_outrank_the_original_by_a_misread
     crops = [(0.1, 0.1, 0.9, 0.9)] * 3
     larger = members(original, jpeg, jpeg, jpeg, framing=[(0.0, 0.0, 1.0, 1.0), *crops], density=[2.0, 0.5, 0.5, 0.5])
     assert survivor.elect(larger, none, order) == (0, "pixels")
+
+
+def test_a_placement_through_a_copy_is_the_placement_found_directly(tmp_path):
+    """A copy that failed against its group's centre and passed against another copy gets the centre's
+    placement on it through that copy (so the keep rule weighs it): the map through the copy lands the crop's
+    corners where placing the centre on it directly does, to about a pixel of the 256-pixel copies."""
+    original = photo()
+    width, height = original.size
+    cut = round(width * 0.05)
+    once = original.crop((cut, 0, width, height))
+    twice = once.crop((0, cut, once.width, once.height))
+    first, middle, last = (fine(image, tmp_path, name) for image, name in ((original, "a"), (once, "b"), (twice, "c")))
+    limits = (CONFIG.max_local_difference, CONFIG.max_uncovered_share)
+    to_middle = verify.compare(first, middle, "identity", *limits)
+    middle_to_last = verify.compare(middle, last, "identity", *limits)
+    direct = verify.compare(first, last, "identity", *limits)
+    assert to_middle.same and middle_to_last.same and direct.same
+    found = near_dedup.through_copy(to_middle, middle_to_last)
+    assert found is not None and found.orientation == "identity"
+    corners = (0.0, 0.0, *map(float, last.fine.shape[::-1]))
+    assert found.placement.inverse().box(corners) == pytest.approx(direct.placement.inverse().box(corners), abs=1.5)
+    assert found.placement.inverse().box(corners)[:2] == pytest.approx(
+        (cut * first.fine.shape[1] / width, cut * first.fine.shape[0] / height), abs=1.5
+    )
+    # a copy turned on the item: its placement is not composed (the map would mix the axes)
+    assert near_dedup.through_copy(to_middle, middle_to_last._replace(orientation="rotate_90")) is None
+    assert near_dedup.through_copy(to_middle._replace(placement=None), middle_to_last) is None
