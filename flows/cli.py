@@ -1268,7 +1268,7 @@ def images_dups(
     quarter turns and borders too when the hashes file has --likeness hashes), verified against each group's
     centre, and the copy that lost least kept (colour, pixels, framing, compression, then marks of processing)."""
     from benchcurate.curation.core.errors import validated as validated_fields
-    from benchcurate.curation.images.hashfile import read_hashes, stored_pictures
+    from benchcurate.curation.images.hashfile import located, read_hashes, stored_pictures
     from benchcurate.curation.images.near_dedup import NearDedupConfig, duplicate_groups
 
     if not 0 <= threshold <= 32:
@@ -1279,11 +1279,12 @@ def images_dups(
         {"max_hamming_distance": "--threshold", "keep_rule": "--keep-rule"},
     )
     table = read_hashes(hashes)
+    files = located(table, hashes) if verify else None  # read again only to verify and weigh the copies
     groups = dropped = 0
     with replacing(out) as partial, open(partial, "w", encoding="utf-8") as handle:
         reference_table = read_hashes(reference) if reference else None
         stored = stored_pictures(table, hashes) if verify else None
-        for row in duplicate_groups(table, cfg, reference_table, jobs, stored):
+        for row in duplicate_groups(table, cfg, reference_table, jobs, stored, files):
             handle.write(json.dumps(row) + "\n")
             groups += 1
             dropped += len(row["dropped"])

@@ -160,6 +160,29 @@ def stored_pictures(table: HashTable, hashes: Path) -> Callable[[int], bytes | N
     return read
 
 
+def located(table: HashTable, hashes: Path) -> list[str]:
+    """Each row's file as this process can open it: its path as written (relative paths are relative to the folder
+    `curate images hash` ran in), or else relative to the hashes file's folder. A file found in neither is a
+    UserError: `images dups` reads files again to verify pairs and to weigh the copies its keep rule has tied,
+    and without them it would group and keep otherwise than from the folder the hashes were made in."""
+    found, missing = [], []
+    for written in table.paths:
+        path = Path(written)
+        if not path.is_absolute() and not path.exists() and (hashes.parent / path).exists():
+            path = hashes.parent / path
+        found.append(str(path))
+        if not path.exists():
+            missing.append(written)
+    if missing:
+        raise UserError(
+            f"{len(missing)} of the {len(table.paths)} files {hashes} names are not found from here, nor from its "
+            f"folder (the first: {missing[0]}); `images dups` reads them again to verify pairs and choose the copy "
+            "kept. Run it from the folder `curate images hash` ran in (relative paths are relative to it), hash "
+            "the files again where they are now, or pass --no-verify"
+        )
+    return found
+
+
 @dataclass(frozen=True)
 class HashTable:
     paths: list[str]

@@ -368,16 +368,17 @@ def finer_look(
     FINER_CONCENTRATION times the typical region's leftover (a word swapped in small print, hidden at the fine
     copies' size among what resampling changes). None when there is no such copy or no such change."""
     found = pictures(candidate)
-    if found is None or not detailed(candidate):
+    if found is None:
         return None
-    for index in members:
-        twin = pictures(index)
-        if (
-            twin is None
-            or twin.size != found.size
-            or twin.fine.shape != found.fine.shape
-            or _correlation(twin.fine, found.fine) < TWIN_CORRELATION
-        ):
+    twins = [  # copies on its pixel grid: the cheap tests first, small print only when there is one
+        (index, twin)
+        for index, twin in ((index, pictures(index)) for index in members)
+        if twin is not None and twin.size == found.size and twin.fine.shape == found.fine.shape
+    ]
+    if not twins or not detailed(candidate):
+        return None
+    for index, twin in twins:
+        if _correlation(twin.fine, found.fine) < TWIN_CORRELATION:
             continue
         if same_grid_concentration(twin.fine, found.fine) <= FINER_SCREEN:  # nothing stands out even here
             return None
@@ -716,18 +717,20 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=8,
+    version=9,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
 # 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print;
 # 7: a copy placed alone sets the most pixels only when well above the others; 8: a copy verified against another
-# copy is placed on the centre through it, so the keep rule weighs it
+# copy is placed on the centre through it, so the keep rule weighs it; 9: a placement within half a pixel of one
+# already tried is not refined or judged again (the same groups on the three labelled sets; the evidence may differ)
 
 
-def keys_of(table: HashTable) -> list[ImageKey]:
-    """The near-duplicate search's view of each row of a hashes file (its likeness hashes when the file has them)."""
+def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:
+    """The near-duplicate search's view of each row of a hashes file (its likeness hashes when the file has them),
+    each file read from `files` (`hashfile.located`) when given, else from its path as written."""
     found = []
-    for row in table.rows:
+    for index, row in enumerate(table.rows):
         turned = row.get("phash_orientations") or ""
         found.append(
             ImageKey(
@@ -738,7 +741,7 @@ def keys_of(table: HashTable) -> list[ImageKey]:
                 row.get("bytes") or 0,
                 "",
                 "",
-                str(row["path"]),
+                files[index] if files is not None else str(row["path"]),
                 tuple(turned.split(",")) if turned else (),
                 row.get("phash_trimmed"),
                 row.get("phash_centre"),
@@ -753,11 +756,12 @@ def duplicate_groups(
     reference: HashTable | None = None,
     workers: int = 1,
     stored: Callable[[int], bytes | None] | None = None,
+    files: list[str] | None = None,
 ) -> Iterator[dict]:
     """What `curate images dups` prints: reference matches first, then groups among the rest, as
     `image_near_dedup` makes them; each file with a candidate is read from `stored` (the side file of `images
     hash --likeness`: `hashfile.stored_pictures`) or else decoded once for the verification, and the copies
-    still tied for the keep rule's marks once more at full size."""
+    still tied for the keep rule's marks once more at full size (from `files` when given: `keys_of`)."""
     matched: dict[int, list[tuple[int, int]]] = {}
     if reference is not None and len(reference.hashes):
         for query, ref, dist in cross_pairs_within(
@@ -770,7 +774,7 @@ def duplicate_groups(
         by_reference.setdefault(ref, []).append({"path": table.paths[query], "distance": dist})
     for ref in sorted(by_reference):
         yield {"reference": reference.paths[ref], "dropped": sorted(by_reference[ref], key=lambda d: d["path"])}
-    keys = keys_of(table)
+    keys = keys_of(table, files)
     dropped, _ = near_groups(
         keys, cfg, picture_loader(keys, None, stored=stored), set(matched), workers, full_size=full_size_loader(keys)
     )

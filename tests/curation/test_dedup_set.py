@@ -467,3 +467,54 @@ def test_a_placement_through_a_copy_is_the_placement_found_directly(tmp_path):
     # a copy turned on the item: its placement is not composed (the map would mix the axes)
     assert near_dedup.through_copy(to_middle, middle_to_last._replace(orientation="rotate_90")) is None
     assert near_dedup.through_copy(to_middle._replace(placement=None), middle_to_last) is None
+
+
+def test_a_placement_is_refined_and_judged_once_from_where_another_started_or_ended(tmp_path, monkeypatch):
+    """A pair of different pictures tries every placement (whole, content, a crop placed inside either way); one
+    that starts where another started or ended (the crop search finding the whole picture again) is not refined
+    again, and one refined to where another ended is not judged again. Each verdict is the one found trying all."""
+    original = photo()
+    cut = round(original.width * 0.05)
+    first = fine(original, tmp_path, "original")
+    others = {
+        "crop": fine(original.crop((cut, 0, original.width, original.height)), tmp_path, "crop"),
+        "patched": fine(patched_copy(original), tmp_path, "patched"),
+        "framed and patched": fine(
+            ImageOps.expand(patched_copy(original), border=cut // 2, fill=(255, 255, 255)), tmp_path, "framed"
+        ),
+    }
+    limits = (CONFIG.max_local_difference, CONFIG.max_uncovered_share)
+    refined, judged = [], []
+    real_refine, real_local = verify._refine, verify.local_difference
+
+    def refine(samples, box, second, placement, start):
+        found = real_refine(samples, box, second, placement, start)
+        refined.append((placement.box(box), found[0].box(box)))
+        return found
+
+    def local(*args, **kwargs):
+        judged.append(refined[-1][1])
+        return real_local(*args, **kwargs)
+
+    monkeypatch.setattr(verify, "_refine", refine)
+    monkeypatch.setattr(verify, "local_difference", local)
+    every = {}
+    for name, other in others.items():
+        with monkeypatch.context() as each:
+            each.setattr(verify, "REPEAT_PIXELS", 0.0)
+            every[name] = verify.compare(first, other, "identity", *limits, early=False)
+        tried_all = len(refined)
+        refined.clear()
+        judged.clear()
+        found = verify.compare(first, other, "identity", *limits, early=False)
+        assert found.same == every[name].same, name
+        assert len(refined) < tried_all or name == "crop", (name, len(refined), tried_all)
+        for k, (start, _) in enumerate(refined):
+            for earlier_start, earlier_end in refined[:k]:
+                for box in (earlier_start, earlier_end):
+                    assert max(abs(a - b) for a, b in zip(start, box)) >= verify.REPEAT_PIXELS, (name, k)
+        for k, end in enumerate(judged):
+            assert all(max(abs(a - b) for a, b in zip(end, other)) >= verify.REPEAT_PIXELS for other in judged[:k])
+        refined.clear()
+        judged.clear()
+    assert every["crop"].same and not every["patched"].same and not every["framed and patched"].same

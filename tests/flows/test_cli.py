@@ -279,6 +279,44 @@ def test_images_hash_with_likeness_keeps_what_dups_verifies_so_dups_decodes_no_f
     assert plain.returncode == 0 and not pictures_file(hashes).exists()
 
 
+def test_images_dups_reads_files_hashed_by_relative_path_from_another_folder_or_says_where_to_run(tmp_path):
+    """A hashes file names files as `images hash` was given them. `images dups` run from another folder finds
+    them beside the hashes file and groups as from the folder they were hashed in; a file gone is an error that
+    says what to do, not a group quietly lost (the verification cannot read it)."""
+    from PIL import Image
+
+    folder = tmp_path / "pics"
+    for seed in range(3):
+        make_image(folder / f"{seed}.png", seed, (320, 240))
+    with Image.open(folder / "0.png") as original:
+        original.resize((160, 120)).save(folder / "0-small.jpg", quality=85)
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    hashes = tmp_path / "h.jsonl"
+    assert probe(["images", "hash", "pics", "--out", "h.jsonl"], tmp_path, home).returncode == 0
+    assert {json.loads(line)["path"] for line in hashes.read_text().splitlines()} == {
+        "pics/0.png",
+        "pics/1.png",
+        "pics/2.png",
+        "pics/0-small.jpg",
+    }
+    here = probe(["images", "dups", "h.jsonl", "--out", "g1.jsonl"], tmp_path, home)
+    there = probe(["images", "dups", str(hashes), "--out", str(tmp_path / "g2.jsonl")], elsewhere, home)
+    assert here.returncode == 0 and there.returncode == 0, here.stderr + there.stderr
+    groups = [json.loads(line) for line in (tmp_path / "g1.jsonl").read_text().splitlines()]
+    assert [(g["kept"], [d["path"] for d in g["dropped"]]) for g in groups] == [("pics/0.png", ["pics/0-small.jpg"])]
+    assert (tmp_path / "g2.jsonl").read_text() == (tmp_path / "g1.jsonl").read_text()
+    (folder / "1.png").unlink()
+    gone = probe(["images", "dups", str(hashes), "--out", str(tmp_path / "g3.jsonl")], elsewhere, home)
+    assert gone.returncode == 2 and "Traceback" not in gone.stderr and not (tmp_path / "g3.jsonl").exists()
+    assert "1 of the 4 files" in gone.stderr and "pics/1.png" in gone.stderr and "--no-verify" in gone.stderr
+    unverified = probe(
+        ["images", "dups", str(hashes), "--out", str(tmp_path / "g4.jsonl"), "--no-verify"], elsewhere, home
+    )
+    assert unverified.returncode == 0, unverified.stderr
+
+
 INTERRUPTED_WITH_BUSY_POOL = """
 import atexit, sys, time
 from benchcurate.curation.core import parallel
