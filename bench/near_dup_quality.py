@@ -85,7 +85,8 @@ def measure(entries: list) -> tuple[str, str, dict]:
         f"{summary['candidate_pairs']} candidate pairs, {summary['verified_pairs']} verified, "
         f"{summary['rejected_by_verification']} rejected, {summary['verified_against_a_copy']} accepted "
         f"against another copy of their group, {summary['kept_other_than_centre']} groups kept another copy "
-        f"than their first centre."
+        f"than their first centre, {summary['verified_against_the_kept_copy']} accepted against that copy after "
+        "failing against the centre."
     )
     data = {
         "files": len(entries),

@@ -30,7 +30,10 @@ naming the reference, to catch contamination. Then:
 4. The copy kept (`curation.images.survivor.elect`, with `least_processed`): by what each copy lost, read from
    where it was placed on the centre (colour, pixels, the framing and orientation most copies share,
    compression), then by marks of processing measured at full size on the copies still tied. Without
-   verification, or with `largest`, the centre is kept.
+   verification, or with `largest`, the centre is kept. When the copy kept is not the centre, each candidate
+   that failed against the centre without a clear local change is verified once against the copy kept (a
+   centre brightened until it clips cannot be placed on a sharpened copy, and no copy with less detail may
+   vouch for that), and the vote is taken again with those that pass.
 The decision records the rule, pHash distance, orientation, the hash that matched and the verification's
 evidence (and `verified_against` when that was another copy of the group). A candidate of a dropped item that
 was not verified into its group stays, and is reported in the summary as a chain.
@@ -467,7 +470,8 @@ def near_groups(
     so on (a copy that fails against the centre may pass against the copy it is a candidate of: a thick frame
     against a thin one). With `least_processed`, the group then keeps the copy that lost least
     (`survivor.elect`, reading where each copy was placed on the centre, and `full_size` pictures for the
-    marks of processing); the others are dropped. Each picture is decoded once (`pictures`)."""
+    marks of processing), after trying the candidates that failed against the centre against it when it is
+    another copy; the others are dropped. Each picture is decoded once (`pictures`)."""
     found = candidates(items, cfg, set(excluded), workers)
     near: dict[int, list[int]] = defaultdict(list)
     for i, j in found:
@@ -585,6 +589,36 @@ def near_groups(
                 return decoded[index]
 
             kept, rule = elect([m for m in members if m is not None], at_full_size, keys.__getitem__)
+            # a candidate that failed against a provisional centre edited too far to be placed on it (a clipped
+            # copy), with no clear local change, gets one try against the copy kept; the vote is then taken again
+            late = [
+                other
+                for other, verdict in direct_tries.items()
+                if kept != centre
+                and other not in placed
+                and not changed(verdict, cfg)
+                and kept not in tried[other]
+                and (min(kept, other), max(kept, other)) in found
+            ]
+            for other in late:
+                counts["verified_pairs"] += 1
+                pair = found[(min(kept, other), max(kept, other))]
+                result = verify(kept, other, _turns(pair, kept), pictures, cfg)
+                if result is None or not result.same:
+                    continue
+                if finer_look(other, [centre, *group], pictures, detailed, concentration) is not None:
+                    counts["rejected_by_finer_look"] += 1
+                    continue
+                counts["verified_against_the_kept_copy"] += 1
+                placed.add(other)
+                centre_of[other] = centre
+                group[other] = Found(through_copy(group[kept].placement, result), pair[0], kept, result.evidence)
+            if any(other in group for other in late):
+                members = [
+                    member(index, centre, group[index].placement if index in group else None, pictures)
+                    for index in [centre, *group]
+                ]
+                kept, rule = elect([m for m in members if m is not None], at_full_size, keys.__getitem__)
             rules[rule] += 1
             counts["kept_other_than_centre"] += kept != centre
         for index in [centre, *group]:
@@ -616,6 +650,7 @@ def near_groups(
         "rejected_by_verification": counts["rejected_by_verification"],
         "groups": len({copy.kept for copy in dropped.values()}),
         "verified_against_a_copy": counts["verified_against_a_copy"],
+        "verified_against_the_kept_copy": counts["verified_against_the_kept_copy"],
         "rejected_by_finer_look": counts["rejected_by_finer_look"],
         "finer_copies_decoded": len(finer_copies),
         "kept_other_than_centre": counts["kept_other_than_centre"],
@@ -723,7 +758,8 @@ STAGE = SetStage(
 # 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print;
 # 7: a copy placed alone sets the most pixels only when well above the others; 8: a copy verified against another
 # copy is placed on the centre through it, so the keep rule weighs it; 9: a placement within half a pixel of one
-# already tried is not refined or judged again (the same groups on the three labelled sets; the evidence may differ)
+# already tried is not refined or judged again (the same groups on the three labelled sets; the evidence may
+# differ); a candidate failing a centre that is not the copy kept is tried against the copy kept
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:

@@ -518,3 +518,27 @@ def test_a_placement_is_refined_and_judged_once_from_where_another_started_or_en
         refined.clear()
         judged.clear()
     assert every["crop"].same and not every["patched"].same and not every["framed and patched"].same
+
+
+def test_a_copy_the_provisional_centre_cannot_place_is_tried_against_the_copy_kept(tmp_path):
+    """The first of equal copies is a group's provisional centre; here a copy brightened until most of it clips.
+    The original lines up with it, the sharpened copy does not, and no copy with less fine detail may vouch for
+    a sharpened one. Once the vote keeps the original, the sharpened copy is verified against it and joins."""
+    original = photo("grass")
+    copies = {
+        "brightened": ImageEnhance.Brightness(original).enhance(2.2),  # first: the provisional centre
+        "original": original,
+        "sharpened": original.filter(ImageFilter.UnsharpMask(radius=2, percent=200, threshold=2)),
+    }
+    entries = []
+    for name, image in copies.items():
+        image.save(tmp_path / f"{name}.png")
+        entries.append(dedup_set.Entry(tmp_path / f"{name}.png", "grass", name, name, "photo"))
+    pictures = [verify.picture(entry.path, 10**9) for entry in entries]
+    limits = (CONFIG.max_local_difference, CONFIG.max_uncovered_share)
+    assert verify.compare(pictures[0], pictures[1], "identity", *limits).same
+    assert not verify.compare(pictures[0], pictures[2], "identity", *limits).same
+    items = dedup_set.keys(entries)
+    dropped, summary = dedup_set.group(items)
+    assert {index: found.kept for index, found in dropped.items()} == {0: 1, 2: 1}
+    assert summary["verified_against_the_kept_copy"] == 1
