@@ -596,6 +596,7 @@ def near_groups(
                 for other, verdict in direct_tries.items()
                 if kept != centre
                 and other not in placed
+                and (verdict is None or not verdict.same)  # not one the finer look turned away
                 and not changed(verdict, cfg)
                 and kept not in tried[other]
                 and (min(kept, other), max(kept, other)) in found
