@@ -168,10 +168,10 @@ def located(table: HashTable, hashes: Path) -> list[str]:
     found, missing = [], []
     for written in table.paths:
         path = Path(written)
-        if not path.is_absolute() and not path.exists() and (hashes.parent / path).exists():
-            path = hashes.parent / path
-        found.append(str(path))
-        if not path.exists():
+        places = [path] if path.is_absolute() else [path, hashes.parent / path]
+        place = next((place for place in places if place.exists()), None)  # one stat for most files
+        found.append(str(place or path))
+        if place is None:
             missing.append(written)
     if missing:
         raise UserError(

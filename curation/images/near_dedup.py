@@ -577,10 +577,6 @@ def near_groups(
             continue
         kept = centre
         if cfg.keep_rule == "least_processed" and cfg.verify:
-            members = [
-                member(index, centre, group[index].placement if index in group else None, pictures)
-                for index in [centre, *group]
-            ]
             decoded: dict[int, np.ndarray | None] = {}  # each tied copy decoded at full size once
 
             def at_full_size(index: int, decoded: dict[int, np.ndarray | None] = decoded) -> np.ndarray | None:
@@ -588,19 +584,29 @@ def near_groups(
                     decoded[index] = full_size(index) if full_size else None
                 return decoded[index]
 
-            kept, rule = elect([m for m in members if m is not None], at_full_size, keys.__getitem__)
+            def vote(centre: int = centre, group: dict[int, Found] = group) -> tuple[int, str]:
+                members = [
+                    member(index, centre, group[index].placement if index in group else None, pictures)
+                    for index in [centre, *group]
+                ]
+                return elect([m for m in members if m is not None], at_full_size, keys.__getitem__)
+
+            kept, rule = vote()
             # a candidate that failed against a provisional centre edited too far to be placed on it (a clipped
             # copy), with no clear local change, gets one try against the copy kept; the vote is then taken again
-            late = [
-                other
-                for other, verdict in direct_tries.items()
+            late = (
+                [
+                    other
+                    for other, verdict in direct_tries.items()
+                    if other not in placed
+                    and (verdict is None or not verdict.same)  # not one the finer look turned away
+                    and not changed(verdict, cfg)
+                    and kept not in tried[other]
+                    and (min(kept, other), max(kept, other)) in found
+                ]
                 if kept != centre
-                and other not in placed
-                and (verdict is None or not verdict.same)  # not one the finer look turned away
-                and not changed(verdict, cfg)
-                and kept not in tried[other]
-                and (min(kept, other), max(kept, other)) in found
-            ]
+                else []
+            )
             for other in late:
                 counts["verified_pairs"] += 1
                 pair = found[(min(kept, other), max(kept, other))]
@@ -615,11 +621,7 @@ def near_groups(
                 centre_of[other] = centre
                 group[other] = Found(through_copy(group[kept].placement, result), pair[0], kept, result.evidence)
             if any(other in group for other in late):
-                members = [
-                    member(index, centre, group[index].placement if index in group else None, pictures)
-                    for index in [centre, *group]
-                ]
-                kept, rule = elect([m for m in members if m is not None], at_full_size, keys.__getitem__)
+                kept, rule = vote()
             rules[rule] += 1
             counts["kept_other_than_centre"] += kept != centre
         for index in [centre, *group]:
