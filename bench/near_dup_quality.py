@@ -8,9 +8,9 @@ rule's full-size decodes of the copies still tied), in this one process.
 
 Two sets: 14 real photos (the demo's) and one render of each kind (charts, documents, screenshots), each with 33
 copies and 4-6 hard negatives (878 files; the thresholds were chosen on it), then the same photos with every render
-of the demo (1,864 files: renders the thresholds were not chosen on); with --originals FOLDER, also a set made
-the same way from 40 real pictures of that folder, one per family (bench/real_images/fetch.sh). --quick: two
-photos (68 files).
+of the demo (1,864 files: renders the thresholds were not chosen on); with --originals FOLDER, also two sets made
+the same way from real pictures of that folder, one per family (bench/real_images/fetch.sh): the first 40 families
+and the next 40 (no original shared), each reported alone and then together. --quick: two photos (68 files).
 
     cd /work/main && .venv/bin/python bench/near_dup_quality.py [--quick]
 """
@@ -111,6 +111,42 @@ def measure(entries: list) -> tuple[str, str, dict]:
     return "\n\n".join([text, negative_text, kept_text, rule_text, line]), page, data
 
 
+HELD_OUT_ORIGINALS = 40  # originals in each set of real pictures
+HELD_OUT = ("held out", "held out, second")
+KEYS = {"all renders": "all_renders", "held out": "held_out", "held out, second": "held_out_second"}
+
+
+def together(found: list[dict]) -> dict:
+    """The held-out sets' figures added up: files, groups, groups keeping the original, hard negatives merged,
+    impure groups, and the edit kinds whose recall fell under plain pHash's in any set."""
+    kept = sum(round(one["original_kept"] * one["groups"]) for one in found)
+    groups = sum(one["groups"] for one in found)
+    return {
+        "sets": len(found),
+        "files": sum(one["files"] for one in found),
+        "groups": groups,
+        "original_kept_groups": kept,
+        "original_kept": kept / groups if groups else 0.0,
+        "per_set_original_kept": [one["original_kept"] for one in found],
+        "negatives_merged": sum(sum(one["negative_merges"].values()) for one in found),
+        "impure_groups": sum(one["impure_groups"] for one in found),
+        "under_phash": sorted(
+            {kind for one in found for kind in one["recall"] if one["recall"][kind] < one["phash_recall"][kind]}
+        ),
+    }
+
+
+def together_line(pooled: dict) -> str:
+    per_set = ", ".join(f"{share:.1%}" for share in pooled["per_set_original_kept"])
+    under = ", ".join(pooled["under_phash"]) or "none"
+    return (
+        f"{pooled['sets']} sets, {pooled['files']:,} files: the original (or its pixels) kept in "
+        f"{pooled['original_kept_groups']} of {pooled['groups']} groups ({pooled['original_kept']:.1%}; per set "
+        f"{per_set}); {pooled['negatives_merged']} hard negatives merged, {pooled['impure_groups']} impure groups; "
+        f"edit kinds grouped less often than by plain pHash: {under}."
+    )
+
+
 def main() -> None:
     parser = common.arguments(__doc__, "two photos and their copies (68 files)")
     parser.add_argument(
@@ -129,23 +165,33 @@ def main() -> None:
             "all renders": dedup_set.build(work / "set"),
         }
     )
-    if options.originals is not None:
-        held_out = dedup_set.held_out(options.originals, count=2 if options.quick else 40)
-        sets["held out"] = dedup_set.build(work / "held-out", chosen=held_out)
+    if options.originals is not None:  # two sets of real pictures sharing no original: how much the figures vary
+        size = 2 if options.quick else HELD_OUT_ORIGINALS
+        for index, name in enumerate(HELD_OUT):
+            chosen = dedup_set.held_out(options.originals, count=size, start=index * size)
+            sets[name] = dedup_set.build(work / f"held-out-{index + 1}", chosen=chosen)
     pages, data = [], {"machine": common.machine()}
     for name, entries in sets.items():
         text, page, found = measure(entries)
         print(f"{name}:\n{text}\n")
         pages.append((name, len(entries), page))
-        if name in ("all renders", "held out"):
-            data[name.replace(" ", "_")] = found
+        if name in KEYS:
+            data[KEYS[name]] = found
         else:  # at the top level, where bench/hash_throughput.py reads the recall
             data.update(found)
+    if all(KEYS[name] in data for name in HELD_OUT):
+        data["held_out_together"] = together([data[KEYS[name]] for name in HELD_OUT])
+        line = together_line(data["held_out_together"])
+        print(f"held out, both sets:\n{line}\n")
+        pages.append(("held out together", data["held_out_together"]["files"], line + "\n"))
     heading = {
         "chosen on": "The set the thresholds were chosen on",
         "all renders": "Every render of the demo (thresholds not chosen on these)",
         "held out": f"Real pictures from Debian packages, one per family ({options.originals}; thresholds not "
         f"chosen on these)",
+        "held out, second": f"The next {HELD_OUT_ORIGINALS} families of that folder (no original shared with the "
+        "first set; nothing was tuned on these)",
+        "held out together": "Both sets of real pictures together",
     }
     common.publish(
         "near_dup_quality",

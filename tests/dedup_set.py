@@ -95,14 +95,15 @@ def sources(
 HELD_OUT_SIDES = (480, 1280)  # a held-out picture's shorter side at least, and longer side at most (larger: shrunk)
 
 
-def held_out(folder: Path, count: int = 40) -> list[tuple[Path, str]]:
+def held_out(folder: Path, count: int = 40, start: int = 0) -> list[tuple[Path, str]]:
     """(path, category) of up to `count` real pictures of a folder the thresholds were never chosen on (what
     bench/real_images/fetch.sh writes: wallpapers, clip art, game and atlas artwork from Debian packages), the
     packages taken in turn. A package ships one picture at several sizes, so only one file per family (package and
     file name without its digits) is taken, and none whose plain pHash is within 12 bits of one taken: two of
     those would be a copy, not two originals; nor one with transparency or nearly flat (`_plain_enough`). JPEGs
     are photos (they get the camera-shift negatives), others artwork. `build` leaves out a hard negative of these
-    that changes nothing visible (`visibly_changed`)."""
+    that changes nothing visible (`visibly_changed`). `start`: skip the first `start` originals of that order (a
+    second set shares no original with the first)."""
     import re
     from itertools import zip_longest
 
@@ -129,9 +130,9 @@ def held_out(folder: Path, count: int = 40) -> list[tuple[Path, str]]:
             continue
         hashes.append(fingerprint)
         chosen.append((path, "photo" if path.suffix.lower() in (".jpg", ".jpeg") else "artwork"))
-        if len(chosen) == count:
+        if len(chosen) == start + count:
             break
-    return chosen
+    return chosen[start:]
 
 
 FLAT_SPREAD = 12.0  # grey-level standard deviation under which a picture is nearly flat

@@ -405,6 +405,9 @@ def test_held_out_originals_are_one_per_family_and_never_copies_of_each_other(tm
     Image.new("RGB", (600, 600), (120, 130, 140)).save(folder / "zed__flat.png")  # nearly flat
     chosen = dedup_set.held_out(folder)
     assert [(path.name, kind) for path, kind in chosen] == [("pkg__scene_1.png", "artwork"), ("pkg__sky.jpg", "photo")]
+    assert dedup_set.held_out(folder, count=1) == chosen[:1]  # a second set starts where the first ended
+    assert dedup_set.held_out(folder, count=1, start=1) == chosen[1:]
+    assert dedup_set.held_out(folder, start=2) == []
     entries = dedup_set.build(tmp_path / "set", chosen=chosen)
     originals = [entry for entry in entries if entry.kind == "original"]
     assert [entry.category for entry in originals] == ["artwork", "photo"]
