@@ -21,7 +21,9 @@ the copies verified with it, by what each copy lost, read from where the verific
 6. fewer marks of processing, on the copies still tied, decoded again at full size (only those): the copy from
    which the others are predicted best by a tone curve and a 3x3 filter is the one they were made from (a
    brightened, blurred or sharpened copy lost what the edit clipped, merged or smoothed away, so the original is
-   not predicted back from it); then the one using more grey levels (`fewest_marks`).
+   not predicted back from it); then, among those within 10% of it, the ones in the tone most copies share
+   (mean grey; a brightened or darkened copy is off from most others by a common factor, and re-saved as a
+   JPEG it uses as many levels as the original or more); then the one using more grey levels (`fewest_marks`).
 Then the provisional order (then the stage's `source_priority`, then the smaller id). `bench/near_dup_quality.py`
 reports who was kept, per kind of edit, on tests/dedup_set.py, and by which of these rules.
 """
@@ -192,6 +194,7 @@ MARK_PIXELS = 4_000_000  # pixels the marks are measured on, at most
 SCORE_TOLERANCE = 0.1  # predictions this close (share of the best) tie on it
 LEVELS_TOLERANCE = 4.0  # levels used per channel: fewer by more than this is a lossy tone change
 DETAIL_TOLERANCE = 0.05  # log2 units of detail above the best predictor's: sharpened
+TONE_TOLERANCE = 0.01  # natural log of mean grey: copies this much further from most others' tone are retoned
 
 
 def _grey(rgb: np.ndarray) -> np.ndarray:
@@ -235,7 +238,9 @@ def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
     else (full-size upright RGB, uint8): the copies from which the others are predicted best
     (`prediction_error`, summed over the others). A darkened or mildly sharpened copy is predicted back almost
     exactly too, so among those within SCORE_TOLERANCE: the ones no sharper than the best predictor; then the
-    ones using the most grey levels (a tone change merges or skips levels); then the best predictor."""
+    ones whose mean grey (over the sampled pixels) is in the tone most of the copies share (TONE_TOLERANCE of
+    the median ratio to the others, the closest first); then the ones using the most grey levels (a tone change
+    merges or skips levels); then the best predictor."""
     greys = [_grey(rgb) for rgb in pictures]
     height, width = greys[0].shape
     if height < 3 or width < 3:
@@ -254,6 +259,11 @@ def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
     if len(chosen) > 1:  # sharpening raises fine detail (and adds levels): copies sharper than the best go
         details = {k: _detail(greys[k]) for k in chosen}
         chosen = [k for k in chosen if details[k] <= details[first] + DETAIL_TOLERANCE]
+    if len(chosen) > 1:  # most copies keep the original's tone: a brightened or darkened copy is off from most
+        level = np.log([max(float(found.mean()), 1.0) for found in wanted])  # mean grey of the sampled pixels
+        off = {k: abs(float(np.median(np.delete(level, k) - level[k]))) for k in chosen}
+        closest = min(off.values())
+        chosen = [k for k in chosen if off[k] <= closest + TONE_TOLERANCE]
     if len(chosen) > 1:  # a tone change merges or skips levels (even re-encoded, fewer remain)
         used = {
             k: float(

@@ -389,6 +389,30 @@ def test_the_original_has_the_fewest_marks_among_its_edited_copies(name):
     assert survivor.fewest_marks(pictures[:2]) == [order.index(0)]  # against a darkened copy alone
 
 
+@pytest.mark.parametrize("name", ["chelsea", "text", "line_chart-01"])
+def test_among_jpeg_copies_the_one_in_the_tone_most_copies_share_is_kept(name, tmp_path):
+    """A JPEG original and its brightened, darkened, sharpened and blurred copies saved as JPEGs of one quality:
+    re-encoding fills the levels a tone change skips, and a brighter copy spans more of them, so "most grey
+    levels" alone kept a brightened or darkened copy. Most copies keep the original's tone: the ones whose mean
+    grey is off from most others' by a common factor go first."""
+    original = photo(name)
+    copies = [
+        original,
+        ImageEnhance.Brightness(original).enhance(1.1),
+        ImageEnhance.Brightness(original).enhance(0.9),
+        ImageEnhance.Brightness(original).enhance(1.25),
+        original.filter(ImageFilter.UnsharpMask(radius=1, percent=80, threshold=3)),
+        original.filter(ImageFilter.GaussianBlur(0.8)),
+    ]
+    pictures = []
+    for k, copy in enumerate(copies):
+        copy.save(tmp_path / f"{k}.jpg", quality=90)
+        with Image.open(tmp_path / f"{k}.jpg") as decoded:
+            pictures.append(np.asarray(decoded.convert("RGB")))
+    order = [3, 1, 0, 4, 2, 5]  # the original not first
+    assert survivor.fewest_marks([pictures[k] for k in order]) == [order.index(0)]
+
+
 def test_held_out_originals_are_one_per_family_and_never_copies_of_each_other(tmp_path):
     """bench/near_dup_quality.py --originals: a package's picture at several sizes is one original, a same picture
     under another family's name is left out (it would be a copy, not a second original), small ones are skipped,
