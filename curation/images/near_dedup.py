@@ -762,7 +762,8 @@ STAGE = SetStage(
 # 7: a copy placed alone sets the most pixels only when well above the others; 8: a copy verified against another
 # copy is placed on the centre through it, so the keep rule weighs it; 9: a placement within half a pixel of one
 # already tried is not refined or judged again (the same groups on the three labelled sets; the evidence may
-# differ); a candidate failing a centre that is not the copy kept is tried against the copy kept
+# differ); a candidate failing a centre that is not the copy kept is tried against the copy kept; 10: among copies
+# tied at the marks, the ones in the tone most copies share before the most grey levels
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:
