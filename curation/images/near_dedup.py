@@ -33,7 +33,8 @@ naming the reference, to catch contamination. Then:
    verification, or with `largest`, the centre is kept. When the copy kept is not the centre, each candidate
    that failed against the centre without a clear local change is verified once against the copy kept (a
    centre brightened until it clips cannot be placed on a sharpened copy, and no copy with less detail may
-   vouch for that), and the vote is taken again with those that pass.
+   vouch for that); those that pass bring their own candidates, verified as the others' were, and the vote is
+   taken again.
 The decision records the rule, pHash distance, orientation, the hash that matched and the verification's
 evidence (and `verified_against` when that was another copy of the group). A candidate of a dropped item that
 was not verified into its group stays, and is reported in the summary as a chain.
@@ -521,58 +522,88 @@ def near_groups(
         group: dict[int, Found] = {}
         direct_tries: dict[int, PairVerdict | None] = {}  # each candidate verified against the centre once
         tried: dict[int, set[int]] = defaultdict(set)  # and against at most a few copies in the group
-        queue = [(other, centre) for other in sorted(near[centre], key=keys.__getitem__)]
-        while queue:
-            other, via = queue.pop(0)
-            if other in placed:
-                continue
-            options = found[(min(via, other), max(via, other))]
-            turns = _turns(options, via)
-            if via != centre and group[via].placement is not None:  # the centre as it lies on `via`, then on
-                turns = list(
-                    dict.fromkeys([COMPOSED[(group[via].placement.orientation, turn)] for turn in turns] + ["identity"])
-                )
-            if other not in direct_tries:
-                counts["verified_pairs"] += 1
-                direct_tries[other] = verify(centre, other, turns, pictures, cfg)
-            direct = direct_tries[other]
-            result, against = direct, centre
-            if (direct is None or not direct.same) and via != centre and not changed(direct, cfg):
-                # the nearest copies in the group (pHash) that it is a candidate of, a few at most
-                for copy in sorted(
-                    (
-                        c
-                        for c in near[other]
-                        if c in group and c not in tried[other] and may_vouch(c, other, items, pictures)
-                    ),
-                    key=lambda c: (distance(items[c].phash, items[other].phash), keys[c]),
-                ):
-                    if len(tried[other]) >= MAX_TRIES_VIA_COPIES:
-                        break
-                    tried[other].add(copy)
-                    counts["verified_pairs"] += 1
-                    pair = found[(min(copy, other), max(copy, other))]
-                    result, against = verify(copy, other, _turns(pair, copy), pictures, cfg), copy
-                    if result is not None and result.same:
-                        break
-            if result is None or not result.same:
-                counts["rejected_by_verification"] += 1
-                continue
+        queue: list[tuple[int, int]] = []
+
+        def admit(
+            other: int,
+            result: PairVerdict,
+            against: int,
+            placement: PairVerdict | None,
+            option: Candidate,
+            centre: int = centre,
+            group: dict[int, Found] = group,
+            queue: list[tuple[int, int]] = queue,
+        ) -> bool:
+            """`other`, verified against `against` (`result`), joins the group unless the finer look turns it
+            away; its candidates not yet placed are queued, to be verified against the centre first."""
             if cfg.verify and finer_look(other, [centre, *group], pictures, detailed, concentration) is not None:
-                counts["rejected_by_verification"] += 1
                 counts["rejected_by_finer_look"] += 1
-                continue
-            counts["verified_against_a_copy"] += against != centre
+                return False
             placed.add(other)
-            placement = direct if direct is not None and direct.placement is not None else None
-            if placement is None and against != centre:  # the centre placed on it through the copy it passed
-                placement = through_copy(group[against].placement, result)
-            group[other] = Found(placement, options[0], against, result.evidence)
+            centre_of[other] = centre
+            group[other] = Found(placement, option, against, result.evidence)
             if cfg.verify:  # the candidates of a verified copy are verified too (against the centre first)
-                queue += [(nxt, other) for nxt in sorted(near[other], key=keys.__getitem__) if nxt not in placed]
+                queue.extend((nxt, other) for nxt in sorted(near[other], key=keys.__getitem__) if nxt not in placed)
+            return True
+
+        def grow(
+            centre: int = centre,
+            group: dict[int, Found] = group,
+            direct_tries: dict[int, PairVerdict | None] = direct_tries,
+            tried: dict[int, set[int]] = tried,
+            queue: list[tuple[int, int]] = queue,
+        ) -> None:
+            """Verify the queued candidates (against the centre, then perhaps a copy in the group) until none
+            is left."""
+            while queue:
+                other, via = queue.pop(0)
+                if other in placed:
+                    continue
+                options = found[(min(via, other), max(via, other))]
+                turns = _turns(options, via)
+                if via != centre and group[via].placement is not None:  # the centre as it lies on `via`, then on
+                    turns = list(
+                        dict.fromkeys(
+                            [COMPOSED[(group[via].placement.orientation, turn)] for turn in turns] + ["identity"]
+                        )
+                    )
+                if other not in direct_tries:
+                    counts["verified_pairs"] += 1
+                    direct_tries[other] = verify(centre, other, turns, pictures, cfg)
+                direct = direct_tries[other]
+                result, against = direct, centre
+                if (direct is None or not direct.same) and via != centre and not changed(direct, cfg):
+                    # the nearest copies in the group (pHash) that it is a candidate of, a few at most
+                    for copy in sorted(
+                        (
+                            c
+                            for c in near[other]
+                            if c in group and c not in tried[other] and may_vouch(c, other, items, pictures)
+                        ),
+                        key=lambda c: (distance(items[c].phash, items[other].phash), keys[c]),
+                    ):
+                        if len(tried[other]) >= MAX_TRIES_VIA_COPIES:
+                            break
+                        tried[other].add(copy)
+                        counts["verified_pairs"] += 1
+                        pair = found[(min(copy, other), max(copy, other))]
+                        result, against = verify(copy, other, _turns(pair, copy), pictures, cfg), copy
+                        if result is not None and result.same:
+                            break
+                if result is None or not result.same:
+                    counts["rejected_by_verification"] += 1
+                    continue
+                placement = direct if direct is not None and direct.placement is not None else None
+                if placement is None and against != centre:  # the centre placed on it through the copy it passed
+                    placement = through_copy(group[against].placement, result)
+                if admit(other, result, against, placement, options[0]):
+                    counts["verified_against_a_copy"] += against != centre
+                else:
+                    counts["rejected_by_verification"] += 1
+
+        queue.extend((other, centre) for other in sorted(near[centre], key=keys.__getitem__))
+        grow()
         seen[centre] = set(direct_tries) | {centre}
-        for index in group:
-            centre_of[index] = centre
         if not group:
             continue
         kept = centre
@@ -593,7 +624,8 @@ def near_groups(
 
             kept, rule = vote()
             # a candidate that failed against a provisional centre edited too far to be placed on it (a clipped
-            # copy), with no clear local change, gets one try against the copy kept; the vote is then taken again
+            # copy), with no clear local change, gets one try against the copy kept; the copies that join bring
+            # their own candidates (verified as the first were), and the vote is then taken again
             late = (
                 [
                     other
@@ -607,20 +639,19 @@ def near_groups(
                 if kept != centre
                 else []
             )
+            admitted = 0
             for other in late:
                 counts["verified_pairs"] += 1
                 pair = found[(min(kept, other), max(kept, other))]
                 result = verify(kept, other, _turns(pair, kept), pictures, cfg)
                 if result is None or not result.same:
                     continue
-                if finer_look(other, [centre, *group], pictures, detailed, concentration) is not None:
-                    counts["rejected_by_finer_look"] += 1
-                    continue
-                counts["verified_against_the_kept_copy"] += 1
-                placed.add(other)
-                centre_of[other] = centre
-                group[other] = Found(through_copy(group[kept].placement, result), pair[0], kept, result.evidence)
-            if any(other in group for other in late):
+                if admit(other, result, kept, through_copy(group[kept].placement, result), pair[0]):
+                    counts["verified_against_the_kept_copy"] += 1
+                    admitted += 1
+            if admitted:
+                grow()
+                seen[centre] |= set(direct_tries)
                 kept, rule = vote()
             rules[rule] += 1
             counts["kept_other_than_centre"] += kept != centre
@@ -755,7 +786,7 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=10,
+    version=11,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
 # 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print;
@@ -763,7 +794,8 @@ STAGE = SetStage(
 # copy is placed on the centre through it, so the keep rule weighs it; 9: a placement within half a pixel of one
 # already tried is not refined or judged again (the same groups on the three labelled sets; the evidence may
 # differ); a candidate failing a centre that is not the copy kept is tried against the copy kept; 10: among copies
-# tied at the marks, the ones in the tone most copies share before the most grey levels
+# tied at the marks, the ones in the tone most copies share before the most grey levels; 11: a copy joining through
+# the copy kept brings its own candidates
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:

@@ -569,3 +569,33 @@ def test_a_copy_the_provisional_centre_cannot_place_is_tried_against_the_copy_ke
     dropped, summary = dedup_set.group(items)
     assert {index: found.kept for index, found in dropped.items()} == {0: 1, 2: 1}
     assert summary["verified_against_the_kept_copy"] == 1
+
+
+def test_a_copy_joining_through_the_copy_kept_brings_its_own_candidates(tmp_path):
+    """As above, and a fourth copy (the sharpened one saved again as a JPEG) whose pHash is near only the
+    sharpened copy's: it is a candidate of no copy in the group until the sharpened copy joins late. It joins
+    then (verified through the sharpened copy), not left alone as a chain."""
+    original = photo("grass")
+    sharpened = original.filter(ImageFilter.UnsharpMask(radius=2, percent=200, threshold=2))
+    copies = {
+        "brightened": ImageEnhance.Brightness(original).enhance(2.2),  # first: the provisional centre
+        "original": original,
+        "sharpened": sharpened,
+    }
+    entries = []
+    for name, image in copies.items():
+        image.save(tmp_path / f"{name}.png")
+        entries.append(dedup_set.Entry(tmp_path / f"{name}.png", "grass", name, name, "photo"))
+    sharpened.save(tmp_path / "sharpened-jpeg.jpg", quality=92)
+    entries.append(dedup_set.Entry(tmp_path / "sharpened-jpeg.jpg", "grass", "resaved", "resaved", "photo"))
+    items = dedup_set.keys(entries)
+    # the pHashes set so that the re-saved copy is a candidate of the sharpened one only (16 bits from the others)
+    hashes = ["0000000000000000", "0000000000000000", "00000000000000ff", "000000000000ffff"]
+    far = tuple(f"{k:x}" * 16 for k in range(1, 8))  # no turn of one near another's pHash
+    items = [item._replace(phash=h, turned=far, trimmed=None, centre=None) for item, h in zip(items, hashes)]
+    assert set(near_dedup.candidates(items, CONFIG, set())) == {(0, 1), (0, 2), (1, 2), (2, 3)}
+    dropped, summary = dedup_set.group(items)
+    assert {index: found.kept for index, found in dropped.items()} == {0: 1, 2: 1, 3: 1}
+    assert summary["verified_against_the_kept_copy"] == 1
+    assert dropped[3].evidence["verified_against"] == items[2].id
+    assert summary["chains_not_followed"] == 0
