@@ -17,7 +17,9 @@ naming the reference, to catch contamination. Then:
    concentrated in one region: `max_local_concentration`) may pass against one
    or two copies already in the group that it is a candidate of, never one with fewer pixels or less detail
    (a thick frame against a thin one; a strongly brightened copy against a mildly brightened one).
-3. Verification (`curation.images.verify`): the two pictures placed on each other at a fraction of a pixel
+3. Verification (`curation.images.verify`), in the turn the candidate pair says (when the two pictures' sides
+   are swapped, and only a quarter turn or a transpose can match them, in such a turn: `fitting_turns`): the
+   two pictures placed on each other at a fraction of a pixel
    (whole on whole, content on content, or a crop inside its original), then two pictures if each shows more
    than `max_uncovered_share` that the other does not (a camera shift, a stereo pair) or one region stands out
    by more than `max_local_difference` once tone, resampling and a pixel of misplacement are allowed for (spot
@@ -57,10 +59,11 @@ from benchcurate.curation.core.hamming import cross_pairs_within, pairs_within
 from benchcurate.curation.core.texts import normalise, question_text
 from benchcurate.curation.engine.stage import SetStage, StageConfig, StageContext
 from benchcurate.curation.images.hashfile import HashTable, read_hashes
-from benchcurate.curation.images.likeness import TURNS, VIEWS
+from benchcurate.curation.images.likeness import ORIENTATIONS, TURNS, VIEWS
 from benchcurate.curation.images.survivor import Member, elect, provisional
 from benchcurate.curation.images.verify import (
     COMPOSED,
+    LINED_UP_CORRELATION,
     SMALL_PRINT,
     Picture,
     compare,
@@ -79,6 +82,7 @@ from benchcurate.curation.release.files import release_rows
 from benchcurate.curation.release.reference import is_release, release_reference
 from benchcurate.schemas import Drop, Keep, Sample, Verdict
 
+ASPECT_SLACK = 0.25  # in the log of a picture's aspect ratio: more than a crop of 20% of a side and a frame change
 MAX_TURNS = 1  # turns of a pair verified at most, the likeliest (`verify.likeliest_turns`)
 MAX_TRIES_VIA_COPIES = 2  # copies in a group a candidate that failed against the centre is verified against
 VIA_COPY_LIMIT = 2.0  # times max_local_difference: a candidate failing the centre by more gets no other try
@@ -300,13 +304,27 @@ def verify(
     if a is None or b is None:
         return None
     best = None
-    for turn in likeliest_turns(a, b, turns, MAX_TURNS):
+    for turn in likeliest_turns(a, b, fitting_turns(a.size, b.size, turns), MAX_TURNS):
         found = compare(a, b, turn, cfg.max_local_difference, cfg.max_uncovered_share)
         if found.same:
             return found
         if best is None or (found.evidence.get("correlation") or -1) > (best.evidence.get("correlation") or -1):
             best = found
     return best
+
+
+def fitting_turns(first: tuple[int, int], second: tuple[int, int], turns: list[str]) -> list[str]:
+    """Of `turns` of a picture of size `first` (width, height), those under which its sides can match those of
+    one of size `second`: when only a quarter turn (or a transpose) can, or only none can, the others would
+    need a stretch no crop or frame makes (ASPECT_SLACK in the log of the aspect ratio). A picture symmetric
+    enough for its pHash to match the other's upright is then tried turned: the likelier of the two quarter
+    turns when `turns` has no turn that fits."""
+    here, there = np.log(first[0] / first[1]), np.log(second[0] / second[1])
+    upright, swapped = abs(here - there) <= ASPECT_SLACK, abs(here + there) <= ASPECT_SLACK
+    if upright == swapped:
+        return turns
+    fitting = [turn for turn in turns if ORIENTATIONS[turn][0] == swapped]
+    return fitting or (["rotate_90", "rotate_270"] if swapped else ["identity"])
 
 
 def through_copy(centre_on_copy: PairVerdict | None, copy_on_item: PairVerdict) -> PairVerdict | None:
@@ -326,13 +344,23 @@ def through_copy(centre_on_copy: PairVerdict | None, copy_on_item: PairVerdict) 
     )
 
 
+def lined_up(found: PairVerdict | None) -> bool:
+    """Whether a verification placed the pair, and well enough to read a change or a framing from (it passed, or
+    its placement correlates at least LINED_UP_CORRELATION)."""
+    return (
+        found is not None
+        and found.placement is not None
+        and (found.same or found.evidence.get("correlation", 0) >= LINED_UP_CORRELATION)
+    )
+
+
 def changed(found: PairVerdict | None, cfg: NearDedupConfig) -> bool:
     """Whether a failed verification lined the pair up and found a clear local change: more than twice
     `max_local_difference`, or over it and concentrated in one region (`verify.Leftover.concentration` over
     `max_local_concentration`: a swapped word, a removed object; a brightened copy's clipping is spread). Then no
     copy of the group may vouch for it: a copy blurred, shrunk or brightened hides a small change better than
     the centre does."""
-    if found is None or found.placement is None:
+    if not lined_up(found):
         return False
     local = found.evidence.get("local_difference", 0)
     return local > VIA_COPY_LIMIT * cfg.max_local_difference or (
@@ -593,7 +621,7 @@ def near_groups(
                 if result is None or not result.same:
                     counts["rejected_by_verification"] += 1
                     continue
-                placement = direct if direct is not None and direct.placement is not None else None
+                placement = direct if lined_up(direct) else None
                 if placement is None and against != centre:  # the centre placed on it through the copy it passed
                     placement = through_copy(group[against].placement, result)
                 if admit(other, result, against, placement, options[0]):
@@ -795,7 +823,8 @@ STAGE = SetStage(
 # already tried is not refined or judged again (the same groups on the three labelled sets; the evidence may
 # differ); a candidate failing a centre that is not the copy kept is tried against the copy kept; 10: among copies
 # tied at the marks, the ones in the tone most copies share before the most grey levels; 11: a copy joining through
-# the copy kept brings its own candidates
+# the copy kept brings its own candidates; a pair whose sides only a quarter turn matches is verified turned; a
+# placement correlating 0.85-0.9 is judged (a fine texture), but a change it shows is no evidence
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:

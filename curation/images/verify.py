@@ -53,14 +53,17 @@ FINE_PIXELS = 256 * 256  # pixels of the greyscale copy kept for the verificatio
 PLACE_SIDE = 128  # side of the square copies a crop is placed with (`likeness.place`)
 # the refinement's levels: (pixels of the copies, Lucas-Kanade steps at most, passes of a 3-pixel blur)
 REFINE_LEVELS = ((64 * 64, 6, 2), (128 * 128, 2, 1))
-MIN_CORRELATION = 0.9  # of the refined copies: below it the placement failed (or the turn is wrong)
+MIN_CORRELATION = 0.85  # of the refined copies: below it the placement failed (or the turn is wrong)
+LINED_UP_CORRELATION = 0.9  # a placement lining the two up less may show them one picture (a fine texture
+# resampled differently correlates less at a pixel's grain), but a change it shows is no evidence (it may be
+# misplaced): `near_dedup.lined_up`
 TRUSTED_CORRELATION = 0.97  # a placement lining the two up this well is not second-guessed by another
 SETTLED_CORRELATION = 0.995  # a first placement lining the two up this well is not refined
 REPEAT_PIXELS = 0.5  # of a fine copy: a placement putting the content's sides this near where one tried started or
 # ended is not refined, and one refined this near where another ended is not judged again (the same groups on the
 # three labelled sets, 9-22% fewer local-change measurements)
 HOPELESS_CORRELATION = 0.5  # after a level of the refinement: below it the next is not tried (on 1,410 real files
-# no refinement rose from below it to MIN_CORRELATION; the placement keeps its start, as when the steps wander off)
+# no refinement rose from below it to 0.9; the placement keeps its start, as when the steps wander off)
 WINDOW_SHARE = 0.05  # of the shorter side: the windows the leftover is averaged over
 RESAMPLE_SHARE = 0.7  # of the size: a picture resampled this much and back shows where resampling aliases
 CONCENTRATION_FLOOR = 0.001  # of the grey-level range: added to the 90th percentile window's leftover, so that a
