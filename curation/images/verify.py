@@ -691,6 +691,13 @@ def _hypotheses(first: Picture, second: Picture) -> Iterable[tuple[str, Placemen
             yield "placed", between(box1, inner) if big == 1 else between(inner, box2)
 
 
+def rank(same: bool, correlation: float, difference: float) -> tuple:
+    """How a judged placement ranks as a pair's evidence (larger first): a pass, then a failed placement lining
+    the two up (LINED_UP_CORRELATION), then the smaller local difference. A loose placement showing less change
+    does not hide a change a placement lining the two up showed (`near_dedup.changed` reads the evidence)."""
+    return (same, same or correlation >= LINED_UP_CORRELATION, -difference)
+
+
 def _repeats(box: Box, tried: list[Box]) -> bool:
     """Whether each side of `box` is within REPEAT_PIXELS of the same side of a box in `tried`."""
     return any(max(abs(a - b) for a, b in zip(box, other)) < REPEAT_PIXELS for other in tried)
@@ -708,7 +715,8 @@ def compare(
     unless one tried started or ended there (`REPEAT_PIXELS`); the first that lines the two up, leaves little
     uncovered and shows no local change makes them one picture.
     With `early`, placements after it, or after one lining the two up within TRUSTED_CORRELATION, are not
-    tried. The evidence is that of the best placement tried."""
+    tried. The evidence is that of the best placement tried (of failed ones, those lining the two up within
+    LINED_UP_CORRELATION first: a change a loose one shows is no evidence, `near_dedup.lined_up`)."""
     turned, image1, samples1 = _turned(first, orientation)
     image2 = Image.fromarray(second.fine)
     best: tuple | None = None
@@ -743,7 +751,7 @@ def compare(
             "local_difference": round(local.difference, 3),
             **({"concentration": round(local.concentration, 1)} if local.concentration else {}),
         }
-        return (same, -local.difference), evidence, placement, share
+        return rank(same, correlation, local.difference), evidence, placement, share
 
     starts: list[Box] = []  # where each placement tried put the first's content before refining
     ends: list[Box] = []  # and after (each judged, when it lined the two up)

@@ -616,6 +616,10 @@ def test_a_change_seen_through_a_loose_placement_is_no_evidence():
     assert not near_dedup.changed(failed(0.87), CONFIG)
     assert near_dedup.lined_up(failed(0.95)) and not near_dedup.lined_up(failed(0.87))
     assert near_dedup.lined_up(verify.Verdict(True, {"correlation": 0.87}, "identity", placement))
+    # nor does it hide a change a placement lining the two up showed: that one is the pair's evidence
+    lined, loose, passed = verify.rank(False, 0.95, 0.3), verify.rank(False, 0.87, 0.1), verify.rank(True, 0.86, 0.07)
+    assert passed > lined > loose
+    assert verify.rank(False, 0.95, 0.1) > lined
 
 
 def test_sides_swapped_mean_a_quarter_turn_even_when_only_the_upright_hashes_matched(tmp_path):
