@@ -1268,7 +1268,7 @@ def images_dups(
     quarter turns and borders too when the hashes file has --likeness hashes), verified against each group's
     centre, and the copy that lost least kept (colour, pixels, framing, compression, then marks of processing)."""
     from benchcurate.curation.core.errors import validated as validated_fields
-    from benchcurate.curation.images.hashfile import located, read_hashes, stored_pictures
+    from benchcurate.curation.images.hashfile import decoding_note, located, read_hashes, stored_pictures
     from benchcurate.curation.images.near_dedup import NearDedupConfig, duplicate_groups
 
     if not 0 <= threshold <= 32:
@@ -1289,6 +1289,9 @@ def images_dups(
             groups += 1
             dropped += len(row["dropped"])
     typer.echo(f"{len(table.paths)} hashes: {groups} groups, {dropped} duplicates to drop; written to {out}", err=True)
+    note = decoding_note(table, hashes) if verify else None
+    if note:
+        typer.echo(note, err=True)
 
 
 @app.command()

@@ -147,8 +147,7 @@ def stored_pictures(table: HashTable, hashes: Path) -> Callable[[int], bytes | N
     by another run)."""
     side = pictures_file(hashes)
     spans = [row.get("picture") for row in table.rows]
-    size = side.stat().st_size if side.exists() else 0
-    if not size or any(span and span[0] + span[1] > size for span in spans):
+    if not _side_fits(side, spans):
         return lambda index: None
     with open(side, "rb") as handle:
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
@@ -158,6 +157,30 @@ def stored_pictures(table: HashTable, hashes: Path) -> Callable[[int], bytes | N
         return mapped[span[0] : span[0] + span[1]] if span else None
 
     return read
+
+
+def _side_fits(side: Path, spans: list) -> bool:
+    """Whether the side file holds every span the rows point to (missing, or shorter: made by another run)."""
+    size = side.stat().st_size if side.exists() else 0
+    return bool(size) and not any(span and span[0] + span[1] > size for span in spans)
+
+
+def decoding_note(table: HashTable, hashes: Path) -> str | None:
+    """What `images dups` tells a user whose hashes file makes it decode files again (and match less), and how
+    to avoid that; None when the file has what dups reads."""
+    if not any(row.get("phash_orientations") for row in table.rows):
+        return (
+            f"note: {hashes} was made without --likeness, so mirror images, quarter turns and borders were not "
+            "matched and each file with a candidate was decoded again; `curate images hash ... --likeness` "
+            "writes both from its own decode"
+        )
+    spans = [row.get("picture") for row in table.rows]
+    if any(spans) and not _side_fits(pictures_file(hashes), spans):
+        return (
+            f"note: {pictures_file(hashes)} is missing or was written by another run, so each file with a "
+            "candidate was decoded again; hash again with --likeness to write it"
+        )
+    return None
 
 
 def located(table: HashTable, hashes: Path) -> list[str]:

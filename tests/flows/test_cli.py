@@ -223,6 +223,7 @@ def test_images_hash_and_dups_without_prefect_or_home_writes(tmp_path):
         home,
     )
     assert grouped.returncode == 0, grouped.stderr
+    assert "was made without --likeness" in grouped.stderr  # why dups decoded again, and how not to
     groups = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
     assert {
         "reference": str(reference_folder / "3-old.png"),
@@ -269,6 +270,12 @@ def test_images_hash_with_likeness_keeps_what_dups_verifies_so_dups_decodes_no_f
     assert [(Path(g["kept"]).name, sorted(Path(d["path"]).name for d in g["dropped"])) for g in groups] == [
         ("0.png", ["0-small.jpg", "0-turned.png"])
     ]
+    assert "note:" not in first.stderr
+    moved = tmp_path / "moved.jsonl"  # the hashes file without its side file: the same groups, decoded again
+    moved.write_bytes(hashes.read_bytes())
+    again = probe(["images", "dups", str(moved), "--out", str(tmp_path / "g0.jsonl")], tmp_path, home)
+    assert again.returncode == 0 and f"note: {moved}.pictures is missing" in again.stderr, again.stderr
+    assert (tmp_path / "g0.jsonl").read_text() == (tmp_path / "g1.jsonl").read_text()
     for path in folder.iterdir():  # nothing left to decode: the verification reads the side file only
         path.write_bytes(b"")
     second = probe(["images", "dups", str(hashes), "--out", str(tmp_path / "g2.jsonl")], tmp_path, home)
