@@ -99,6 +99,7 @@ def measure(entries: list) -> tuple[str, str, dict]:
         "original_merges": scores.original_merges,
         "groups": scores.groups,
         "original_kept": scores.original_kept,
+        "original_kept_groups": scores.original_kept_groups,
         "kept_by_kind": scores.kept_by_kind,
         "cpu_seconds": {"fingerprints": round(hashing, 2), "grouping": round(grouping, 2)},
         "summary": {key: value for key, value in summary.items() if key != "chains"},
@@ -119,7 +120,7 @@ KEYS = {"all renders": "all_renders", "held out": "held_out", "held out, second"
 def together(found: list[dict]) -> dict:
     """The held-out sets' figures added up: files, groups, groups keeping the original, hard negatives merged,
     impure groups, and the edit kinds whose recall fell under plain pHash's in any set."""
-    kept = sum(round(one["original_kept"] * one["groups"]) for one in found)
+    kept = sum(one["original_kept_groups"] for one in found)
     groups = sum(one["groups"] for one in found)
     return {
         "sets": len(found),

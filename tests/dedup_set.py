@@ -384,6 +384,7 @@ class Scores:
     impure_groups: int  # groups holding pictures of two scenes
     groups: int
     original_kept: float  # share of groups whose kept picture is the original or has its pixels
+    original_kept_groups: int  # those groups
     kept_by_kind: dict[str, int]  # which kind of picture each group kept
 
 
@@ -430,5 +431,6 @@ def score(entries: list[Entry], items, dropped: dict, threshold: int) -> Scores:
         impure,
         len(groups),
         round(right / max(1, len(groups)), 4),
+        right,
         kept_by_kind,
     )

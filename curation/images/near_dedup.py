@@ -63,13 +63,13 @@ from benchcurate.curation.images.likeness import ORIENTATIONS, TURNS, VIEWS
 from benchcurate.curation.images.survivor import Member, elect, provisional
 from benchcurate.curation.images.verify import (
     COMPOSED,
-    LINED_UP_CORRELATION,
     SMALL_PRINT,
     Picture,
     compare,
     finer,
     inverse,
     likeliest_turns,
+    lines_up,
     oriented,
     pack,
     picture,
@@ -345,13 +345,9 @@ def through_copy(centre_on_copy: PairVerdict | None, copy_on_item: PairVerdict) 
 
 
 def lined_up(found: PairVerdict | None) -> bool:
-    """Whether a verification placed the pair, and well enough to read a change or a framing from (it passed, or
-    its placement correlates at least LINED_UP_CORRELATION)."""
-    return (
-        found is not None
-        and found.placement is not None
-        and (found.same or found.evidence.get("correlation", 0) >= LINED_UP_CORRELATION)
-    )
+    """Whether a verification placed the pair, and well enough to read a change or a framing from
+    (`verify.lines_up`)."""
+    return found is not None and found.placement is not None and lines_up(found.same, found.evidence.get("correlation"))
 
 
 def changed(found: PairVerdict | None, cfg: NearDedupConfig) -> bool:

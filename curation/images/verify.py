@@ -691,11 +691,17 @@ def _hypotheses(first: Picture, second: Picture) -> Iterable[tuple[str, Placemen
             yield "placed", between(box1, inner) if big == 1 else between(inner, box2)
 
 
+def lines_up(same: bool, correlation: float | None) -> bool:
+    """Whether a judged placement is one to read a change or a framing from: it passed, or it correlates at least
+    LINED_UP_CORRELATION (a looser one may be misplaced)."""
+    return same or (correlation is not None and correlation >= LINED_UP_CORRELATION)
+
+
 def rank(same: bool, correlation: float, difference: float) -> tuple:
     """How a judged placement ranks as a pair's evidence (larger first): a pass, then a failed placement lining
-    the two up (LINED_UP_CORRELATION), then the smaller local difference. A loose placement showing less change
-    does not hide a change a placement lining the two up showed (`near_dedup.changed` reads the evidence)."""
-    return (same, same or correlation >= LINED_UP_CORRELATION, -difference)
+    the two up (`lines_up`), then the smaller local difference. A loose placement showing less change does not
+    hide a change a placement lining the two up showed (`near_dedup.changed` reads the evidence)."""
+    return (same, lines_up(same, correlation), -difference)
 
 
 def _repeats(box: Box, tried: list[Box]) -> bool:
