@@ -105,16 +105,28 @@ def trim_box(
     """(left, top, right, bottom) of `trim_borders`' result in the picture (`tolerance`: grey levels from the
     border colour that still count as border; `share`: of a row or column's pixels, for it to be border)."""
     grey = np.asarray(image if image.mode == "L" else image.convert("L"), dtype=np.int16)
+    steps = trim_steps(grey, passes, tolerance, share)
+    return steps[-1][0] if steps else (0, 0, grey.shape[1], grey.shape[0])
+
+
+def trim_steps(
+    grey: np.ndarray, passes: int, tolerance: int, share: float
+) -> list[tuple[tuple[int, int, int, int], int]]:
+    """Each pass of `trim_box` that trimmed something: the box left after it (in the picture's pixels) and the
+    border colour it trimmed."""
     left, top, right, bottom = 0, 0, grey.shape[1], grey.shape[0]
+    steps = []
     for _ in range(passes):
         found = _trim_once(grey[top:bottom, left:right], tolerance, share)
         if found is None:
             break
-        left, top, right, bottom = left + found[0], top + found[1], left + found[2], top + found[3]
-    return left, top, right, bottom
+        box, colour = found
+        left, top, right, bottom = left + box[0], top + box[1], left + box[2], top + box[3]
+        steps.append(((left, top, right, bottom), colour))
+    return steps
 
 
-def _trim_once(grey: np.ndarray, tolerance: int, share: float) -> tuple[int, int, int, int] | None:
+def _trim_once(grey: np.ndarray, tolerance: int, share: float) -> tuple[tuple[int, int, int, int], int] | None:
     height, width = grey.shape
     if height < 8 or width < 8:
         return None
@@ -130,7 +142,7 @@ def _trim_once(grey: np.ndarray, tolerance: int, share: float) -> tuple[int, int
     bottom, right = bottom - (bottom < height), right - (right < width)
     if (bottom - top) * (right - left) < 0.25 * height * width or (top, bottom, left, right) == (0, height, 0, width):
         return None
-    return left, top, right, bottom
+    return (left, top, right, bottom), colour
 
 
 def centre(image: Image.Image) -> Image.Image:

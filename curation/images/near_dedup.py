@@ -810,7 +810,7 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=11,
+    version=12,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
 # 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print;
@@ -820,7 +820,9 @@ STAGE = SetStage(
 # differ); a candidate failing a centre that is not the copy kept is tried against the copy kept; 10: among copies
 # tied at the marks, the ones in the tone most copies share before the most grey levels; 11: a copy joining through
 # the copy kept brings its own candidates; a pair whose sides only a quarter turn matches is verified turned; a
-# placement correlating 0.85-0.9 is judged (a fine texture), but a change it shows is no evidence
+# placement correlating 0.85-0.9 is judged (a fine texture), but a change it shows is no evidence; 12: a frame is
+# told from a plain background (a label on it is compared, a shifted view is not inside a framed copy), and copies on
+# one grid allow only for detail both show
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:

@@ -3,7 +3,8 @@ local change (`image_near_dedup`'s verification; `survivor.py` reads the placeme
 
 Each picture with a candidate is decoded once, reduced (`picture`: JPEG draft or box average, no side under
 256 pixels), and kept as one greyscale copy of at most 256 x 256 pixels (`Picture.fine`; a long receipt keeps a
-useful width), with its content box (the picture without uniform borders) and the keep rule's traits. A pair is
+useful width), with its content box (the picture without uniform borders), its frame box (without an added frame
+only: a plain background going on into the picture is not one, `boxes`) and the keep rule's traits. A pair is
 verified in steps:
 
 1. Placement. A linear map of the first picture (turned as the candidate pair says, or upright) onto the second:
@@ -13,12 +14,15 @@ verified in steps:
    `_refine`), so a crop, a frame, a resize or a trim that differs by a line all line up.
 2. Containment. A crop shows part of what its original shows, a framed copy all of it; a camera shift or a
    stereo pair shows something the other does not. `uncovered` is the smaller of the two shares of a picture
-   that falls outside the other; above `max_uncovered_share` the pair is two pictures.
-3. Local change. On the part both show, at the fine copies' size, the second is predicted from the first
+   (without its frame) that falls outside the other, or on the other's frame where it shows no margin of its
+   own; above `max_uncovered_share` the pair is two pictures.
+3. Local change. On the part both show (inside both frame boxes, and without a plain border only where both
+   are plain there: `_shared`), at the fine copies' size, the second is predicted from the first
    through a monotone tone curve fitted on the pair (brightness, contrast, gamma, clipping, greyscale), then
    every pixel is compared with the range its prediction takes within one pixel, and the prediction with the
    pixel's range (resampling, sharpening and misplacement by a pixel stay inside it); less what resampling
-   the picture to 70% and back changes there (barcodes and small print alias at any other scale). The
+   the picture to 70% and back changes there (barcodes and small print alias at any other scale; two copies of
+   one size on one grid alias alike, so there only what it changes in both is allowed for). The
    leftover, averaged over windows of 5% of the shorter side, stands out where a region changed: the largest
    window above the 90th percentile of all windows, as a share of the picture's grey-level range, is
    `local_difference`; the smaller of the two directions counts (a clipped copy is predicted exactly from its
@@ -44,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image
 
-from benchcurate.curation.images.likeness import ORIENTATIONS, PIL_TRANSPOSE, place, trim_box
+from benchcurate.curation.images.likeness import ORIENTATIONS, PIL_TRANSPOSE, place, trim_steps
 from benchcurate.curation.images.survivor import Traits, traits
 from benchcurate.curation.images.tones import TONE_BINS, isotonic
 
@@ -78,6 +82,10 @@ COMPARE_PIXELS = FINE_PIXELS  # pixels the part both show is compared at, at mos
 CONTENT_TOLERANCE = 8  # grey levels from a border's colour that still count as border
 CONTENT_SHARE = 0.995  # of a row's pixels that must be that near for it to be border (stars on a night sky
 # are content)
+FRAME_APART = 3 * CONTENT_TOLERANCE  # grey levels between a frame's colour and the picture's first line inside
+IN_PLACE_SHIFT = 0.25  # of a fine pixel: a placement moving no pixel more leaves the two on one grid
+EDGE_LINES = 3  # lines of a fine copy inside a frame that a margin cut differently must not go on into
+FRAME_SLACK = 1.5  # pixels of a fine copy past a frame's edge where a picture may still lie (placement, blend)
 
 
 class Picture(NamedTuple):
@@ -87,13 +95,43 @@ class Picture(NamedTuple):
     content: tuple[float, float, float, float]  # box without uniform borders, in `fine` pixels
     size: tuple[int, int]  # width and height of the full-size upright picture
     traits: Traits
+    frame: tuple[float, float, float, float]  # box without an added frame (`boxes`), in `fine` pixels
 
 
 def content_box(grey: Image.Image) -> tuple[float, float, float, float]:
-    """(left, top, right, bottom) of the picture without uniform borders: rows and columns CONTENT_SHARE of whose
-    pixels are within CONTENT_TOLERANCE grey levels of one colour (`likeness.trim_box`; looser, it takes a plain
-    background for a frame)."""
-    return tuple(float(value) for value in trim_box(grey, tolerance=CONTENT_TOLERANCE, share=CONTENT_SHARE))
+    """The picture's content box (`boxes`)."""
+    return boxes(np.asarray(grey))[0]
+
+
+def boxes(grey: np.ndarray) -> tuple[Box, Box]:
+    """(content box, frame box) of a greyscale picture, each (left, top, right, bottom).
+    The content box leaves out uniform borders: rows and columns CONTENT_SHARE of whose pixels are within
+    CONTENT_TOLERANCE grey levels of one colour (`likeness.trim_steps`; looser, it takes a plain background for a
+    frame). It is what placements line up and the keep rule measures.
+    The frame box leaves out only an added frame: of the outermost border, the sides where the line just inside
+    stands apart from the border's colour (its median more than FRAME_APART away; a gradient trimmed where it
+    leaves the tolerance does not). A side where the plain colour goes on into the picture (a plain background,
+    or a frame and a background of its colour together) keeps its border: what a copy shows on a plain
+    background (a label painted on it, the strip a camera shift adds) is compared, and counts when one picture
+    falls outside the other."""
+    pixels = grey.astype(np.int16)
+    height, width = pixels.shape
+    whole = (0.0, 0.0, float(width), float(height))
+    steps = trim_steps(pixels, 3, CONTENT_TOLERANCE, CONTENT_SHARE)
+    if not steps:
+        return whole, whole
+    (left, top, right, bottom), colour = steps[0]
+    lines = (
+        pixels[top:bottom, left],
+        pixels[top, left:right],
+        pixels[top:bottom, right - 1],
+        pixels[bottom - 1, left:right],
+    )
+    frame = tuple(
+        float(inner if abs(int(np.median(line)) - colour) > FRAME_APART else outer)
+        for inner, outer, line in zip((left, top, right, bottom), whole, lines)
+    )
+    return tuple(float(value) for value in steps[-1][0]), frame
 
 
 def picture(path: Path, max_pixels: int, data: bytes | None = None) -> Picture:
@@ -116,12 +154,14 @@ def picture_of(decoded, data: bytes) -> Picture:
         )
     )
     grey = rgb.convert("L")
-    box = content_box(grey)
+    fine = np.asarray(grey)
+    box, frame = boxes(fine)
     return Picture(
-        np.asarray(grey),
+        fine,
         box,
         (decoded.width, decoded.height),
         traits(rgb, grey, box, data, decoded.format, decoded.width * decoded.height),
+        frame,
     )
 
 
@@ -142,7 +182,13 @@ def finer(path: Path, max_pixels: int) -> np.ndarray:
 def pack(found: Picture) -> bytes:
     """A Picture as bytes for the run cache (`unpack` reads it)."""
     header = json.dumps(
-        {"shape": found.fine.shape, "content": found.content, "size": found.size, "traits": found.traits._asdict()}
+        {
+            "shape": found.fine.shape,
+            "content": found.content,
+            "size": found.size,
+            "traits": found.traits._asdict(),
+            "frame": found.frame,
+        }
     ).encode()
     return len(header).to_bytes(4, "little") + header + zlib.compress(found.fine.tobytes(), 1)
 
@@ -151,7 +197,8 @@ def unpack(raw: bytes) -> Picture:
     length = int.from_bytes(raw[:4], "little")
     header = json.loads(raw[4 : 4 + length])
     fine = np.frombuffer(zlib.decompress(raw[4 + length :]), dtype=np.uint8).reshape(header["shape"])
-    return Picture(fine, tuple(header["content"]), tuple(header["size"]), Traits(**header["traits"]))
+    frame = tuple(header["frame"]) if "frame" in header else boxes(fine)[1]  # written before frames were kept
+    return Picture(fine, tuple(header["content"]), tuple(header["size"]), Traits(**header["traits"]), frame)
 
 
 # where a point (x, y) of a picture width x height goes under each PIL transpose (continuous coordinates)
@@ -191,23 +238,29 @@ COMPOSED = _compositions()  # (first turn, then second turn) -> the one turn tha
 
 
 def oriented(found: Picture, orientation: str) -> Picture:
-    """The picture turned (a candidate pair's orientation), its content box and size with it."""
+    """The picture turned (a candidate pair's orientation), its boxes and size with it."""
     transpose = PIL_TRANSPOSE[orientation]
     if transpose is None:
         return found
     height, width = found.fine.shape
-    corners = [
-        _POINT[transpose](x, y, width, height)
-        for x, y in ((found.content[0], found.content[1]), (found.content[2], found.content[3]))
-    ]
-    box = (
-        min(c[0] for c in corners),
-        min(c[1] for c in corners),
-        max(c[0] for c in corners),
-        max(c[1] for c in corners),
-    )
+
+    def turned(box: Box) -> Box:
+        corners = [_POINT[transpose](x, y, width, height) for x, y in ((box[0], box[1]), (box[2], box[3]))]
+        return (
+            min(c[0] for c in corners),
+            min(c[1] for c in corners),
+            max(c[0] for c in corners),
+            max(c[1] for c in corners),
+        )
+
     size = found.size[::-1] if ORIENTATIONS[orientation][0] else found.size
-    return Picture(np.asarray(Image.fromarray(found.fine).transpose(transpose)), box, size, found.traits)
+    return Picture(
+        np.asarray(Image.fromarray(found.fine).transpose(transpose)),
+        turned(found.content),
+        size,
+        found.traits,
+        turned(found.frame),
+    )
 
 
 def squeezed_correlations(first: Picture, second: Picture, turns: list[str]) -> dict[str, float]:
@@ -468,15 +521,92 @@ def _outside(box: Box, within: Box) -> float:
 
 
 def uncovered(first: Picture, second: Picture, placement: Placement) -> float:
-    """The smaller of: the share of the first picture outside the second, and the other way round (a crop or a
-    frame leaves one inside the other)."""
-    whole1, whole2 = _whole(first), _whole(second)
-    return min(_outside(placement.box(whole1), whole2), _outside(placement.inverse().box(whole2), whole1))
+    """The smaller of: the share of the first picture the second does not show (`_beyond`), and the other way
+    round. A crop or a frame leaves one inside the other; a camera shift leaves each partly outside the other,
+    also when a frame around one has room for the other."""
+    return min(_beyond(first, second, placement), _beyond(second, first, placement.inverse()))
 
 
-def _whole(found: Picture) -> Box:
+def _beyond(first: Picture, second: Picture, placement: Placement) -> float:
+    """The share of the first picture (without its frame: no content) that falls outside the second, or on the
+    second's frame where the first shows no margin of its own there (`_margin`: a white page's margin cut
+    differently is a margin; a strip of the scene or of a plain sky is not)."""
+    mapped = placement.box(_unframed(first))
+    area = _area(mapped)
+    height, width = second.fine.shape
+    inside = _meet(mapped, (0.0, 0.0, float(width), float(height)))
+    if inside is None:
+        return 1.0
+    missing = area - _area(inside)
+    back = placement.inverse()
+    for strip, edge in _frame_strips(inside, second):
+        if not _margin(first.fine, back.box(strip), back.box(edge)):
+            missing += _area(strip)
+    return missing / max(area, 1e-9)
+
+
+def _area(box: Box) -> float:
+    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
+def _meet(first: Box, second: Box) -> Box | None:
+    """The intersection of two boxes, None when empty."""
+    box = (max(first[0], second[0]), max(first[1], second[1]), min(first[2], second[2]), min(first[3], second[3]))
+    return box if box[2] > box[0] and box[3] > box[1] else None
+
+
+def _frame_strips(inside: Box, found: Picture) -> Iterable[tuple[Box, Box]]:
+    """The parts of `inside` (a box within the picture) on the picture's frame, more than FRAME_SLACK pixels out
+    from where the frame ends, each with the EDGE_LINES lines inside the frame along it."""
+    left, top, right, bottom = _unframed(found)
+    x0, y0, x1, y1 = max(inside[0], left), max(inside[1], top), min(inside[2], right), min(inside[3], bottom)
+    sides = (
+        ((inside[0], inside[1], left - FRAME_SLACK, inside[3]), (left, y0, left + EDGE_LINES, y1)),
+        ((right + FRAME_SLACK, inside[1], inside[2], inside[3]), (right - EDGE_LINES, y0, right, y1)),
+        ((x0, inside[1], x1, top - FRAME_SLACK), (x0, top, x1, top + EDGE_LINES)),
+        ((x0, bottom + FRAME_SLACK, x1, inside[3]), (x0, bottom - EDGE_LINES, x1, bottom)),
+    )
+    for strip, edge in sides:
+        if strip[2] > strip[0] and strip[3] > strip[1] and edge[2] > edge[0] and edge[3] > edge[1]:
+            yield strip, edge
+
+
+def _margin(pixels: np.ndarray, strip: Box, edge: Box) -> bool:
+    """Whether a strip of a picture is a plain margin: plain (`_plain_colour`, a pixel in from its sides, where a
+    frame or an edge blends in), and the lines along its inner edge not of its colour (less than CONTENT_SHARE of
+    them within CONTENT_TOLERANCE of it: where `boxes` ends a border). A plain colour going on past the edge is
+    part of the picture. A strip under a pixel wide is nothing to judge."""
+    if min(strip[2] - strip[0], strip[3] - strip[1]) < 1:
+        return True
+    inner = (strip[0] + 1, strip[1] + 1, strip[2] - 1, strip[3] - 1)
+    colour = _plain_colour(pixels, inner if min(inner[2] - inner[0], inner[3] - inner[1]) >= 1 else strip)
+    lines = _cut(pixels, edge)
+    return colour is not None and float((np.abs(lines - colour) <= CONTENT_TOLERANCE).mean()) < CONTENT_SHARE
+
+
+def _plain_colour(pixels: np.ndarray, box: Box) -> int | None:
+    """The median grey level of a part of a picture when it is plain: no more than 1 - CONTENT_SHARE of it (what
+    `boxes` allows a border) over twice CONTENT_TOLERANCE from it (a copy's noise may stray further than a
+    border's own; a label or an object does by far); else None."""
+    band = _cut(pixels, box)
+    colour = int(np.median(band))
+    return colour if float((np.abs(band - colour) > 2 * CONTENT_TOLERANCE).mean()) <= 1 - CONTENT_SHARE else None
+
+
+def _cut(pixels: np.ndarray, box: Box) -> np.ndarray:
+    """The pixels a box covers (at least one: the nearest to the picture, when it lies off it), as int16."""
+    height, width = pixels.shape
+    x0, y0 = min(width - 1, max(0, int(np.floor(box[0])))), min(height - 1, max(0, int(np.floor(box[1]))))
+    x1, y1 = min(width, max(x0 + 1, int(np.ceil(box[2])))), min(height, max(y0 + 1, int(np.ceil(box[3]))))
+    return pixels[y0:y1, x0:x1].astype(np.int16)
+
+
+def _unframed(found: Picture) -> Box:
+    """The frame box with the line `likeness.trim_steps` leaves out inside a cut border given back: the picture
+    ends there, the blend of border and picture included."""
     height, width = found.fine.shape
-    return (0.0, 0.0, float(width), float(height))
+    left, top, right, bottom = found.frame
+    return (left - (left > 0), top - (top > 0), right + (right < width), bottom + (bottom < height))
 
 
 # --- the local change ------------------------------------------------------------------------------------------
@@ -623,18 +753,24 @@ class LocalChange(NamedTuple):
     concentration: float
 
 
-def local_difference(first: np.ndarray, second: np.ndarray, limit: float = float("inf")) -> LocalChange:
+def local_difference(
+    first: np.ndarray, second: np.ndarray, limit: float = float("inf"), resampled: bool = True
+) -> LocalChange:
     """The local change between two aligned greyscale copies of one size: the smaller of the two directions.
     Within `limit` already before what resampling changes is allowed for, or in the first direction, the rest
     is not computed (the decision is the same; the value reported is then that upper bound). Over it, also how
     concentrated the change is (`Leftover.concentration`: a changed region, not a tone curve the fit missed).
+    `resampled` false: the two are copies of one size on one grid, so only what resampling changes in both is
+    allowed for.
     Each direction's mismatch is computed once, with and without the allowance."""
     a, b = _Prepared(first), _Prepared(second)
     forward_mismatch = _mismatch(a, b)
     rough = _standing_out(forward_mismatch, b, None)
     if rough.excess <= limit:
         return LocalChange(rough.excess, 0.0)
-    unstable = np.maximum(_resampling_change(first), _resampling_change(second))
+    # on one grid (`resampled` false) nothing aliases differently: only fine detail both show may differ (a
+    # sharpened or blurred print), not detail one adds on a plain region (a label on a sky)
+    unstable = (np.maximum if resampled else np.minimum)(_resampling_change(first), _resampling_change(second))
     forward = _standing_out(forward_mismatch, b, unstable).excess
     if forward <= limit:
         return LocalChange(forward, 0.0)
@@ -704,6 +840,39 @@ def rank(same: bool, correlation: float, difference: float) -> tuple:
     return (same, lines_up(same, correlation), -difference)
 
 
+def _shared(first: Picture, second: Picture, placement: Placement) -> Box:
+    """The part of the first picture compared with the second (placed on it by `placement`): inside both frame
+    boxes, and without a plain border (outside a content box) only where the other picture is plain there too
+    (`_plain_colour`): a label painted on a plain background the other shows plain is compared."""
+    back = placement.inverse()
+    contents, frames = (first.content, back.box(second.content)), (first.frame, back.box(second.frame))
+    across = ((max(frames[0][1], frames[1][1]), min(frames[0][3], frames[1][3])),) * 2
+    across += ((max(frames[0][0], frames[1][0]), min(frames[0][2], frames[1][2])),) * 2
+    bounds = [0.0] * 4
+    for side, (low, high) in zip((0, 2, 1, 3), across):
+        inward, outward = (max, min) if side < 2 else (min, max)  # left and top: further in is larger
+        tight, loose = inward(contents[0][side], contents[1][side]), outward(contents[0][side], contents[1][side])
+        chosen = loose
+        if tight != loose:  # the band between is border to one picture and content to the other: is it plain?
+            start, end = sorted((tight, loose))
+            band = (start, low, end, high) if side in (0, 2) else (low, start, high, end)
+            content_there = (first.fine, band) if contents[0][side] == loose else (second.fine, placement.box(band))
+            chosen = tight if _plain_colour(*content_there) is not None else loose
+        bounds[side] = inward(inward(frames[0][side], frames[1][side]), chosen)
+    return tuple(bounds)
+
+
+def _in_place(placement: Placement, found: Picture) -> bool:
+    """Whether a placement leaves each pixel of the picture where it was (within IN_PLACE_SHIFT of a pixel at
+    either end)."""
+    height, width = found.fine.shape
+    return all(
+        abs(scale * end + shift - end) <= IN_PLACE_SHIFT
+        for scale, shift, side in ((placement.ax, placement.bx, width), (placement.ay, placement.by, height))
+        for end in (0.0, float(side))
+    )
+
+
 def _repeats(box: Box, tried: list[Box]) -> bool:
     """Whether each side of `box` is within REPEAT_PIXELS of the same side of a box in `tried`."""
     return any(max(abs(a - b) for a, b in zip(box, other)) < REPEAT_PIXELS for other in tried)
@@ -729,13 +898,7 @@ def compare(
 
     def judged(name: str, placement: Placement, correlation: float) -> tuple | None:
         share = uncovered(turned, second, placement)
-        other = placement.inverse().box(second.content)  # the second's content on the first
-        shared = (
-            max(turned.content[0], other[0]),
-            max(turned.content[1], other[1]),
-            min(turned.content[2], other[2]),
-            min(turned.content[3], other[3]),
-        )
+        shared = _shared(turned, second, placement)
         if shared[2] - shared[0] < 8 or shared[3] - shared[1] < 8:
             return None
         mapped = placement.box(shared)
@@ -748,7 +911,10 @@ def compare(
             ),
             COMPARE_PIXELS,
         )
-        local = local_difference(_sample(image1, shared, size), _sample(image2, mapped, size), max_local_difference)
+        grid = orientation == "identity" and turned.size == second.size and _in_place(placement, turned)
+        local = local_difference(
+            _sample(image1, shared, size), _sample(image2, mapped, size), max_local_difference, resampled=not grid
+        )
         same = share <= max_uncovered and local.difference <= max_local_difference
         evidence = {
             "placed": name,

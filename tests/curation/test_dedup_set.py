@@ -4,10 +4,12 @@ pieces under it (placement, local change, keep rule), checked alone."""
 
 from __future__ import annotations
 
+import json
+
 import imagehash
 import numpy as np
 import pytest
-from PIL import Image, ImageEnhance, ImageFilter, ImageOps
+from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps
 
 from benchcurate.curation.images import near_dedup, survivor, verify
 from benchcurate.curation.images.likeness import PIL_TRANSPOSE, dihedral_hashes, likeness_hashes, trim_borders
@@ -282,35 +284,36 @@ def test_the_finer_look_asks_for_small_print_and_a_copy_on_one_grid(tmp_path):
 
 
 def test_a_copy_does_not_vouch_for_a_change_concentrated_in_one_region():
-    """A screenshot with an object removed fails against its original by less than twice max_local_difference,
-        its change concentrated in one region; a brightened copy (whose tone curve hides the change) may not vouch for
-        it. A strongly brightened copy failing by as much has its leftover spread over the picture (one a copy may vouch
-    for)."""
+    """A screenshot with an object removed fails against a resized copy of its original by less than twice
+    max_local_difference (against the original, on one grid, it fails by more), its change concentrated in one
+    region; a brightened copy (whose tone curve hides the change) may not vouch for it. A strongly brightened copy
+    failing by as much has its leftover spread over the picture (one a copy may vouch for)."""
     with shared_lock("dedup-set-v3"):
         entries = dedup_set.build(SHARED_DIR / "dedup-set-v3", names=("ui_screenshot-02",))
-    chosen = [e for e in entries if e.edit in ("original", "brighter_10", "brighter_25", "object_removed")]
+    chosen = [e for e in entries if e.edit in ("original", "brighter_10", "brighter_25", "object_removed", "resize_75")]
     items = dedup_set.keys(chosen)
     dropped, summary = dedup_set.group(items)
     kinds = {entry.edit: k for k, entry in enumerate(chosen)}
     kept = {index: copy.kept for index, copy in dropped.items()}
     group = {index for index in range(len(chosen)) if kept.get(index, index) == kept.get(0, 0)}
     assert kinds["object_removed"] not in group, (dropped, summary)
-    assert {kinds["original"], kinds["brighter_10"]} <= group, (dropped, summary)
+    assert {kinds["original"], kinds["brighter_10"], kinds["resize_75"]} <= group, (dropped, summary)
     pictures = dedup_set.pictures_of(items)
 
-    def against_original(edit: str) -> verify.Verdict:
+    def against(first: str, edit: str) -> verify.Verdict:
         return verify.compare(
-            pictures(kinds["original"]),
+            pictures(kinds[first]),
             pictures(kinds[edit]),
             "identity",
             CONFIG.max_local_difference,
             CONFIG.max_uncovered_share,
         )
 
-    found = against_original("object_removed")
+    found = against("resize_75", "object_removed")
     assert CONFIG.max_local_difference < found.evidence["local_difference"] <= 2 * CONFIG.max_local_difference
     assert found.evidence["concentration"] > CONFIG.max_local_concentration, found
-    spread = against_original("brighter_25")
+    assert against("original", "object_removed").evidence["local_difference"] > 2 * CONFIG.max_local_difference
+    spread = against("original", "brighter_25")
     assert spread.same or spread.evidence["concentration"] <= CONFIG.max_local_concentration, spread
 
 
@@ -672,3 +675,114 @@ def test_a_copy_joining_through_the_copy_kept_brings_its_own_candidates(tmp_path
     assert summary["verified_against_the_kept_copy"] == 1
     assert dropped[3].evidence["verified_against"] == items[2].id
     assert summary["chains_not_followed"] == 0
+
+
+def wallpaper(width: int, height: int) -> Image.Image:
+    """A plain blue background (a faint checker a few grey levels deep, and noise) going on around a round cut of
+    a photo on its right: a wallpaper of the kind whose framed copy was merged with a labelled and with a
+    shifted copy on held-out real pictures."""
+    rows, columns = np.mgrid[0:height, 0:width]
+    checker = ((columns // 40 + rows // 40) % 2) * 4
+    noise = np.random.default_rng(0).normal(0, 0.8, (height, width, 3))
+    pixels = np.stack([30 + checker, 60 + checker, 150 + checker], axis=2) + noise
+    scene = Image.fromarray(pixels.clip(0, 255).astype(np.uint8))
+    side = height * 5 // 8
+    mask = Image.new("L", (side, side), 0)
+    ImageDraw.Draw(mask).ellipse((0, 0, side - 1, side - 1), fill=255)
+    scene.paste(photo().resize((side, side)), (width * 11 // 20, height * 3 // 16), mask)
+    return scene
+
+
+def with_label(image: Image.Image, box: tuple[int, int, int, int]) -> Image.Image:
+    """A copy with a white label of black text over `box` (`dedup_set`'s changed label, placed)."""
+    out = image.copy()
+    draw = ImageDraw.Draw(out)
+    draw.rectangle(box, fill=(255, 255, 255))
+    draw.text((box[0] + 2, box[1]), "Total 57.6", fill=(0, 0, 0), font=ImageFont.load_default(size=box[3] - box[1] - 2))
+    return out
+
+
+def test_a_framed_copy_hides_no_label_and_no_camera_shift_on_a_plain_background(tmp_path):
+    """A framed copy's content box is its shape alone (the plain background is trimmed with the frame), so the
+    part compared and the containment were read from it: a label on the background went unseen, and a shifted
+    view fitted inside the frame. Now the frame box leaves out the frame only, the background is compared where
+    the other picture shows something on it, and a strip on the other's frame that is no margin of its own
+    counts as uncovered. Copies still line up: the original, a crop, and a frame of another colour."""
+    scene = wallpaper(1200, 750)
+    original = scene.crop((100, 62, 1100, 687))
+    framed = fine(ImageOps.expand(original, border=62, fill=(255, 255, 255)), tmp_path, "framed")
+    height, width = framed.fine.shape
+    border = 62 * width / 1124
+    assert framed.frame == pytest.approx((border, border, width - border, height - border), abs=1.5)
+    assert framed.content[0] > width / 2  # the background is trimmed with the frame, as placements want it
+    limits = (CONFIG.max_local_difference, CONFIG.max_uncovered_share)
+    copies = {
+        "original": original,
+        "crop": original.crop((50, 0, 1000, 625)),
+        "black frame": ImageOps.expand(original, border=30, fill=(0, 0, 0)),
+    }
+    for name, image in copies.items():
+        found = verify.compare(framed, fine(image, tmp_path, name), "identity", *limits)
+        assert found.same, (name, found)
+    label = verify.compare(
+        framed, fine(with_label(original, (80, 100, 410, 134)), tmp_path, "label"), "identity", *limits
+    )
+    assert not label.same and label.evidence["local_difference"] > 2 * CONFIG.max_local_difference, label
+    shifted = verify.compare(framed, fine(scene.crop((40, 10, 1040, 635)), tmp_path, "shifted"), "identity", *limits)
+    assert not shifted.same and shifted.evidence["uncovered"] > 3 * CONFIG.max_uncovered_share, shifted
+
+
+def test_a_margin_on_the_others_frame_is_a_margin_not_a_strip_of_picture(tmp_path):
+    """A white frame around a diagram on white merges with its page, except along the side where a grey band
+    of the diagram runs next to it: only that side reads as a frame. A black-framed copy placed on it lies,
+    there, on that 'frame', but what it shows there is its own white page, ending at the grey band: a margin,
+    not a strip of picture, so neither shows anything the other does not."""
+    original = photo("tree_diagram-01")
+    white = fine(ImageOps.expand(original, border=round(min(original.size) * 0.1), fill="white"), tmp_path, "white")
+    black = fine(ImageOps.expand(original, border=round(min(original.size) * 0.06), fill="black"), tmp_path, "black")
+    height, width = white.fine.shape
+    cut = [side for side, (at, whole) in enumerate(zip(white.frame, (0, 0, width, height))) if at != whole]
+    assert cut == [3], white.frame  # the bottom only
+    for first, second in ((white, black), (black, white)):
+        found = verify.compare(first, second, "identity", CONFIG.max_local_difference, CONFIG.max_uncovered_share)
+        assert found.same and found.evidence["uncovered"] <= CONFIG.max_uncovered_share / 2, found
+
+
+def test_a_label_on_a_plain_sky_is_not_excused_as_small_print_on_one_grid(tmp_path):
+    """What resampling changes is allowed for where small print aliases differently at another scale. Two
+    copies of one size on one grid alias alike, so there only detail both show may differ (a sharpened receipt
+    is one picture with its original); a label's text on a plain sky, which only one shows, is a change."""
+    sky = Image.new("RGB", (800, 800))
+    sky.paste(Image.fromarray(np.repeat(np.linspace(150, 205, 300), 800 * 3).reshape(300, 800, 3).astype(np.uint8)))
+    sky.paste(photo().resize((800, 500)), (0, 300))
+    first = fine(sky, tmp_path, "sky")
+    second = fine(with_label(sky, (150, 80, 480, 114)), tmp_path, "label")
+    limits = (CONFIG.max_local_difference, CONFIG.max_uncovered_share)
+    for found in (
+        verify.compare(first, second, "identity", *limits),
+        verify.compare(second, first, "identity", *limits),
+    ):
+        assert not found.same and found.evidence["local_difference"] > 2 * CONFIG.max_local_difference, found
+    receipt = photo("receipt-01")
+    sharpened = receipt.filter(ImageFilter.UnsharpMask(radius=2, percent=200, threshold=2))
+    found = verify.compare(
+        fine(receipt, tmp_path, "receipt"), fine(sharpened, tmp_path, "sharpened"), "identity", *limits
+    )
+    assert found.same, found
+
+
+def test_pictures_stored_before_frames_were_kept_get_their_frame_box(tmp_path):
+    """A hashes file's side file or a run cache written by an earlier version has no frame box: it is worked out
+    from the stored copy, the same as a fresh decode gives."""
+    image = ImageOps.expand(photo(), border=40, fill=(255, 255, 255))
+    image.save(tmp_path / "framed.png")
+    made = verify.picture(tmp_path / "framed.png", 10**9)
+    raw = verify.pack(made)
+    length = int.from_bytes(raw[:4], "little")
+    header = json.loads(raw[4 : 4 + length])
+    del header["frame"]
+    old = json.dumps(header).encode()
+    stored = verify.unpack(len(old).to_bytes(4, "little") + old + raw[4 + length :])
+    assert stored.frame == made.frame != (0.0, 0.0, *map(float, made.fine.shape[::-1]))
+    assert np.array_equal(stored.fine, made.fine) and stored[1:4] == made[1:4]
+    assert verify.unpack(raw).frame == made.frame  # written with it: read, not worked out
