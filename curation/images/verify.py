@@ -16,14 +16,14 @@ verified in steps:
    stereo pair shows something the other does not. `uncovered` is the smaller of the two shares of a picture
    (without its frame) that falls outside the other, or on the other's frame where it shows no margin of its
    own; above `max_uncovered_share` the pair is two pictures.
-3. Local change. On the part both show (inside both frame boxes, and without a plain border only where both
-   are plain there: `_shared`), at the fine copies' size, the second is predicted from the first
-   through a monotone tone curve fitted on the pair (brightness, contrast, gamma, clipping, greyscale), then
-   every pixel is compared with the range its prediction takes within one pixel, and the prediction with the
-   pixel's range (resampling, sharpening and misplacement by a pixel stay inside it); less what resampling
-   the picture to 70% and back changes there (barcodes and small print alias at any other scale; two copies of
-   one size on one grid alias alike, so there only what it changes in both is allowed for). The
-   leftover, averaged over windows of 5% of the shorter side, stands out where a region changed: the largest
+3. Local change. On the part both show (both content boxes; and apart, that part widened to the frame boxes
+   where one is plain and the other is not: `_shared`), at the fine copies' size, the second is predicted from
+   the first through a monotone tone curve fitted on the pair (brightness, contrast, gamma, clipping,
+   greyscale), then every pixel is compared with the range its prediction takes within one pixel, and the
+   prediction with the pixel's range (resampling, sharpening and misplacement by a pixel stay inside it); less
+   what resampling the picture to 70% and back changes there (barcodes and small print alias at any other
+   scale; two copies of one size on one grid alias alike, so there only what it changes in both is allowed
+   for). The leftover, averaged over windows of 5% of the shorter side, stands out where a region changed: the largest
    window above the 90th percentile of all windows, as a share of the picture's grey-level range, is
    `local_difference`; the smaller of the two directions counts (a clipped copy is predicted exactly from its
    original, not the other way round). Above `max_local_difference` (spot the difference, a changed label, a
@@ -840,26 +840,28 @@ def rank(same: bool, correlation: float, difference: float) -> tuple:
     return (same, lines_up(same, correlation), -difference)
 
 
-def _shared(first: Picture, second: Picture, placement: Placement) -> Box:
-    """The part of the first picture compared with the second (placed on it by `placement`): inside both frame
-    boxes, and without a plain border (outside a content box) only where the other picture is plain there too
-    (`_plain_colour`): a label painted on a plain background the other shows plain is compared."""
+def _shared(first: Picture, second: Picture, placement: Placement) -> list[Box]:
+    """The parts of the first picture compared with the second (placed on it by `placement`): both content boxes
+    (what both show without plain borders), then, when it differs, that part widened to the frame boxes where
+    one picture is plain and the other is not (`_plain_colour`: a label painted on a plain background that the
+    other copy shows plain, and trims). Each is judged alone: the local change looks for one region standing
+    out, and a wide difference (a field of stars beside a black sky) would hide one in the part both show."""
     back = placement.inverse()
     contents, frames = (first.content, back.box(second.content)), (first.frame, back.box(second.frame))
     across = ((max(frames[0][1], frames[1][1]), min(frames[0][3], frames[1][3])),) * 2
     across += ((max(frames[0][0], frames[1][0]), min(frames[0][2], frames[1][2])),) * 2
-    bounds = [0.0] * 4
+    core, wider = [0.0] * 4, [0.0] * 4
     for side, (low, high) in zip((0, 2, 1, 3), across):
         inward, outward = (max, min) if side < 2 else (min, max)  # left and top: further in is larger
         tight, loose = inward(contents[0][side], contents[1][side]), outward(contents[0][side], contents[1][side])
-        chosen = loose
+        core[side] = wider[side] = tight
         if tight != loose:  # the band between is border to one picture and content to the other: is it plain?
             start, end = sorted((tight, loose))
             band = (start, low, end, high) if side in (0, 2) else (low, start, high, end)
             content_there = (first.fine, band) if contents[0][side] == loose else (second.fine, placement.box(band))
-            chosen = tight if _plain_colour(*content_there) is not None else loose
-        bounds[side] = inward(inward(frames[0][side], frames[1][side]), chosen)
-    return tuple(bounds)
+            if _plain_colour(*content_there) is None:
+                wider[side] = inward(inward(frames[0][side], frames[1][side]), loose)
+    return [tuple(core)] if wider == core else [tuple(core), tuple(wider)]
 
 
 def _in_place(placement: Placement, found: Picture) -> bool:
@@ -898,23 +900,28 @@ def compare(
 
     def judged(name: str, placement: Placement, correlation: float) -> tuple | None:
         share = uncovered(turned, second, placement)
-        shared = _shared(turned, second, placement)
-        if shared[2] - shared[0] < 8 or shared[3] - shared[1] < 8:
-            return None
-        mapped = placement.box(shared)
-        size = _size_for(
-            (
-                0,
-                0,
-                min(shared[2] - shared[0], mapped[2] - mapped[0]),
-                min(shared[3] - shared[1], mapped[3] - mapped[1]),
-            ),
-            COMPARE_PIXELS,
-        )
         grid = orientation == "identity" and turned.size == second.size and _in_place(placement, turned)
-        local = local_difference(
-            _sample(image1, shared, size), _sample(image2, mapped, size), max_local_difference, resampled=not grid
-        )
+        local = None
+        for shared in _shared(turned, second, placement):
+            if shared[2] - shared[0] < 8 or shared[3] - shared[1] < 8:
+                continue
+            mapped = placement.box(shared)
+            size = _size_for(
+                (
+                    0,
+                    0,
+                    min(shared[2] - shared[0], mapped[2] - mapped[0]),
+                    min(shared[3] - shared[1], mapped[3] - mapped[1]),
+                ),
+                COMPARE_PIXELS,
+            )
+            local = local_difference(
+                _sample(image1, shared, size), _sample(image2, mapped, size), max_local_difference, resampled=not grid
+            )
+            if local.difference > max_local_difference:  # a change in one part is a change
+                break
+        if local is None:
+            return None
         same = share <= max_uncovered and local.difference <= max_local_difference
         evidence = {
             "placed": name,

@@ -786,3 +786,25 @@ def test_pictures_stored_before_frames_were_kept_get_their_frame_box(tmp_path):
     assert stored.frame == made.frame != (0.0, 0.0, *map(float, made.fine.shape[::-1]))
     assert np.array_equal(stored.fine, made.fine) and stored[1:4] == made[1:4]
     assert verify.unpack(raw).frame == made.frame  # written with it: read, not worked out
+
+
+def test_a_wide_difference_beside_the_part_both_show_hides_no_change_there(tmp_path):
+    """A nebula with a dark centre on a black sky, and one without on a field of stars (two nebulae of a star
+    atlas were merged so). The sky is trimmed from the first's content box and the stars are content, so the
+    part compared is widened over them; but stars against black differ everywhere, and a difference spread that
+    wide hides the one region standing out. The part both show is judged on its own first."""
+    rng = np.random.default_rng(0)
+    stars = np.zeros((256, 256), np.uint8)
+    stars[rng.integers(0, 256, 6000), rng.integers(0, 256, 6000)] = 255
+    stars = np.asarray(Image.fromarray(stars).filter(ImageFilter.GaussianBlur(0.6)), dtype=np.float64) * 3
+    rows, columns = np.mgrid[0:256, 0:256]
+    radius = np.hypot(columns - 128, rows - 128)
+    glow = 230 * np.exp(-((radius / 50) ** 2))
+    hollow = glow * (1 - 0.3 * np.exp(-((radius / 12) ** 2)))
+    first, second = (
+        fine(Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).convert("RGB"), tmp_path, name)
+        for name, pixels in (("hollow", hollow), ("glow", glow + stars))
+    )
+    assert first.content[0] > 40 and second.content == (0.0, 0.0, 256.0, 256.0)
+    found = verify.compare(first, second, "identity", CONFIG.max_local_difference, CONFIG.max_uncovered_share)
+    assert not found.same and found.evidence["local_difference"] > CONFIG.max_local_difference, found

@@ -259,11 +259,7 @@ def test_images_hash_with_likeness_keeps_what_dups_verifies_so_dups_decodes_no_f
     stored = stored_pictures(table, hashes)
     for index, path in enumerate(table.paths):
         kept, made = verify.unpack(stored(index)), verify.picture(Path(path), 10**9)
-        assert np.array_equal(kept.fine, made.fine) and (kept.content, kept.size, kept.traits) == (
-            made.content,
-            made.size,
-            made.traits,
-        ), path
+        assert np.array_equal(kept.fine, made.fine) and kept[1:] == made[1:], path
     first = probe(["images", "dups", str(hashes), "--out", str(tmp_path / "g1.jsonl")], tmp_path, home)
     assert first.returncode == 0, first.stderr
     groups = [json.loads(line) for line in (tmp_path / "g1.jsonl").read_text().splitlines()]
