@@ -512,14 +512,6 @@ def _refine(
     return between(box, tuple(mapped)), correlation
 
 
-def _outside(box: Box, within: Box) -> float:
-    """Share of `box`'s area outside `within`."""
-    area = max((box[2] - box[0]) * (box[3] - box[1]), 1e-9)
-    width = max(0.0, min(box[2], within[2]) - max(box[0], within[0]))
-    height = max(0.0, min(box[3], within[3]) - max(box[1], within[1]))
-    return 1 - width * height / area
-
-
 def uncovered(first: Picture, second: Picture, placement: Placement) -> float:
     """The smaller of: the share of the first picture the second does not show (`_beyond`), and the other way
     round. A crop or a frame leaves one inside the other; a camera shift leaves each partly outside the other,
@@ -551,15 +543,20 @@ def _area(box: Box) -> float:
 
 def _meet(first: Box, second: Box) -> Box | None:
     """The intersection of two boxes, None when empty."""
-    box = (max(first[0], second[0]), max(first[1], second[1]), min(first[2], second[2]), min(first[3], second[3]))
+    box = _overlap(first, second)
     return box if box[2] > box[0] and box[3] > box[1] else None
+
+
+def _overlap(first: Box, second: Box) -> Box:
+    """The intersection of two boxes (its right below its left, or its bottom above its top, when empty)."""
+    return (max(first[0], second[0]), max(first[1], second[1]), min(first[2], second[2]), min(first[3], second[3]))
 
 
 def _frame_strips(inside: Box, found: Picture) -> Iterable[tuple[Box, Box]]:
     """The parts of `inside` (a box within the picture) on the picture's frame, more than FRAME_SLACK pixels out
     from where the frame ends, each with the EDGE_LINES lines inside the frame along it."""
     left, top, right, bottom = _unframed(found)
-    x0, y0, x1, y1 = max(inside[0], left), max(inside[1], top), min(inside[2], right), min(inside[3], bottom)
+    x0, y0, x1, y1 = _overlap(inside, (left, top, right, bottom))
     sides = (
         ((inside[0], inside[1], left - FRAME_SLACK, inside[3]), (left, y0, left + EDGE_LINES, y1)),
         ((right + FRAME_SLACK, inside[1], inside[2], inside[3]), (right - EDGE_LINES, y0, right, y1)),
@@ -848,10 +845,10 @@ def _shared(first: Picture, second: Picture, placement: Placement) -> list[Box]:
     out, and a wide difference (a field of stars beside a black sky) would hide one in the part both show."""
     back = placement.inverse()
     contents, frames = (first.content, back.box(second.content)), (first.frame, back.box(second.frame))
-    across = ((max(frames[0][1], frames[1][1]), min(frames[0][3], frames[1][3])),) * 2
-    across += ((max(frames[0][0], frames[1][0]), min(frames[0][2], frames[1][2])),) * 2
+    both = _overlap(*frames)
     core, wider = [0.0] * 4, [0.0] * 4
-    for side, (low, high) in zip((0, 2, 1, 3), across):
+    for side in range(4):
+        low, high = (both[1], both[3]) if side in (0, 2) else (both[0], both[2])  # the band's extent across it
         inward, outward = (max, min) if side < 2 else (min, max)  # left and top: further in is larger
         tight, loose = inward(contents[0][side], contents[1][side]), outward(contents[0][side], contents[1][side])
         core[side] = wider[side] = tight
@@ -860,7 +857,7 @@ def _shared(first: Picture, second: Picture, placement: Placement) -> list[Box]:
             band = (start, low, end, high) if side in (0, 2) else (low, start, high, end)
             content_there = (first.fine, band) if contents[0][side] == loose else (second.fine, placement.box(band))
             if _plain_colour(*content_there) is None:
-                wider[side] = inward(inward(frames[0][side], frames[1][side]), loose)
+                wider[side] = inward(both[side], loose)
     return [tuple(core)] if wider == core else [tuple(core), tuple(wider)]
 
 
