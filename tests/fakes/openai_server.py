@@ -821,6 +821,10 @@ class FakeOpenAIServer(ServedInThread):
 
     max_in_flight = _counter("max_in_flight", "The most chat completion requests handled at the same moment.")
     completions_served = _counter("completions_served", "Chat completions answered with status 200 (not batch lines).")
+    prompt_tokens_served = _counter("prompt_tokens_served", "Input tokens the served chat completions reported.")
+    completion_tokens_served = _counter(
+        "completion_tokens_served", "Output tokens the served chat completions reported."
+    )
     batch_lines_served = _counter("batch_lines_served", "Batch lines answered with status 200.")
     batches_created = _counter("batches_created", "Batches that POST /v1/batches accepted.")
     files_uploaded = _counter("files_uploaded", "Files that POST /v1/files accepted (not batch output files).")
@@ -997,10 +1001,12 @@ class FakeOpenAIServer(ServedInThread):
         if kind == "slow":
             await self._uvicorn.pause(fault.delay_seconds)
         content = self._content(body, kind if kind in ("invalid_json", "schema_mismatch") else None)
-        with self._lock:
-            self._counts["completions_served"] += 1
         completion = _completion(body, content)
         completion["usage"].update(self.reported_usage)
+        with self._lock:
+            self._counts["completions_served"] += 1
+            self._counts["prompt_tokens_served"] += completion["usage"]["prompt_tokens"]
+            self._counts["completion_tokens_served"] += completion["usage"]["completion_tokens"]
         return JSONResponse(completion, headers=self.rate_limit_headers)
 
     async def _drop(self, request: Request) -> None:
