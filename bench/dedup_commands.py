@@ -39,7 +39,7 @@ from PIL import Image
 
 from tests.helpers import CURATE
 
-REAL_IMAGES = Path("/tmp/real-images/files")  # where bench/real_images.sh puts them
+REAL_IMAGES = Path("/tmp/real-images/files")  # where bench/real_images/fetch.sh puts them
 TEXTS, QUICK_TEXTS = 50_000, 2_000
 NEAR_EVERY, VERBATIM_EVERY = 25, 50
 NAIVE_IMAGES = """import os, sys

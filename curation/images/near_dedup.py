@@ -810,7 +810,7 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=12,
+    version=13,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
 # 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print;

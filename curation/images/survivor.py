@@ -18,12 +18,15 @@ the copies verified with it, by what each copy lost, read from where the verific
 5. less compression: a lossless file, then the higher JPEG quality (read from its quantisation tables), then
    other lossy files; a lossless file whose full-size pixels equal a tied JPEG's is that JPEG re-saved and
    ranks as it;
-6. fewer marks of processing, on the copies still tied, decoded again at full size (only those): the copy from
-   which the others are predicted best by a tone curve and a 3x3 filter is the one they were made from (a
-   brightened, blurred or sharpened copy lost what the edit clipped, merged or smoothed away, so the original is
-   not predicted back from it); then, among those within 10% of it, the ones in the tone most copies share
-   (mean grey; a brightened or darkened copy is off from most others by a common factor, and re-saved as a
-   JPEG it uses as many levels as the original or more); then the one using more grey levels (`fewest_marks`).
+6. fewer marks of processing, on the copies still tied, decoded again at full size (only those): any colour
+   beats none (R = G = B everywhere is a greyscale copy of a faintly coloured picture); then the sharpness most
+   copies share (a sharpened copy is sharper than the original and the copies that kept its sharpness, a blurred
+   one less sharp); then the copy from which the others are predicted best by a tone curve and a 3x3 filter is
+   the one they were made from (a brightened or blurred copy lost what the edit clipped, merged or smoothed
+   away, so the original is not predicted back from it); then, among those within 10% of it, the ones in the
+   tone most copies share (mean grey; a brightened or darkened copy is off from most others by a common factor,
+   and re-saved as a JPEG it uses as many levels as the original or more); then the one using more grey levels
+   and skipping fewer inside its range (`fewest_marks`).
 Then the provisional order (then the stage's `source_priority`, then the smaller id). `bench/near_dup_quality.py`
 reports who was kept, per kind of edit, on tests/dedup_set.py, and by which of these rules.
 """
@@ -190,10 +193,12 @@ def provisional(found: Traits) -> tuple:
 # --- marks of processing, at full size ---------------------------------------------------------------------------
 
 SAMPLES = 4_000  # pixels each prediction is fitted and measured on
+EDGE_SAMPLES = 4_000  # pixels where the copies' mean grey bends most: each pair's sharpening is measured there
 MARK_PIXELS = 4_000_000  # pixels the marks are measured on, at most
+SHARPNESS_TOLERANCE = 0.05  # weight of the Laplacian: copies this much further from the group's middle sharpness
 SCORE_TOLERANCE = 0.1  # predictions this close (share of the best) tie on it
 LEVELS_TOLERANCE = 4.0  # levels used per channel: fewer by more than this is a lossy tone change
-DETAIL_TOLERANCE = 0.05  # log2 units of detail above the best predictor's: sharpened
+LEVEL_RANGE = (0.01, 0.99)  # shares of the pixels between which a skipped level is a mark (`_levels`)
 TONE_TOLERANCE = 0.01  # natural log of mean grey: copies this much further from most others' tone are retoned
 
 
@@ -208,22 +213,26 @@ def _grey(rgb: np.ndarray) -> np.ndarray:
     return np.rint(grey).astype(np.uint8)
 
 
-def prediction_error(around: np.ndarray, wanted: np.ndarray) -> float:
-    """How far a target picture is from the best prediction of it made from a source picture of one size by a
-    monotone tone curve then a 3x3 linear filter, fitted and measured on sampled pixels (root mean square, grey
-    levels): `around` holds the source's 3x3 neighbourhood of each sampled pixel (9 x samples, uint8, the
-    centre in row 4: `_neighbourhoods`), `wanted` the target's grey levels there. A copy made from another by
-    a tone change, a blur or a sharpening is predicted from it almost exactly; the other way round, what the
-    edit lost (clipped or merged levels, fine detail) is missing."""
-    centre = around[4].astype(np.intp)
-    bins = centre * TONE_BINS >> 8
+def tone_curve(centre: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The monotone curve (a value for each of the 256 grey levels) best predicting a target copy's grey levels
+    `wanted` from a source copy's `centre` (uint8) at the same sampled pixels."""
+    levels = centre.astype(np.intp)
+    bins = levels * TONE_BINS >> 8
     counts = np.bincount(bins, minlength=TONE_BINS)
     used = counts > 0
     curve = isotonic(
         np.bincount(bins, wanted, minlength=TONE_BINS)[used] / counts[used], counts[used].astype(np.float64)
     )
-    levels = np.bincount(bins, centre, minlength=TONE_BINS)[used] / counts[used]
-    table = np.interp(np.arange(256), levels, curve)
+    return np.interp(np.arange(256), np.bincount(bins, levels, minlength=TONE_BINS)[used] / counts[used], curve)
+
+
+def prediction_error(around: np.ndarray, wanted: np.ndarray, table: np.ndarray) -> float:
+    """How far a target picture is from the best prediction of it made from a source picture of one size by a
+    monotone tone curve (`table`: `tone_curve` of the two) then a 3x3 linear filter, fitted and measured on
+    sampled pixels (root mean square, grey levels): `around` holds the source's 3x3 neighbourhood of each sampled
+    pixel (9 x samples, uint8, the centre in row 4: `_neighbourhoods`), `wanted` the target's grey levels there.
+    A copy made from another by a tone change, a blur or a sharpening is predicted from it almost exactly; the
+    other way round, what the edit lost (clipped or merged levels, fine detail) is missing."""
     design = np.vstack([table[around], np.ones((1, around.shape[1]))]).T
     weights = np.linalg.solve(design.T @ design + 1e-3 * np.eye(design.shape[1]), design.T @ wanted)
     return float(np.sqrt(np.mean((design @ weights - wanted) ** 2)))
@@ -233,14 +242,55 @@ def _neighbourhoods(grey: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> 
     return np.stack([grey[rows + dy, columns + dx] for dy in (-1, 0, 1) for dx in (-1, 0, 1)])
 
 
+def sharpening(around: np.ndarray, wanted: np.ndarray) -> float:
+    """How much sharper a target copy is than a source copy of one size: the weight of the source's Laplacian
+    (4 x the centre less its four neighbours) when the target is fitted as a linear tone of the source plus that
+    weight of it (unsharp masking adds the Laplacian, a blur takes it away; a tone change or a re-save adds
+    none). `around` and `wanted` as `prediction_error` reads them, on pixels near edges (`sharpness`)."""
+    source = around.astype(np.float64)
+    bends = 4 * source[4] - source[1] - source[3] - source[5] - source[7]  # `laplacian` at each sampled pixel
+    design = np.vstack([source[4], bends, np.ones_like(bends)]).T
+    weights = np.linalg.solve(design.T @ design + 1e-3 * np.eye(3), design.T @ wanted)
+    return float(weights[1])
+
+
+def _largest(values: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the `count` largest values, ties at the last one taken in order (the same pixels whatever the
+    selection algorithm; partitioning the negated values is fast even when most are equal, as on a page)."""
+    count = min(count, values.size)
+    threshold = -np.partition(-values, count - 1)[count - 1]
+    above = np.flatnonzero(values > threshold)
+    return np.concatenate([above, np.flatnonzero(values == threshold)[: count - above.size]])
+
+
+def sharpness(greys: list[np.ndarray]) -> np.ndarray:
+    """Each copy's sharpness on one scale, from every pair's `sharpening` (made antisymmetric: each copy's
+    sharpening over another less the other's over it, halved; then the median over the others, as a strongly
+    blurred copy shows almost no Laplacian to weigh and gives wild weights), read on the EDGE_SAMPLES pixels
+    where the copies' mean grey bends most (a smooth sky shows no sharpening)."""
+    bend = np.abs(laplacian(np.mean([grey.astype(np.float32) for grey in greys], axis=0)))
+    rows, columns = np.unravel_index(_largest(bend.ravel(), EDGE_SAMPLES), bend.shape)
+    rows, columns = rows + 1, columns + 1  # `laplacian` has no edge row or column
+    around = [_neighbourhoods(grey, rows, columns) for grey in greys]
+    pairs = np.full((len(greys), len(greys)), np.nan)
+    for j, source in enumerate(around):
+        for k, target in enumerate(around):
+            if j != k:
+                pairs[j, k] = sharpening(source, target[4].astype(np.float64))
+    return np.nanmedian((pairs - pairs.T) / 2, axis=0)
+
+
 def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
     """Indices of the copies with the fewest marks of processing among copies of one size tied on everything
-    else (full-size upright RGB, uint8): the copies from which the others are predicted best
-    (`prediction_error`, summed over the others). A darkened or mildly sharpened copy is predicted back almost
-    exactly too, so among those within SCORE_TOLERANCE: the ones no sharper than the best predictor; then the
-    ones whose mean grey (over the sampled pixels) is in the tone most of the copies share (TONE_TOLERANCE of
-    the median ratio to the others, the closest first); then the ones using the most grey levels (a tone change
-    merges or skips levels); then the best predictor."""
+    else (full-size upright RGB, uint8). First the copies with any colour, when some have none (R = G = B
+    everywhere). Then those in the sharpness most of the copies share (`sharpness`: within SHARPNESS_TOLERANCE
+    of the nearest to the median; a sharpened copy is sharper than the original and most of its copies, a
+    blurred one less sharp; two copies have no middle). Among those, the copies from which the others are
+    predicted best (`prediction_error`, summed over all the others): a darkened copy is predicted back almost
+    exactly too, so among those within SCORE_TOLERANCE: the ones whose mean grey (over the sampled pixels) is
+    in the tone most of the copies share (TONE_TOLERANCE of the median ratio to the others, the closest first);
+    then the ones using the most grey levels and skipping the fewest (`_levels`: a tone change merges or skips
+    levels); then the best predictor."""
     greys = [_grey(rgb) for rgb in pictures]
     height, width = greys[0].shape
     if height < 3 or width < 3:
@@ -250,49 +300,64 @@ def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
     columns = generator.integers(1, width - 1, SAMPLES)
     around = [_neighbourhoods(grey, rows, columns) for grey in greys]
     wanted = [found[4].astype(np.float64) for found in around]
+    tables = {
+        (j, k): tone_curve(around[j][4], wanted[k]) for j in range(len(greys)) for k in range(len(greys)) if j != k
+    }
+    coloured = [k for k, rgb in enumerate(pictures) if not _grey_only(rgb)]
+    chosen = coloured or list(range(len(greys)))  # a faint colour beats none: R = G = B is a greyscale copy
+    if len(greys) > 2:
+        levels = sharpness(greys)
+        off = np.abs(levels - np.median(levels))
+        closest = min(off[k] for k in chosen)
+        chosen = [k for k in chosen if off[k] <= closest + SHARPNESS_TOLERANCE]
     scores = [
-        sum(prediction_error(around[j], wanted[k]) for k in range(len(greys)) if k != j) for j in range(len(greys))
+        sum(prediction_error(around[j], wanted[k], tables[j, k]) for k in range(len(greys)) if k != j)
+        for j in range(len(greys))
     ]
-    best = min(scores)
-    chosen = [k for k, score in enumerate(scores) if score <= best * (1 + SCORE_TOLERANCE) + 1e-9]
-    first = min(chosen, key=scores.__getitem__)
-    if len(chosen) > 1:  # sharpening raises fine detail (and adds levels): copies sharper than the best go
-        details = {k: _detail(greys[k]) for k in chosen}
-        chosen = [k for k in chosen if details[k] <= details[first] + DETAIL_TOLERANCE]
+    best = min(scores[k] for k in chosen)
+    chosen = [k for k in chosen if scores[k] <= best * (1 + SCORE_TOLERANCE) + 1e-9]
     if len(chosen) > 1:  # most copies keep the original's tone: a brightened or darkened copy is off from most
         level = np.log([max(float(found.mean()), 1.0) for found in wanted])  # mean grey of the sampled pixels
-        off = {k: abs(float(np.median(np.delete(level, k) - level[k]))) for k in chosen}
-        closest = min(off.values())
-        chosen = [k for k in chosen if off[k] <= closest + TONE_TOLERANCE]
+        tone_off = {k: abs(float(np.median(np.delete(level, k) - level[k]))) for k in chosen}
+        closest = min(tone_off.values())
+        chosen = [k for k in chosen if tone_off[k] <= closest + TONE_TOLERANCE]
     if len(chosen) > 1:  # a tone change merges or skips levels (even re-encoded, fewer remain)
-        used = {
-            k: float(
-                np.mean([np.count_nonzero(np.bincount(pictures[k][..., c].ravel(), minlength=256)) for c in range(3)])
-            )
-            for k in chosen
-        }
+        used = {k: _levels(pictures[k]) for k in chosen}
         most = max(used.values())
         chosen = [k for k in chosen if used[k] >= most - LEVELS_TOLERANCE]
     best = min(scores[k] for k in chosen)
     return [k for k in chosen if scores[k] <= best + 1e-9]
 
 
+def _grey_only(rgb: np.ndarray) -> bool:
+    """Whether each pixel's R, G and B are equal."""
+    return bool(np.array_equal(rgb[..., 0], rgb[..., 1]) and np.array_equal(rgb[..., 1], rgb[..., 2]))
+
+
+def _levels(rgb: np.ndarray) -> float:
+    """Grey levels a picture uses per channel (mean over R, G, B), less the levels it skips between its 1st and
+    99th percentile: a darkened copy merges levels, a brightened one skips some inside its range."""
+    found = []
+    for channel in range(3):
+        counts = np.bincount(rgb[..., channel].ravel(), minlength=256)
+        share = np.cumsum(counts) / max(int(counts.sum()), 1)
+        low, high = np.searchsorted(share, LEVEL_RANGE)
+        found.append(np.count_nonzero(counts) - np.count_nonzero(counts[low : high + 1] == 0))
+    return float(np.mean(found))
+
+
+def laplacian(values: np.ndarray) -> np.ndarray:
+    """4 x each pixel less its four neighbours, for the pixels inside the edge (float)."""
+    return 4 * values[1:-1, 1:-1] - values[:-2, 1:-1] - values[2:, 1:-1] - values[1:-1, :-2] - values[1:-1, 2:]
+
+
 def _detail(grey: np.ndarray) -> float:
     """log2 of fine detail over detail at half size (blurring lowers it, sharpening raises it)."""
-    pixels = grey.astype(np.float32)
 
     def fine(values: np.ndarray) -> float:
-        return (
-            float(
-                np.abs(
-                    4 * values[1:-1, 1:-1] - values[:-2, 1:-1] - values[2:, 1:-1] - values[1:-1, :-2] - values[1:-1, 2:]
-                ).mean()
-            )
-            if min(values.shape) > 2
-            else 0.0
-        )
+        return float(np.abs(laplacian(values)).mean()) if min(values.shape) > 2 else 0.0
 
-    return float(np.log2((fine(pixels) + 1e-3) / (fine(halved(grey)) + 1e-3)))
+    return float(np.log2((fine(grey.astype(np.float32)) + 1e-3) / (fine(halved(grey)) + 1e-3)))
 
 
 def halved(grey: np.ndarray) -> np.ndarray:
