@@ -822,7 +822,8 @@ STAGE = SetStage(
 # the copy kept brings its own candidates; a pair whose sides only a quarter turn matches is verified turned; a
 # placement correlating 0.85-0.9 is judged (a fine texture), but a change it shows is no evidence; 12: a frame is
 # told from a plain background (a label on it is compared, a shifted view is not inside a framed copy), and copies on
-# one grid allow only for detail both show
+# one grid allow only for detail both show; 13: among copies tied at the marks, any colour beats none, then the
+# sharpness most copies share, and levels skipped inside the range count against a copy
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:

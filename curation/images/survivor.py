@@ -213,26 +213,22 @@ def _grey(rgb: np.ndarray) -> np.ndarray:
     return np.rint(grey).astype(np.uint8)
 
 
-def tone_curve(centre: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """The monotone curve (a value for each of the 256 grey levels) best predicting a target copy's grey levels
-    `wanted` from a source copy's `centre` (uint8) at the same sampled pixels."""
-    levels = centre.astype(np.intp)
-    bins = levels * TONE_BINS >> 8
+def prediction_error(around: np.ndarray, wanted: np.ndarray) -> float:
+    """How far a target picture is from the best prediction of it made from a source picture of one size by a
+    monotone tone curve then a 3x3 linear filter, fitted and measured on sampled pixels (root mean square, grey
+    levels): `around` holds the source's 3x3 neighbourhood of each sampled pixel (9 x samples, uint8, the
+    centre in row 4: `_neighbourhoods`), `wanted` the target's grey levels there. A copy made from another by
+    a tone change, a blur or a sharpening is predicted from it almost exactly; the other way round, what the
+    edit lost (clipped or merged levels, fine detail) is missing."""
+    centre = around[4].astype(np.intp)
+    bins = centre * TONE_BINS >> 8
     counts = np.bincount(bins, minlength=TONE_BINS)
     used = counts > 0
     curve = isotonic(
         np.bincount(bins, wanted, minlength=TONE_BINS)[used] / counts[used], counts[used].astype(np.float64)
     )
-    return np.interp(np.arange(256), np.bincount(bins, levels, minlength=TONE_BINS)[used] / counts[used], curve)
-
-
-def prediction_error(around: np.ndarray, wanted: np.ndarray, table: np.ndarray) -> float:
-    """How far a target picture is from the best prediction of it made from a source picture of one size by a
-    monotone tone curve (`table`: `tone_curve` of the two) then a 3x3 linear filter, fitted and measured on
-    sampled pixels (root mean square, grey levels): `around` holds the source's 3x3 neighbourhood of each sampled
-    pixel (9 x samples, uint8, the centre in row 4: `_neighbourhoods`), `wanted` the target's grey levels there.
-    A copy made from another by a tone change, a blur or a sharpening is predicted from it almost exactly; the
-    other way round, what the edit lost (clipped or merged levels, fine detail) is missing."""
+    levels = np.bincount(bins, centre, minlength=TONE_BINS)[used] / counts[used]
+    table = np.interp(np.arange(256), levels, curve)
     design = np.vstack([table[around], np.ones((1, around.shape[1]))]).T
     weights = np.linalg.solve(design.T @ design + 1e-3 * np.eye(design.shape[1]), design.T @ wanted)
     return float(np.sqrt(np.mean((design @ weights - wanted) ** 2)))
@@ -300,9 +296,6 @@ def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
     columns = generator.integers(1, width - 1, SAMPLES)
     around = [_neighbourhoods(grey, rows, columns) for grey in greys]
     wanted = [found[4].astype(np.float64) for found in around]
-    tables = {
-        (j, k): tone_curve(around[j][4], wanted[k]) for j in range(len(greys)) for k in range(len(greys)) if j != k
-    }
     coloured = [k for k, rgb in enumerate(pictures) if not _grey_only(rgb)]
     chosen = coloured or list(range(len(greys)))  # a faint colour beats none: R = G = B is a greyscale copy
     if len(greys) > 2:
@@ -311,8 +304,7 @@ def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
         closest = min(off[k] for k in chosen)
         chosen = [k for k in chosen if off[k] <= closest + SHARPNESS_TOLERANCE]
     scores = [
-        sum(prediction_error(around[j], wanted[k], tables[j, k]) for k in range(len(greys)) if k != j)
-        for j in range(len(greys))
+        sum(prediction_error(around[j], wanted[k]) for k in range(len(greys)) if k != j) for j in range(len(greys))
     ]
     best = min(scores[k] for k in chosen)
     chosen = [k for k in chosen if scores[k] <= best * (1 + SCORE_TOLERANCE) + 1e-9]

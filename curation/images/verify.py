@@ -923,7 +923,7 @@ def compare(
         evidence = {
             "placed": name,
             "correlation": round(correlation, 3),
-            "uncovered": round(share, 3),
+            "uncovered": round(float(share), 3),
             "local_difference": round(local.difference, 3),
             **({"concentration": round(local.concentration, 1)} if local.concentration else {}),
         }
