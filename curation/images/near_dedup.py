@@ -810,7 +810,7 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=13,
+    version=14,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
 # 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print;
@@ -823,7 +823,10 @@ STAGE = SetStage(
 # placement correlating 0.85-0.9 is judged (a fine texture), but a change it shows is no evidence; 12: a frame is
 # told from a plain background (a label on it is compared, a shifted view is not inside a framed copy), and copies on
 # one grid allow only for detail both show; 13: among copies tied at the marks, any colour beats none, then the
-# sharpness most copies share, and levels skipped inside the range count against a copy
+# sharpness most copies share, and levels skipped inside the range count against a copy; 14: a pass on a placement
+# lining the two up less than 0.97 is checked against the next placement (a dark picture's whole laid on a black
+# frame passed before its content was tried), and a placement stretching the sides unlike both a whole copy and the
+# pictures' shapes is not judged
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:

@@ -66,6 +66,9 @@ SETTLED_CORRELATION = 0.995  # a first placement lining the two up this well is 
 REPEAT_PIXELS = 0.5  # of a fine copy: a placement putting the content's sides this near where one tried started or
 # ended is not refined, and one refined this near where another ended is not judged again (the same groups on the
 # three labelled sets, 9-22% fewer local-change measurements)
+MAX_STRETCH = 0.1  # in the log, one side's scale against the other's beyond both a whole copy's (none) and a
+# squashed copy's (the pictures' shapes): a placement stretching more is wrong (on a real plain picture, 0.9 against
+# 1.33: its copies were split off its group; squashed copies of 5-25% still pass)
 HOPELESS_CORRELATION = 0.5  # after a level of the refinement: below it the next is not tried (on 1,410 real files
 # no refinement rose from below it to 0.9; the placement keeps its start, as when the steps wander off)
 WINDOW_SHARE = 0.05  # of the shorter side: the windows the leftover is averaged over
@@ -872,6 +875,16 @@ def _in_place(placement: Placement, found: Picture) -> bool:
     )
 
 
+def stretched(placement: Placement, first: Picture, second: Picture) -> bool:
+    """Whether a placement stretches one side against the other by over MAX_STRETCH (in the log) more than both
+    a copy of the whole scene (a crop, a frame or a resize scales both sides alike) and a squashed copy (the
+    stretch the two pictures' sides imply) would: a fit on a plain picture, free to slide, placed them wrongly."""
+    (height1, width1), (height2, width2) = first.fine.shape, second.fine.shape
+    stretch = float(np.log(placement.ax / placement.ay))
+    squash = float(np.log((width2 / width1) / (height2 / height1)))
+    return min(abs(stretch), abs(stretch - squash)) > MAX_STRETCH
+
+
 def _repeats(box: Box, tried: list[Box]) -> bool:
     """Whether each side of `box` is within REPEAT_PIXELS of the same side of a box in `tried`."""
     return any(max(abs(a - b) for a, b in zip(box, other)) < REPEAT_PIXELS for other in tried)
@@ -886,11 +899,14 @@ def compare(
     early: bool = True,
 ) -> Verdict:
     """Verify a pair with the first turned by `orientation`: each placement in turn (`_hypotheses`), refined
-    unless one tried started or ended there (`REPEAT_PIXELS`); the first that lines the two up, leaves little
-    uncovered and shows no local change makes them one picture.
-    With `early`, placements after it, or after one lining the two up within TRUSTED_CORRELATION, are not
-    tried. The evidence is that of the best placement tried (of failed ones, those lining the two up within
-    LINED_UP_CORRELATION first: a change a loose one shows is no evidence, `near_dedup.lined_up`)."""
+    unless one tried started or ended there (`REPEAT_PIXELS`), and judged unless it stretches one side against the
+    other (`stretched`); one that lines the two up, leaves little uncovered and shows no local change makes them
+    one picture. With `early`, no placement is tried after a pass lining the two up within TRUSTED_CORRELATION, a
+    second pass, or a failure lining them up that well and leaving little uncovered (another placement would only
+    find the same change); a pass on a looser placement is checked against the next one (a dark picture laid whole
+    on a copy with a black frame passes at 0.95, its content on the frame's inside fits at 0.99). The evidence is
+    that of the best placement tried (`rank`: passes first, then failed ones lining the two up within
+    LINED_UP_CORRELATION: a change a loose one shows is no evidence, `near_dedup.lined_up`)."""
     turned, image1, samples1 = _turned(first, orientation)
     image2 = Image.fromarray(second.fine)
     best: tuple | None = None
@@ -942,14 +958,16 @@ def compare(
         repeated = _repeats(end, ends)  # refined to where another was: judged there already
         starts.append(where)
         ends.append(end)
-        if repeated or correlation < MIN_CORRELATION:
+        if repeated or correlation < MIN_CORRELATION or stretched(placement, turned, second):
             continue
         found = judged(name, placement, correlation)
         if found is None:
             continue
+        passed_before = best is not None and best[0][0]
         if best is None or found[0] > best[0]:
             best = found
-        if early and (found[0][0] or (found[1]["correlation"] >= TRUSTED_CORRELATION and found[3] <= max_uncovered)):
+        trusted = found[1]["correlation"] >= TRUSTED_CORRELATION
+        if early and ((found[0][0] and (trusted or passed_before)) or (trusted and found[3] <= max_uncovered)):
             break  # one picture, or lined up so well that another placement would only find the same change
     if best is None:
         return Verdict(False, {"placed": "none", "correlation": None}, orientation, None)
