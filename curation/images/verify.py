@@ -879,6 +879,8 @@ def stretched(placement: Placement, first: Picture, second: Picture) -> bool:
     """Whether a placement stretches one side against the other by over MAX_STRETCH (in the log) more than both
     a copy of the whole scene (a crop, a frame or a resize scales both sides alike) and a squashed copy (the
     stretch the two pictures' sides imply) would: a fit on a plain picture, free to slide, placed them wrongly."""
+    if placement.ax <= 0 or placement.ay <= 0:  # turned inside out: no copy
+        return True
     (height1, width1), (height2, width2) = first.fine.shape, second.fine.shape
     stretch = float(np.log(placement.ax / placement.ay))
     squash = float(np.log((width2 / width1) / (height2 / height1)))

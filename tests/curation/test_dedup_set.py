@@ -162,6 +162,7 @@ def test_a_placement_stretched_unlike_the_pictures_shapes_is_not_judged(tmp_path
     assert verify.stretched(verify.Placement(0.9, 0, 1.33, 0), *same_shape)  # a real plain picture's wrong fit
     assert not verify.stretched(verify.Placement(1.0, 0, 0.8, 0), *wider)  # squashed as the shapes say
     assert verify.stretched(verify.Placement(1.0, 0, 1.25, 0), *wider)
+    assert verify.stretched(verify.Placement(1.0, 0, -1.0, 200), *same_shape)  # upside down: no placement of a copy
     # squashed copies of a photo still pass (a guard on any stretch of 10% would turn the last two away)
     original = photo()
     first = fine(original, tmp_path, "original")
