@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from benchcurate.curation.core.files import PARTIAL_SUFFIX
 from benchcurate.curation.release.verify import diff
 from tests.factories import make_image, scripted_reply
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -61,11 +62,14 @@ def schema_count(server: FakeOpenAIServer, name: str) -> int:
 
 
 def finished_stages(run_dir: Path) -> set[str]:
-    """Stages whose output was complete (a DONE marker beside kept.jsonl) at this moment."""
+    """Stages whose output was complete (a DONE marker beside kept.jsonl, in the stage's own folder) at this moment.
+
+    A folder is sealed under its partial name and then renamed into place: a kill between the two leaves a DONE in
+    `<key>.partial`, which is not a finished output (the resumed run redoes that stage, as it should)."""
     return {
         marker.parent.parent.name.split("_", 1)[1]
         for marker in (run_dir / "stages").glob("*/*/DONE")
-        if not marker.parent.name.startswith("work-")
+        if not marker.parent.name.startswith("work-") and not marker.parent.name.endswith(PARTIAL_SUFFIX)
     }
 
 
