@@ -740,7 +740,7 @@ def picture_loader(
         if index in made:
             made.move_to_end(index)
             return made[index]
-        key = f"{items[index].sha256}:v6"  # v6: the fine copy compressed (verify.pack)
+        key = f"{items[index].sha256}:v7"  # v7: the fine copy's shape from the full size (verify._scaled)
         cache = ctx.cache if ctx is not None else None
         raw = stored(index) if stored is not None else None
         if raw is None and cache:
@@ -810,7 +810,7 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=14,
+    version=15,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
 # 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print;
@@ -826,7 +826,8 @@ STAGE = SetStage(
 # sharpness most copies share, and levels skipped inside the range count against a copy; 14: a pass on a placement
 # lining the two up less than 0.97 is checked against the next placement (a dark picture's whole laid on a black
 # frame passed before its content was tried), and a placement stretching the sides unlike both a whole copy and the
-# pictures' shapes is not judged
+# pictures' shapes is not judged; 15: the fine copy's shape is scaled from the full size (a JPEG's draft and a PNG
+# of its pixels were 296 and 297 pixels wide, so a label judged against the PNG was excused as resampling)
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:

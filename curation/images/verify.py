@@ -66,9 +66,10 @@ SETTLED_CORRELATION = 0.995  # a first placement lining the two up this well is 
 REPEAT_PIXELS = 0.5  # of a fine copy: a placement putting the content's sides this near where one tried started or
 # ended is not refined, and one refined this near where another ended is not judged again (the same groups on the
 # three labelled sets, 9-22% fewer local-change measurements)
-MAX_STRETCH = 0.1  # in the log, one side's scale against the other's beyond both a whole copy's (none) and a
+MAX_STRETCH = 0.05  # in the log, one side's scale against the other's beyond both a whole copy's (none) and a
 # squashed copy's (the pictures' shapes): a placement stretching more is wrong (on a real plain picture, 0.9 against
-# 1.33: its copies were split off its group; squashed copies of 5-25% still pass)
+# 1.33, and a boot splash in a white frame 1.149 against 1.266: their copies were split off their groups; of 1,857
+# passes on two labelled sets the largest stretch was 0.026 but one 0.064, and squashed copies of 5-25% still pass)
 HOPELESS_CORRELATION = 0.5  # after a level of the refinement: below it the next is not tried (on 1,410 real files
 # no refinement rose from below it to 0.9; the placement keeps its start, as when the steps wander off)
 WINDOW_SHARE = 0.05  # of the shorter side: the windows the leftover is averaged over
@@ -147,15 +148,7 @@ def picture(path: Path, max_pixels: int, data: bytes | None = None) -> Picture:
 
 def picture_of(decoded, data: bytes) -> Picture:
     """The Picture of a decoded file (`decode.DecodedImage`, upright RGB, perhaps reduced) and its bytes."""
-    scale = (FINE_PIXELS / (decoded.image.width * decoded.image.height)) ** 0.5
-    rgb = (
-        decoded.image
-        if scale >= 1
-        else decoded.image.resize(
-            (max(1, round(decoded.image.width * scale)), max(1, round(decoded.image.height * scale))),
-            Image.Resampling.BOX,
-        )
-    )
+    rgb = _scaled(decoded.image, (decoded.width, decoded.height), FINE_PIXELS)
     grey = rgb.convert("L")
     fine = np.asarray(grey)
     box, frame = boxes(fine)
@@ -173,13 +166,22 @@ def finer(path: Path, max_pixels: int) -> np.ndarray:
     ImageDecodeError)."""
     from benchcurate.curation.core.decode import decode_image
 
-    grey = decode_image(path, max_pixels, FINER_SIDE, shrink_all=True).image.convert("L")
-    scale = (FINER_PIXELS / (grey.width * grey.height)) ** 0.5
-    if scale < 1:
-        grey = grey.resize(
-            (max(1, round(grey.width * scale)), max(1, round(grey.height * scale))), Image.Resampling.BOX
-        )
-    return np.asarray(grey)
+    decoded = decode_image(path, max_pixels, FINER_SIDE, shrink_all=True)
+    return np.asarray(_scaled(decoded.image.convert("L"), (decoded.width, decoded.height), pixels=FINER_PIXELS))
+
+
+def _scaled(image: Image.Image, size: tuple[int, int], pixels: int) -> Image.Image:
+    """A decode (perhaps reduced) of a picture of full `size`, box-averaged to the shape that size scales to at
+    most `pixels` pixels. The shape comes from the full size, not the decode's: a JPEG's draft (1152 x 860 read
+    at 576 x 430) and a PNG of the same pixels box-reduced by a whole factor (384 x 286: the remainder rounds
+    away) then give one shape, and the two copies lie on one grid (`_in_place`): the change between them is
+    judged as between copies on one grid, not excused as resampling."""
+    width, height = size
+    scale = (pixels / (width * height)) ** 0.5
+    if scale >= 1:  # never reduced: a decode is reduced only when both sides are at least twice DECODE_SIDE
+        return image
+    shape = (max(1, round(width * scale)), max(1, round(height * scale)))
+    return image if image.size == shape else image.resize(shape, Image.Resampling.BOX)
 
 
 def pack(found: Picture) -> bytes:
