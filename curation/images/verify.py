@@ -176,12 +176,16 @@ def _scaled(image: Image.Image, size: tuple[int, int], pixels: int) -> Image.Ima
     at 576 x 430) and a PNG of the same pixels box-reduced by a whole factor (384 x 286: the remainder rounds
     away) then give one shape, and the two copies lie on one grid (`_in_place`): the change between them is
     judged as between copies on one grid, not excused as resampling."""
+    shape = _scaled_size(size, pixels)
+    return image if image.size == shape else image.resize(shape, Image.Resampling.BOX)
+
+
+def _scaled_size(size: tuple[int, int], pixels: int) -> tuple[int, int]:
+    """(width, height) a picture of full `size` scales to at most `pixels` pixels (its size when it has fewer: a
+    decode is reduced only when both sides are at least twice DECODE_SIDE, so such a picture was not)."""
     width, height = size
     scale = (pixels / (width * height)) ** 0.5
-    if scale >= 1:  # never reduced: a decode is reduced only when both sides are at least twice DECODE_SIDE
-        return image
-    shape = (max(1, round(width * scale)), max(1, round(height * scale)))
-    return image if image.size == shape else image.resize(shape, Image.Resampling.BOX)
+    return size if scale >= 1 else (max(1, round(width * scale)), max(1, round(height * scale)))
 
 
 def pack(found: Picture) -> bytes:
@@ -199,11 +203,27 @@ def pack(found: Picture) -> bytes:
 
 
 def unpack(raw: bytes) -> Picture:
+    """A Picture `pack` wrote. One written before its shape came from the full size (`_scaled`: a PNG's fine copy
+    could be a pixel wider than its JPEG's) is box-resampled to that shape and its boxes scaled, so a hashes file
+    from then still puts a JPEG and a lossless copy of its pixels on one grid; one written before frames were
+    kept gets its frame box."""
     length = int.from_bytes(raw[:4], "little")
     header = json.loads(raw[4 : 4 + length])
     fine = np.frombuffer(zlib.decompress(raw[4 + length :]), dtype=np.uint8).reshape(header["shape"])
-    frame = tuple(header["frame"]) if "frame" in header else boxes(fine)[1]  # written before frames were kept
-    return Picture(fine, tuple(header["content"]), tuple(header["size"]), Traits(**header["traits"]), frame)
+    content = tuple(header["content"])
+    frame = tuple(header["frame"]) if "frame" in header else None
+    width, height = _scaled_size(tuple(header["size"]), FINE_PIXELS)
+    if fine.shape != (height, width):
+        across, down = width / fine.shape[1], height / fine.shape[0]
+        fine = np.asarray(Image.fromarray(fine).resize((width, height), Image.Resampling.BOX))
+        content = _stretched_box(content, across, down)
+        frame = frame and _stretched_box(frame, across, down)
+    return Picture(fine, content, tuple(header["size"]), Traits(**header["traits"]), frame or boxes(fine)[1])
+
+
+def _stretched_box(box: Box, across: float, down: float) -> Box:
+    left, top, right, bottom = box
+    return (left * across, top * down, right * across, bottom * down)
 
 
 # where a point (x, y) of a picture width x height goes under each PIL transpose (continuous coordinates)
