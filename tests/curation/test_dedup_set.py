@@ -161,6 +161,11 @@ def test_a_placement_stretched_unlike_the_pictures_shapes_is_not_judged(tmp_path
     assert not verify.stretched(verify.Placement(1.0, 0, 1.04, 0), *same_shape)  # within MAX_STRETCH
     assert verify.stretched(verify.Placement(0.9, 0, 1.33, 0), *same_shape)  # a real plain picture's wrong fit
     assert verify.stretched(verify.Placement(1.149, 0, 1.266, 0), *same_shape)  # a framed boot splash's wrong fit
+    # a pixel over the shorter side on top: a real 16 x 12 thumbnail was placed on its 400 x 301 picture at 5.2%
+    thumbnail = (shaped(296, 222), shaped(16, 12))
+    assert not verify.stretched(verify.Placement(0.054, 0, 0.0569, 0), *thumbnail)
+    assert verify.stretched(verify.Placement(0.054, 0, 0.0620, 0), *thumbnail)  # 13.8%: beyond a pixel too
+    assert verify.stretched(verify.Placement(1.0, 0, 1.06, 0), *same_shape)  # 5.8%: a pixel over 200 is 0.5%
     assert not verify.stretched(verify.Placement(1.0, 0, 0.8, 0), *wider)  # squashed as the shapes say
     assert verify.stretched(verify.Placement(1.0, 0, 1.25, 0), *wider)
     assert verify.stretched(verify.Placement(1.0, 0, -1.0, 200), *same_shape)  # upside down: no placement of a copy
