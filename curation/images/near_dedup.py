@@ -827,7 +827,8 @@ STAGE = SetStage(
 # lining the two up less than 0.97 is checked against the next placement (a dark picture's whole laid on a black
 # frame passed before its content was tried), and a placement stretching the sides unlike both a whole copy and the
 # pictures' shapes is not judged; 15: the fine copy's shape is scaled from the full size (a JPEG's draft and a PNG
-# of its pixels were 296 and 297 pixels wide, so a label judged against the PNG was excused as resampling)
+# of its pixels were 296 and 297 pixels wide, so a label judged against the PNG was excused as resampling), and a
+# placement is stretched beyond 5% (was 10%) and a pixel over the shorter side
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:
