@@ -214,16 +214,11 @@ def unpack(raw: bytes) -> Picture:
     frame = tuple(header["frame"]) if "frame" in header else None
     width, height = _scaled_size(tuple(header["size"]), FINE_PIXELS)
     if fine.shape != (height, width):
-        across, down = width / fine.shape[1], height / fine.shape[0]
+        onto = Placement(width / fine.shape[1], 0.0, height / fine.shape[0], 0.0)
         fine = np.asarray(Image.fromarray(fine).resize((width, height), Image.Resampling.BOX))
-        content = _stretched_box(content, across, down)
-        frame = frame and _stretched_box(frame, across, down)
+        content = onto.box(content)
+        frame = frame and onto.box(frame)
     return Picture(fine, content, tuple(header["size"]), Traits(**header["traits"]), frame or boxes(fine)[1])
-
-
-def _stretched_box(box: Box, across: float, down: float) -> Box:
-    left, top, right, bottom = box
-    return (left * across, top * down, right * across, bottom * down)
 
 
 # where a point (x, y) of a picture width x height goes under each PIL transpose (continuous coordinates)

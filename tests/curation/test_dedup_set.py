@@ -891,13 +891,20 @@ def test_a_margin_on_the_others_frame_is_a_margin_not_a_strip_of_picture(tmp_pat
         assert found.same and found.evidence["uncovered"] <= CONFIG.max_uncovered_share / 2, found
 
 
+def photo_under_sky(width: int, sky: int, below: int, levels: tuple[int, int]) -> Image.Image:
+    """The photo `below` rows high under `sky` rows of a plain grey gradient from `levels[0]` to `levels[1]`."""
+    scene = Image.new("RGB", (width, sky + below))
+    gradient = np.repeat(np.linspace(*levels, sky), width * 3).reshape(sky, width, 3).astype(np.uint8)
+    scene.paste(Image.fromarray(gradient))
+    scene.paste(photo().resize((width, below)), (0, sky))
+    return scene
+
+
 def test_a_label_on_a_plain_sky_is_not_excused_as_small_print_on_one_grid(tmp_path):
     """What resampling changes is allowed for where small print aliases differently at another scale. Two
     copies of one size on one grid alias alike, so there only detail both show may differ (a sharpened receipt
     is one picture with its original); a label's text on a plain sky, which only one shows, is a change."""
-    sky = Image.new("RGB", (800, 800))
-    sky.paste(Image.fromarray(np.repeat(np.linspace(150, 205, 300), 800 * 3).reshape(300, 800, 3).astype(np.uint8)))
-    sky.paste(photo().resize((800, 500)), (0, 300))
+    sky = photo_under_sky(800, 300, 500, (150, 205))
     first = fine(sky, tmp_path, "sky")
     second = fine(with_label(sky, (150, 80, 480, 114)), tmp_path, "label")
     limits = (CONFIG.max_local_difference, CONFIG.max_uncovered_share)
@@ -920,10 +927,7 @@ def test_a_jpeg_and_its_lossless_re_save_judge_a_third_copy_alike(tmp_path):
     with a label was judged against the PNG as resampled: text that aliases is excused there, and on real
     pictures a label the JPEG original showed as a change (0.155) passed against its PNG re-save (0.073), which
     then vouched for it. The shape now comes from the full size: the two lie on one grid and see one change."""
-    scene = Image.new("RGB", (1152, 860))
-    sky = np.repeat(np.linspace(140, 210, 360), 1152 * 3).reshape(360, 1152, 3).astype(np.uint8)
-    scene.paste(Image.fromarray(sky))
-    scene.paste(photo().resize((1152, 500)), (0, 360))
+    scene = photo_under_sky(1152, 360, 500, (140, 210))
     scene.save(tmp_path / "original.jpg", quality=92)
     with Image.open(tmp_path / "original.jpg") as decoded:
         pixels = decoded.convert("RGB")
