@@ -204,18 +204,48 @@ def _resized(pixels: np.ndarray, width: int, height: int) -> np.ndarray:
     )
 
 
-def _correlations(big: np.ndarray, small: np.ndarray, lefts: range, tops: range) -> np.ndarray:
-    """Normalised cross-correlation of `small` with each window of `big` at the given offsets (tops x lefts)."""
+class _Integral(NamedTuple):
+    """Summed-area tables of a picture and of its squares (float64, a zero row and column first): the sum over any
+    window in four reads, where summing each window of a search costs its area."""
+
+    values: np.ndarray
+    squares: np.ndarray
+
+    @classmethod
+    def of(cls, pixels: np.ndarray) -> _Integral:
+        def table(values: np.ndarray) -> np.ndarray:
+            out = np.zeros((values.shape[0] + 1, values.shape[1] + 1))
+            np.cumsum(values, axis=0, out=out[1:, 1:])
+            np.cumsum(out[1:, 1:], axis=1, out=out[1:, 1:])
+            return out
+
+        wide = pixels.astype(np.float64)
+        return cls(table(wide), table(wide * wide))
+
+    def windows(self, height: int, width: int, lefts: range, tops: range) -> tuple[np.ndarray, np.ndarray]:
+        """The sums of the values and of the squares over each height x width window at the offsets."""
+
+        def summed(table: np.ndarray) -> np.ndarray:
+            top, left = slice(tops.start, tops.stop), slice(lefts.start, lefts.stop)
+            bottom = slice(tops.start + height, tops.stop + height)
+            right = slice(lefts.start + width, lefts.stop + width)
+            return table[bottom, right] - table[top, right] - table[bottom, left] + table[top, left]
+
+        return summed(self.values), summed(self.squares)
+
+
+def _correlations(big: np.ndarray, integral: _Integral, small: np.ndarray, lefts: range, tops: range) -> np.ndarray:
+    """Normalised cross-correlation of `small` with each window of `big` (`integral`: its `_Integral`) at the given
+    offsets (tops x lefts)."""
     from numpy.lib.stride_tricks import sliding_window_view
 
     height, width = small.shape
     template = small - small.mean()
     template /= max(float(np.linalg.norm(template)), 1e-6)
     windows = sliding_window_view(big, (height, width))[tops.start : tops.stop, lefts.start : lefts.stop]
-    count = height * width
-    sums = windows.sum(axis=(2, 3))
-    squares = np.einsum("ijkl,ijkl->ij", windows, windows)
-    spread = np.sqrt(np.maximum(squares - sums * sums / count, 1e-6))
+    sums, squares = integral.windows(height, width, lefts, tops)
+    # a window flat to within a grey level in all (exact sums leave it 0) correlates with nothing: 0, not noise
+    spread = np.sqrt(np.maximum(squares - sums * sums / (height * width), 1.0))
     return np.einsum("ijkl,kl->ij", windows, template) / spread
 
 
@@ -236,6 +266,7 @@ def _best(
     """(correlation, left, top, width, height) of the best window of `big` for `small` over `sizes` (within two
     pixels of `near`, a place found at half this resolution, when given) and every offset (within two pixels)."""
     side = big.shape[0]
+    integral = _Integral.of(big)
     best = (-2.0, 0, 0, 0, 0)
     for width, height in sizes:
         lefts, tops = range(side - width + 1), range(side - height + 1)
@@ -247,7 +278,7 @@ def _best(
             tops = range(max(0, 2 * top - 2), min(side - height, 2 * top + 2) + 1)
             if not len(lefts) or not len(tops):
                 continue
-        scores = _correlations(big, _resized(small, width, height), lefts, tops)
+        scores = _correlations(big, integral, _resized(small, width, height), lefts, tops)
         row, column = np.unravel_index(int(np.argmax(scores)), scores.shape)
         if scores[row, column] > best[0]:
             best = (float(scores[row, column]), lefts.start + int(column), tops.start + int(row), width, height)

@@ -65,6 +65,7 @@ from benchcurate.curation.images.verify import (
     COMPOSED,
     SMALL_PRINT,
     Picture,
+    UnknownPicture,
     compare,
     finer,
     inverse,
@@ -745,9 +746,13 @@ def picture_loader(
         raw = stored(index) if stored is not None else None
         if raw is None and cache:
             raw = cache.get_bytes_many(PICTURES_NAMESPACE, [key]).get(key)
+        found = None
         if raw is not None:
-            found = unpack(raw)
-        else:
+            try:
+                found = unpack(raw)
+            except UnknownPicture:  # written by a newer version: made again from the file
+                raw = None
+        if raw is None:
             try:
                 found = picture(Path(items[index].path), DEFAULT_MAX_PIXELS)
             except (ImageDecodeError, OSError):

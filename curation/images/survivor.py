@@ -264,7 +264,7 @@ def sharpness(greys: list[np.ndarray]) -> np.ndarray:
     sharpening over another less the other's over it, halved; then the median over the others, as a strongly
     blurred copy shows almost no Laplacian to weigh and gives wild weights), read on the EDGE_SAMPLES pixels
     where the copies' mean grey bends most (a smooth sky shows no sharpening)."""
-    bend = np.abs(laplacian(np.mean([grey.astype(np.float32) for grey in greys], axis=0)))
+    bend = np.abs(laplacian(_mean(greys)))
     rows, columns = np.unravel_index(_largest(bend.ravel(), EDGE_SAMPLES), bend.shape)
     rows, columns = rows + 1, columns + 1  # `laplacian` has no edge row or column
     around = [_neighbourhoods(grey, rows, columns) for grey in greys]
@@ -274,6 +274,15 @@ def sharpness(greys: list[np.ndarray]) -> np.ndarray:
             if j != k:
                 pairs[j, k] = sharpening(source, target[4].astype(np.float64))
     return np.nanmedian((pairs - pairs.T) / 2, axis=0)
+
+
+def _mean(greys: list[np.ndarray]) -> np.ndarray:
+    """The pixel-wise mean of pictures of one size (float32): `np.mean` of them stacked, the same sums in the same
+    order, without the stack (a group of 20 wallpapers would stack 20 full-size copies)."""
+    total = greys[0].astype(np.float32)
+    for grey in greys[1:]:
+        np.add(total, grey, out=total)
+    return np.divide(total, np.float32(len(greys)), out=total)
 
 
 def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
@@ -303,9 +312,9 @@ def fewest_marks(pictures: list[np.ndarray]) -> list[int]:
         off = np.abs(levels - np.median(levels))
         closest = min(off[k] for k in chosen)
         chosen = [k for k in chosen if off[k] <= closest + SHARPNESS_TOLERANCE]
-    scores = [
-        sum(prediction_error(around[j], wanted[k]) for k in range(len(greys)) if k != j) for j in range(len(greys))
-    ]
+    scores = {  # only the copies still chosen are read
+        j: sum(prediction_error(around[j], wanted[k]) for k in range(len(greys)) if k != j) for j in chosen
+    }
     best = min(scores[k] for k in chosen)
     chosen = [k for k in chosen if scores[k] <= best * (1 + SCORE_TOLERANCE) + 1e-9]
     if len(chosen) > 1:  # most copies keep the original's tone: a brightened or darkened copy is off from most

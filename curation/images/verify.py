@@ -188,10 +188,18 @@ def _scaled_size(size: tuple[int, int], pixels: int) -> tuple[int, int]:
     return size if scale >= 1 else (max(1, round(width * scale)), max(1, round(height * scale)))
 
 
+PICTURE_VERSION = 3  # of `pack`'s layout: 1 had no frame box, 2 a fine copy shaped from the reduced decode
+
+
+class UnknownPicture(ValueError):
+    """Bytes `pack` wrote in a layout this version does not know (a newer one): the picture is made again."""
+
+
 def pack(found: Picture) -> bytes:
-    """A Picture as bytes for the run cache (`unpack` reads it)."""
+    """A Picture as bytes for the run cache and a hashes file's side file (`unpack` reads it)."""
     header = json.dumps(
         {
+            "version": PICTURE_VERSION,
             "shape": found.fine.shape,
             "content": found.content,
             "size": found.size,
@@ -203,17 +211,21 @@ def pack(found: Picture) -> bytes:
 
 
 def unpack(raw: bytes) -> Picture:
-    """A Picture `pack` wrote. One written before its shape came from the full size (`_scaled`: a PNG's fine copy
-    could be a pixel wider than its JPEG's) is box-resampled to that shape and its boxes scaled, so a hashes file
-    from then still puts a JPEG and a lossless copy of its pixels on one grid; one written before frames were
-    kept gets its frame box."""
+    """A Picture `pack` wrote (`UnknownPicture` for a layout newer than PICTURE_VERSION). One written before the
+    layout had a version is read by what it holds: one whose shape did not come from the full size (`_scaled`:
+    a PNG's fine copy could be a pixel wider than its JPEG's) is box-resampled to that shape and its boxes
+    scaled, so a hashes file from then still puts a JPEG and a lossless copy of its pixels on one grid; one
+    written before frames were kept gets its frame box."""
     length = int.from_bytes(raw[:4], "little")
     header = json.loads(raw[4 : 4 + length])
+    version = header.get("version")
+    if version is not None and version != PICTURE_VERSION:
+        raise UnknownPicture(f"picture layout {version}; this version reads {PICTURE_VERSION} and older")
     fine = np.frombuffer(zlib.decompress(raw[4 + length :]), dtype=np.uint8).reshape(header["shape"])
     content = tuple(header["content"])
     frame = tuple(header["frame"]) if "frame" in header else None
     width, height = _scaled_size(tuple(header["size"]), FINE_PIXELS)
-    if fine.shape != (height, width):
+    if version is None and fine.shape != (height, width):
         onto = Placement(width / fine.shape[1], 0.0, height / fine.shape[0], 0.0)
         fine = np.asarray(Image.fromarray(fine).resize((width, height), Image.Resampling.BOX))
         content = onto.box(content)

@@ -293,6 +293,46 @@ def test_the_half_size_copy_of_the_marks_is_numpys_block_mean_to_the_bit():
         assert np.array_equal(survivor.halved(grey), mean) and survivor.halved(grey).dtype == mean.dtype
 
 
+def test_the_mean_of_the_marks_is_numpys_stacked_mean_to_the_bit():
+    """`survivor._mean` sums the copies one by one, as `np.mean` over the stacked copies does, without the stack."""
+    rng = np.random.default_rng(6)
+    for count in range(1, 24):
+        height, width = rng.integers(3, 300, 2)
+        greys = [rng.integers(0, 256, (height, width)).astype(np.uint8) for _ in range(count)]
+        stacked = np.mean([grey.astype(np.float32) for grey in greys], axis=0)
+        assert np.array_equal(survivor._mean(greys), stacked) and survivor._mean(greys).dtype == stacked.dtype
+
+
+def test_window_sums_from_summed_area_tables_match_summing_each_window():
+    """The crop search reads each window's sum and sum of squares from summed-area tables: the sums of the windows
+    (to float rounding), and correlations that match the direct formula; a flat window correlates 0 (exact sums
+    leave it no spread: a floor on noise alone scored a white picture against anything below -2, and the search
+    found no place at all)."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    from benchcurate.curation.images import likeness
+
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        side = int(rng.integers(12, 70))
+        big = (rng.random((side, side)) * 255).astype(np.float32)
+        height, width = (int(value) for value in rng.integers(4, side + 1, 2))
+        lefts, tops = range(int(rng.integers(0, side - width + 1)), side - width + 1), range(side - height + 1)
+        windows = sliding_window_view(big.astype(np.float64), (height, width))[tops.start :, lefts.start :]
+        sums, squares = likeness._Integral.of(big).windows(height, width, lefts, tops)
+        assert np.allclose(sums, windows.sum(axis=(2, 3)), rtol=1e-9)
+        assert np.allclose(squares, (windows**2).sum(axis=(2, 3)), rtol=1e-9)
+        small = (rng.random((height, width)) * 255).astype(np.float32)
+        found = likeness._correlations(big, likeness._Integral.of(big), small, lefts, tops)
+        centred = windows - windows.mean(axis=(2, 3), keepdims=True)
+        template = (small - small.mean()) / np.linalg.norm(small - small.mean())
+        direct = np.einsum("ijkl,kl->ij", centred, template) / np.sqrt((centred**2).sum(axis=(2, 3)))
+        assert np.allclose(found, direct, atol=1e-4), trial
+    white, picture = np.full((128, 128), 255, np.uint8), (rng.random((128, 128)) * 255).astype(np.uint8)
+    window = likeness.place(white, picture, 1.1375)
+    assert window is not None and abs(window.correlation) < 0.01
+
+
 def test_the_labelled_set_meets_its_floors(labelled):
     """Per kind of edit, at least plain pHash's share at the same threshold on the same files; no hard negative
     grouped, no group of two scenes; the original (or a copy with its pixels) kept in at least 90% of groups."""
@@ -937,7 +977,7 @@ def test_a_jpeg_and_its_lossless_re_save_judge_a_third_copy_alike(tmp_path):
     # a hashes file written before holds the PNG's copy 297 wide: read back, it is on the JPEG's grid too
     wider = Image.fromarray(png.fine).resize((297, 221), Image.Resampling.BOX)
     stored = png._replace(fine=np.asarray(wider), content=(0.0, 0.0, 297.0, 221.0), frame=(0.0, 0.0, 297.0, 221.0))
-    read = verify.unpack(verify.pack(stored))
+    read = verify.unpack(without(verify.pack(stored), "version"))  # written before the layout had a version
     assert read.fine.shape == (221, 296) and read.content == read.frame == (0.0, 0.0, 296.0, 221.0)
     limits = (CONFIG.max_local_difference, CONFIG.max_uncovered_share)
     copy = verify.compare(original, png, "identity", *limits)
@@ -951,6 +991,31 @@ def test_a_jpeg_and_its_lossless_re_save_judge_a_third_copy_alike(tmp_path):
         assert max(seen) - min(seen) < 0.01, (box, seen)
 
 
+def without(raw: bytes, *fields: str, **changed) -> bytes:
+    """`verify.pack` bytes with header fields left out or changed, as an earlier (or later) version wrote them."""
+    length = int.from_bytes(raw[:4], "little")
+    header = {key: value for key, value in json.loads(raw[4 : 4 + length]).items() if key not in fields}
+    written = json.dumps({**header, **changed}).encode()
+    return len(written).to_bytes(4, "little") + written + raw[4 + length :]
+
+
+def test_a_picture_in_a_newer_layout_is_made_again_from_its_file(tmp_path):
+    """A side file written by a newer version holds pictures in a layout this one does not know: read as if they
+    were of a known one, a changed shape or box would be misread without a word. They are refused by their
+    version, and the loader makes the picture again from its file; one of this version is read as stored."""
+    photo().save(tmp_path / "photo.png")
+    ImageOps.mirror(photo()).resize((300, 200)).save(tmp_path / "other.png")
+    made, other = (verify.picture(tmp_path / name, 10**9) for name in ("photo.png", "other.png"))
+    current = verify.pack(other)  # stored for photo.png: which picture the loader returns says where it came from
+    newer = without(current, version=verify.PICTURE_VERSION + 1)
+    with pytest.raises(verify.UnknownPicture):
+        verify.unpack(newer)
+    items = dedup_set.keys([dedup_set.Entry(tmp_path / "photo.png", "photo", "original", "original", "photo")])
+    for stored, expected in ((current, other), (newer, made)):
+        loaded = near_dedup.picture_loader(items, None, stored=[stored].__getitem__)(0)
+        assert np.array_equal(loaded.fine, expected.fine) and loaded[1:] == expected[1:]
+
+
 def test_pictures_stored_before_frames_were_kept_get_their_frame_box(tmp_path):
     """A hashes file's side file or a run cache written by an earlier version has no frame box: it is worked out
     from the stored copy, the same as a fresh decode gives."""
@@ -958,11 +1023,7 @@ def test_pictures_stored_before_frames_were_kept_get_their_frame_box(tmp_path):
     image.save(tmp_path / "framed.png")
     made = verify.picture(tmp_path / "framed.png", 10**9)
     raw = verify.pack(made)
-    length = int.from_bytes(raw[:4], "little")
-    header = json.loads(raw[4 : 4 + length])
-    del header["frame"]
-    old = json.dumps(header).encode()
-    stored = verify.unpack(len(old).to_bytes(4, "little") + old + raw[4 + length :])
+    stored = verify.unpack(without(raw, "frame", "version"))
     assert stored.frame == made.frame != (0.0, 0.0, *map(float, made.fine.shape[::-1]))
     assert np.array_equal(stored.fine, made.fine) and stored[1:4] == made[1:4]
     assert verify.unpack(raw).frame == made.frame  # written with it: read, not worked out
