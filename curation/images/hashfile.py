@@ -31,6 +31,7 @@ from benchcurate.curation.core.fingerprint import sha256_bytes
 from benchcurate.curation.core.jsonl import numbered_rows
 from benchcurate.curation.core.parallel import keep_image_memory, ordered_map
 from benchcurate.curation.images.phash import PhashConfig, algorithm, fingerprint
+from benchcurate.curation.images.verify import UnknownPicture, unpack
 
 CHUNK_FILES = 4  # files per task: a slow file (a 15 MP PNG wallpaper) holds back few rows
 WINDOW_CHUNKS_PER_JOB = 16  # tasks in flight per thread, ahead of the oldest unfinished one
@@ -180,6 +181,15 @@ def decoding_note(table: HashTable, hashes: Path) -> str | None:
             f"note: {pictures_file(hashes)} is missing or was written by another run, so each file with a "
             "candidate was decoded again; hash again with --likeness to write it"
         )
+    first = next((index for index, span in enumerate(spans) if span), None)
+    if first is not None:
+        try:
+            unpack(stored_pictures(table, hashes)(first))
+        except UnknownPicture as error:
+            return (
+                f"note: {pictures_file(hashes)} was written by a newer version of curate ({error}), so each "
+                "file with a candidate was decoded again; hash again with this version, or upgrade"
+            )
     return None
 
 

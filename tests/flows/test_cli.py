@@ -272,6 +272,19 @@ def test_images_hash_with_likeness_keeps_what_dups_verifies_so_dups_decodes_no_f
     again = probe(["images", "dups", str(moved), "--out", str(tmp_path / "g0.jsonl")], tmp_path, home)
     assert again.returncode == 0 and f"note: {moved}.pictures is missing" in again.stderr, again.stderr
     assert (tmp_path / "g0.jsonl").read_text() == (tmp_path / "g1.jsonl").read_text()
+    newer, side, rows = tmp_path / "newer.jsonl", bytearray(), []  # pictures in a layout a later version wrote
+    for index, row in enumerate(table.rows):
+        raw = stored(index)
+        length = int.from_bytes(raw[:4], "little")
+        header = json.dumps({**json.loads(raw[4 : 4 + length]), "version": verify.PICTURE_VERSION + 1}).encode()
+        blob = len(header).to_bytes(4, "little") + header + raw[4 + length :]
+        rows.append(json.dumps({**row, "picture": [len(side), len(blob)]}))
+        side += blob
+    newer.write_text("".join(row + "\n" for row in rows))
+    pictures_file(newer).write_bytes(bytes(side))
+    later = probe(["images", "dups", str(newer), "--out", str(tmp_path / "g3.jsonl")], tmp_path, home)
+    assert later.returncode == 0 and "written by a newer version of curate" in later.stderr, later.stderr
+    assert (tmp_path / "g3.jsonl").read_text() == (tmp_path / "g1.jsonl").read_text()  # made again from the files
     for path in folder.iterdir():  # nothing left to decode: the verification reads the side file only
         path.write_bytes(b"")
     second = probe(["images", "dups", str(hashes), "--out", str(tmp_path / "g2.jsonl")], tmp_path, home)
