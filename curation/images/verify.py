@@ -377,7 +377,10 @@ def _sample(image: Image.Image, box: Box, size: tuple[int, int]) -> np.ndarray:
     if left < 0 or top < 0 or right > image.width or bottom > image.height:
         pad_x = int(np.ceil(max(0.0, -left, right - image.width))) + 1
         pad_y = int(np.ceil(max(0.0, -top, bottom - image.height))) + 1
-        padded = np.pad(np.asarray(image), ((pad_y, pad_y), (pad_x, pad_x)), mode="edge")
+        pixels = np.asarray(image)  # its edge repeated pad_y rows and pad_x columns out (`np.pad`'s "edge")
+        rows = np.clip(np.arange(-pad_y, pixels.shape[0] + pad_y), 0, pixels.shape[0] - 1)
+        columns = np.clip(np.arange(-pad_x, pixels.shape[1] + pad_x), 0, pixels.shape[1] - 1)
+        padded = pixels[rows[:, None], columns]
         image, box = Image.fromarray(padded), (left + pad_x, top + pad_y, right + pad_x, bottom + pad_y)
     return np.asarray(image.resize(size, Image.Resampling.BILINEAR, box=box), dtype=np.float32)
 
