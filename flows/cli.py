@@ -1283,13 +1283,13 @@ def images_dups(
     groups = dropped = 0
     with replacing(out) as partial, open(partial, "w", encoding="utf-8") as handle:
         reference_table = read_hashes(reference) if reference else None
-        stored = stored_pictures(table, hashes) if verify else None
+        stored = stored_pictures(table, hashes)  # also without --verify: the keep rule orders by what they hold
         for row in duplicate_groups(table, cfg, reference_table, jobs, stored, files):
             handle.write(json.dumps(row) + "\n")
             groups += 1
             dropped += len(row["dropped"])
     typer.echo(f"{len(table.paths)} hashes: {groups} groups, {dropped} duplicates to drop; written to {out}", err=True)
-    note = decoding_note(table, hashes) if verify else None
+    note = decoding_note(table, hashes) if verify or cfg.keep_rule == "least_processed" else None
     if note:
         typer.echo(note, err=True)
 

@@ -295,6 +295,31 @@ def test_images_hash_with_likeness_keeps_what_dups_verifies_so_dups_decodes_no_f
     assert plain.returncode == 0 and not pictures_file(hashes).exists()
 
 
+def test_images_dups_without_verification_orders_copies_from_the_side_file(tmp_path):
+    """Without --verify, the centre kept is still chosen by what the copies lost (colour before pixels). What that
+    reads comes from the side file `images hash --likeness` wrote: the colour original is kept over a larger
+    greyscale copy with the image files gone, and no file is decoded (it had decoded each one again)."""
+    from PIL import Image
+
+    folder = tmp_path / "pics"
+    make_image(folder / "colour.png", 0, (320, 240))
+    with Image.open(folder / "colour.png") as original:
+        original.convert("L").resize((400, 300)).convert("RGB").save(folder / "grey-larger.png")
+    home = tmp_path / "home"
+    home.mkdir()
+    hashes = tmp_path / "h.jsonl"
+    hashed = probe(["images", "hash", str(folder), "--out", str(hashes), "--likeness"], tmp_path, home)
+    assert hashed.returncode == 0, hashed.stderr
+    for path in folder.iterdir():
+        path.write_bytes(b"")
+    grouped = probe(["images", "dups", str(hashes), "--out", str(tmp_path / "g.jsonl"), "--no-verify"], tmp_path, home)
+    assert grouped.returncode == 0 and "note:" not in grouped.stderr, grouped.stderr
+    groups = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
+    assert [(Path(g["kept"]).name, [Path(d["path"]).name for d in g["dropped"]]) for g in groups] == [
+        ("colour.png", ["grey-larger.png"])
+    ]
+
+
 def test_images_dups_reads_files_hashed_by_relative_path_from_another_folder_or_says_where_to_run(tmp_path):
     """A hashes file names files as `images hash` was given them. `images dups` run from another folder finds
     them beside the hashes file and groups as from the folder they were hashed in; a file gone is an error that
