@@ -3,6 +3,7 @@ for the loopback OpenAI server. Plain functions with no pytest import, so `bench
 
 from __future__ import annotations
 
+import json
 import random
 import struct
 import zlib
@@ -130,3 +131,11 @@ def convbench_sheet(path: Path, rows: list[list], header: list | None = None) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     book.save(path)
     return path
+
+
+def without(raw: bytes, *fields: str, **changed) -> bytes:
+    """`verify.pack` bytes with header fields left out or changed, as an earlier (or later) version wrote them."""
+    length = int.from_bytes(raw[:4], "little")
+    header = {key: value for key, value in json.loads(raw[4 : 4 + length]).items() if key not in fields}
+    written = json.dumps({**header, **changed}).encode()
+    return len(written).to_bytes(4, "little") + written + raw[4 + length :]

@@ -4,8 +4,6 @@ pieces under it (placement, local change, keep rule), checked alone."""
 
 from __future__ import annotations
 
-import json
-
 import imagehash
 import numpy as np
 import pytest
@@ -15,6 +13,7 @@ from benchcurate.curation.images import near_dedup, survivor, verify
 from benchcurate.curation.images.likeness import PIL_TRANSPOSE, dihedral_hashes, likeness_hashes, trim_borders
 from benchcurate.curation.images.near_dedup import NearDedupConfig
 from tests import dedup_set
+from tests.factories import without
 from tests.helpers import SHARED_DIR, shared_lock
 
 # The part of the set the tests build: photos in colour (PNG), of the night sky (JPEG: copies carry its compression)
@@ -989,14 +988,6 @@ def test_a_jpeg_and_its_lossless_re_save_judge_a_third_copy_alike(tmp_path):
         assert not any(verdict.same for verdict in found), found
         seen = [verdict.evidence["local_difference"] for verdict in found]
         assert max(seen) - min(seen) < 0.01, (box, seen)
-
-
-def without(raw: bytes, *fields: str, **changed) -> bytes:
-    """`verify.pack` bytes with header fields left out or changed, as an earlier (or later) version wrote them."""
-    length = int.from_bytes(raw[:4], "little")
-    header = {key: value for key, value in json.loads(raw[4 : 4 + length]).items() if key not in fields}
-    written = json.dumps({**header, **changed}).encode()
-    return len(written).to_bytes(4, "little") + written + raw[4 + length :]
 
 
 def test_a_picture_in_a_newer_layout_is_made_again_from_its_file(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from benchcurate.curation.engine.runner import run_all
 from benchcurate.curation.engine.store import RunStore
 from benchcurate.curation.recipes import load_recipe
-from tests.factories import make_image
+from tests.factories import make_image, without
 from tests.helpers import curate_in_process, resolve, run_curate
 
 PROBE = (
@@ -274,10 +274,7 @@ def test_images_hash_with_likeness_keeps_what_dups_verifies_so_dups_decodes_no_f
     assert (tmp_path / "g0.jsonl").read_text() == (tmp_path / "g1.jsonl").read_text()
     newer, side, rows = tmp_path / "newer.jsonl", bytearray(), []  # pictures in a layout a later version wrote
     for index, row in enumerate(table.rows):
-        raw = stored(index)
-        length = int.from_bytes(raw[:4], "little")
-        header = json.dumps({**json.loads(raw[4 : 4 + length]), "version": verify.PICTURE_VERSION + 1}).encode()
-        blob = len(header).to_bytes(4, "little") + header + raw[4 + length :]
+        blob = without(stored(index), version=verify.PICTURE_VERSION + 1)
         rows.append(json.dumps({**row, "picture": [len(side), len(blob)]}))
         side += blob
     newer.write_text("".join(row + "\n" for row in rows))
