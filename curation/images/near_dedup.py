@@ -409,7 +409,7 @@ def finer_look(
     for index, twin in twins:
         if _correlation(twin.fine, found.fine) < TWIN_CORRELATION:
             continue
-        if same_grid_concentration(twin.fine, found.fine) <= FINER_SCREEN:  # nothing stands out even here
+        if same_grid_concentration(twin.fine, found.fine, FINER_SCREEN) <= FINER_SCREEN:  # nothing stands out here
             return None
         finer_found = concentration(index, candidate)
         if finer_found is None or finer_found <= FINER_CONCENTRATION:
@@ -530,7 +530,7 @@ def near_groups(
         if (twin, candidate) not in looked:
             first, second = finer_copy(twin), finer_copy(candidate)
             looked[(twin, candidate)] = (
-                None if first is None or second is None else same_grid_concentration(first, second)
+                None if first is None or second is None else same_grid_concentration(first, second, FINER_CONCENTRATION)
             )
         return looked[(twin, candidate)]
 
@@ -539,6 +539,10 @@ def near_groups(
     counts: dict[str, int] = defaultdict(int)
     rules: dict[str, int] = defaultdict(int)
     seen: dict[int, set[int]] = {}  # per centre: the items verified against it
+    # (centre, candidate) turned away by the verification, or by the finer look: a candidate is queued once per copy
+    # in the group it is near, so it is counted once per group, and not when a later try admitted it
+    turned_away: set[tuple[int, int]] = set()
+    finer_rejected: set[tuple[int, int]] = set()
     centre_of: dict[int, int] = {}  # each copy: its group's centre
     for centre in sorted(near, key=keys.__getitem__):
         if centre in placed:
@@ -562,7 +566,7 @@ def near_groups(
             """`other`, verified against `against` (`result`), joins the group unless the finer look turns it
             away; its candidates not yet placed are queued, to be verified against the centre first."""
             if cfg.verify and finer_look(other, [centre, *group], pictures, detailed, concentration) is not None:
-                counts["rejected_by_finer_look"] += 1
+                finer_rejected.add((centre, other))
                 return False
             placed.add(other)
             centre_of[other] = centre
@@ -616,7 +620,7 @@ def near_groups(
                         if result is not None and result.same:
                             break
                 if result is None or not result.same:
-                    counts["rejected_by_verification"] += 1
+                    turned_away.add((centre, other))
                     continue
                 placement = direct if lined_up(direct) else None
                 if placement is None and against != centre:  # the centre placed on it through the copy it passed
@@ -624,7 +628,7 @@ def near_groups(
                 if admit(other, result, against, placement, options[0]):
                     counts["verified_against_a_copy"] += against != centre
                 else:
-                    counts["rejected_by_verification"] += 1
+                    turned_away.add((centre, other))
 
         queue.extend((other, centre) for other in sorted(near[centre], key=keys.__getitem__))
         grow()
@@ -706,11 +710,11 @@ def near_groups(
     summary = {
         "candidate_pairs": len(found),
         "verified_pairs": counts["verified_pairs"],
-        "rejected_by_verification": counts["rejected_by_verification"],
+        "rejected_by_verification": sum(1 for centre, other in turned_away if centre_of.get(other) != centre),
         "groups": len({copy.kept for copy in dropped.values()}),
         "verified_against_a_copy": counts["verified_against_a_copy"],
         "verified_against_the_kept_copy": counts["verified_against_the_kept_copy"],
-        "rejected_by_finer_look": counts["rejected_by_finer_look"],
+        "rejected_by_finer_look": sum(1 for centre, other in finer_rejected if centre_of.get(other) != centre),
         "finer_copies_decoded": len(finer_copies),
         "kept_other_than_centre": counts["kept_other_than_centre"],
         "decided_by": dict(sorted(rules.items())),

@@ -767,14 +767,16 @@ def small_print(found: Picture) -> float:
     return float(_resampling_change(pixels).mean()) / (float(high - low) + 1.0)
 
 
-def same_grid_concentration(first: np.ndarray, second: np.ndarray) -> float:
+def same_grid_concentration(first: np.ndarray, second: np.ndarray, limit: float = -1.0) -> float:
     """How concentrated the change between two copies on one pixel grid is (`Leftover.concentration` without
     the allowance for resampling, the smaller direction): nothing was resampled between them, so a swapped
-    word stands out of small print that a JPEG re-save or a tone change leaves spread."""
+    word stands out of small print that a JPEG re-save or a tone change leaves spread. When the first direction
+    is within `limit`, so is the smaller: that direction's value is returned without the other."""
     if first.shape != second.shape:
         return 0.0
     a, b = _Prepared(first.astype(np.float32)), _Prepared(second.astype(np.float32))
-    return min(_leftover(a, b, None).concentration, _leftover(b, a, None).concentration)
+    forward = _leftover(a, b, None).concentration
+    return forward if forward <= limit else min(forward, _leftover(b, a, None).concentration)
 
 
 class LocalChange(NamedTuple):
