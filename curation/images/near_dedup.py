@@ -20,8 +20,9 @@ naming the reference, to catch contamination. Then:
 3. Verification (`curation.images.verify`), in the turn the candidate pair says (when the two pictures' sides
    are swapped, and only a quarter turn or a transpose can match them, in such a turn: `fitting_turns`): the
    two pictures placed on each other at a fraction of a pixel
-   (whole on whole, content on content, or a crop inside its original), then two pictures if each shows more
-   than `max_uncovered_share` that the other does not (a camera shift, a stereo pair) or one region stands out
+   (whole on whole, content on content, or a crop inside its original; two pictures of one size in place, or
+   two pictures when they line up only moved off that grid: a video's next frame), then two pictures if each
+   shows more than `max_uncovered_share` that the other does not (a camera shift, a stereo pair) or one region stands out
    by more than `max_local_difference` once tone, resampling and a pixel of misplacement are allowed for (spot
    the difference, a changed label, a moved object, the next frame of a video). Each picture is decoded once,
    reduced, for this and for the keep rule's traits (cached by content in the run cache; `curate images dups`
@@ -354,11 +355,14 @@ def lined_up(found: PairVerdict | None) -> bool:
 def changed(found: PairVerdict | None, cfg: NearDedupConfig) -> bool:
     """Whether a failed verification lined the pair up and found a clear local change: more than twice
     `max_local_difference`, or over it and concentrated in one region (`verify.Leftover.concentration` over
-    `max_local_concentration`: a swapped word, a removed object; a brightened copy's clipping is spread). Then no
-    copy of the group may vouch for it: a copy blurred, shrunk or brightened hides a small change better than
-    the centre does."""
+    `max_local_concentration`: a swapped word, a removed object; a brightened copy's clipping is spread), or two
+    pictures of one size off each other's pixel grid (`moved`: another frame, which the centre's copies frame as
+    the centre does). Then no copy of the group may vouch for it: a copy blurred, shrunk or brightened hides a
+    small change better than the centre does."""
     if not lined_up(found):
         return False
+    if "moved" in found.evidence:  # copies of one size, not on one grid: another frame, not a copy of the centre's
+        return True
     local = found.evidence.get("local_difference", 0)
     return local > VIA_COPY_LIMIT * cfg.max_local_difference or (
         local > cfg.max_local_difference and found.evidence.get("concentration", 0) > cfg.max_local_concentration

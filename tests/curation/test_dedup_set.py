@@ -349,6 +349,30 @@ def test_the_labelled_set_meets_its_floors(labelled):
         assert scores.recall[kind] > scores.phash_recall[kind], (kind, scores)
 
 
+def test_the_next_frame_of_a_screen_is_not_a_copy_of_it():
+    """Copies of one size lie on one pixel grid: the next frame of a screen recording (a region moved, the view
+    panned by 1% and scaled back to the same size, a little noise) lines up with its original only when moved off
+    that grid by a few pixels, so it stays apart, though its local change is within the limit; the same-size copies
+    (re-saved, retoned, sharpened, blurred, greyscale) are placed in place and still grouped with the original."""
+    with shared_lock("dedup-set-v3"):
+        entries = dedup_set.build(SHARED_DIR / "dedup-set-v3", names=("ui_screenshot-02",))
+    items = dedup_set.keys(entries)
+    dropped, _ = dedup_set.group(items)
+    scores = dedup_set.score(entries, items, dropped, CONFIG.max_hamming_distance)
+    frame = next(k for k, entry in enumerate(entries) if entry.edit == "next_frame")
+    original = next(k for k, entry in enumerate(entries) if entry.edit == "original")
+    assert frame not in dropped and sum(scores.negative_merges.values()) == 0, (dropped.get(frame), scores)
+    found = near_dedup.verify(original, frame, ["identity"], dedup_set.pictures_of(items), CONFIG)
+    assert not found.same and found.evidence["moved"] > verify.MAX_MOVED, found
+    assert found.evidence["local_difference"] <= CONFIG.max_local_difference, found  # the grid tells them apart
+    assert near_dedup.changed(found, CONFIG)  # so no copy in the original's group may vouch for it either
+    same_size = ("jpeg_50", "other_format", "darker_10", "sharpen_mild", "sharpen_strong", "blur_08", "greyscale")
+    for k in (k for k, entry in enumerate(entries) if entry.edit in same_size):
+        assert k in dropped and dropped[k].kept == original, (entries[k].edit, dropped.get(k))
+        copy = near_dedup.verify(original, k, ["identity"], dedup_set.pictures_of(items), CONFIG)
+        assert copy.same and copy.placement == verify.Placement(1.0, 0.0, 1.0, 0.0), (entries[k].edit, copy)
+
+
 def test_a_word_swapped_in_small_print_is_seen_on_a_finer_copy():
     """A page of small print with a few words swapped over (its `object_removed` copy) is within the limit at the
     256-pixel verification size, where resampling leaves as much; looked at again at 512 pixels against the copy
@@ -684,15 +708,17 @@ def test_a_placement_through_a_copy_is_the_placement_found_directly(tmp_path):
 
 
 def test_a_placement_is_refined_and_judged_once_from_where_another_started_or_ended(tmp_path, monkeypatch):
-    """A pair of different pictures tries every placement (whole, content, a crop placed inside either way); one
-    that starts where another started or ended (the crop search finding the whole picture again) is not refined
-    again, and one refined to where another ended is not judged again. Each verdict is the one found trying all."""
+    """A pair of different pictures of different sizes tries every placement (whole, content, a crop placed
+    inside either way); one that starts where another started or ended (the crop search finding the whole picture
+    again) is not refined again, and one refined to where another ended is not judged again. Each verdict is the
+    one found trying all. Two pictures of one size try whole on whole only."""
     original = photo()
     cut = round(original.width * 0.05)
     first = fine(original, tmp_path, "original")
+    smaller = (round(original.width * 0.9), round(original.height * 0.9))
     others = {
         "crop": fine(original.crop((cut, 0, original.width, original.height)), tmp_path, "crop"),
-        "patched": fine(patched_copy(original), tmp_path, "patched"),
+        "patched": fine(patched_copy(original).resize(smaller, Image.Resampling.LANCZOS), tmp_path, "patched"),
         "framed and patched": fine(
             ImageOps.expand(patched_copy(original), border=cut // 2, fill=(255, 255, 255)), tmp_path, "framed"
         ),
@@ -732,6 +758,8 @@ def test_a_placement_is_refined_and_judged_once_from_where_another_started_or_en
         refined.clear()
         judged.clear()
     assert every["crop"].same and not every["patched"].same and not every["framed and patched"].same
+    found = verify.compare(first, fine(patched_copy(original), tmp_path, "same size"), "identity", *limits, early=False)
+    assert not found.same and len(refined) == 1 and refined[0][0] == (0.0, 0.0, *first.fine.shape[::-1]), refined
 
 
 def test_a_copy_the_provisional_centre_cannot_place_is_tried_against_the_copy_kept(tmp_path):
