@@ -349,18 +349,25 @@ def test_the_labelled_set_meets_its_floors(labelled):
         assert scores.recall[kind] > scores.phash_recall[kind], (kind, scores)
 
 
+def one_picture_set(name: str) -> tuple:
+    """The labelled set of one shipped picture (its copies and hard negatives), grouped at the defaults:
+    (entries, items, dropped, summary, scores)."""
+    with shared_lock("dedup-set-v3"):
+        entries = dedup_set.build(SHARED_DIR / "dedup-set-v3", names=(name,))
+    items = dedup_set.keys(entries)
+    dropped, summary = dedup_set.group(items)
+    return entries, items, dropped, summary, dedup_set.score(entries, items, dropped, CONFIG.max_hamming_distance)
+
+
 def test_the_next_frame_of_a_screen_is_not_a_copy_of_it():
     """Copies of one size lie on one pixel grid: the next frame of a screen recording (a region moved, the view
     panned by 1% and scaled back to the same size, a little noise) lines up with its original only when moved off
     that grid by a few pixels, so it stays apart, though its local change is within the limit; the same-size copies
     (re-saved, retoned, sharpened, blurred, greyscale) are placed in place and still grouped with the original."""
-    with shared_lock("dedup-set-v3"):
-        entries = dedup_set.build(SHARED_DIR / "dedup-set-v3", names=("ui_screenshot-02",))
-    items = dedup_set.keys(entries)
-    dropped, _ = dedup_set.group(items)
-    scores = dedup_set.score(entries, items, dropped, CONFIG.max_hamming_distance)
-    frame = next(k for k, entry in enumerate(entries) if entry.edit == "next_frame")
-    original = next(k for k, entry in enumerate(entries) if entry.edit == "original")
+    entries, items, dropped, _, scores = one_picture_set("ui_screenshot-02")
+    frame, original = (
+        next(k for k, entry in enumerate(entries) if entry.edit == e) for e in ("next_frame", "original")
+    )
     assert frame not in dropped and sum(scores.negative_merges.values()) == 0, (dropped.get(frame), scores)
     found = near_dedup.verify(original, frame, ["identity"], dedup_set.pictures_of(items), CONFIG)
     assert not found.same and found.evidence["moved"] > verify.MAX_MOVED, found
@@ -378,11 +385,7 @@ def test_a_word_swapped_in_small_print_is_seen_on_a_finer_copy():
     256-pixel verification size, where resampling leaves as much; looked at again at 512 pixels against the copy
     of its group on its own pixel grid (the original), the change is concentrated in one region, so it stays
     apart. Its benign copies are all still grouped with the original, which is kept."""
-    with shared_lock("dedup-set-v3"):
-        entries = dedup_set.build(SHARED_DIR / "dedup-set-v3", names=("document-01",))
-    items = dedup_set.keys(entries)
-    dropped, summary = dedup_set.group(items)
-    scores = dedup_set.score(entries, items, dropped, CONFIG.max_hamming_distance)
+    entries, items, dropped, summary, scores = one_picture_set("document-01")
     swapped = next(k for k, entry in enumerate(entries) if entry.edit == "object_removed")
     assert swapped not in dropped and summary["rejected_by_finer_look"] == 1, (dropped.get(swapped), summary)
     assert sum(scores.negative_merges.values()) == 0 and scores.impure_groups == 0, scores
