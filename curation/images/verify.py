@@ -8,8 +8,8 @@ only: a plain background going on into the picture is not one, `boxes`) and the 
 verified in steps:
 
 1. Placement. A linear map of the first picture (turned as the candidate pair says, or upright) onto the second:
-   whole onto whole, content onto content, or, for a crop, one content placed inside the other
-   (`likeness.place`, windows of 80-100% of a side). The map is then refined to about a pixel by
+   whole onto whole or content onto content (the one correlating better first), or, for a crop, one content
+   placed inside the other (`likeness.place`, windows of 80-100% of a side). The map is then refined to about a pixel by
    Lucas-Kanade steps on copies of 64 x 64 then 128 x 128 pixels (scale and shift along each axis:
    `_refine`), so a crop, a frame, a resize or a trim that differs by a line all line up.
    Two pictures of one size (after the turn) are copies on one pixel grid or two pictures: only whole on whole
@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
@@ -837,14 +837,22 @@ class Verdict(NamedTuple):
     placement: Placement | None
 
 
-def _hypotheses(first: Picture, second: Picture) -> Iterable[tuple[str, Placement]]:
-    """Placements to refine, cheapest first: whole on whole, content on content, then a crop placed inside."""
+def _simple(first: Picture, second: Picture) -> list[tuple[str, Placement]]:
+    """The placements that cost nothing to find: whole on whole, and content on content when either has borders."""
     height1, width1 = first.fine.shape
     height2, width2 = second.fine.shape
     whole1, whole2 = (0.0, 0.0, float(width1), float(height1)), (0.0, 0.0, float(width2), float(height2))
-    yield "whole", between(whole1, whole2)
+    found = [("whole", between(whole1, whole2))]
     if first.content != whole1 or second.content != whole2:
-        yield "content", between(first.content, second.content)
+        found.append(("content", between(first.content, second.content)))
+    return found
+
+
+def _crops(first: Picture, second: Picture) -> Iterable[tuple[str, Placement]]:
+    """The placements of a crop inside its original, each way (`likeness.place`), found when asked for."""
+    height1, width1 = first.fine.shape
+    height2, width2 = second.fine.shape
+    whole1, whole2 = (0.0, 0.0, float(width1), float(height1)), (0.0, 0.0, float(width2), float(height2))
     images = (Image.fromarray(first.fine), Image.fromarray(second.fine))
     for box1, box2 in dict.fromkeys(((first.content, second.content), (whole1, whole2))):  # once without borders
         squares = [
@@ -955,8 +963,9 @@ def compare(
     max_uncovered: float,
     early: bool = True,
 ) -> Verdict:
-    """Verify a pair with the first turned by `orientation`: each placement in turn (`_hypotheses`), refined
-    unless one tried started or ended there (`REPEAT_PIXELS`), and judged unless it stretches one side against the
+    """Verify a pair with the first turned by `orientation`: each placement in turn (`_simple`, the one correlating
+    best first, then `_crops`), refined unless one tried started or ended there (`REPEAT_PIXELS`), and judged
+    unless it stretches one side against the
     other (`stretched`); one that lines the two up, leaves little uncovered and shows no local change makes them
     one picture. With `early`, no placement is tried after a pass lining the two up within TRUSTED_CORRELATION, a
     second pass, or a failure lining them up that well and leaving little uncovered (another placement would only
@@ -1007,11 +1016,24 @@ def compare(
     starts: list[Box] = []  # where each placement tried put the first's content before refining
     ends: list[Box] = []  # and after (each judged, when it lined the two up)
     one_grid = turned.size == second.size and turned.fine.shape == second.fine.shape  # copies lie on one grid
-    for name, start in [("whole", Placement(1.0, 0.0, 1.0, 0.0))] if one_grid else _hypotheses(turned, second):
+
+    def placements() -> Iterator[tuple[str, Placement, float]]:
+        """Each placement to try with its correlation before refining: the simple ones, the one lining the two up
+        best first (a copy with a wide added frame lies content on content, not whole on whole), then crops."""
+        simple = [("whole", Placement(1.0, 0.0, 1.0, 0.0))] if one_grid else _simple(turned, second)
+        yield from sorted(
+            ((name, start, _correlation(samples1, turned.content, image2, start)) for name, start in simple),
+            key=lambda entry: -entry[2],
+        )
+        if not one_grid:
+            yield from ((name, start, None) for name, start in _crops(turned, second))
+
+    for name, start, at_start in placements():
         where = start.box(turned.content)
         if _repeats(where, starts + ends):  # refined from there, or to there, already: it would end the same way
             continue
-        at_start = _correlation(samples1, turned.content, image2, start)
+        if at_start is None:
+            at_start = _correlation(samples1, turned.content, image2, start)
         placement, correlation = _refine(samples1, turned.content, image2, start, at_start)
         if one_grid and correlation - at_start < MOVED_GAIN:  # moving it lines them up no better: left in place
             placement, correlation = start, at_start
