@@ -823,7 +823,7 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=15,
+    version=16,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
 # 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print;
@@ -841,7 +841,9 @@ STAGE = SetStage(
 # frame passed before its content was tried), and a placement stretching the sides unlike both a whole copy and the
 # pictures' shapes is not judged; 15: the fine copy's shape is scaled from the full size (a JPEG's draft and a PNG
 # of its pixels were 296 and 297 pixels wide, so a label judged against the PNG was excused as resampling), and a
-# placement is stretched beyond 5% (was 10%) and a pixel over the shorter side
+# placement is stretched beyond 5% (was 10%) and a pixel over the shorter side; 16: pictures of one size are placed
+# in place, and are two pictures when they line up only moved off that grid (a next frame); whole or content on
+# content, whichever correlates better, is tried first
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:
