@@ -22,9 +22,9 @@ naming the reference, to catch contamination. Then:
    two pictures placed on each other at a fraction of a pixel
    (whole on whole, content on content, or a crop inside its original; two pictures of one size in place, or
    two pictures when they line up only moved off that grid: a video's next frame), then two pictures if each
-   shows more than `max_uncovered_share` that the other does not (a camera shift, a stereo pair) or one region stands out
-   by more than `max_local_difference` once tone, resampling and a pixel of misplacement are allowed for (spot
-   the difference, a changed label, a moved object, the next frame of a video). Each picture is decoded once,
+   shows more than `max_uncovered_share` that the other does not (a camera shift, a stereo pair) or one region
+   stands out by more than `max_local_difference` once tone, resampling and a pixel of misplacement are allowed
+   for (spot the difference, a changed label, a moved object, the next frame of a video). Each picture is decoded once,
    reduced, for this and for the keep rule's traits (cached by content in the run cache; `curate images dups`
    reads it from the side file `curate images hash --likeness` wrote from its own decode). A candidate that
    passes and has small print is looked at again against the copy of its group on its own pixel grid, both

@@ -9,8 +9,8 @@ verified in steps:
 
 1. Placement. A linear map of the first picture (turned as the candidate pair says, or upright) onto the second:
    whole onto whole or content onto content (the one correlating better first), or, for a crop, one content
-   placed inside the other (`likeness.place`, windows of 80-100% of a side). The map is then refined to about a pixel by
-   Lucas-Kanade steps on copies of 64 x 64 then 128 x 128 pixels (scale and shift along each axis:
+   placed inside the other (`likeness.place`, windows of 80-100% of a side). The map is then refined to about a
+   pixel by Lucas-Kanade steps on copies of 64 x 64 then 128 x 128 pixels (scale and shift along each axis:
    `_refine`), so a crop, a frame, a resize or a trim that differs by a line all line up.
    Two pictures of one size (after the turn) are copies on one pixel grid or two pictures: only whole on whole
    is tried, and left in place unless the refinement lines them up MOVED_GAIN better (on a plain picture the
@@ -918,16 +918,11 @@ def _shared(first: Picture, second: Picture, placement: Placement) -> list[Box]:
 def _in_place(placement: Placement, found: Picture) -> bool:
     """Whether a placement leaves each pixel of the picture where it was (within IN_PLACE_SHIFT of a pixel at
     either end)."""
-    height, width = found.fine.shape
-    return all(
-        abs(scale * end + shift - end) <= IN_PLACE_SHIFT
-        for scale, shift, side in ((placement.ax, placement.bx, width), (placement.ay, placement.by, height))
-        for end in (0.0, float(side))
-    )
+    return _moved(placement, found) <= IN_PLACE_SHIFT
 
 
 def _moved(placement: Placement, found: Picture) -> float:
-    """The most a placement of a picture of the same size moves an end of it, in fine pixels."""
+    """The most a placement moves an end of the picture, in its fine pixels."""
     height, width = found.fine.shape
     return max(
         abs(scale * end + shift - end)
@@ -963,16 +958,16 @@ def compare(
     max_uncovered: float,
     early: bool = True,
 ) -> Verdict:
-    """Verify a pair with the first turned by `orientation`: each placement in turn (`_simple`, the one correlating
-    best first, then `_crops`), refined unless one tried started or ended there (`REPEAT_PIXELS`), and judged
-    unless it stretches one side against the
-    other (`stretched`); one that lines the two up, leaves little uncovered and shows no local change makes them
-    one picture. With `early`, no placement is tried after a pass lining the two up within TRUSTED_CORRELATION, a
-    second pass, or a failure lining them up that well and leaving little uncovered (another placement would only
-    find the same change); a pass on a looser placement is checked against the next one (a dark picture laid whole
-    on a copy with a black frame passes at 0.95, its content on the frame's inside fits at 0.99). The evidence is
-    that of the best placement tried (`rank`: passes first, then failed ones lining the two up within
-    LINED_UP_CORRELATION: a change a loose one shows is no evidence, `near_dedup.lined_up`)."""
+    """Verify a pair with the first turned by `orientation`: each placement in turn (`_simple`, the one correlating best
+    first, then `_crops`; for two pictures of one size, whole on whole only), refined unless one tried started or
+    ended there (`REPEAT_PIXELS`), and judged unless it stretches one side against the other (`stretched`); one that
+    lines the two up, leaves little uncovered and shows no local change makes them one picture. With `early`, no
+    placement is tried after a pass lining the two up within TRUSTED_CORRELATION, a second pass, or a failure lining
+    them up that well and leaving little uncovered (another placement would only find the same change); a pass on a
+    looser placement is checked against the next one (a dark picture laid whole on a copy with a black frame passes
+    at 0.95, its content on the frame's inside fits at 0.99). The evidence is that of the best placement tried
+    (`rank`: passes first, then failed ones lining the two up within LINED_UP_CORRELATION: a change a loose one
+    shows is no evidence, `near_dedup.lined_up`)."""
     turned, image1, samples1 = _turned(first, orientation)
     image2 = Image.fromarray(second.fine)
     best: tuple | None = None
