@@ -569,8 +569,7 @@ def _beyond(first: Picture, second: Picture, placement: Placement) -> float:
     differently is a margin; a strip of the scene or of a plain sky is not)."""
     mapped = placement.box(_unframed(first))
     area = _area(mapped)
-    height, width = second.fine.shape
-    inside = _meet(mapped, (0.0, 0.0, float(width), float(height)))
+    inside = _meet(mapped, _whole(second))
     if inside is None:
         return 1.0
     missing = area - _area(inside)
@@ -837,11 +836,15 @@ class Verdict(NamedTuple):
     placement: Placement | None
 
 
+def _whole(found: Picture) -> Box:
+    """The box of the whole fine copy."""
+    height, width = found.fine.shape
+    return (0.0, 0.0, float(width), float(height))
+
+
 def _simple(first: Picture, second: Picture) -> list[tuple[str, Placement]]:
     """The placements that cost nothing to find: whole on whole, and content on content when either has borders."""
-    height1, width1 = first.fine.shape
-    height2, width2 = second.fine.shape
-    whole1, whole2 = (0.0, 0.0, float(width1), float(height1)), (0.0, 0.0, float(width2), float(height2))
+    whole1, whole2 = _whole(first), _whole(second)
     found = [("whole", between(whole1, whole2))]
     if first.content != whole1 or second.content != whole2:
         found.append(("content", between(first.content, second.content)))
@@ -850,9 +853,7 @@ def _simple(first: Picture, second: Picture) -> list[tuple[str, Placement]]:
 
 def _crops(first: Picture, second: Picture) -> Iterable[tuple[str, Placement]]:
     """The placements of a crop inside its original, each way (`likeness.place`), found when asked for."""
-    height1, width1 = first.fine.shape
-    height2, width2 = second.fine.shape
-    whole1, whole2 = (0.0, 0.0, float(width1), float(height1)), (0.0, 0.0, float(width2), float(height2))
+    whole1, whole2 = _whole(first), _whole(second)
     images = (Image.fromarray(first.fine), Image.fromarray(second.fine))
     for box1, box2 in dict.fromkeys(((first.content, second.content), (whole1, whole2))):  # once without borders
         squares = [
