@@ -45,7 +45,7 @@ was not verified into its group stays, and is reported in the summary as a chain
 
 from __future__ import annotations
 
-from collections import OrderedDict, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -457,13 +457,55 @@ def member(
     return Member(index, picture.traits, density, framing, round(area, 3), found.orientation)
 
 
-def order_key(
-    index: int, items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[[int], Picture | None]
-) -> tuple:
-    """The keep rule's sort key of an item with a near copy (smaller first): the group centres' order."""
-    tail = preference(items[index], cfg.source_priority)
-    found = pictures(index) if cfg.keep_rule == "least_processed" else None
-    return (*provisional(found.traits), *tail[2:]) if found is not None else tail  # not the larger file: noise
+def neighbours(found: dict[tuple[int, int], list[Candidate]]) -> dict[int, list[int]]:
+    """Each item of a candidate pair (`candidates`) -> the items it is near."""
+    near: dict[int, list[int]] = defaultdict(list)
+    for i, j in found:
+        near[i].append(j)
+        near[j].append(i)
+    return near
+
+
+def order_keys(
+    near: dict[int, list[int]], items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[[int], Picture | None]
+) -> dict[int, tuple]:
+    """The keep rule's sort key of each item with a near copy (smaller first): the group centres' order, and
+    the last tie-break of the vote. With `least_processed`, `survivor.provisional`, told whether the item's size
+    is odd: fewer items linked to it by candidate pairs have its full size (either way up) than have another.
+    Most edits keep the original's size (a tone change, a re-save, sharpening, blurring, a turn), so the centre
+    then lies on most of its copies' pixel grid; a copy with a wide frame added as the centre made a crop search
+    of each pair."""
+    traits, sizes = {}, {}  # of the items whose picture is read (the keep rule's traits, not the pictures)
+    for index in near if cfg.keep_rule == "least_processed" else ():
+        found = pictures(index)
+        if found is not None:
+            traits[index], sizes[index] = found.traits, tuple(sorted(found.size))
+    odd: set[int] = set()
+    for linked in _linked(near):
+        shared = Counter(sizes[index] for index in linked if index in sizes)
+        odd.update(index for index in linked if index in sizes and shared[sizes[index]] < max(shared.values()))
+    keys = {}
+    for index in near:
+        tail = preference(items[index], cfg.source_priority)  # not the larger file in `provisional`'s place: noise
+        keys[index] = (*provisional(traits[index], index in odd), *tail[2:]) if index in traits else tail
+    return keys
+
+
+def _linked(near: dict[int, list[int]]) -> Iterator[list[int]]:
+    """The items linked by candidate pairs, each set once (smaller first)."""
+    seen: set[int] = set()
+    for start in sorted(near):
+        if start in seen:
+            continue
+        seen.add(start)
+        linked, stack = [], [start]
+        while stack:
+            index = stack.pop()
+            linked.append(index)
+            fresh = [other for other in near[index] if other not in seen]
+            seen.update(fresh)
+            stack.extend(fresh)
+        yield sorted(linked)
 
 
 def _relative_turn(group: dict, kept: int, index: int, centre: int) -> str:
@@ -495,7 +537,7 @@ def near_groups(
 ) -> tuple[dict[int, Copy], dict]:
     """Each dropped item -> how it is a copy of the kept one, and the counts for the summary.
 
-    Items with a candidate pair are taken in the order of `order_key`; each not yet placed is the centre of a
+    Items with a candidate pair are taken in the order of `order_keys`; each not yet placed is the centre of a
     group: its candidates not yet placed are verified against it, then the candidates of those that pass, and
     so on (a copy that fails against the centre may pass against the copy it is a candidate of: a thick frame
     against a thin one). With `least_processed`, the group then keeps the copy that lost least
@@ -503,11 +545,8 @@ def near_groups(
     marks of processing), after trying the candidates that failed against the centre against it when it is
     another copy; the others are dropped. Each picture is decoded once (`pictures`)."""
     found = candidates(items, cfg, set(excluded), workers)
-    near: dict[int, list[int]] = defaultdict(list)
-    for i, j in found:
-        near[i].append(j)
-        near[j].append(i)
-    keys = {index: order_key(index, items, cfg, pictures) for index in near}
+    near = neighbours(found)
+    keys = order_keys(near, items, cfg, pictures)
     finer_copies: dict[int, np.ndarray | None] = {}  # each file decoded finer once, only for a finer look
     looked: dict[tuple[int, int], float | None] = {}
     fine_print: dict[int, bool] = {}
@@ -823,7 +862,7 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=16,
+    version=17,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
 # 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print;

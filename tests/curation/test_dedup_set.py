@@ -380,6 +380,26 @@ def test_the_next_frame_of_a_screen_is_not_a_copy_of_it():
         assert copy.same and copy.placement == verify.Placement(1.0, 0.0, 1.0, 0.0), (entries[k].edit, copy)
 
 
+def test_a_groups_first_centre_has_the_size_most_of_its_copies_share():
+    """A chart with white margins: its copies with a white frame added are framed like it and have more pixels,
+    so by colour, frame and pixels alone the widest frame came first as the group's provisional centre, and each
+    copy of the chart's size was then placed on it by a crop search. Most copies keep the original's size
+    (re-saved, retoned, sharpened, blurred, turned), so a picture of that size comes first, and the original is
+    still the copy kept."""
+    entries, items, dropped, _, scores = one_picture_set("table-01")
+    original, framed = (
+        next(k for k, entry in enumerate(entries) if entry.edit == e) for e in ("original", "border_white_10")
+    )
+    pictures = dedup_set.pictures_of(items)
+    assert survivor.provisional(pictures(framed).traits) < survivor.provisional(pictures(original).traits)
+    near = near_dedup.neighbours(near_dedup.candidates(items, CONFIG, set()))
+    keys = near_dedup.order_keys(near, items, CONFIG, pictures)
+    first = min(near, key=keys.__getitem__)
+    assert sorted(pictures(first).size) == sorted(pictures(original).size), entries[first].edit
+    assert keys[original] < keys[framed]
+    assert dropped[framed].kept == original and scores.original_kept == 1.0, (dropped.get(framed), scores)
+
+
 def test_a_word_swapped_in_small_print_is_seen_on_a_finer_copy():
     """A page of small print with a few words swapped over (its `object_removed` copy) is within the limit at the
     256-pixel verification size, where resampling leaves as much; looked at again at 512 pixels against the copy
