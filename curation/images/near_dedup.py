@@ -10,8 +10,8 @@ naming the reference, to catch contamination. Then:
    against the others' pHashes; with `match_borders`, the pHashes of the pictures without uniform borders; with
    `match_crops`, those of their centres (`curation.images.likeness`).
 2. Groups. Items with a candidate pair are taken in a provisional order (`least_processed`, the default: colour,
-   no frame, most pixels, least compression, `survivor.provisional`; `largest`: most pixels, then the largest
-   file; then `source_priority`, then the smaller id). Each item not yet placed is a group's centre: its
+   the full size most items linked to it by candidate pairs share, no frame, most pixels, least compression,
+   `order_keys`; `largest`: most pixels, then the largest file; then `source_priority`, then the smaller id). Each item not yet placed is a group's centre: its
    candidates not yet placed are verified against it, then their own candidates, and so on. A candidate that
    fails against the centre without a clear local change (twice `max_local_difference`, or over it and
    concentrated in one region: `max_local_concentration`) may pass against one
