@@ -18,7 +18,7 @@ from pathlib import Path
 SESSION_DIR = Path(tempfile.mkdtemp(prefix="curate-tests-"))
 # One folder for the whole run: the main process creates it, pytest-xdist workers inherit its name (and create none:
 # a default argument to setdefault would be made, and left behind, by every worker).
-if "CURATE_TEST_SHARED_DIR" not in os.environ:
+if not os.environ.get("CURATE_TEST_SHARED_DIR"):  # unset or empty (an empty one would be the current folder)
     os.environ["CURATE_TEST_SHARED_DIR"] = tempfile.mkdtemp(prefix="curate-tests-shared-")
 ISOLATED_ENV = {
     "HOME": str(SESSION_DIR / "home"),

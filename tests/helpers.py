@@ -42,7 +42,10 @@ def __getattr__(name: str) -> Path:
 
 
 def _test_dir(name: str) -> Path:
-    return Path(os.environ[_TEST_DIRS[name]])
+    value = os.environ.get(_TEST_DIRS[name], "")
+    if not value:  # an empty value is the current folder: a shared set would be built into the checkout
+        raise RuntimeError(f"{_TEST_DIRS[name]} is not set: tests/conftest.py sets it, or set it to a folder")
+    return Path(value)
 
 
 # The stages of the multiverse recipe, in order, as the funnel and the progress lines name them.

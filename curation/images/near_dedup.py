@@ -9,14 +9,14 @@ naming the reference, to catch contamination. Then:
    (`curation.images.hamming`); also, with `match_orientations`, a picture's mirror images and quarter turns
    against the others' pHashes; with `match_borders`, the pHashes of the pictures without uniform borders; with
    `match_crops`, those of their centres (`curation.images.likeness`).
-2. Groups. Items with a candidate pair are taken in a provisional order (`least_processed`, the default: colour,
-   the full size most items linked to it by candidate pairs share, no frame, most pixels, least compression,
-   `order_keys`; `largest`: most pixels, then the largest file; then `source_priority`, then the smaller id). Each item not yet placed is a group's centre: its
-   candidates not yet placed are verified against it, then their own candidates, and so on. A candidate that
-   fails against the centre without a clear local change (twice `max_local_difference`, or over it and
-   concentrated in one region: `max_local_concentration`) may pass against one
-   or two copies already in the group that it is a candidate of, never one with fewer pixels or less detail
-   (a thick frame against a thin one; a strongly brightened copy against a mildly brightened one).
+2. Groups. Items with a candidate pair are taken in a provisional order (`least_processed`, the default: colour, the
+   full size most items linked to it through candidate pairs share, no frame, most pixels, least compression,
+   `order_keys`; `largest`: most pixels, then the largest file; then `source_priority`, then the smaller id). Each
+   item not yet placed is a group's centre: its candidates not yet placed are verified against it, then their own
+   candidates, and so on. A candidate that fails against the centre without a clear local change (twice
+   `max_local_difference`, or over it and concentrated in one region: `max_local_concentration`) may pass against one
+   or two copies already in the group that it is a candidate of, never one with fewer pixels or less detail (a thick
+   frame against a thin one; a strongly brightened copy against a mildly brightened one).
 3. Verification (`curation.images.verify`), in the turn the candidate pair says (when the two pictures' sides
    are swapped, and only a quarter turn or a transpose can match them, in such a turn: `fitting_turns`): the
    two pictures placed on each other at a fraction of a pixel
@@ -56,6 +56,7 @@ from pydantic import Field
 from benchcurate.curation.core.decode import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
 from benchcurate.curation.core.errors import UserError
 from benchcurate.curation.core.fingerprint import sha256_json
+from benchcurate.curation.core.grouping import groups_from_pairs
 from benchcurate.curation.core.hamming import cross_pairs_within, pairs_within
 from benchcurate.curation.core.texts import normalise, question_text
 from benchcurate.curation.engine.stage import SetStage, StageConfig, StageContext
@@ -469,43 +470,29 @@ def neighbours(found: dict[tuple[int, int], list[Candidate]]) -> dict[int, list[
 def order_keys(
     near: dict[int, list[int]], items: list[ImageKey], cfg: NearDedupConfig, pictures: Callable[[int], Picture | None]
 ) -> dict[int, tuple]:
-    """The keep rule's sort key of each item with a near copy (smaller first): the group centres' order, and
-    the last tie-break of the vote. With `least_processed`, `survivor.provisional`, told whether the item's size
-    is odd: fewer items linked to it by candidate pairs have its full size (either way up) than have another.
-    Most edits keep the original's size (a tone change, a re-save, sharpening, blurring, a turn), so the centre
-    then lies on most of its copies' pixel grid; a copy with a wide frame added as the centre made a crop search
-    of each pair."""
+    """The keep rule's sort key of each item with a near copy (smaller first): the group centres' order, the
+    order candidates are queued in, and the last tie-break of the vote. With `least_processed`,
+    `survivor.provisional`, told whether the item's size is odd: fewer of the items linked to it through candidate
+    pairs have its full size (either way up) than have another size (a tie is not odd). Most edits keep the
+    original's size (a tone change, a re-save, sharpening, blurring, a turn), so the centre then lies on most of
+    its copies' pixel grid; a copy with a wide frame added as the centre made a crop search of each pair."""
     traits, sizes = {}, {}  # of the items whose picture is read (the keep rule's traits, not the pictures)
     for index in near if cfg.keep_rule == "least_processed" else ():
         found = pictures(index)
         if found is not None:
             traits[index], sizes[index] = found.traits, tuple(sorted(found.size))
     odd: set[int] = set()
-    for linked in _linked(near):
-        shared = Counter(sizes[index] for index in linked if index in sizes)
-        odd.update(index for index in linked if index in sizes and shared[sizes[index]] < max(shared.values()))
+    if sizes:
+        pairs = ((index, other) for index, others in near.items() for other in others)
+        for linked in groups_from_pairs(len(items), pairs):
+            shared = Counter(sizes[index] for index in linked if index in sizes)
+            top = max(shared.values(), default=0)
+            odd.update(index for index in linked if index in sizes and shared[sizes[index]] < top)
     keys = {}
     for index in near:
         tail = preference(items[index], cfg.source_priority)  # not the larger file in `provisional`'s place: noise
         keys[index] = (*provisional(traits[index], index in odd), *tail[2:]) if index in traits else tail
     return keys
-
-
-def _linked(near: dict[int, list[int]]) -> Iterator[list[int]]:
-    """The items linked by candidate pairs, each set once (smaller first)."""
-    seen: set[int] = set()
-    for start in sorted(near):
-        if start in seen:
-            continue
-        seen.add(start)
-        linked, stack = [], [start]
-        while stack:
-            index = stack.pop()
-            linked.append(index)
-            fresh = [other for other in near[index] if other not in seen]
-            seen.update(fresh)
-            stack.extend(fresh)
-        yield sorted(linked)
 
 
 def _relative_turn(group: dict, kept: int, index: int, centre: int) -> str:
@@ -882,7 +869,8 @@ STAGE = SetStage(
 # of its pixels were 296 and 297 pixels wide, so a label judged against the PNG was excused as resampling), and a
 # placement is stretched beyond 5% (was 10%) and a pixel over the shorter side; 16: pictures of one size are placed
 # in place, and are two pictures when they line up only moved off that grid (a next frame); whole or content on
-# content, whichever correlates better, is tried first
+# content, whichever correlates better, is tried first; 17: the provisional centre has the full size most items
+# linked to it through candidate pairs share (not a copy with a wide frame added)
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:

@@ -1,9 +1,9 @@
 """Which copy of a picture to keep (`image_near_dedup`'s `keep_rule: least_processed`): the one that lost least.
 
-The stage first takes a provisional centre for each group from cheap traits (`provisional`: colour, the size
-most of its candidates share, no frame, most pixels, least compression) and verifies the others against it; then
-`elect` chooses, among the centre and the copies verified with it, by what each copy lost, read from where the
-verification placed it on the centre:
+The stage first takes a provisional centre for each group from cheap traits (`provisional`: colour, the size most
+pictures linked to it through candidate pairs share, no frame, most pixels, least compression) and verifies the others
+against it; then `elect` chooses, among the centre and the copies verified with it, by what each copy lost, read from
+where the verification placed it on the centre:
 
 1. colour beats greyscale (`Traits.chroma`; noise adds no colour to blocks of 8 pixels; a greyscale original
    ties with its copies);
@@ -181,8 +181,9 @@ def traits(
 
 
 def provisional(found: Traits, odd_size: bool = False) -> tuple:
-    """Sort key of a group's provisional centre, smaller first: colour, the size most of its candidates share
-    (not `odd_size`), no frame, most pixels, least compression."""
+    """Sort key of a group's provisional centre, smaller first: colour, the size most pictures linked to it
+    through candidate pairs share (not `odd_size`, `near_dedup.order_keys`), no frame, most pixels, least
+    compression."""
     return (
         found.chroma < COLOUR_CHROMA,
         odd_size,

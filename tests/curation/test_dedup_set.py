@@ -4,6 +4,8 @@ pieces under it (placement, local change, keep rule), checked alone."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import imagehash
 import numpy as np
 import pytest
@@ -398,6 +400,32 @@ def test_a_groups_first_centre_has_the_size_most_of_its_copies_share():
     assert sorted(pictures(first).size) == sorted(pictures(original).size), entries[first].edit
     assert keys[original] < keys[framed]
     assert dropped[framed].kept == original and scores.original_kept == 1.0, (dropped.get(framed), scores)
+
+
+def test_a_size_is_odd_against_the_pictures_linked_to_it_and_a_tie_is_not():
+    """`order_keys` on a made-up candidate graph of three linked sets: in the first, a size turned counts as the
+    same and the one other size is odd; in the second, one picture each of two sizes tie (neither odd), though
+    one of those sizes is the commonest of the first set, and an unreadable picture keeps the plain preference;
+    with `largest`, no picture is read and every key is the plain preference."""
+    sizes = {0: (100, 80), 1: (100, 80), 2: (80, 100), 3: (110, 90), 4: (50, 40), 5: (100, 80), 6: None}
+    sizes |= {7: (200, 200), 8: (200, 200), 9: (300, 300)}
+    near = {0: [1], 1: [0, 2], 2: [1, 3], 3: [2], 4: [5, 6], 5: [4], 6: [4], 7: [8, 9], 8: [7], 9: [7]}
+    traits = survivor.Traits(40.0, 8_000, 0.0, True, 100, 10_000, 0.0)
+    items = [near_dedup.ImageKey(f"item-{k}", f"{k:064x}", None, 8_000, 10_000, "s") for k in range(10)]
+    read: list[int] = []
+
+    def pictures(index: int):
+        read.append(index)
+        return None if sizes[index] is None else SimpleNamespace(traits=traits, size=sizes[index])
+
+    keys = near_dedup.order_keys(near, items, CONFIG, pictures)
+    plain = {k: near_dedup.preference(items[k], CONFIG.source_priority) for k in near}
+    assert {k for k in near if k != 6 and keys[k][1]} == {3, 9}, keys
+    assert keys[0] == (*survivor.provisional(traits, False), *plain[0][2:]) and keys[6] == plain[6]
+    assert sorted(read) == sorted(near)  # each picture read once
+    read.clear()
+    assert near_dedup.order_keys(near, items, CONFIG.model_copy(update={"keep_rule": "largest"}), pictures) == plain
+    assert read == []
 
 
 def test_a_word_swapped_in_small_print_is_seen_on_a_finer_copy():
