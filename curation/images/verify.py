@@ -972,6 +972,7 @@ def compare(
     turned, image1, samples1 = _turned(first, orientation)
     image2 = Image.fromarray(second.fine)
     best: tuple | None = None
+    one_grid = turned.size == second.size and turned.fine.shape == second.fine.shape  # copies lie on one grid
 
     def judged(name: str, placement: Placement, correlation: float) -> tuple | None:
         share = uncovered(turned, second, placement)
@@ -1011,7 +1012,6 @@ def compare(
 
     starts: list[Box] = []  # where each placement tried put the first's content before refining
     ends: list[Box] = []  # and after (each judged, when it lined the two up)
-    one_grid = turned.size == second.size and turned.fine.shape == second.fine.shape  # copies lie on one grid
 
     def placements() -> Iterator[tuple[str, Placement, float]]:
         """Each placement to try with its correlation before refining: the simple ones, the one lining the two up
