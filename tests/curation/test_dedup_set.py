@@ -4,6 +4,7 @@ pieces under it (placement, local change, keep rule), checked alone."""
 
 from __future__ import annotations
 
+import random
 from types import SimpleNamespace
 
 import imagehash
@@ -380,6 +381,31 @@ def test_the_next_frame_of_a_screen_is_not_a_copy_of_it():
         assert k in dropped and dropped[k].kept == original, (entries[k].edit, dropped.get(k))
         copy = near_dedup.verify(original, k, ["identity"], dedup_set.pictures_of(items), CONFIG)
         assert copy.same and copy.placement == verify.Placement(1.0, 0.0, 1.0, 0.0), (entries[k].edit, copy)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_plain_wallpaper_panned_by_one_percent_is_another_frame_though_it_lines_up_in_place(seed, tmp_path):
+    """A smooth wallpaper panned 1% and kept at its size (the next frame of a video, with sensor noise) lines up in
+    place at 0.998-0.999, above where a placement is refined, and shows no local change: refined anyway once it passes,
+    it moves an end between 2 and 4 fine pixels and explains much of what was left, so the two are two pictures. Its
+    retoned, sharpened and blurred copies of one size stay in place and pass; a drift that explains nothing does
+    not count as a move (a brightened real wallpaper: 2.5 pixels for 3% of the mismatch)."""
+    wallpaper = dithered_wallpaper(seed)
+    width, height = wallpaper.size
+    pan = round(width * 0.01)
+    panned = wallpaper.crop((pan, 0, width, height)).resize((width, height), Image.Resampling.BICUBIC)
+    frame = dedup_set._noisy(panned, random.Random(seed), 3)
+    original = fine(wallpaper, tmp_path, "original")
+    limits = (CONFIG.max_local_difference, CONFIG.max_uncovered_share)
+    found = verify.compare(original, fine(frame, tmp_path, "frame"), "identity", *limits)
+    assert not found.same and verify.MAX_MOVED < found.evidence["moved"] < 4, found
+    assert found.evidence["local_difference"] <= CONFIG.max_local_difference, found  # only the move tells them apart
+    for k, copy in enumerate(toned_and_filtered(wallpaper)[1:]):
+        verdict = verify.compare(original, fine(copy, tmp_path, f"copy-{k}"), "identity", *limits)
+        assert verdict.same and verdict.placement == verify.Placement(1.0, 0.0, 1.0, 0.0), (k, verdict)
+    assert not verify.keeps_move(0.9887, 0.9891, 2.54)  # drifted: 97% of the mismatch left
+    assert verify.keeps_move(0.9976, 0.9988, 2.37)  # panned: half of it explained
+    assert not verify.keeps_move(0.9976, 0.9988, 1.9)  # within two pixels it must gain MOVED_GAIN
 
 
 def test_a_groups_first_centre_has_the_size_most_of_its_copies_share():
