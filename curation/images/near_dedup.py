@@ -871,8 +871,8 @@ STAGE = SetStage(
 # in place, and are two pictures when they line up only moved off that grid (a next frame); whole or content on
 # content, whichever correlates better, is tried first; 17: the provisional centre has the full size most items
 # linked to it through candidate pairs share (not a copy with a wide frame added); 18: pictures of one size lined
-# up in place within 0.995 are still refined when they pass, and a move of over 2 pixels explaining a fifth of the
-# mismatch is kept (a plain wallpaper's next frame, panned 1%)
+# up in place within 0.995 (not 0.9995) are still refined when they pass, and a move of over 2 pixels explaining a
+# fifth of the mismatch is kept (a plain wallpaper's next frame, panned 1%)
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:

@@ -14,8 +14,8 @@ verified in steps:
    `_refine`), so a crop, a frame, a resize or a trim that differs by a line all line up.
    Two pictures of one size (after the turn) are copies on one pixel grid or two pictures: only whole on whole
    is tried, and left in place unless the refinement moves them for a reason (`keeps_move`: on a plain picture
-   the steps drift; a pair lined up within SETTLED_CORRELATION in place is refined, on the finer level, only
-   once it passes there); refined to a place moving an end more than MAX_MOVED fine pixels (the next frame of a
+   the steps drift; a pair lined up in place within SETTLED_CORRELATION, but not UNMOVED_CORRELATION, is
+   refined, on the finer level, only once it passes there); refined to a place moving an end more than MAX_MOVED fine pixels (the next frame of a
    video, panned or zoomed and kept at its size), they are two pictures (`moved` in the evidence), whatever the
    change.
 2. Containment. A crop shows part of what its original shows, a framed copy all of it; a camera shift or a
@@ -105,6 +105,8 @@ MOVED_SHARE = 0.8  # this share of the mismatch (1 - correlation) unexplained: t
 # panned 1% and lined up at 0.997-0.999 before moving, moves 2.3-3.9 pixels and leaves 17-71% of it; of 2,936
 # same-size copies on six labelled sets, none moving over 1.32 pixels left less than 72%, and the one drift past
 # 2 pixels (2.5, a brightened wallpaper) 97%
+UNMOVED_CORRELATION = 0.9995  # pictures of one size lined up in place this well are not refined to look for a pan:
+# the next frames of those six sets line up in place at most at 0.9992, and 79% of the same-size copies within it
 FRAME_SLACK = 1.5  # pixels of a fine copy past a frame's edge where a picture may still lie (placement, blend)
 
 
@@ -1058,7 +1060,7 @@ def compare(
         if repeated or correlation < MIN_CORRELATION or stretched(placement, turned, second):
             continue
         found = judged(name, placement, correlation)
-        if found is not None and found[0][0] and one_grid and at_start >= SETTLED_CORRELATION:
+        if found is not None and found[0][0] and one_grid and SETTLED_CORRELATION <= at_start < UNMOVED_CORRELATION:
             # one picture in place without refining: was the other panned or zoomed by a pixel or two?
             moved, lined_up = _refine(samples1, turned.content, image2, start, at_start, near=True)
             distance = _moved(moved, second)
