@@ -15,9 +15,9 @@ verified in steps:
    Two pictures of one size (after the turn) are copies on one pixel grid or two pictures: only whole on whole
    is tried, and left in place unless the refinement moves them for a reason (`keeps_move`: on a plain picture
    the steps drift; a pair lined up in place within SETTLED_CORRELATION, but not UNMOVED_CORRELATION, is
-   refined, on the finer level, only once it passes there); refined to a place moving an end more than MAX_MOVED fine pixels (the next frame of a
-   video, panned or zoomed and kept at its size), they are two pictures (`moved` in the evidence), whatever the
-   change.
+   refined, on the finer level, only once it passes there); refined to a place moving an end more than
+   MAX_MOVED fine pixels (the next frame of a video, panned or zoomed and kept at its size), they are two
+   pictures (`moved` in the evidence), whatever the change.
 2. Containment. A crop shows part of what its original shows, a framed copy all of it; a camera shift or a
    stereo pair shows something the other does not. `uncovered` is the smaller of the two shares of a picture
    (without its frame) that falls outside the other, or on the other's frame where it shows no margin of its
@@ -101,10 +101,10 @@ MAX_MOVED = 1.0  # fine pixels: pictures of one size lined up only by moving an 
 MOVED_GAIN = 0.002  # of the correlation: what moving pictures of one size off their grid must gain to be kept (a
 # brightened plain wallpaper's steps drifted 2.3 pixels for a gain of 0.0001)
 MOVED_FAR = 2.0  # fine pixels: a move this far at an end is kept, gaining less, when it leaves at most
-MOVED_SHARE = 0.8  # this share of the mismatch (1 - correlation) unexplained: the next frame of a plain wallpaper,
-# panned 1% and lined up at 0.997-0.999 before moving, moves 2.3-3.9 pixels and leaves 17-71% of it; of 2,936
-# same-size copies on six labelled sets, none moving over 1.32 pixels left less than 72%, and the one drift past
-# 2 pixels (2.5, a brightened wallpaper) 97%
+MOVED_SHARE = 0.8  # this share of the mismatch (1 - correlation) unexplained: the next frames of plain wallpapers,
+# panned 1% and lined up at 0.996-0.999 before moving, move 2.3-3.9 pixels and leave 17-71% of it; of 3,107
+# same-size copies on six labelled sets, refined from in place, 7 moved over a pixel: 6 at most 1.32 pixels, and a
+# brightened wallpaper drifted 2.54 pixels leaving 97%
 UNMOVED_CORRELATION = 0.9995  # pictures of one size lined up in place this well are not refined to look for a pan:
 # the next frames of those six sets line up in place at most at 0.9992, and 79% of the same-size copies within it
 FRAME_SLACK = 1.5  # pixels of a fine copy past a frame's edge where a picture may still lie (placement, blend)

@@ -386,10 +386,10 @@ def test_the_next_frame_of_a_screen_is_not_a_copy_of_it():
 @pytest.mark.parametrize("seed", range(3))
 def test_a_plain_wallpaper_panned_by_one_percent_is_another_frame_though_it_lines_up_in_place(seed, tmp_path):
     """A smooth wallpaper panned 1% and kept at its size (the next frame of a video, with sensor noise) lines up in
-    place at 0.998-0.999, above where a placement is refined, and shows no local change: refined anyway once it passes,
-    it moves an end between 2 and 4 fine pixels and explains much of what was left, so the two are two pictures. Its
-    retoned, sharpened and blurred copies of one size stay in place and pass; a drift that explains nothing does
-    not count as a move (a brightened real wallpaper: 2.5 pixels for 3% of the mismatch)."""
+    place at 0.998-0.999, above where a placement is refined, and shows no local change: refined anyway once it
+    passes, it moves an end between 2 and 4 fine pixels and explains much of what was left, so the two are two
+    pictures. Its retoned, sharpened and blurred copies of one size stay in place and pass; a drift that explains
+    nothing does not count as a move (a brightened real wallpaper: 2.5 pixels for 3% of the mismatch)."""
     wallpaper = dithered_wallpaper(seed)
     width, height = wallpaper.size
     pan = round(width * 0.01)
