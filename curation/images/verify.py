@@ -1062,10 +1062,10 @@ def compare(
         found = judged(name, placement, correlation)
         if found is not None and found[0][0] and one_grid and SETTLED_CORRELATION <= at_start < UNMOVED_CORRELATION:
             # one picture in place without refining: was the other panned or zoomed by a pixel or two?
-            moved, lined_up = _refine(samples1, turned.content, image2, start, at_start, near=True)
-            distance = _moved(moved, second)
+            refined, lined_up = _refine(samples1, turned.content, image2, start, at_start, near=True)
+            distance = _moved(refined, second)
             if distance > MAX_MOVED and keeps_move(at_start, lined_up, distance):  # two pictures (`moved`)
-                found = judged(name, moved, lined_up)
+                found = judged(name, refined, lined_up)
         if found is None:
             continue
         passed_before = best is not None and best[0][0]
