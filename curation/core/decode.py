@@ -89,6 +89,34 @@ def _reduced(image: Image.Image, side_px: int) -> Image.Image:
     return image.resize((image.width // factor, image.height // factor), Image.Resampling.BOX)
 
 
+def _webp_still(data: bytes, mode: str) -> Image.Image | None:
+    """A still WebP's pixels in `mode` (RGB, or RGBA: as Pillow opened it), decoded by libwebp's own decoding call
+    (the `webp` package), else None: an animation, another mode, or a file libwebp refuses, which Pillow then decodes
+    (and says why it cannot). The same pixels as Pillow's load, which decodes every WebP as an animation and copies
+    each frame twice: 1.4x the time, on 35 real 16 MP wallpapers."""
+    if mode not in ("RGB", "RGBA"):
+        return None
+    from webp import ffi, lib  # on first use: the library is loaded when a WebP file is decoded
+
+    config = ffi.new("WebPDecoderConfig*")
+    source = ffi.from_buffer(data)
+    features = ffi.addressof(config, "input")
+    if not lib.WebPInitDecoderConfig(config) or lib.WebPGetFeatures(source, len(data), features) != lib.VP8_STATUS_OK:
+        return None
+    if config.input.has_animation:
+        return None
+    size, bands = (config.input.width, config.input.height), len(mode)
+    pixels = bytearray(size[0] * size[1] * bands)
+    config.output.colorspace = lib.MODE_RGBA if mode == "RGBA" else lib.MODE_RGB
+    config.output.is_external_memory = 1
+    config.output.u.RGBA.rgba = ffi.from_buffer(pixels)
+    config.output.u.RGBA.stride = size[0] * bands
+    config.output.u.RGBA.size = len(pixels)
+    if lib.WebPDecode(source, len(data), config) != lib.VP8_STATUS_OK:
+        return None
+    return Image.frombuffer(mode, size, pixels, "raw", mode, 0, 1)
+
+
 def _unsupported_format(data: bytes) -> str | None:
     head = data[:64]
     if head[4:8] == b"ftyp" and head[8:12] in BOX_BRANDS:
@@ -150,9 +178,12 @@ def decode_image(
             full_size = opened.size
             if draft_side_px and fmt == "JPEG":  # in grey, libjpeg also skips the colour conversion
                 opened.draft("L" if grey else "RGB", (draft_side_px, draft_side_px))
-            opened.decodermaxblock = DECODE_BLOCK_BYTES  # fewer, longer decoder calls: the bytes are in memory
-            opened.load()
-            flat = _flatten_grey(opened) if grey else _flatten(opened)
+            still = _webp_still(data, opened.mode) if fmt == "WEBP" else None
+            if still is None:
+                opened.decodermaxblock = DECODE_BLOCK_BYTES  # fewer, longer decoder calls: the bytes are in memory
+                opened.load()
+            loaded = opened if still is None else still
+            flat = _flatten_grey(loaded) if grey else _flatten(loaded)
             if draft_side_px and shrink_all and fmt != "JPEG":
                 flat = _reduced(flat, draft_side_px)
             image = _upright(opened, flat)

@@ -104,3 +104,51 @@ def test_the_grey_decode_is_the_colour_decode_in_grey(tmp_path, mode):
     via_rgb = np.asarray(decode_image(path).image.convert("L"), dtype=np.int16)
     assert decode_image(path, grey=True).image.mode == "L" and grey.shape == via_rgb.shape == (60, 80)
     assert np.abs(grey - via_rgb).max() <= 1
+
+
+def _webp(path, kind: str):
+    """A still WebP with edges, gradients and noise (lossy coding and chroma upsampling have work to do), odd sides."""
+    rng = np.random.default_rng(11)
+    y, x = np.mgrid[0:53, 0:75]
+    pixels = np.stack([x * 3, y * 4, (x + y) * 2], axis=-1) + rng.integers(0, 40, (53, 75, 3))
+    pixels[20:30, 10:40] = (250, 20, 30)
+    image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+    if "alpha" in kind:
+        image.putalpha(Image.fromarray(rng.integers(0, 256, (53, 75), dtype=np.uint8)))
+    exif = Image.Exif()
+    if kind == "turned":
+        exif[0x0112] = 6
+    image.save(path, "WEBP", lossless=kind.startswith("lossless"), quality=70, exif=exif)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["lossy", "lossless", "lossy+alpha", "lossless+alpha", "turned"])
+def test_a_still_webp_is_decoded_by_libwebp_to_pillows_pixels(tmp_path, monkeypatch, kind):
+    from benchcurate.curation.core import decode
+
+    path = _webp(tmp_path / "x.webp", kind)
+    with Image.open(path) as opened:
+        assert decode._webp_still(path.read_bytes(), opened.mode) is not None  # the file takes libwebp's own call
+    settings = [{}, {"grey": True}, {"draft_side_px": 32, "shrink_all": True, "grey": True}]
+    fast = [decode_image(path, **setting) for setting in settings]
+    monkeypatch.setattr(decode, "_webp_still", lambda data, mode: None)  # Pillow's load, as before
+    for ours, setting in zip(fast, settings, strict=True):
+        pillow = decode_image(path, **setting)
+        assert (ours.width, ours.height, ours.format) == (pillow.width, pillow.height, "WEBP")
+        assert ours.image.mode == pillow.image.mode and ours.image.tobytes() == pillow.image.tobytes()
+    assert (fast[0].width, fast[0].height) == ((53, 75) if kind == "turned" else (75, 53))
+
+
+def test_an_animated_or_truncated_webp_is_left_to_pillow(tmp_path):
+    from benchcurate.curation.core.decode import _webp_still
+
+    frames = [Image.new("RGB", (16, 16), colour) for colour in ((255, 0, 0), (0, 0, 255))]
+    frames[0].save(tmp_path / "anim.webp", save_all=True, append_images=frames[1:], duration=100, lossless=True)
+    assert _webp_still((tmp_path / "anim.webp").read_bytes(), "RGB") is None
+    assert decode_image(tmp_path / "anim.webp").image.getpixel((8, 8)) == (255, 0, 0)  # the first frame
+    data = _webp(tmp_path / "x.webp", "lossy").read_bytes()
+    (tmp_path / "cut.webp").write_bytes(data[: len(data) * 2 // 3])
+    assert _webp_still((tmp_path / "cut.webp").read_bytes(), "RGB") is None
+    with pytest.raises(ImageDecodeError) as caught:
+        decode_image(tmp_path / "cut.webp")
+    assert caught.value.reason in ("image_truncated", "image_unreadable")
