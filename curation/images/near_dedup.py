@@ -849,7 +849,7 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=18,
+    version=19,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
 # 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print;
@@ -872,7 +872,8 @@ STAGE = SetStage(
 # content, whichever correlates better, is tried first; 17: the provisional centre has the full size most items
 # linked to it through candidate pairs share (not a copy with a wide frame added); 18: pictures of one size lined
 # up in place within 0.995 (not 0.9995) are still refined when they pass, and a move of over 2 pixels explaining a
-# fifth of the mismatch is kept (a plain wallpaper's next frame, panned 1%)
+# fifth of the mismatch is kept (a plain wallpaper's next frame, panned 1%); 19: a failure lining the two up within
+# 0.97 ends the search only once whole and content placements were both tried (a thin black frame on a dark sky)
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:

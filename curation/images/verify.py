@@ -984,7 +984,9 @@ def compare(
     ended there (`REPEAT_PIXELS`), and judged unless it stretches one side against the other (`stretched`); one that
     lines the two up, leaves little uncovered and shows no local change makes them one picture. With `early`, no
     placement is tried after a pass lining the two up within TRUSTED_CORRELATION, a second pass, or a failure lining
-    them up that well and leaving little uncovered (another placement would only find the same change); a pass on a
+    them up that well and leaving little uncovered once whole and content placements were both tried (a crop would
+    only find the same change; but a thin black frame around a dark sky trims into the sky, so content on content
+    lines up 0.998 three pixels off, and whole on whole passes); a pass on a
     looser placement is checked against the next one (a dark picture laid whole on a copy with a black frame passes
     at 0.95, its content on the frame's inside fits at 0.99). The evidence is that of the best placement tried
     (`rank`: passes first, then failed ones lining the two up within LINED_UP_CORRELATION: a change a loose one
@@ -1035,16 +1037,18 @@ def compare(
 
     def placements() -> Iterator[tuple[str, Placement, float]]:
         """Each placement to try with its correlation before refining: the simple ones, the one lining the two up
-        best first (a copy with a wide added frame lies content on content, not whole on whole), then crops."""
+        best first (a copy with a wide added frame lies content on content, not whole on whole), then crops; and
+        whether a simple one is still to come."""
         simple = [("whole", Placement(1.0, 0.0, 1.0, 0.0))] if one_grid else _simple(turned, second)
-        yield from sorted(
+        ranked = sorted(
             ((name, start, _correlation(samples1, turned.content, image2, start)) for name, start in simple),
             key=lambda entry: -entry[2],
         )
+        yield from ((*entry, number < len(ranked) - 1) for number, entry in enumerate(ranked))
         if not one_grid:
-            yield from ((name, start, None) for name, start in _crops(turned, second))
+            yield from ((name, start, None, False) for name, start in _crops(turned, second))
 
-    for name, start, at_start in placements():
+    for name, start, at_start, simple_left in placements():
         where = start.box(turned.content)
         if _repeats(where, starts + ends):  # refined from there, or to there, already: it would end the same way
             continue
@@ -1072,8 +1076,10 @@ def compare(
         if best is None or found[0] > best[0]:
             best = found
         trusted = found[1]["correlation"] >= TRUSTED_CORRELATION
-        if early and ((found[0][0] and (trusted or passed_before)) or (trusted and found[3] <= max_uncovered)):
-            break  # one picture, or lined up so well that another placement would only find the same change
+        if early and (
+            (found[0][0] and (trusted or passed_before)) or (trusted and found[3] <= max_uncovered and not simple_left)
+        ):
+            break  # one picture, or lined up so well that a crop would only find the same change
     if best is None:
         return Verdict(False, {"placed": "none", "correlation": None}, orientation, None)
     return Verdict(best[0][0], best[1], orientation, best[2])
