@@ -986,9 +986,9 @@ def compare(
     placement is tried after a pass lining the two up within TRUSTED_CORRELATION, a second pass, or a failure lining
     them up that well and leaving little uncovered once whole and content placements were both tried (a crop would
     only find the same change; but a thin black frame around a dark sky trims into the sky, so content on content
-    lines up 0.998 three pixels off, and whole on whole passes); a pass on a
-    looser placement is checked against the next one (a dark picture laid whole on a copy with a black frame passes
-    at 0.95, its content on the frame's inside fits at 0.99). The evidence is that of the best placement tried
+    lines up 0.998 three pixels off, and whole on whole passes); a pass on a looser placement is checked against the
+    next one (a dark picture laid whole on a copy with a black frame passes at 0.95, its content on the frame's inside
+    fits at 0.99). The evidence is that of the best placement tried
     (`rank`: passes first, then failed ones lining the two up within LINED_UP_CORRELATION: a change a loose one
     shows is no evidence, `near_dedup.lined_up`)."""
     turned, image1, samples1 = _turned(first, orientation)
@@ -1035,7 +1035,7 @@ def compare(
     starts: list[Box] = []  # where each placement tried put the first's content before refining
     ends: list[Box] = []  # and after (each judged, when it lined the two up)
 
-    def placements() -> Iterator[tuple[str, Placement, float]]:
+    def placements() -> Iterator[tuple[str, Placement, float | None, bool]]:
         """Each placement to try with its correlation before refining: the simple ones, the one lining the two up
         best first (a copy with a wide added frame lies content on content, not whole on whole), then crops; and
         whether a simple one is still to come."""
