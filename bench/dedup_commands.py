@@ -150,17 +150,11 @@ def found_copies(texts: Path, ours: Path, naive: Path) -> dict[str, dict[str, fl
 
 
 def measure(commands: dict[str, list[str]], repeats: int) -> dict[str, dict]:
-    """Each command `repeats` times, interleaved: wall seconds, CPU seconds (user + system, from the kernel's
-    account of waited-for children: what the command's threads used, whatever else ran) and peak memory."""
-    import resource
-
+    """Each command `repeats` times, interleaved: wall seconds, CPU seconds (`cpu_of`) and peak memory."""
     runs: dict[str, list] = {name: [] for name in commands}
     for round_ in range(repeats):
         for name, command in commands.items():
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            run = common.run_command(command, every=0.05)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            run, cpu = cpu_of(command, every=0.05)
             runs[name].append({"seconds": run.seconds, "cpu": cpu, "peak_rss_mb": run.tree.peak_rss / 2**20})
             print(f"  round {round_ + 1} {name}: {run.seconds:.2f} s, {cpu:.2f} CPU s", flush=True)
     return {
@@ -182,14 +176,20 @@ def ratios(timing: dict, naive: str, ours: str) -> dict[str, float]:
     return {"whole": whole, "net": net}
 
 
-def command_cpu(command: list[str]) -> float:
-    """CPU seconds (user + system) of a whole command and its children."""
+def cpu_of(command: list[str], **sampling) -> tuple[common.CommandRun, float]:
+    """A whole command's run (`common.run_command`) and its CPU seconds, user + system, from the kernel's account
+    of waited-for children: what the command and its children used, whatever else ran on the machine."""
     import resource
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    common.run_command(command)
+    run = common.run_command(command, **sampling)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return run, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def command_cpu(command: list[str]) -> float:
+    """CPU seconds (user + system) of a whole command and its children."""
+    return cpu_of(command)[1]
 
 
 def dups_against_hash(folders: dict[str, Path], work: Path, repeats: int) -> dict[str, dict]:

@@ -103,7 +103,7 @@ def _webp_still(data: bytes, mode: str) -> Image.Image | None:
     features = ffi.addressof(config, "input")
     if not lib.WebPInitDecoderConfig(config) or lib.WebPGetFeatures(source, len(data), features) != lib.VP8_STATUS_OK:
         return None
-    if config.input.has_animation:
+    if config.input.has_animation:  # Pillow's first frame, composed on its canvas
         return None
     size, bands = (config.input.width, config.input.height), len(mode)
     pixels = bytearray(size[0] * size[1] * bands)
@@ -178,11 +178,11 @@ def decode_image(
             full_size = opened.size
             if draft_side_px and fmt == "JPEG":  # in grey, libjpeg also skips the colour conversion
                 opened.draft("L" if grey else "RGB", (draft_side_px, draft_side_px))
-            still = _webp_still(data, opened.mode) if fmt == "WEBP" else None
-            if still is None:
+            loaded = _webp_still(data, opened.mode) if fmt == "WEBP" else None
+            if loaded is None:
                 opened.decodermaxblock = DECODE_BLOCK_BYTES  # fewer, longer decoder calls: the bytes are in memory
                 opened.load()
-            loaded = opened if still is None else still
+                loaded = opened
             flat = _flatten_grey(loaded) if grey else _flatten(loaded)
             if draft_side_px and shrink_all and fmt != "JPEG":
                 flat = _reduced(flat, draft_side_px)

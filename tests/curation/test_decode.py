@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from benchcurate.curation.core import decode
 from benchcurate.curation.core.decode import ImageDecodeError, decode_image
 from tests.factories import make_image
 
@@ -124,8 +125,6 @@ def _webp(path, kind: str):
 
 @pytest.mark.parametrize("kind", ["lossy", "lossless", "lossy+alpha", "lossless+alpha", "turned"])
 def test_a_still_webp_is_decoded_by_libwebp_to_pillows_pixels(tmp_path, monkeypatch, kind):
-    from benchcurate.curation.core import decode
-
     path = _webp(tmp_path / "x.webp", kind)
     with Image.open(path) as opened:
         assert decode._webp_still(path.read_bytes(), opened.mode) is not None  # the file takes libwebp's own call
@@ -140,15 +139,13 @@ def test_a_still_webp_is_decoded_by_libwebp_to_pillows_pixels(tmp_path, monkeypa
 
 
 def test_an_animated_or_truncated_webp_is_left_to_pillow(tmp_path):
-    from benchcurate.curation.core.decode import _webp_still
-
     frames = [Image.new("RGB", (16, 16), colour) for colour in ((255, 0, 0), (0, 0, 255))]
     frames[0].save(tmp_path / "anim.webp", save_all=True, append_images=frames[1:], duration=100, lossless=True)
-    assert _webp_still((tmp_path / "anim.webp").read_bytes(), "RGB") is None
+    assert decode._webp_still((tmp_path / "anim.webp").read_bytes(), "RGB") is None
     assert decode_image(tmp_path / "anim.webp").image.getpixel((8, 8)) == (255, 0, 0)  # the first frame
     data = _webp(tmp_path / "x.webp", "lossy").read_bytes()
     (tmp_path / "cut.webp").write_bytes(data[: len(data) * 2 // 3])
-    assert _webp_still((tmp_path / "cut.webp").read_bytes(), "RGB") is None
+    assert decode._webp_still((tmp_path / "cut.webp").read_bytes(), "RGB") is None
     with pytest.raises(ImageDecodeError) as caught:
         decode_image(tmp_path / "cut.webp")
     assert caught.value.reason in ("image_truncated", "image_unreadable")
