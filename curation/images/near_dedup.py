@@ -849,7 +849,7 @@ STAGE = SetStage(
     select=select,
     reasons=("near_duplicate", "matches_reference"),
     outside_input=reference_digest,
-    version=19,
+    version=20,
 )  # 2: questions tell items of one image apart; 3: stars, verification, turns, borders;
 # 4: placement refined to a fraction of a pixel, local change on the part both show, the copy that lost least kept;
 # 5: no copy vouches for a candidate whose change is concentrated in one region; 6: the finer look at small print;
@@ -873,7 +873,9 @@ STAGE = SetStage(
 # linked to it through candidate pairs share (not a copy with a wide frame added); 18: pictures of one size lined
 # up in place within 0.995 (not 0.9995) are still refined when they pass, and a move of over 2 pixels explaining a
 # fifth of the mismatch is kept (a plain wallpaper's next frame, panned 1%); 19: a failure lining the two up within
-# 0.97 ends the search only once whole and content placements were both tried (a thin black frame on a dark sky)
+# 0.97 ends the search only once whole and content placements were both tried (a thin black frame on a dark sky);
+# 20: a faintly coloured picture's copies in colour show half its colour (not 4 levels), the marks compare the copies
+# of the size most tied copies have, and a copy with the chosen one's pixels ties with it
 
 
 def keys_of(table: HashTable, files: list[str] | None = None) -> list[ImageKey]:

@@ -6,7 +6,7 @@ against it; then `elect` chooses, among the centre and the copies verified with 
 where the verification placed it on the centre:
 
 1. colour beats greyscale (`Traits.chroma`; noise adds no colour to blocks of 8 pixels; a greyscale original
-   ties with its copies);
+   ties with its copies; a faintly coloured picture's copies in colour show half its colour or more);
 2. more pixels beat fewer: pixels per unit of the scene (the placement's scale times the sizes in the headers),
    within 3% of the most; a copy whose framing no other copy shares (a frame or crop, placed alone) sets the most
    only when over 5% above the others, as its scale may be misread by a few percent;
@@ -19,7 +19,8 @@ where the verification placed it on the centre:
 5. less compression: a lossless file, then the higher JPEG quality (read from its quantisation tables), then
    other lossy files; a lossless file whose full-size pixels equal a tied JPEG's is that JPEG re-saved and
    ranks as it;
-6. fewer marks of processing, on the copies still tied, decoded again at full size (only those): any colour
+6. fewer marks of processing, on the copies still tied, decoded again at full size (only those), in the pixel size
+   most of them have (`size`: one of another size is a crop or frame the placement misread): any colour
    beats none (R = G = B everywhere is a greyscale copy of a faintly coloured picture); then the sharpness most
    copies share (a sharpened copy is sharper than the original and the copies that kept its sharpness, a blurred
    one less sharp); then the copy from which the others are predicted best by a tone curve and a 3x3 filter is
@@ -27,7 +28,8 @@ where the verification placed it on the centre:
    away, so the original is not predicted back from it); then, among those within 10% of it, the ones in the
    tone most copies share (mean grey; a brightened or darkened copy is off from most others by a common factor,
    and re-saved as a JPEG it uses as many levels as the original or more); then the one using more grey levels
-   and skipping fewer inside its range (`fewest_marks`).
+   and skipping fewer inside its range (`fewest_marks`); a copy with the chosen one's pixels (within a grey level
+   everywhere: the same file re-saved, as a greyscale picture saved again as greyscale) ties with it.
 Then the provisional order (then the stage's `source_priority`, then the smaller id). `bench/near_dup_quality.py`
 reports who was kept, per kind of edit, on tests/dedup_set.py, and by which of these rules.
 """
@@ -420,7 +422,11 @@ def elect(
     if len(members) == 1:
         return members[0].index, "alone"
     group = members
-    remaining = _keep(group, lambda m: m.traits.chroma >= COLOUR_CHROMA)
+    most = max(m.traits.chroma for m in group)
+    # in colour: COLOUR_CHROMA, or half the most colourful copy's when it is faint (a brightened copy of a faintly
+    # coloured picture reads 4 grey levels where the original reads 3: both are in colour, a greyscale copy 0)
+    least = min(COLOUR_CHROMA, most / 2) if most >= COLOUR_CHROMA else COLOUR_CHROMA
+    remaining = _keep(group, lambda m: m.traits.chroma >= least)
     if len(remaining) == 1:
         return remaining[0].index, "colour"
     clusters = _framings(group)
@@ -448,14 +454,48 @@ def elect(
     remaining, by = _least_compressed(remaining, full_size)
     if len(remaining) == 1:
         return remaining[0].index, by
-    found = [(m, full_size(m.index)) for m in remaining]
-    found = [(m, pixels) for m, pixels in found if pixels is not None]
-    if len(found) > 1 and len({pixels.shape for _, pixels in found}) == 1:
-        best = fewest_marks([pixels for _, pixels in found])
-        remaining = [found[k][0] for k in best]
+    decoded = [(m, pixels) for m in remaining if (pixels := full_size(m.index)) is not None]
+    found = _commonest_shape(decoded)
+    if len(found) == 1 and len(decoded) > 1:
+        return found[0][0].index, "size"
+    if len(found) > 1 and len({pixels.shape for _, pixels in found}) == 1:  # turned copies tied on the turn: no marks
+        best = [found[k][1] for k in fewest_marks([pixels for _, pixels in found])]
+        # a copy with the pixels of one the marks chose is that file re-saved: the marks cannot tell which came first
+        remaining = [m for m, pixels in found if any(_resaved(pixels, other) for other in best)]
         if len(remaining) == 1:
             return remaining[0].index, "marks"
     return min(remaining, key=lambda m: tie_break(m.index)).index, "order"
+
+
+def _commonest_shape(found: list[tuple[Member, np.ndarray]]) -> list[tuple[Member, np.ndarray]]:
+    """The decoded copies in the pixel size most of them have (then the larger): copies still tied up to the marks
+    were placed on one framing at one scale, so one of another size is a crop or a frame the placement misread
+    (a 2% crop of a galaxy on a black sky reads as the whole picture), and the marks compare copies of one size."""
+    sizes = Counter(_unturned_shape(m, pixels) for m, pixels in found)
+    if len(sizes) < 2:
+        return found
+    shape = max(sizes, key=lambda size: (sizes[size], size[0] * size[1], size))
+    return [(m, pixels) for m, pixels in found if _unturned_shape(m, pixels) == shape]
+
+
+SIDES_SWAPPED = ("rotate_90", "rotate_270", "transpose", "transverse")  # turns that swap a picture's sides
+
+
+def _unturned_shape(member: Member, pixels: np.ndarray) -> tuple[int, int]:
+    """(height, width) of a copy's pixels as the centre has them: a quarter turn's sides swapped back."""
+    height, width = pixels.shape[:2]
+    return (width, height) if member.orientation in SIDES_SWAPPED else (height, width)
+
+
+def _resaved(first: np.ndarray, second: np.ndarray) -> bool:
+    """Whether two full-size pictures are one file re-saved: one size, within SAME_PIXELS everywhere (every 16th
+    row and column first: an edited copy differs there already, and a wallpaper's whole pixels cost 0.1 s)."""
+    if first.shape != second.shape:
+        return False
+    return all(
+        int((np.maximum(a, b) - np.minimum(a, b)).max()) <= SAME_PIXELS  # |a - b| in uint8
+        for a, b in ((first[::16, ::16], second[::16, ::16]), (first, second))
+    )
 
 
 def _least_compressed(members: list[Member], full_size: Callable[[int], np.ndarray | None]) -> tuple[list[Member], str]:
@@ -468,12 +508,7 @@ def _least_compressed(members: list[Member], full_size: Callable[[int], np.ndarr
         resaved = set()
         for member in lossless:
             pixels = full_size(member.index)
-            if pixels is not None and any(
-                other is not None
-                and other.shape == pixels.shape
-                and int((np.maximum(other, pixels) - np.minimum(other, pixels)).max()) <= SAME_PIXELS  # |a - b|
-                for _, other in jpegs
-            ):
+            if pixels is not None and any(other is not None and _resaved(other, pixels) for _, other in jpegs):
                 resaved.add(member.index)
         if resaved:  # a re-save ranks just below the JPEG it was made from
             ranked = {

@@ -1177,3 +1177,53 @@ def test_a_wide_difference_beside_the_part_both_show_hides_no_change_there(tmp_p
     assert first.content[0] > 40 and second.content == (0.0, 0.0, 256.0, 256.0)
     found = verify.compare(first, second, "identity", CONFIG.max_local_difference, CONFIG.max_uncovered_share)
     assert not found.same and found.evidence["local_difference"] > CONFIG.max_local_difference, found
+
+
+def test_a_faintly_coloured_picture_is_not_beaten_on_colour_by_its_brightened_copy():
+    """Brightening lifts a faint colour over COLOUR_CHROMA (a real star chart: 3 grey levels in the original, 4 in
+    its brightened copies): copies showing half the most colourful one's colour are in colour, and the marks
+    choose among them; a greyscale copy is still out."""
+    original = np.asarray(faintly_coloured("coffee"))
+    brighter = np.asarray(ImageEnhance.Brightness(Image.fromarray(original)).enhance(1.1))
+    grey = np.asarray(Image.fromarray(original).convert("L").convert("RGB"))
+    faint = survivor.Traits(3.0, original.shape[0] * original.shape[1], 0.0, True, 100, 500_000, -0.5)
+    pictures = [brighter, grey, original]
+    group = members(faint._replace(chroma=4.0), faint._replace(chroma=0.0), faint)
+    assert survivor.elect(group, pictures.__getitem__, lambda index: index) == (2, "marks")
+    assert survivor.elect(group[:2], pictures.__getitem__, lambda index: index) == (0, "colour")  # vivid enough
+
+
+def test_a_crop_misplaced_on_the_whole_picture_leaves_the_marks_to_the_copies_of_one_size():
+    """A 2% crop of a galaxy on a black sky was placed as the whole picture: tied on everything before the marks,
+    it made the group's sizes differ, and the provisional order kept a sharpened copy. The marks now compare the
+    copies of the size most of them have."""
+    original = photo("coffee")
+    copies = [
+        original.filter(ImageFilter.UnsharpMask(radius=2, percent=200, threshold=2)),
+        original,
+        ImageEnhance.Brightness(original).enhance(1.1),
+        original.crop((0, 0, original.width - 12, original.height)),
+    ]
+    pictures = [np.asarray(copy) for copy in copies]
+    same = survivor.Traits(40.0, original.width * original.height, 0.0, True, 100, 500_000, -0.5)
+    order = lambda index: index  # noqa: E731 - the sharpened copy first
+    assert survivor.elect(members(*[same] * 4), pictures.__getitem__, order) == (1, "marks")
+    # one copy of each size: the larger one
+    assert survivor.elect(members(same, same), [pictures[3], pictures[1]].__getitem__, order) == (1, "size")
+
+
+def test_a_copy_with_the_originals_pixels_ties_with_it_on_the_marks():
+    """A greyscale JPEG saved again as greyscale differs from it by one level here and there: the marks cannot
+    tell which came first, so the order decides between the two, whichever comes first."""
+    original = np.asarray(photo("coffee"))
+    rng = np.random.default_rng(0)
+    resaved = np.clip(original.astype(np.int16) + (rng.random(original.shape[:2]) < 0.01)[..., None], 0, 255)
+    others = [
+        np.asarray(ImageEnhance.Brightness(Image.fromarray(original)).enhance(0.9)),
+        np.asarray(Image.fromarray(original).filter(ImageFilter.GaussianBlur(1.0))),
+    ]
+    same = survivor.Traits(40.0, original.shape[0] * original.shape[1], 0.0, True, 100, 500_000, -0.5)
+    for first, second in ((original, resaved.astype(np.uint8)), (resaved.astype(np.uint8), original)):
+        pictures = [first, second, *others]
+        assert survivor.elect(members(*[same] * 4), pictures.__getitem__, lambda index: index) == (0, "order")
+    assert survivor.elect(members(*[same] * 3), [original, *others].__getitem__, lambda index: index) == (0, "marks")
