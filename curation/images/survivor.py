@@ -44,6 +44,7 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image
 
+from benchcurate.curation.images.likeness import ORIENTATIONS
 from benchcurate.curation.images.tones import TONE_BINS, isotonic
 
 # libjpeg's (IJG) standard luminance table at quality 50
@@ -478,13 +479,10 @@ def _commonest_shape(found: list[tuple[Member, np.ndarray]]) -> list[tuple[Membe
     return [(m, pixels) for m, pixels in found if _unturned_shape(m, pixels) == shape]
 
 
-SIDES_SWAPPED = ("rotate_90", "rotate_270", "transpose", "transverse")  # turns that swap a picture's sides
-
-
 def _unturned_shape(member: Member, pixels: np.ndarray) -> tuple[int, int]:
     """(height, width) of a copy's pixels as the centre has them: a quarter turn's sides swapped back."""
     height, width = pixels.shape[:2]
-    return (width, height) if member.orientation in SIDES_SWAPPED else (height, width)
+    return (width, height) if ORIENTATIONS[member.orientation][0] else (height, width)  # (transposed, ...)
 
 
 def _resaved(first: np.ndarray, second: np.ndarray) -> bool:

@@ -1210,6 +1210,12 @@ def test_a_crop_misplaced_on_the_whole_picture_leaves_the_marks_to_the_copies_of
     assert survivor.elect(members(*[same] * 4), pictures.__getitem__, order) == (1, "marks")
     # one copy of each size: the larger one
     assert survivor.elect(members(same, same), [pictures[3], pictures[1]].__getitem__, order) == (1, "size")
+    # a quarter-turned copy has the original's size once turned back: no size decides between the two
+    turned = [pictures[1], np.ascontiguousarray(pictures[1].transpose(1, 0, 2))]
+    assert survivor.elect(members(same, same, turns=["identity", "rotate_90"]), turned.__getitem__, order) == (
+        0,
+        "order",
+    )
 
 
 def test_a_copy_with_the_originals_pixels_ties_with_it_on_the_marks():
